@@ -1,1 +1,21 @@
+"""Built-in scheduler plugins, listed explicitly: nothing registers itself at import time."""
 
+from __future__ import annotations
+
+from aipaas.scheduler.framework.registry import Registry
+from aipaas.scheduler.plugins import fgd, fit, gpu_pickers, simple_scores
+
+
+def default_registry() -> Registry:
+    registry = Registry()
+    registry.register("NodeResourcesFit", fit.new_node_resources_fit)
+    registry.register("GpuFit", fit.new_gpu_fit)
+    registry.register("BestFitGpus", gpu_pickers.new_best_fit_gpus)
+    registry.register("RandomGpus", gpu_pickers.new_random_gpus)
+    registry.register("Random", simple_scores.new_random)
+    registry.register("DotProduct", simple_scores.new_dot_product)
+    registry.register("BestFit", simple_scores.new_best_fit)
+    registry.register("GpuClustering", simple_scores.new_gpu_clustering)
+    registry.register("GpuPacking", simple_scores.new_gpu_packing)
+    registry.register("FGD", fgd.new_fgd)
+    return registry

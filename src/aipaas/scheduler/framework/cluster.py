@@ -1,0 +1,160 @@
+"""Cluster state for scheduling: per-node and per-GPU free capacity held in NumPy columns.
+
+Feasibility and scores are computed for many nodes at once from these columns. Every change to
+a node bumps its ``version``; score caches compare versions to recompute only what changed.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+
+from aipaas.scheduler.framework.types import MILLI_PER_GPU, Placement, PodRequest
+
+IntArray = npt.NDArray[np.int64]
+BoolArray = npt.NDArray[np.bool_]
+
+
+@dataclass(frozen=True, slots=True)
+class NodeSpec:
+    """A node as the scheduler sees it: capacity, GPU count and model, labels."""
+
+    name: str
+    cpu_milli: int
+    memory_mib: int
+    gpu_count: int = 0
+    gpu_model: str = ""
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for attribute in ("cpu_milli", "memory_mib", "gpu_count"):
+            value = getattr(self, attribute)
+            if value < 0:
+                raise ValueError(f"node {self.name!r}: {attribute} must be >= 0, got {value}")
+        if self.gpu_count > 0 and not self.gpu_model:
+            raise ValueError(f"node {self.name!r}: gpu_model is required when gpu_count > 0")
+
+
+def gpu_affinity_tag(pod: PodRequest) -> str:
+    """The kind of GPU use a pod represents: 'share' or '<count>-gpu' ('' for CPU-only)."""
+    if pod.gpu_count == 0:
+        return ""
+    return "share" if pod.is_shared else f"{pod.gpu_count}-gpu"
+
+
+class ClusterState:
+    """Free capacity of every node and GPU, with allocate and release."""
+
+    def __init__(self, nodes: Sequence[NodeSpec]) -> None:
+        names = [node.name for node in nodes]
+        if len(set(names)) != len(names):
+            duplicate = next(name for name, n in Counter(names).items() if n > 1)
+            raise ValueError(f"node {duplicate!r} appears more than once")
+        self.nodes: tuple[NodeSpec, ...] = tuple(nodes)
+        self.index_of: dict[str, int] = {name: i for i, name in enumerate(names)}
+        count = len(nodes)
+        self.max_gpus = max((node.gpu_count for node in nodes), default=0)
+        self.models: tuple[str, ...] = tuple(sorted({n.gpu_model for n in nodes if n.gpu_model}))
+        model_ids = {model: i for i, model in enumerate(self.models)}
+
+        self.cpu_capacity: IntArray = np.array([n.cpu_milli for n in nodes], dtype=np.int64)
+        self.memory_capacity: IntArray = np.array([n.memory_mib for n in nodes], dtype=np.int64)
+        self.gpu_count: IntArray = np.array([n.gpu_count for n in nodes], dtype=np.int64)
+        # -1 marks a node without GPUs; model ids index self.models.
+        self.model_id: IntArray = np.array(
+            [model_ids.get(n.gpu_model, -1) for n in nodes], dtype=np.int64
+        )
+        self.cpu_free: IntArray = self.cpu_capacity.copy()
+        self.memory_free: IntArray = self.memory_capacity.copy()
+        # Free milli per GPU; slots past a node's own GPUs stay 0, which no GPU request can use.
+        self.gpu_free: IntArray = np.zeros((count, max(self.max_gpus, 1)), dtype=np.int64)
+        for i, node in enumerate(nodes):
+            self.gpu_free[i, : node.gpu_count] = MILLI_PER_GPU
+        self.gpu_free_total: IntArray = self.gpu_free.sum(axis=1)
+        self.gpu_free_max: IntArray = self.gpu_free.max(axis=1)
+        self.whole_gpus_free: IntArray = (self.gpu_free == MILLI_PER_GPU).sum(axis=1)
+        self.version: IntArray = np.zeros(count, dtype=np.int64)
+        self.gpu_tags: list[Counter[str]] = [Counter() for _ in nodes]
+        self.pod_count: IntArray = np.zeros(count, dtype=np.int64)
+
+    def __len__(self) -> int:
+        return len(self.nodes)
+
+    @property
+    def total_gpu_milli(self) -> int:
+        return int(self.gpu_count.sum()) * MILLI_PER_GPU
+
+    @property
+    def allocated_gpu_milli(self) -> int:
+        return self.total_gpu_milli - int(self.gpu_free_total.sum())
+
+    def model_mask(self, models: Sequence[str]) -> BoolArray:
+        """Nodes whose GPU model is one of ``models`` (all nodes when ``models`` is empty)."""
+        if not models:
+            return np.ones(len(self.nodes), dtype=np.bool_)
+        allowed = np.zeros(len(self.models) + 1, dtype=np.bool_)
+        for model in models:
+            if model in self.models:
+                allowed[self.models.index(model)] = True
+        return allowed[self.model_id]  # id -1 reads the trailing False
+
+    def allocate(self, placement: Placement) -> None:
+        """Take the placement's CPU, memory and GPU share; refuse anything over capacity."""
+        i = placement.node_index
+        self._check_node(placement)
+        gpus = list(placement.gpus)
+        if len(set(gpus)) != len(gpus):
+            raise ValueError(f"placement of {placement.pod!r} names a GPU twice: {gpus}")
+        for g in gpus:
+            if not 0 <= g < self.gpu_count[i]:
+                raise ValueError(f"placement of {placement.pod!r}: node has no GPU {g}")
+            if self.gpu_free[i, g] < placement.gpu_milli:
+                raise ValueError(
+                    f"placement of {placement.pod!r}: GPU {g} of {placement.node} has "
+                    f"{self.gpu_free[i, g]} milli free, {placement.gpu_milli} asked"
+                )
+        if self.cpu_free[i] < placement.cpu_milli:
+            raise ValueError(f"placement of {placement.pod!r}: not enough CPU on {placement.node}")
+        if self.memory_free[i] < placement.memory_mib:
+            raise ValueError(
+                f"placement of {placement.pod!r}: not enough memory on {placement.node}"
+            )
+        self._apply(placement, sign=-1)
+
+    def release(self, placement: Placement) -> None:
+        """Give back what ``allocate`` took for this placement."""
+        i = placement.node_index
+        self._check_node(placement)
+        for g in placement.gpus:
+            if self.gpu_free[i, g] + placement.gpu_milli > MILLI_PER_GPU:
+                raise ValueError(f"release of {placement.pod!r}: GPU {g} would exceed capacity")
+        if self.cpu_free[i] + placement.cpu_milli > self.cpu_capacity[i]:
+            raise ValueError(f"release of {placement.pod!r}: CPU would exceed capacity")
+        self._apply(placement, sign=+1)
+
+    def _check_node(self, placement: Placement) -> None:
+        i = placement.node_index
+        if not 0 <= i < len(self.nodes) or self.nodes[i].name != placement.node:
+            raise ValueError(f"placement of {placement.pod!r}: unknown node {placement.node!r}")
+
+    def _apply(self, placement: Placement, sign: int) -> None:
+        i = placement.node_index
+        self.cpu_free[i] += sign * placement.cpu_milli
+        self.memory_free[i] += sign * placement.memory_mib
+        for g in placement.gpus:
+            self.gpu_free[i, g] += sign * placement.gpu_milli
+        if placement.gpus:
+            row = self.gpu_free[i]
+            self.gpu_free_total[i] = row.sum()
+            self.gpu_free_max[i] = row.max()
+            self.whole_gpus_free[i] = int((row == MILLI_PER_GPU).sum())
+            tag = "share" if placement.gpu_milli < MILLI_PER_GPU else f"{len(placement.gpus)}-gpu"
+            self.gpu_tags[i][tag] += sign
+            if self.gpu_tags[i][tag] <= 0:
+                del self.gpu_tags[i][tag]
+        self.pod_count[i] -= sign
+        self.version[i] += 1

@@ -1,0 +1,173 @@
+"""The framework runtime: filter, score (cached per node), normalise, pick a node, reserve GPUs.
+
+One call places one pod against the current ClusterState and returns a decision; it does no
+I/O, so the live controller and the trace simulator run exactly this code.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+
+import numpy as np
+
+from aipaas.scheduler.framework.cluster import ClusterState, IntArray
+from aipaas.scheduler.framework.interfaces import (
+    FilterPlugin,
+    GpuPickerPlugin,
+    NormalizeScorePlugin,
+    ScorePlugin,
+)
+from aipaas.scheduler.framework.profile import SchedulerProfile, load_profile
+from aipaas.scheduler.framework.registry import PluginContext, Registry
+from aipaas.scheduler.framework.types import Placement, PodRequest, Unschedulable
+
+
+class _ScoreCache:
+    """Scores of one (plugin, pod shape) for every node, with the node version they saw."""
+
+    __slots__ = ("scores", "seen")
+
+    def __init__(self, node_count: int) -> None:
+        self.scores: IntArray = np.zeros(node_count, dtype=np.int64)
+        self.seen: IntArray = np.full(node_count, -1, dtype=np.int64)
+
+
+class Scheduler:
+    """Places pods on a ClusterState according to a profile.
+
+    ``tiebreak_rank[i]`` orders node i among equally scored nodes (lowest rank wins); by default
+    it is a random permutation drawn from ``seed``, so ties do not always favour the same nodes.
+    """
+
+    def __init__(
+        self,
+        state: ClusterState,
+        policy: str | SchedulerProfile = "bestfit",
+        seed: int = 0,
+        *,
+        registry: Registry | None = None,
+        workload: Sequence[PodRequest] = (),
+        tiebreak_rank: Sequence[int] | IntArray | None = None,
+    ) -> None:
+        from aipaas.scheduler.plugins import default_registry
+
+        self.state = state
+        self.profile = policy if isinstance(policy, SchedulerProfile) else load_profile(policy)
+        self.rng = np.random.default_rng(seed)
+        registry = registry or default_registry()
+
+        def build(ref_name: str, args: dict[str, object]) -> object:
+            return registry.build(ref_name, PluginContext(args, self.rng, tuple(workload)))
+
+        spec = self.profile.spec
+        self.filters: list[FilterPlugin] = []
+        for ref in spec.filters:
+            plugin = build(ref.name, ref.args)
+            if not isinstance(plugin, FilterPlugin):
+                raise ValueError(f"profile {self.profile.metadata.name}: {ref.name} is no filter")
+            self.filters.append(plugin)
+        self.scorers: list[tuple[ScorePlugin, int]] = []
+        for ref in spec.scores:
+            plugin = build(ref.name, ref.args)
+            if not isinstance(plugin, ScorePlugin):
+                raise ValueError(f"profile {self.profile.metadata.name}: {ref.name} is no score")
+            self.scorers.append((plugin, ref.weight))
+        picker = build(spec.gpuPicker.name, spec.gpuPicker.args)
+        if not isinstance(picker, GpuPickerPlugin):
+            raise ValueError(
+                f"profile {self.profile.metadata.name}: {spec.gpuPicker.name} picks no GPUs"
+            )
+        self.picker = picker
+
+        if tiebreak_rank is None:
+            self.tiebreak_rank: IntArray = self.rng.permutation(len(state)).astype(np.int64)
+        else:
+            self.tiebreak_rank = np.asarray(tiebreak_rank, dtype=np.int64)
+            if self.tiebreak_rank.shape != (len(state),):
+                raise ValueError(
+                    f"tiebreak_rank: need one rank per node ({len(state)}), "
+                    f"got {self.tiebreak_rank.shape[0]}"
+                )
+        self._caches: dict[tuple[int, tuple[object, ...]], _ScoreCache] = {}
+
+    def feasible_nodes(self, pod: PodRequest) -> IntArray:
+        mask = self.filters[0].filter(self.state, pod)
+        for plugin in self.filters[1:]:
+            mask = mask & plugin.filter(self.state, pod)
+        return np.flatnonzero(mask)
+
+    def select_node(self, pod: PodRequest) -> int | None:
+        """The node the profile prefers for ``pod``, or None when no node is feasible."""
+        nodes = self.feasible_nodes(pod)
+        if nodes.size == 0:
+            return None
+        if nodes.size == 1:
+            return int(nodes[0])
+        total: IntArray | None = None
+        for index, (plugin, weight) in enumerate(self.scorers):
+            scores = self._scores(index, plugin, pod, nodes)
+            if isinstance(plugin, NormalizeScorePlugin):
+                scores = plugin.normalize(scores)
+            weighted = scores * weight if weight != 1 else scores
+            total = weighted if total is None else total + weighted
+        assert total is not None
+        best = nodes[total == total.max()]
+        if best.size == 1:
+            return int(best[0])
+        return int(best[np.argmin(self.tiebreak_rank[best])])
+
+    def schedule(self, pod: PodRequest) -> Placement | Unschedulable:
+        """Place one pod and take its resources in the state, or say why it cannot run."""
+        node = self.select_node(pod)
+        if node is None:
+            return Unschedulable(pod.name, self.diagnose(pod))
+        placement = Placement(
+            pod=pod.name,
+            node=self.state.nodes[node].name,
+            node_index=node,
+            gpus=self.picker.pick_gpus(self.state, pod, node) if pod.gpu_count else (),
+            gpu_milli=pod.gpu_milli,
+            cpu_milli=pod.cpu_milli,
+            memory_mib=pod.memory_mib,
+        )
+        self.state.allocate(placement)
+        return placement
+
+    def schedule_gang(self, pods: Sequence[PodRequest]) -> list[Placement] | Unschedulable:
+        """Place every pod or none: on the first failure, what was taken is given back."""
+        placed: list[Placement] = []
+        for pod in pods:
+            result = self.schedule(pod)
+            if isinstance(result, Unschedulable):
+                for placement in reversed(placed):
+                    self.state.release(placement)
+                reasons = (f"gang: {len(placed)} of {len(pods)} pods fit", *result.reasons)
+                return Unschedulable(result.pod, reasons)
+            placed.append(result)
+        return placed
+
+    def diagnose(self, pod: PodRequest) -> tuple[str, ...]:
+        """'0/N nodes are available: k reason, ...' in the manner of kube-scheduler."""
+        counts: Counter[str] = Counter()
+        for plugin in self.filters:
+            counts.update(plugin.explain(self.state, pod))
+        detail = ", ".join(f"{n} {reason}" for reason, n in sorted(counts.items()))
+        return (f"0/{len(self.state)} nodes are available: {detail}",)
+
+    def _scores(
+        self, index: int, plugin: ScorePlugin, pod: PodRequest, nodes: IntArray
+    ) -> IntArray:
+        if not plugin.cacheable:
+            return plugin.score(self.state, pod, nodes)
+        key = (index, pod.shape)
+        cache = self._caches.get(key)
+        if cache is None:
+            cache = self._caches[key] = _ScoreCache(len(self.state))
+        versions = self.state.version[nodes]
+        stale = cache.seen[nodes] != versions
+        if stale.any():
+            dirty = nodes[stale]
+            cache.scores[dirty] = plugin.score(self.state, pod, dirty)
+            cache.seen[dirty] = versions[stale]
+        return cache.scores[nodes]

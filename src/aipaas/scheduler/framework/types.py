@@ -1,0 +1,78 @@
+"""What goes into a scheduling decision and what comes out: pure data, no behaviour."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+MILLI_PER_GPU = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class PodRequest:
+    """One schedulable unit (a task replica): CPU, memory and GPUs it needs on a single node.
+
+    ``gpu_milli`` is per GPU: 1000 asks for whole GPUs; less than 1000 with ``gpu_count`` 1 asks
+    for a share of one GPU. ``gpu_models`` lists the acceptable GPU models (empty: any).
+    """
+
+    name: str
+    cpu_milli: int
+    memory_mib: int
+    gpu_count: int = 0
+    gpu_milli: int = 0
+    gpu_models: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        problems = []
+        if self.cpu_milli < 0:
+            problems.append(f"cpu_milli: must be >= 0, got {self.cpu_milli}")
+        if self.memory_mib < 0:
+            problems.append(f"memory_mib: must be >= 0, got {self.memory_mib}")
+        if self.gpu_count < 0:
+            problems.append(f"gpu_count: must be >= 0, got {self.gpu_count}")
+        if not 0 <= self.gpu_milli <= MILLI_PER_GPU:
+            problems.append(f"gpu_milli: must be within 0..1000, got {self.gpu_milli}")
+        if self.gpu_count > 1 and self.gpu_milli != MILLI_PER_GPU:
+            problems.append("gpu_milli: a pod asking for several GPUs must take them whole (1000)")
+        if self.gpu_count > 0 and self.gpu_milli == 0:
+            problems.append("gpu_milli: a GPU request needs a share above 0")
+        if problems:
+            raise ValueError(f"pod {self.name!r}: " + "; ".join(problems))
+
+    @property
+    def is_shared(self) -> bool:
+        """True when the pod takes a fraction of one GPU."""
+        return self.gpu_count == 1 and self.gpu_milli < MILLI_PER_GPU
+
+    @property
+    def gpu_milli_total(self) -> int:
+        return self.gpu_count * self.gpu_milli
+
+    @property
+    def shape(self) -> tuple[int, int, int, tuple[str, ...]]:
+        """Everything a score may depend on (memory is a filter only): the score-cache key."""
+        return (self.cpu_milli, self.gpu_milli, self.gpu_count, self.gpu_models)
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """Where a pod runs: the node, the exact GPUs (each giving ``gpu_milli``), CPU and memory.
+
+    It carries the amounts so that releasing it needs nothing but the placement itself.
+    """
+
+    pod: str
+    node: str
+    node_index: int
+    gpus: tuple[int, ...]
+    gpu_milli: int
+    cpu_milli: int
+    memory_mib: int
+
+
+@dataclass(frozen=True, slots=True)
+class Unschedulable:
+    """No node can take the pod (or the gang); ``reasons`` count the rejecting checks."""
+
+    pod: str
+    reasons: tuple[str, ...] = field(default_factory=tuple)
