@@ -311,7 +311,7 @@ class CapacityRequirements(Model):
     requests: dict[QualifiedName, QuantityStr] = Field(default_factory=dict)
 
 
-class _RequestBody(Model):
+class BaseDeviceRequest(Model):
     device_class_name: DriverName
     selectors: list[DeviceSelector] = Field(default_factory=list, max_length=32)
     allocation_mode: Literal["ExactCount", "All"] = "ExactCount"
@@ -320,7 +320,7 @@ class _RequestBody(Model):
     capacity: CapacityRequirements | None = None
 
     @model_validator(mode="after")
-    def _count_matches_mode(self) -> _RequestBody:
+    def _count_matches_mode(self) -> BaseDeviceRequest:
         if self.allocation_mode == "All" and self.count is not None:
             raise ValueError("count must not be set when allocationMode is All")
         return self
@@ -331,11 +331,11 @@ class _RequestBody(Model):
         return 1 if self.count is None else self.count
 
 
-class ExactDeviceRequest(_RequestBody):
+class ExactDeviceRequest(BaseDeviceRequest):
     admin_access: bool | None = None
 
 
-class DeviceSubRequest(_RequestBody):
+class DeviceSubRequest(BaseDeviceRequest):
     name: DnsLabel
 
 
@@ -550,6 +550,7 @@ __all__ = [
     "API_VERSION",
     "KINDS",
     "AllocationResult",
+    "BaseDeviceRequest",
     "CELDeviceSelector",
     "CapacityRequestPolicy",
     "CapacityRequirements",

@@ -435,12 +435,7 @@ def _read_paths(tokens: list[_Token]) -> tuple[Path, ...] | None:
             continue
         domain = _string_value(domain_token.text)
         rest = texts[i + 6 : i + 10]
-        if (
-            len(rest) >= 2
-            and rest[0] == "."
-            and tokens[i + 7].kind == "id"
-            and rest[2:3] != ["("]
-        ):
+        if len(rest) >= 2 and rest[0] == "." and tokens[i + 7].kind == "id" and rest[2:3] != ["("]:
             paths.add((field, domain, rest[1]))
         elif len(rest) >= 3 and rest[0] == "[" and tokens[i + 7].kind == "str" and rest[2] == "]":
             paths.add((field, domain, _string_value(tokens[i + 7].text)))
