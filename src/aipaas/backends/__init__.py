@@ -1,1 +1,1 @@
-
+"""Where tasks run: sim/ (virtual nodes), local/ (this machine), behind base.Backend."""

@@ -1,0 +1,163 @@
+"""Job: tasks with replicas, started together (gang) when ``minAvailable`` of them fit."""
+
+from __future__ import annotations
+
+import re
+from enum import StrEnum
+from typing import Annotated, Any, ClassVar, Literal
+
+from pydantic import AfterValidator, Field, field_validator, model_validator
+
+from aipaas.api.meta import LenientModel, Model, Name, Object
+from aipaas.api.resources import Amounts, TaskResources
+
+MAX_REPLICAS = 1000
+PRIORITY_NAMES = {"low": 0, "normal": 100, "high": 1000, "critical": 10000}
+CANCEL_ANNOTATION = "aipaas.dev/cancel-requested"
+SIM_DURATION_ANNOTATION = "sim.aipaas.dev/duration"
+_ENV_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+class JobPhase(StrEnum):
+    PENDING = "Pending"
+    RUNNING = "Running"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+    CANCELLED = "Cancelled"
+
+    @property
+    def finished(self) -> bool:
+        return self in (JobPhase.SUCCEEDED, JobPhase.FAILED, JobPhase.CANCELLED)
+
+
+class TaskPhase(StrEnum):
+    PENDING = "Pending"
+    STARTING = "Starting"
+    RUNNING = "Running"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+    CANCELLED = "Cancelled"
+    LOST = "Lost"
+
+    @property
+    def finished(self) -> bool:
+        return self in (TaskPhase.SUCCEEDED, TaskPhase.FAILED, TaskPhase.CANCELLED, TaskPhase.LOST)
+
+
+class RestartPolicy(StrEnum):
+    NEVER = "Never"
+    ON_FAILURE = "OnFailure"
+
+
+def _check_env(value: dict[str, str]) -> dict[str, str]:
+    if len(value) > 256:
+        raise ValueError("at most 256 variables")
+    for key, item in value.items():
+        if not _ENV_RE.match(key):
+            raise ValueError(f"{key!r} is not a valid environment variable name")
+        if len(item) > 32768:
+            raise ValueError(f"value of {key} is longer than 32768 characters")
+    return value
+
+
+def _check_command(value: list[str]) -> list[str]:
+    for index, arg in enumerate(value):
+        if len(arg) > 65536:
+            raise ValueError(f"argument {index} is longer than 65536 characters")
+        if "\x00" in arg:
+            raise ValueError(f"argument {index} contains a NUL byte")
+    return value
+
+
+class TaskSpec(Model):
+    name: Name
+    replicas: int = Field(default=1, ge=1, le=MAX_REPLICAS)
+    command: Annotated[list[str], AfterValidator(_check_command)] = Field(
+        min_length=1, max_length=1024
+    )
+    env: Annotated[dict[str, str], AfterValidator(_check_env)] = Field(default_factory=dict)
+    working_dir: str | None = Field(default=None, min_length=1, max_length=4096)
+    resources: TaskResources = Field(default_factory=TaskResources)
+    restart_policy: RestartPolicy = RestartPolicy.NEVER
+    backoff_limit: int = Field(default=3, ge=0, le=100)
+
+    @field_validator("working_dir")
+    @classmethod
+    def _absolute(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith("/"):
+            raise ValueError("must be an absolute path")
+        return value
+
+
+class JobSpec(Model):
+    queue: Name = "default"
+    priority: int = Field(default=100, ge=-100000, le=100000)
+    min_available: int | None = Field(default=None, ge=1, le=MAX_REPLICAS)
+    tasks: list[TaskSpec] = Field(min_length=1, max_length=64)
+
+    @field_validator("priority", mode="before")
+    @classmethod
+    def _named_priority(cls, value: Any) -> Any:
+        if isinstance(value, str) and not value.lstrip("-").isdigit():
+            if value not in PRIORITY_NAMES:
+                raise ValueError(
+                    f"must be an integer or one of {', '.join(PRIORITY_NAMES)}, got {value!r}"
+                )
+            return PRIORITY_NAMES[value]
+        return value
+
+    @model_validator(mode="after")
+    def _consistent(self) -> JobSpec:
+        names = [task.name for task in self.tasks]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise ValueError(f"tasks: duplicate task name {duplicates[0]!r}")
+        total = sum(task.replicas for task in self.tasks)
+        if total > MAX_REPLICAS:
+            raise ValueError(f"tasks: at most {MAX_REPLICAS} replicas in all, got {total}")
+        if self.min_available is not None and self.min_available > total:
+            raise ValueError(
+                f"minAvailable: {self.min_available} is more than the {total} replicas of the job"
+            )
+        return self
+
+    @property
+    def total_replicas(self) -> int:
+        return sum(task.replicas for task in self.tasks)
+
+    @property
+    def gang_size(self) -> int:
+        return self.min_available or self.total_replicas
+
+    def amounts(self) -> Amounts:
+        total = Amounts()
+        for task in self.tasks:
+            total = total + task.resources.amounts().scaled(task.replicas)
+        return total
+
+
+class TaskStatus(LenientModel):
+    name: str
+    phase: TaskPhase = TaskPhase.PENDING
+    node: str | None = None
+    gpus: list[int] = Field(default_factory=list)
+    exit_code: int | None = None
+    restarts: int = 0
+    message: str = ""
+
+
+class JobStatus(LenientModel):
+    phase: JobPhase = JobPhase.PENDING
+    reason: str = ""
+    message: str = ""
+    tasks: list[TaskStatus] = Field(default_factory=list)
+    start_time: str | None = None
+    completion_time: str | None = None
+
+
+class Job(Object):
+    plural: ClassVar[str] = "jobs"
+
+    kind: Literal["Job"] = "Job"
+    spec: JobSpec
+    status: JobStatus | None = None

@@ -1,0 +1,187 @@
+"""Resource amounts as written in manifests, and their integer form for the scheduler.
+
+``cpu`` in cores ("500m", 2), ``memory`` in bytes ("256Mi"), ``gpu`` as a count, a fraction of
+one GPU (0.5) or ``{count, fraction, model}``. Limits keep absurd requests out at the door.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+from pydantic import Field, field_validator, model_validator
+
+from aipaas.api.meta import Model
+from aipaas.api.quantity import QuantityStr, parse_quantity
+
+MAX_CPU_CORES = 4096
+MAX_MEMORY_BYTES = 64 * 2**40
+MAX_GPUS = 1024
+MAX_TASK_GPUS = 64
+MIB = 2**20
+
+
+@dataclass(frozen=True)
+class Amounts:
+    """Integer amounts: what the scheduler and quotas add up."""
+
+    cpu_milli: int = 0
+    memory_mib: int = 0
+    gpu_count: int = 0
+    gpu_milli: int = 0  # per GPU; 1000 = whole
+
+    @property
+    def gpu_total_milli(self) -> int:
+        return self.gpu_count * self.gpu_milli
+
+    def __add__(self, other: Amounts) -> Amounts:
+        return Amounts(
+            self.cpu_milli + other.cpu_milli,
+            self.memory_mib + other.memory_mib,
+            self.gpu_count + other.gpu_count,
+            max(self.gpu_milli, other.gpu_milli),
+        )
+
+    def scaled(self, factor: int) -> Amounts:
+        return Amounts(
+            self.cpu_milli * factor,
+            self.memory_mib * factor,
+            self.gpu_count * factor,
+            self.gpu_milli,
+        )
+
+
+def cpu_milli(text: str) -> int:
+    return math.ceil(parse_quantity(text) * 1000)
+
+
+def memory_mib(text: str) -> int:
+    return math.ceil(parse_quantity(text) / MIB)
+
+
+def _check_cpu(value: str) -> str:
+    amount = parse_quantity(value)
+    if amount <= 0:
+        raise ValueError(f"must be more than 0 cores, got {value}")
+    if amount > MAX_CPU_CORES:
+        raise ValueError(f"must be at most {MAX_CPU_CORES} cores, got {value}")
+    if amount * 1000 != int(amount * 1000):
+        raise ValueError(f"must be a whole number of millicores, got {value}")
+    return value
+
+
+def _check_memory(value: str, *, allow_zero: bool = False) -> str:
+    amount = parse_quantity(value)
+    if amount < 0 or (amount == 0 and not allow_zero):
+        raise ValueError(f"must be more than 0 bytes, got {value}")
+    if amount > MAX_MEMORY_BYTES:
+        raise ValueError(f"must be at most 64Ti, got {value}")
+    return value
+
+
+class GpuRequest(Model):
+    """GPUs of one task: ``count`` whole GPUs, or one GPU shared by ``fraction``."""
+
+    count: int = Field(default=1, ge=0, le=MAX_TASK_GPUS)
+    fraction: float | None = Field(default=None, gt=0, le=1)
+    model: str | None = Field(default=None, min_length=1, max_length=64)
+
+    @model_validator(mode="after")
+    def _fraction_needs_one(self) -> GpuRequest:
+        if self.fraction is not None and self.fraction < 1:
+            if self.count != 1:
+                raise ValueError("a fraction of a GPU needs count 1")
+            if round(self.fraction * 1000) < 1:
+                raise ValueError("fraction must be at least 0.001")
+        return self
+
+    @property
+    def milli(self) -> int:
+        return 1000 if self.fraction is None else round(self.fraction * 1000)
+
+
+def _gpu_short_form(value: Any) -> Any:
+    """``gpu: 2`` -> count 2; ``gpu: 0.5`` -> one GPU, half of it."""
+    if isinstance(value, bool):
+        raise ValueError("must be a number or an object, not a boolean")
+    if isinstance(value, int):
+        return {"count": value}
+    if isinstance(value, float):
+        if not math.isfinite(value) or value <= 0:
+            raise ValueError(f"must be a positive number, got {value}")
+        if value < 1:
+            return {"count": 1, "fraction": value}
+        if value != int(value):
+            raise ValueError("more than one GPU must be a whole number")
+        return {"count": int(value)}
+    if isinstance(value, str):
+        raise ValueError("must be a number or an object like {count: 1, model: H100}")
+    return value
+
+
+class TaskResources(Model):
+    """What one replica of a task needs."""
+
+    cpu: QuantityStr = "1"
+    memory: QuantityStr = "256Mi"
+    gpu: GpuRequest | None = None
+
+    _cpu = field_validator("cpu")(_check_cpu)
+    _memory = field_validator("memory")(_check_memory)
+
+    @field_validator("gpu", mode="before")
+    @classmethod
+    def _gpu(cls, value: Any) -> Any:
+        return _gpu_short_form(value)
+
+    def amounts(self) -> Amounts:
+        gpu = self.gpu
+        return Amounts(
+            cpu_milli(self.cpu),
+            memory_mib(self.memory),
+            gpu.count if gpu else 0,
+            gpu.milli if gpu and gpu.count else 0,
+        )
+
+
+class Quota(Model):
+    """Upper bounds; a missing entry means no bound."""
+
+    gpu: float | None = Field(default=None, ge=0, le=MAX_GPUS * 1000)
+    cpu: QuantityStr | None = None
+    memory: QuantityStr | None = None
+
+    @field_validator("cpu")
+    @classmethod
+    def _cpu(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        amount = parse_quantity(value)
+        if amount < 0:
+            raise ValueError(f"must not be negative, got {value}")
+        if amount > 10**7:
+            raise ValueError(f"must be at most 10000000 cores, got {value}")
+        return value
+
+    @field_validator("memory")
+    @classmethod
+    def _memory(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        amount = parse_quantity(value)
+        if amount < 0:
+            raise ValueError(f"must not be negative, got {value}")
+        if amount > Decimal(2**70):
+            raise ValueError(f"must be at most 1Zi, got {value}")
+        return value
+
+    def gpu_milli(self) -> int | None:
+        return None if self.gpu is None else round(self.gpu * 1000)
+
+    def cpu_milli(self) -> int | None:
+        return None if self.cpu is None else cpu_milli(self.cpu)
+
+    def memory_mib(self) -> int | None:
+        return None if self.memory is None else memory_mib(self.memory)

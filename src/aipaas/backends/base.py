@@ -1,0 +1,97 @@
+"""The backend interface: where tasks really run.
+
+Assumptions every backend states and the controller relies on (after Ray's instance provider):
+- ``start`` is idempotent by ``request_id``: asking twice never runs a task twice.
+- ``status`` is level-triggered: it reports what is true now for the ids asked about, including
+  tasks started by an earlier process of the server (backends keep their records on disk).
+- ``stop`` is asynchronous: the task ends later and ``status`` then reports it.
+- Failures are data (``TaskState.LOST``, exit codes), not exceptions, except for bugs.
+Backends import neither the store, the scheduler nor the server.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Protocol
+
+
+@dataclass(frozen=True)
+class NodeInfo:
+    """A machine as a backend reports it."""
+
+    name: str
+    backend: str
+    cpu_milli: int
+    memory_mib: int
+    gpu_count: int = 0
+    gpu_model: str = ""
+    gpu_memory_mib: int = 0
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Inventory:
+    nodes: tuple[NodeInfo, ...]
+    features: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True)
+class LaunchRequest:
+    """Everything needed to start one task replica on its node."""
+
+    request_id: str
+    task: str  # worker-0
+    job: str
+    tenant: str
+    node: str
+    command: tuple[str, ...]
+    env: Mapping[str, str]
+    working_dir: str | None
+    gpus: tuple[int, ...]
+    gpu_milli: int
+    log_path: str
+    duration_seconds: float | None = None  # for the simulator only
+
+
+class TaskState(StrEnum):
+    UNKNOWN = "Unknown"  # never started here (or its record is gone)
+    RUNNING = "Running"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+    LOST = "Lost"  # it was started but died without an exit code (killed, machine gone)
+
+
+@dataclass(frozen=True)
+class TaskStatus:
+    request_id: str
+    state: TaskState
+    exit_code: int | None = None
+    message: str = ""
+
+
+class Backend(Protocol):
+    """One place tasks run. Methods are called from the controller's thread only."""
+
+    name: str
+
+    def inventory(self) -> Inventory:
+        """The nodes this backend offers now."""
+        ...
+
+    def start(self, request: LaunchRequest) -> None:
+        """Start a task; a second call with the same ``request_id`` does nothing."""
+        ...
+
+    def stop(self, request_id: str, grace_seconds: float = 5.0) -> None:
+        """Ask a task to end (SIGTERM, then SIGKILL after ``grace_seconds``)."""
+        ...
+
+    def status(self, request_ids: Sequence[str]) -> dict[str, TaskStatus]:
+        """What is true now for each id (UNKNOWN for ids never started here)."""
+        ...
+
+    def close(self) -> None:
+        """Release what the backend holds in this process; running tasks keep running."""
+        ...

@@ -1,0 +1,105 @@
+"""Simulated tasks: started, they 'run' for their declared duration on the clock, then succeed.
+
+Records are files under ``run_dir/sim`` (start time and duration), so a restarted server finds
+its simulated tasks where they were, like the local backend finds its processes.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+from aipaas.backends.base import Inventory, LaunchRequest, NodeInfo, TaskState, TaskStatus
+from aipaas.clock import Clock, SystemClock, isoformat
+
+DEFAULT_DURATION = 5.0
+
+
+class SimBackend:
+    name = "sim"
+
+    def __init__(
+        self,
+        run_dir: Path,
+        nodes: Sequence[NodeInfo],
+        clock: Clock | None = None,
+        default_duration: float = DEFAULT_DURATION,
+    ) -> None:
+        self.run_dir = run_dir / "sim"
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.nodes = tuple(nodes)
+        self._names = {node.name for node in nodes}
+        self.clock = clock or SystemClock()
+        self.default_duration = default_duration
+
+    def inventory(self) -> Inventory:
+        return Inventory(self.nodes, frozenset({"simulated", "gpu"}))
+
+    def start(self, request: LaunchRequest) -> None:
+        if request.node not in self._names:
+            return
+        record = self._record_path(request.request_id)
+        if record.exists():
+            return
+        duration = (
+            request.duration_seconds
+            if request.duration_seconds is not None
+            else self.default_duration
+        )
+        now = self.clock.now()
+        record.write_text(
+            json.dumps(
+                {
+                    "start": now.timestamp(),
+                    "duration": duration,
+                    "log": request.log_path,
+                    "task": request.task,
+                    "stopped": None,
+                }
+            )
+        )
+        log = Path(request.log_path)
+        log.parent.mkdir(parents=True, exist_ok=True)
+        with log.open("a") as handle:
+            handle.write(
+                f"[sim] {isoformat(now)} {request.task} started on {request.node} "
+                f"(GPUs {list(request.gpus)}) for {duration:g}s; this is a simulated task\n"
+            )
+
+    def stop(self, request_id: str, grace_seconds: float = 5.0) -> None:
+        record = self._record_path(request_id)
+        if not record.exists():
+            return
+        data = json.loads(record.read_text())
+        if data.get("stopped") is None:
+            data["stopped"] = self.clock.now().timestamp()
+            record.write_text(json.dumps(data))
+
+    def status(self, request_ids: Sequence[str]) -> dict[str, TaskStatus]:
+        return {rid: self._status(rid) for rid in request_ids}
+
+    def close(self) -> None:
+        return None
+
+    def _status(self, request_id: str) -> TaskStatus:
+        record = self._record_path(request_id)
+        if not record.exists():
+            return TaskStatus(request_id, TaskState.UNKNOWN)
+        data = json.loads(record.read_text())
+        now = self.clock.now().timestamp()
+        if data.get("stopped") is not None:
+            return TaskStatus(request_id, TaskState.FAILED, 143, "stopped")
+        if now - data["start"] < data["duration"]:
+            return TaskStatus(request_id, TaskState.RUNNING)
+        if not data.get("logged_end"):
+            data["logged_end"] = True
+            record.write_text(json.dumps(data))
+            with Path(data["log"]).open("a") as handle:
+                handle.write(f"[sim] {data['task']} finished after {data['duration']:g}s\n")
+        return TaskStatus(request_id, TaskState.SUCCEEDED, 0, "exit code 0")
+
+    def _record_path(self, request_id: str) -> Path:
+        if "/" in request_id or request_id.startswith("."):
+            raise ValueError(f"invalid request id {request_id!r}")
+        return self.run_dir / f"{request_id}.json"

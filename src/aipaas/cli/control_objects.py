@@ -1,0 +1,259 @@
+"""Object commands over the SDK: apply, get, describe, delete, cancel, logs, events, tokens."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
+import typer
+import yaml
+from rich.console import Console
+from rich.table import Table
+
+from aipaas.client import Client
+from aipaas.errors import AipaasError, InvalidObject
+
+T = TypeVar("T")
+Tenant = Annotated[str | None, typer.Option("--tenant", "-t", help="Tenant (platform admins).")]
+Output = Annotated[str, typer.Option("--output", "-o", help="table, json or yaml.")]
+
+tokens_app = typer.Typer(help="Bearer tokens.", no_args_is_help=True)
+
+
+def register(app: typer.Typer) -> None:
+    for name, function in (
+        ("apply", apply),
+        ("get", get),
+        ("describe", describe),
+        ("delete", delete),
+        ("cancel", cancel),
+        ("logs", logs),
+        ("events", events),
+    ):
+        app.command(name)(function)
+    app.add_typer(tokens_app, name="tokens")
+
+
+@contextmanager
+def _client() -> Iterator[Client]:
+    """A client from the environment; any aipaas error ends the command with its message."""
+    try:
+        with Client.from_env() as client:
+            yield client
+    except AipaasError as err:
+        print(f"error: {err.message}", file=sys.stderr)
+        if isinstance(err, InvalidObject):
+            for field in err.fields:
+                print(f"  {field}", file=sys.stderr)
+        raise typer.Exit(1) from err
+
+
+def _split(kind: str, name: str | None) -> tuple[str, str | None]:
+    """`job/hello` or `job hello`."""
+    if "/" in kind and name is None:
+        kind, _, name = kind.partition("/")
+    return kind, name
+
+
+def apply(
+    file: Annotated[list[Path], typer.Option("--filename", "-f", help="YAML/JSON ('-': stdin).")],
+) -> None:
+    """Create or update the objects of one or more multi-document YAML files."""
+    with _client() as client:
+        for path in file:
+            text = sys.stdin.read() if str(path) == "-" else _read(path)
+            for item in client.apply(text):
+                print(f"{item['kind'].lower()}/{item['name']} {item['action']}")
+
+
+def get(
+    kind: Annotated[str, typer.Argument(help="job, jobs, queue, tenant, user, node")],
+    name: Annotated[str | None, typer.Argument()] = None,
+    output: Output = "table",
+    tenant: Tenant = None,
+) -> None:
+    """List objects of a kind, or show one."""
+    kind, name = _split(kind, name)
+    if output not in ("table", "json", "yaml"):
+        print("error: --output must be table, json or yaml", file=sys.stderr)
+        raise typer.Exit(2)
+    with _client() as client:
+        if name:
+            obj = client.get(kind, name, tenant)
+            _print([obj], output, single=True)
+        else:
+            _print(client.list(kind, tenant), output, single=False)
+
+
+def describe(
+    kind: Annotated[str, typer.Argument()],
+    name: Annotated[str | None, typer.Argument()] = None,
+    tenant: Tenant = None,
+) -> None:
+    """An object in YAML, then its events."""
+    kind, name = _split(kind, name)
+    if not name:
+        print("error: describe needs KIND NAME", file=sys.stderr)
+        raise typer.Exit(2)
+    with _client() as client:
+        obj = client.get(kind, name, tenant)
+        print(yaml.safe_dump(obj, sort_keys=False).rstrip())
+        print("events:")
+        for event in client.events(kind, name, obj["metadata"].get("tenant") or tenant):
+            print(
+                f"  {event['timestamp']}  {event['type']:<7} {event['reason']:<16} "
+                f"{event['message']}"
+            )
+
+
+def delete(
+    kind: Annotated[str, typer.Argument()],
+    name: Annotated[str | None, typer.Argument()] = None,
+    tenant: Tenant = None,
+) -> None:
+    """Delete an object (a running job is cancelled first)."""
+    kind, name = _split(kind, name)
+    if not name:
+        print("error: delete needs KIND NAME", file=sys.stderr)
+        raise typer.Exit(2)
+    with _client() as client:
+        print(client.delete(kind, name, tenant))
+
+
+def cancel(
+    target: Annotated[str, typer.Argument(help="job/NAME, or NAME")],
+    name: Annotated[str | None, typer.Argument()] = None,
+    tenant: Tenant = None,
+) -> None:
+    """Cancel a job: its processes are stopped."""
+    kind, job = _split(target, name)
+    if job is None:
+        kind, job = "job", kind
+    if kind.lower() not in ("job", "jobs"):
+        print("error: only jobs can be cancelled", file=sys.stderr)
+        raise typer.Exit(2)
+    with _client() as client:
+        client.cancel(job, tenant)
+        print(f"job {job} cancelling")
+
+
+def logs(
+    target: Annotated[str, typer.Argument(help="job/NAME, or NAME")],
+    task: Annotated[str | None, typer.Option("--task", help="One task, e.g. worker-1.")] = None,
+    follow: Annotated[
+        bool, typer.Option("--follow", "-f", help="Stream until the job ends.")
+    ] = False,
+    tenant: Tenant = None,
+) -> None:
+    """Logs of every task of a job, each line prefixed with the task's name."""
+    kind, _, job = target.partition("/")
+    if not job:
+        kind, job = "job", kind
+    if kind.lower() not in ("job", "jobs"):
+        print("error: logs are kept for jobs: use job/NAME", file=sys.stderr)
+        raise typer.Exit(2)
+    with _client() as client:
+        for line in client.logs(job, task=task, follow=follow, tenant=tenant):
+            print(line, flush=follow)
+
+
+def events(
+    kind: Annotated[str | None, typer.Argument()] = None,
+    name: Annotated[str | None, typer.Argument()] = None,
+    tenant: Tenant = None,
+    output: Output = "table",
+) -> None:
+    """What happened, oldest first; all of a tenant's, or one object's."""
+    if kind:
+        kind, name = _split(kind, name)
+    with _client() as client:
+        items = client.events(kind, name, tenant)
+    if output == "json":
+        print(json.dumps(items, indent=2))
+        return
+    table = Table(box=None)
+    for column in ("TIME", "OBJECT", "TYPE", "REASON", "MESSAGE"):
+        table.add_column(column)
+    for event in items:
+        table.add_row(
+            event["timestamp"],
+            f"{event['kind'].lower()}/{event['name']}",
+            event["type"],
+            event["reason"],
+            event["message"],
+        )
+    Console(width=200).print(table)
+
+
+@tokens_app.command("create")
+def create_token(
+    user: Annotated[str, typer.Argument(help="The user the token acts as.")],
+    tenant: Tenant = None,
+) -> None:
+    """Create a token for USER and print it (only it, once) on standard output."""
+    with _client() as client:
+        answer = client.create_token(user, tenant)
+    print(answer["token"])
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text()
+    except OSError as err:
+        print(f"error: cannot read {path}: {err.strerror}", file=sys.stderr)
+        raise typer.Exit(1) from err
+
+
+def _print(items: list[dict[str, Any]], output: str, *, single: bool) -> None:
+    if output == "json":
+        print(json.dumps(items[0] if single else items, indent=2))
+        return
+    if output == "yaml":
+        print(yaml.safe_dump(items[0] if single else items, sort_keys=False).rstrip())
+        return
+    table = Table(box=None)
+    columns = _columns(items[0]["kind"] if items else "")
+    for header, _ in columns:
+        table.add_column(header)
+    for item in items:
+        table.add_row(*[str(getter(item)) for _, getter in columns])
+    Console(width=200).print(table)
+
+
+def _columns(kind: str) -> list[tuple[str, Callable[[dict[str, Any]], object]]]:
+    def meta(key: str) -> Callable[[dict[str, Any]], object]:
+        return lambda o: o["metadata"].get(key, "")
+
+    def status(key: str) -> Callable[[dict[str, Any]], object]:
+        return lambda o: (o.get("status") or {}).get(key, "")
+
+    common = [("NAME", meta("name"))]
+    if kind == "Job":
+        return [
+            *common,
+            ("TENANT", meta("tenant")),
+            ("QUEUE", lambda o: o["spec"]["queue"]),
+            ("PHASE", lambda o: (o.get("status") or {}).get("phase", "Pending")),
+            ("REASON", status("reason")),
+            ("MESSAGE", status("message")),
+        ]
+    if kind == "Node":
+        return [
+            *common,
+            ("BACKEND", lambda o: o["spec"]["backend"]),
+            ("CPU", lambda o: o["spec"]["cpu"]),
+            ("MEMORY", lambda o: o["spec"]["memory"]),
+            ("GPUS", lambda o: o["spec"].get("gpus", {}).get("count", 0)),
+            ("MODEL", lambda o: o["spec"].get("gpus", {}).get("model", "")),
+        ]
+    if kind in ("User", "Queue"):
+        return [
+            *common,
+            ("TENANT", meta("tenant")),
+            ("SPEC", lambda o: json.dumps(o.get("spec", {}))),
+        ]
+    return [*common, ("SPEC", lambda o: json.dumps(o.get("spec", {})))]

@@ -1,0 +1,184 @@
+"""The Python SDK: the HTTP API as methods. The CLI uses it; so can anyone.
+
+    from aipaas.client import Client
+    client = Client.from_env()            # AIPAAS_URL, AIPAAS_TOKEN, or the config file
+    client.apply(open("job.yaml").read())
+    client.get("job", "hello")["status"]["phase"]
+
+Errors come back as the aipaas error classes (NotFound, Forbidden, InvalidObject, ...), with the
+server's message.
+"""
+
+from __future__ import annotations
+
+import builtins
+import os
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import httpx
+import yaml
+
+from aipaas.api.registry import KINDS, resolve_kind
+from aipaas.errors import AipaasError, FieldError, InvalidObject, Unavailable, error_class
+
+DEFAULT_URL = "http://127.0.0.1:8600"
+
+
+def config_path(environ: Mapping[str, str]) -> Path:
+    if environ.get("AIPAAS_CONFIG"):
+        return Path(environ["AIPAAS_CONFIG"])
+    home = environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(home) / "aipaas" / "config.yaml"
+
+
+def save_config(path: Path, url: str, token: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(descriptor, "w") as handle:
+        yaml.safe_dump({"url": url, "token": token}, handle)
+
+
+class Client:
+    def __init__(self, url: str = DEFAULT_URL, token: str | None = None, timeout: float = 30.0):
+        self.url = url.rstrip("/")
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self.http = httpx.Client(base_url=self.url + "/api/v1", headers=headers, timeout=timeout)
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Client:
+        """AIPAAS_URL and AIPAAS_TOKEN win over the config file (AIPAAS_CONFIG or
+        ~/.config/aipaas/config.yaml)."""
+        env = os.environ if environ is None else environ
+        file: dict[str, Any] = {}
+        path = config_path(env)
+        if path.exists():
+            loaded = yaml.safe_load(path.read_text())
+            file = loaded if isinstance(loaded, dict) else {}
+        url = env.get("AIPAAS_URL") or file.get("url") or DEFAULT_URL
+        token = env.get("AIPAAS_TOKEN") or file.get("token")
+        return cls(str(url), str(token) if token else None)
+
+    def close(self) -> None:
+        self.http.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+    # objects ------------------------------------------------------------------------------
+
+    def apply(self, manifest: str | bytes) -> builtins.list[dict[str, Any]]:
+        """Create or update every object of a YAML/JSON text; returns what happened to each."""
+        body = manifest.encode() if isinstance(manifest, str) else manifest
+        answer = self._call(
+            "POST", "/apply", content=body, headers={"Content-Type": "application/yaml"}
+        )
+        items: builtins.list[dict[str, Any]] = answer["items"]
+        return items
+
+    def get(self, kind: str, name: str, tenant: str | None = None) -> dict[str, Any]:
+        result: dict[str, Any] = self._call("GET", f"/{_plural(kind)}/{name}", params=_t(tenant))
+        return result
+
+    def list(self, kind: str, tenant: str | None = None) -> list[dict[str, Any]]:
+        items: list[dict[str, Any]] = self._call("GET", f"/{_plural(kind)}", params=_t(tenant))[
+            "items"
+        ]
+        return items
+
+    def delete(self, kind: str, name: str, tenant: str | None = None) -> str:
+        answer = self._call("DELETE", f"/{_plural(kind)}/{name}", params=_t(tenant))
+        return str(answer["message"])
+
+    def cancel(self, name: str, tenant: str | None = None) -> dict[str, Any]:
+        result: dict[str, Any] = self._call("POST", f"/jobs/{name}/cancel", params=_t(tenant))
+        return result
+
+    def events(
+        self, kind: str | None = None, name: str | None = None, tenant: str | None = None
+    ) -> builtins.list[dict[str, Any]]:
+        params = _t(tenant)
+        if kind:
+            params["kind"] = resolve_kind(kind)
+        if name:
+            params["name"] = name
+        items: builtins.list[dict[str, Any]] = self._call("GET", "/events", params=params)["items"]
+        return items
+
+    def logs(
+        self,
+        name: str,
+        *,
+        task: str | None = None,
+        follow: bool = False,
+        tenant: str | None = None,
+    ) -> Iterator[str]:
+        """Lines of the job's task logs, each prefixed with its task name."""
+        params: dict[str, str] = _t(tenant)
+        if task:
+            params["task"] = task
+        if follow:
+            params["follow"] = "true"
+        timeout = None if follow else self.http.timeout
+        try:
+            with self.http.stream(
+                "GET", f"/jobs/{name}/logs", params=params, timeout=timeout
+            ) as response:
+                if response.status_code >= 400:
+                    response.read()
+                    raise _error(response)
+                yield from response.iter_lines()
+        except httpx.TransportError as err:
+            raise Unavailable(f"cannot reach {self.url}: {err}") from err
+
+    def create_token(self, user: str, tenant: str | None = None) -> dict[str, Any]:
+        body: dict[str, str] = {"user": user}
+        if tenant:
+            body["tenant"] = tenant
+        result: dict[str, Any] = self._call("POST", "/tokens", json=body)
+        return result
+
+    def whoami(self) -> dict[str, str]:
+        result: dict[str, str] = self._call("GET", "/whoami")
+        return result
+
+    # transport ------------------------------------------------------------------------------
+
+    def _call(self, method: str, path: str, **kwargs: Any) -> Any:
+        try:
+            response = self.http.request(method, path, **kwargs)
+        except httpx.TransportError as err:
+            raise Unavailable(f"cannot reach {self.url}: {err}") from err
+        if response.status_code >= 400:
+            raise _error(response)
+        return response.json()
+
+
+def _plural(kind: str) -> str:
+    return KINDS[resolve_kind(kind)].plural
+
+
+def _t(tenant: str | None) -> dict[str, str]:
+    return {"tenant": tenant} if tenant else {}
+
+
+def _error(response: httpx.Response) -> AipaasError:
+    try:
+        body = response.json()
+    except ValueError:
+        return AipaasError(f"HTTP {response.status_code}: {response.text[:200]}")
+    code = str(body.get("code", ""))
+    message = str(body.get("message") or body.get("detail") or f"HTTP {response.status_code}")
+    if code == "Invalid":
+        fields = [
+            FieldError(f.get("path", ""), f.get("reason", "")) for f in body.get("fields", [])
+        ]
+        error: AipaasError = InvalidObject(fields, message)
+    else:
+        error = error_class(code)(message)
+    error.http_status = response.status_code
+    return error

@@ -1,0 +1,504 @@
+"""One controller cycle, in numbered steps (see ``Controller.run_cycle``).
+
+1. nodes: refresh the inventory from the backend and publish Node objects;
+2. observe: ask the backend what became of every started task;
+3. advance: per job, carry out cancellation, restarts with backoff, failure and completion;
+4. admit and place: pending jobs in priority order pass quotas, then the scheduler places their
+   gang; records are committed before the backend is asked to start anything;
+5. write back job status and events (only what changed), and metrics.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+from aipaas.api.job import CANCEL_ANNOTATION, Job, JobPhase, JobStatus, TaskPhase, TaskStatus
+from aipaas.api.meta import ObjectMeta
+from aipaas.api.node import Node, NodeGpus, NodeSpec, NodeStatus
+from aipaas.api.queue import Queue
+from aipaas.api.tenancy import Tenant
+from aipaas.backends.base import Backend, NodeInfo, TaskState
+from aipaas.clock import Clock, SystemClock, isoformat
+from aipaas.controller.launch import log_path, make_request, request_id, task_spec
+from aipaas.controller.placement import Placer, Pod
+from aipaas.metering.metrics import Metrics
+from aipaas.store import Store, TaskRecord, TaskRepository
+from aipaas.tenancy.quota import Usage, exceeded
+
+log = logging.getLogger("aipaas.controller")
+
+DELETE_ANNOTATION = "aipaas.dev/delete-requested"
+FINISHED = [p.value for p in JobPhase if p.finished]
+ACTIVE = (TaskPhase.STARTING.value, TaskPhase.RUNNING.value)
+
+
+@dataclass
+class JobWork:
+    """A job and its task records during one cycle; ``changed`` records are saved at the end."""
+
+    job: Job
+    records: list[TaskRecord]
+    changed: set[str] = field(default_factory=set)
+    events: list[tuple[str, str, bool]] = field(default_factory=list)
+    phase: JobPhase | None = None
+    reason: str = ""
+    message: str = ""
+
+    def set(self, record: TaskRecord) -> None:
+        self.records = [record if r.name == record.name else r for r in self.records]
+        self.changed.add(record.name)
+
+    def event(self, reason: str, message: str, warning: bool = False) -> None:
+        self.events.append((reason, message, warning))
+
+
+class Controller:
+    def __init__(
+        self,
+        store: Store,
+        backend: Backend,
+        *,
+        log_dir: Path,
+        metrics: Metrics | None = None,
+        clock: Clock | None = None,
+        policy: str = "bestfit",
+        backoff_seconds: float = 1.0,
+        backoff_max_seconds: float = 60.0,
+        stop_grace_seconds: float = 5.0,
+        inventory_seconds: float = 10.0,
+    ) -> None:
+        self.store = store
+        self.tasks = TaskRepository(store)
+        self.backend = backend
+        self.log_dir = log_dir
+        self.metrics = metrics or Metrics()
+        self.clock = clock or SystemClock()
+        self.policy = policy
+        self.backoff_seconds = backoff_seconds
+        self.backoff_max_seconds = backoff_max_seconds
+        self.stop_grace_seconds = stop_grace_seconds
+        self.inventory_seconds = inventory_seconds
+        self.nodes: list[NodeInfo] = []
+        self._inventory_at: float | None = None
+        self.cycles = 0
+
+    # 0. the cycle ---------------------------------------------------------------------------
+
+    def run_cycle(self) -> None:
+        started = self.clock.monotonic()
+        self._refresh_nodes()
+        jobs = [
+            j
+            for j in self.store.list_objects("Job", None, exclude_phases=FINISHED)
+            if isinstance(j, Job)
+        ]
+        records = self.tasks.for_jobs([j.metadata.uid or "" for j in jobs])
+        work = [JobWork(j, records[j.metadata.uid or ""]) for j in jobs]
+        self._observe(work)
+        for item in work:
+            self._advance(item)
+        placer = self._place(work)
+        self._write_back(work)
+        self._publish_metrics(work, placer)
+        self.cycles += 1
+        self.metrics.cycle_seconds.observe(self.clock.monotonic() - started)
+
+    # 1. nodes ---------------------------------------------------------------------------------
+
+    def _refresh_nodes(self) -> None:
+        now = self.clock.monotonic()
+        if self._inventory_at is not None and now - self._inventory_at < self.inventory_seconds:
+            return
+        self._inventory_at = now
+        self.nodes = list(self.backend.inventory().nodes)
+        for info in self.nodes:
+            wanted = Node(
+                metadata=ObjectMeta(name=info.name, labels=dict(info.labels)),
+                spec=NodeSpec(
+                    backend=info.backend,
+                    cpu=f"{info.cpu_milli}m"
+                    if info.cpu_milli % 1000
+                    else str(info.cpu_milli // 1000),
+                    memory=f"{info.memory_mib}Mi",
+                    gpus=NodeGpus(
+                        count=info.gpu_count,
+                        model=info.gpu_model,
+                        memory=f"{info.gpu_memory_mib}Mi" if info.gpu_memory_mib else None,
+                    ),
+                ),
+            )
+            current = self.store.find("Node", "", info.name)
+            if current is None:
+                created = self.store.create(wanted)
+                self.store.update_status(created, NodeStatus(ready=True))
+                self.store.record_event(
+                    created, "Registered", f"reported by backend {info.backend}"
+                )
+            elif current.to_wire().get("spec") != wanted.to_wire().get("spec"):
+                self.store.update(wanted)
+
+    # 2. observe -------------------------------------------------------------------------------
+
+    def _observe(self, work: list[JobWork]) -> None:
+        started = [
+            (item, r) for item in work for r in item.records if r.phase in ACTIVE and r.request_id
+        ]
+        if not started:
+            return
+        answers = self.backend.status([r.request_id or "" for _, r in started])
+        now = self.clock.now()
+        for item, record in started:
+            answer = answers[record.request_id or ""]
+            if answer.state is TaskState.UNKNOWN:
+                if record.phase == TaskPhase.STARTING:
+                    self._start(item, record)  # the start was lost in a crash: ask again
+                else:
+                    item.set(
+                        record.with_(
+                            phase=TaskPhase.LOST.value,
+                            finished_at=now,
+                            message="the backend does not know the task",
+                        )
+                    )
+                    item.event("TaskLost", f"{record.name}: the backend does not know it", True)
+                continue
+            if answer.state is TaskState.RUNNING:
+                if record.phase == TaskPhase.STARTING:
+                    item.set(record.with_(phase=TaskPhase.RUNNING.value, started_at=now))
+                continue
+            phase = {
+                TaskState.SUCCEEDED: TaskPhase.SUCCEEDED,
+                TaskState.FAILED: TaskPhase.FAILED,
+                TaskState.LOST: TaskPhase.LOST,
+            }[answer.state]
+            item.set(
+                record.with_(
+                    phase=phase.value,
+                    exit_code=answer.exit_code,
+                    finished_at=now,
+                    message=answer.message,
+                )
+            )
+            if phase is TaskPhase.SUCCEEDED:
+                item.event("TaskSucceeded", f"{record.name} exited with code 0")
+            else:
+                item.event(
+                    "TaskFailed", f"{record.name} {phase.value.lower()}: {answer.message}", True
+                )
+
+    # 3. advance -------------------------------------------------------------------------------
+
+    def _advance(self, item: JobWork) -> None:
+        job = item.job
+        if CANCEL_ANNOTATION in job.metadata.annotations:
+            self._finish(item, JobPhase.CANCELLED, "Cancelled", "the job was cancelled")
+            return
+        now = self.clock.monotonic()
+        for record in list(item.records):
+            if record.phase in (TaskPhase.FAILED.value, TaskPhase.LOST.value):
+                spec = task_spec(job, record.group_name)
+                if spec.restart_policy == "OnFailure" and record.attempt < spec.backoff_limit:
+                    delay = min(self.backoff_seconds * 2**record.attempt, self.backoff_max_seconds)
+                    item.set(record.with_(phase=TaskPhase.PENDING.value, restart_at=now + delay))
+                    item.event(
+                        "TaskRestarting",
+                        f"{record.name} restarts in {delay:g}s "
+                        f"(restart {record.attempt + 1} of {spec.backoff_limit})",
+                    )
+                else:
+                    why = (
+                        f"{record.name} {record.phase.lower()}"
+                        + (
+                            f" with exit code {record.exit_code}"
+                            if record.exit_code is not None
+                            else ""
+                        )
+                        + (f" after {record.attempt} restarts" if record.attempt else "")
+                    )
+                    self._finish(item, JobPhase.FAILED, "TaskFailed", why)
+                    return
+            elif (
+                record.phase == TaskPhase.PENDING.value
+                and record.restart_at is not None
+                and record.restart_at <= now
+                and record.node is not None
+            ):
+                restarted = record.with_(
+                    attempt=record.attempt + 1,
+                    restart_at=None,
+                    exit_code=None,
+                    message="",
+                    phase=TaskPhase.STARTING.value,
+                )
+                restarted = restarted.with_(request_id=request_id(restarted))
+                item.set(restarted)
+                self._save(item)  # durable before the backend is asked
+                self._start(item, restarted)
+        if item.records and all(r.phase == TaskPhase.SUCCEEDED.value for r in item.records):
+            self._finish(
+                item, JobPhase.SUCCEEDED, "Succeeded", f"all {len(item.records)} tasks succeeded"
+            )
+
+    def _finish(self, item: JobWork, phase: JobPhase, reason: str, message: str) -> None:
+        """End the job: stop what still runs, close every open task record."""
+        now = self.clock.now()
+        for record in item.records:
+            if record.phase in ACTIVE and record.request_id:
+                self.backend.stop(record.request_id, self.stop_grace_seconds)
+            if not TaskPhase(record.phase).finished:
+                item.set(
+                    record.with_(
+                        phase=TaskPhase.CANCELLED.value,
+                        finished_at=now,
+                        restart_at=None,
+                        message=message,
+                    )
+                )
+        item.phase, item.reason, item.message = phase, reason, message
+        item.event(phase.value, message, phase is not JobPhase.SUCCEEDED)
+
+    # 4. admit and place -------------------------------------------------------------------
+
+    def _place(self, work: list[JobWork]) -> Placer:
+        placer = Placer(self.nodes, self.policy)
+        tenant_use: dict[str, Usage] = defaultdict(Usage)
+        queue_use: dict[tuple[str, str], Usage] = defaultdict(Usage)
+        for item in work:
+            for record in item.records:
+                if record.node is None or TaskPhase(record.phase).finished:
+                    continue
+                pod = self._pod(item.job, record)
+                problem = placer.hold(pod, record.node, record.gpus, record.gpu_milli)
+                if problem is not None:
+                    log.warning("cannot hold %s of job %s: %s", record.name, item.job.name, problem)
+                    item.set(record.with_(phase=TaskPhase.LOST.value, message=problem))
+                    continue
+                usage = Usage.of(pod.amounts)
+                tenant_use[item.job.tenant] += usage
+                queue_use[(item.job.tenant, item.job.spec.queue)] += usage
+        pending = [i for i in work if not i.records and i.phase is None]
+        pending.sort(key=lambda i: -i.job.spec.priority)  # stable: oldest first within a priority
+        tenants = {
+            t.name: t for t in self.store.list_objects("Tenant", "") if isinstance(t, Tenant)
+        }
+        queues = {
+            (q.tenant, q.name): q
+            for q in self.store.list_objects("Queue", None)
+            if isinstance(q, Queue)
+        }
+        for item in pending:
+            self._admit(item, placer, tenants, queues, tenant_use, queue_use)
+        for item in work:
+            if item.phase is None:
+                self._place_stragglers(item, placer)
+        return placer
+
+    def _place_stragglers(self, item: JobWork, placer: Placer) -> None:
+        """Replicas beyond minAvailable start one by one as room appears."""
+        for record in list(item.records):
+            if record.node is not None or record.phase != TaskPhase.PENDING.value:
+                continue
+            result = placer.place([self._pod(item.job, record)])
+            if isinstance(result, tuple):
+                return
+            slot = result[0]
+            placed = record.with_(
+                node=slot.node,
+                node_index=slot.node_index,
+                gpus=slot.gpus,
+                gpu_milli=slot.gpu_milli,
+                phase=TaskPhase.STARTING.value,
+            )
+            placed = placed.with_(request_id=request_id(placed))
+            item.set(placed)
+            self._save(item)
+            self._start(item, placed)
+
+    def _admit(
+        self,
+        item: JobWork,
+        placer: Placer,
+        tenants: dict[str, Tenant],
+        queues: dict[tuple[str, str], Queue],
+        tenant_use: dict[str, Usage],
+        queue_use: dict[tuple[str, str], Usage],
+    ) -> None:
+        job = item.job
+        wanted = _usage(job)
+        tenant = tenants.get(job.tenant)
+        queue = queues.get((job.tenant, job.spec.queue))
+        if tenant is None or queue is None:
+            missing = f"tenant {job.tenant}" if tenant is None else f"queue {job.spec.queue}"
+            item.reason, item.message = "Waiting", f"{missing} does not exist"
+            return
+        why = exceeded(tenant.spec.quota, tenant_use[job.tenant], wanted)
+        if why is not None:
+            item.reason, item.message = "QuotaExceeded", f"tenant {job.tenant} quota: {why}"
+            return
+        key = (job.tenant, job.spec.queue)
+        why = exceeded(queue.spec.quota, queue_use[key], wanted)
+        if why is not None:
+            item.reason, item.message = "QuotaExceeded", f"queue {job.spec.queue} quota: {why}"
+            return
+        records = self._new_records(job)
+        gang = records[: job.spec.gang_size]
+        result = placer.place([self._pod(job, r) for r in gang])
+        if isinstance(result, tuple):
+            item.reason, item.message = "Unschedulable", "; ".join(result)
+            return
+        placed = {slot.name: slot for slot in result}
+        for index, record in enumerate(records):
+            slot = placed.get(record.name)
+            if slot is None:
+                continue
+            record = record.with_(
+                node=slot.node,
+                node_index=slot.node_index,
+                gpus=slot.gpus,
+                gpu_milli=slot.gpu_milli,
+                phase=TaskPhase.STARTING.value,
+            )
+            records[index] = record.with_(request_id=request_id(record))
+        item.records = records
+        item.changed = {r.name for r in records}
+        tenant_use[job.tenant] += wanted
+        queue_use[key] += wanted
+        created = job.metadata.creation_timestamp
+        if created:
+            latency = self.clock.now() - datetime.fromisoformat(created.replace("Z", "+00:00"))
+            self.metrics.scheduling_latency.observe(max(latency.total_seconds(), 0.0))
+        nodes = sorted({slot.node for slot in result})
+        item.reason, item.message = "Scheduled", f"{len(result)} tasks placed on {', '.join(nodes)}"
+        item.event("Scheduled", item.message)
+        self.tasks.insert_many(records)  # durable before the backend is asked
+        item.changed.clear()
+        for record in records:
+            if record.phase == TaskPhase.STARTING.value:
+                self._start(item, record)
+
+    def _new_records(self, job: Job) -> list[TaskRecord]:
+        records = []
+        rank = 0
+        for task in job.spec.tasks:
+            for index in range(task.replicas):
+                name = f"{task.name}-{index}"
+                records.append(
+                    TaskRecord(
+                        job_uid=job.metadata.uid or "",
+                        tenant=job.tenant,
+                        job_name=job.name,
+                        name=name,
+                        group_name=task.name,
+                        index=index,
+                        rank=rank,
+                        log_path=log_path(self.log_dir, job, name),
+                    )
+                )
+                rank += 1
+        return records
+
+    def _pod(self, job: Job, record: TaskRecord) -> Pod:
+        spec = task_spec(job, record.group_name)
+        gpu = spec.resources.gpu
+        models = (gpu.model,) if gpu is not None and gpu.model else ()
+        return Pod(f"{job.tenant}/{job.name}/{record.name}", spec.resources.amounts(), models)
+
+    # helpers ----------------------------------------------------------------------------------
+
+    def _start(self, item: JobWork, record: TaskRecord) -> None:
+        backends = {n.name: n.backend for n in self.nodes}
+        request = make_request(item.job, record, item.records, backends)
+        try:
+            self.backend.start(request)
+        except (OSError, ValueError) as err:
+            log.warning("starting %s of job %s failed: %s", record.name, item.job.name, err)
+            item.set(record.with_(phase=TaskPhase.LOST.value, message=f"start failed: {err}"))
+
+    def _save(self, item: JobWork) -> None:
+        if not item.changed:
+            return
+        with self.store.transaction() as tx:
+            for record in item.records:
+                if record.name in item.changed:
+                    self.tasks.save(record, conn=tx)
+        item.changed.clear()
+
+    # 5. write back ----------------------------------------------------------------------------
+
+    def _write_back(self, work: list[JobWork]) -> None:
+        for item in work:
+            self._save(item)
+            job = item.job
+            status = self._status(item)
+            old = job.status.model_dump(mode="json") if job.status else None
+            if old != status.model_dump(mode="json"):
+                self.store.update_status(job, status)
+                previous = job.status.phase if job.status else None
+                if previous != status.phase and status.phase is JobPhase.RUNNING:
+                    item.event("Running", "tasks are running")
+                if (
+                    status.phase is JobPhase.PENDING
+                    and status.reason in ("QuotaExceeded", "Unschedulable", "Waiting")
+                    and (job.status is None or job.status.message != status.message)
+                ):
+                    item.event(status.reason, status.message, True)
+            for reason, message, warning in item.events:
+                self.store.record_event(job, reason, message, warning=warning)
+            if DELETE_ANNOTATION in job.metadata.annotations and status.phase.finished:
+                self.tasks.delete_job(job.metadata.uid or "")
+                self.store.delete("Job", job.tenant, job.name)
+
+    def _status(self, item: JobWork) -> JobStatus:
+        job = item.job
+        old = job.status or JobStatus()
+        now = isoformat(self.clock.now())
+        tasks = [
+            TaskStatus(
+                name=r.name,
+                phase=TaskPhase(r.phase),
+                node=r.node,
+                gpus=list(r.gpus),
+                exit_code=r.exit_code,
+                restarts=r.attempt,
+                message=r.message,
+            )
+            for r in item.records
+        ]
+        phase = item.phase
+        if phase is None:
+            running = any(r.phase in ACTIVE for r in item.records)
+            phase = JobPhase.RUNNING if running else old.phase if item.records else JobPhase.PENDING
+        reason, message = item.reason, item.message
+        if not reason:
+            reason, message = (old.reason, old.message) if phase == old.phase else ("", "")
+        if phase is JobPhase.RUNNING and reason in ("QuotaExceeded", "Unschedulable", "Waiting"):
+            reason, message = "Running", ""
+        return JobStatus(
+            phase=phase,
+            reason=reason,
+            message=message,
+            tasks=tasks,
+            start_time=old.start_time or (now if phase is JobPhase.RUNNING else None),
+            completion_time=old.completion_time or (now if phase.finished else None),
+        )
+
+    def _publish_metrics(self, work: list[JobWork], placer: Placer) -> None:
+        for phase, count in self.store.count_by_phase("Job").items():
+            self.metrics.jobs.labels(phase=phase or JobPhase.PENDING.value).set(count)
+        self.metrics.pending.clear()
+        for item in work:
+            if item.job.status is None or item.job.status.phase is JobPhase.PENDING:
+                self.metrics.pending.labels(tenant=item.job.tenant, queue=item.job.spec.queue).inc()
+        self.metrics.gpus_total.set(placer.gpus_total)
+        self.metrics.gpus_allocated.set(placer.gpus_allocated)
+
+
+def _usage(job: Job) -> Usage:
+    total = Usage()
+    for task in job.spec.tasks:
+        total += Usage.of(task.resources.amounts().scaled(task.replicas))
+    return total

@@ -1,0 +1,88 @@
+"""What a task is started with: the environment a distributed job expects, its log file."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from aipaas.api.job import SIM_DURATION_ANNOTATION, Job, TaskSpec
+from aipaas.backends.base import LaunchRequest
+from aipaas.store import TaskRecord
+
+
+def request_id(record: TaskRecord) -> str:
+    """Unique per attempt and stable: asking twice with it never starts a task twice."""
+    return f"{record.job_uid}.{record.name}.{record.attempt}"
+
+
+def log_path(log_dir: Path, job: Job, task_name: str) -> str:
+    return str(
+        log_dir / job.tenant / f"{job.name}-{(job.metadata.uid or '')[:8]}" / f"{task_name}.log"
+    )
+
+
+def master_port(job_uid: str) -> int:
+    """A port for rank 0's rendezvous, spread by job so concurrent jobs rarely collide."""
+    return 20000 + int(hashlib.sha256(job_uid.encode()).hexdigest()[:8], 16) % 20000
+
+
+def task_spec(job: Job, group: str) -> TaskSpec:
+    for task in job.spec.tasks:
+        if task.name == group:
+            return task
+    raise KeyError(f"job {job.name} has no task {group}")
+
+
+def make_request(
+    job: Job,
+    record: TaskRecord,
+    records: Sequence[TaskRecord],
+    node_backends: Mapping[str, str],
+) -> LaunchRequest:
+    spec = task_spec(job, record.group_name)
+    master = next((r for r in records if r.rank == 0), record)
+    master_node = master.node or record.node or ""
+    master_addr = "127.0.0.1" if node_backends.get(master_node) == "local" else master_node
+    same_node = sorted(r.rank for r in records if r.node == record.node)
+    env = dict(spec.env)
+    env.update(
+        {
+            "RANK": str(record.rank),
+            "WORLD_SIZE": str(len(records)),
+            "LOCAL_RANK": str(same_node.index(record.rank) if record.rank in same_node else 0),
+            "LOCAL_WORLD_SIZE": str(len(same_node)),
+            "MASTER_ADDR": master_addr,
+            "MASTER_PORT": str(master_port(job.metadata.uid or job.name)),
+            "AIPAAS_JOB": job.name,
+            "AIPAAS_TENANT": job.tenant,
+            "AIPAAS_TASK": record.name,
+            "AIPAAS_TASK_INDEX": str(record.index),
+            "AIPAAS_ATTEMPT": str(record.attempt),
+        }
+    )
+    duration = job.metadata.annotations.get(SIM_DURATION_ANNOTATION)
+    return LaunchRequest(
+        request_id=record.request_id or request_id(record),
+        task=record.name,
+        job=job.name,
+        tenant=job.tenant,
+        node=record.node or "",
+        command=tuple(spec.command),
+        env=env,
+        working_dir=spec.working_dir,
+        gpus=record.gpus,
+        gpu_milli=record.gpu_milli,
+        log_path=record.log_path or "",
+        duration_seconds=_seconds(duration),
+    )
+
+
+def _seconds(text: str | None) -> float | None:
+    if text is None:
+        return None
+    try:
+        value = float(text.rstrip("s"))
+    except ValueError:
+        return None
+    return value if value >= 0 else None

@@ -1,0 +1,44 @@
+"""The controller's thread: one cycle every ``period`` seconds until stopped."""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+from aipaas.controller.cycle import Controller
+
+log = logging.getLogger("aipaas.controller")
+
+
+class ControllerLoop:
+    def __init__(self, controller: Controller, period: float = 0.2) -> None:
+        self.controller = controller
+        self.period = period
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.ready = threading.Event()
+
+    def start(self) -> None:
+        if self._thread is not None:
+            return
+        self._thread = threading.Thread(target=self._run, name="aipaas-controller", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+            self._thread = None
+        self.controller.backend.close()
+
+    def is_ready(self) -> bool:
+        return self.ready.is_set()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.controller.run_cycle()
+                self.ready.set()
+            except Exception:
+                log.exception("controller cycle failed")
+            self._stop.wait(self.period)

@@ -1,0 +1,204 @@
+"""REST routes under /api/v1: objects by plural kind, apply, cancel, logs, events, tokens."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Query, Request
+from fastapi.responses import StreamingResponse
+from pydantic import BaseModel, Field
+from starlette.concurrency import run_in_threadpool
+
+from aipaas.api.job import Job
+from aipaas.api.meta import Name
+from aipaas.api.registry import KINDS, resolve_kind
+from aipaas.api.tenancy import User
+from aipaas.errors import FieldError, Forbidden, InvalidObject, NotFound, PayloadTooLarge
+from aipaas.server import logs
+from aipaas.server.auth import principal_of
+from aipaas.server.service import ObjectService
+from aipaas.store import Store, TaskRepository
+from aipaas.tenancy.principal import Principal, Verb
+from aipaas.tenancy.tokens import hash_token, new_token
+
+router = APIRouter(prefix="/api/v1")
+# Routes by plural kind go last so that /events, /tokens and /whoami win over /{plural}.
+generic = APIRouter(prefix="/api/v1")
+Caller = Annotated[Principal, Depends(principal_of)]
+TenantQuery = Annotated[str | None, Query(max_length=63, description="Tenant (admins)")]
+
+
+def _store(request: Request) -> Store:
+    store: Store = request.app.state.store
+    return store
+
+
+def _kind(plural: str) -> str:
+    try:
+        return resolve_kind(plural)
+    except InvalidObject as err:
+        raise NotFound(f"unknown kind {plural!r}; known kinds: {', '.join(KINDS)}") from err
+
+
+@router.get("/whoami")
+def whoami(caller: Caller) -> dict[str, str]:
+    return {"user": caller.user, "tenant": caller.tenant, "role": caller.role.value}
+
+
+@router.post("/apply", summary="Create or update the objects of a YAML or JSON body")
+async def apply(request: Request, caller: Caller) -> dict[str, Any]:
+    body = await _read_body(request)
+    service = ObjectService(_store(request), caller)
+    results = await run_in_threadpool(service.apply_text, body)
+    return {
+        "items": [
+            {
+                "action": r.action,
+                "kind": r.object.kind,
+                "name": r.object.name,
+                "object": r.object.to_wire(),
+            }
+            for r in results
+        ]
+    }
+
+
+@generic.get("/{plural}")
+def list_objects(
+    plural: str, request: Request, caller: Caller, tenant: TenantQuery = None
+) -> dict[str, Any]:
+    kind = _kind(plural)
+    items = ObjectService(_store(request), caller).list_objects(kind, tenant)
+    return {"kind": f"{kind}List", "items": [item.to_wire() for item in items]}
+
+
+@generic.get("/{plural}/{name}")
+def get_object(
+    plural: str, name: str, request: Request, caller: Caller, tenant: TenantQuery = None
+) -> dict[str, Any]:
+    obj = ObjectService(_store(request), caller).get(_kind(plural), name, tenant)
+    return obj.to_wire()
+
+
+@generic.delete("/{plural}/{name}")
+def delete_object(
+    plural: str, name: str, request: Request, caller: Caller, tenant: TenantQuery = None
+) -> dict[str, str]:
+    message = ObjectService(_store(request), caller).delete(_kind(plural), name, tenant)
+    return {"message": message}
+
+
+@router.post("/jobs/{name}/cancel")
+def cancel_job(
+    name: str, request: Request, caller: Caller, tenant: TenantQuery = None
+) -> dict[str, Any]:
+    job = ObjectService(_store(request), caller).cancel(name, tenant)
+    return job.to_wire()
+
+
+@router.get("/jobs/{name}/logs")
+async def job_logs(
+    name: str,
+    request: Request,
+    caller: Caller,
+    tenant: TenantQuery = None,
+    task: Annotated[str | None, Query(max_length=80)] = None,
+    follow: bool = False,
+) -> StreamingResponse:
+    store = _store(request)
+    service = ObjectService(store, caller)
+    job = await run_in_threadpool(service.get, "Job", name, tenant)
+    assert isinstance(job, Job)
+    repository = TaskRepository(store)
+    uid = job.metadata.uid or ""
+
+    def snapshot() -> tuple[list[Any], bool]:
+        records = [r for r in repository.for_job(uid) if task is None or r.name == task]
+        current = store.find("Job", job.tenant, job.name)
+        done = current is None or (
+            isinstance(current, Job)
+            and current.status is not None
+            and current.status.phase.finished
+        )
+        return records, done
+
+    records, _ = await run_in_threadpool(snapshot)
+    if task is not None and not records and not _task_names(job).__contains__(task):
+        raise NotFound(f"job {name} has no task {task} (tasks: {', '.join(_task_names(job))})")
+    if follow:
+        return StreamingResponse(logs.follow(snapshot), media_type="text/plain")
+    lines = await run_in_threadpool(logs.read_lines, records)
+    return StreamingResponse(iter(lines), media_type="text/plain")
+
+
+def _task_names(job: Job) -> list[str]:
+    return [f"{t.name}-{i}" for t in job.spec.tasks for i in range(t.replicas)]
+
+
+@router.get("/events")
+def list_events(
+    request: Request,
+    caller: Caller,
+    tenant: TenantQuery = None,
+    kind: Annotated[str | None, Query(max_length=32)] = None,
+    name: Annotated[str | None, Query(max_length=63)] = None,
+) -> dict[str, Any]:
+    store = _store(request)
+    resolved = resolve_kind(kind) if kind else None
+    scope = tenant if caller.is_platform_admin else (tenant or caller.tenant)
+    if scope is not None and not caller.sees_tenant(scope):
+        raise NotFound(f"tenant {scope} not found")
+    uid = None
+    if resolved and name:
+        obj = ObjectService(store, caller).get(resolved, name, tenant)
+        uid = obj.metadata.uid
+        scope = obj.tenant
+    events = store.list_events(tenant=scope, kind=resolved, name=name, uid=uid)
+    return {"items": [event.model_dump(mode="json") for event in events]}
+
+
+class TokenRequest(BaseModel):
+    user: Name
+    tenant: Name | None = None
+    model_config = {"extra": "forbid"}
+
+
+class TokenAnswer(BaseModel):
+    token: str = Field(description="Shown once; only its hash is stored.")
+    user: str
+    tenant: str
+    role: str
+
+
+@router.post("/tokens", status_code=201)
+def create_token(body: TokenRequest, request: Request, caller: Caller) -> TokenAnswer:
+    store = _store(request)
+    tenant = body.tenant or caller.tenant
+    if not tenant:
+        raise InvalidObject([FieldError("tenant", "required: name the user's tenant")])
+    if not caller.sees_tenant(tenant):
+        raise NotFound(f"user {body.user} not found")
+    user = store.find("User", tenant, body.user)
+    if not isinstance(user, User):
+        raise NotFound(f"user {body.user} not found")
+    if not caller.may(Verb.WRITE, "Token"):
+        raise Forbidden(f"role {caller.role} may not create tokens")
+    token = new_token()
+    store.add_token(hash_token(token), user.name, tenant, user.spec.role.value)
+    store.record_event(user, "TokenCreated", f"token created by {caller.user}")
+    return TokenAnswer(token=token, user=user.name, tenant=tenant, role=user.spec.role.value)
+
+
+async def _read_body(request: Request) -> bytes:
+    limit: int = request.app.state.max_body_bytes
+    declared = request.headers.get("content-length")
+    if declared and declared.isdigit() and int(declared) > limit:
+        raise PayloadTooLarge(f"request body is {declared} bytes; the limit is {limit}")
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise PayloadTooLarge(f"request body is over the limit of {limit} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)

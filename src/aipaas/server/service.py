@@ -1,0 +1,202 @@
+"""What the API does with objects, for one caller: the rules between routes and the store.
+
+Every call checks, in order: the kind exists; the caller may see the tenant (else 404); the
+role allows the verb (else 403); the object is valid against its references (tenant, queue).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from aipaas.api.job import CANCEL_ANNOTATION, Job, JobPhase
+from aipaas.api.meta import Object
+from aipaas.api.registry import KINDS, load_documents, parse_object
+from aipaas.api.tenancy import Role, Tenant, User
+from aipaas.clock import isoformat
+from aipaas.errors import Conflict, FieldError, Forbidden, InvalidObject, NotFound
+from aipaas.store import Store
+from aipaas.tenancy.principal import Principal, Verb
+
+DELETE_ANNOTATION = "aipaas.dev/delete-requested"
+READ_ONLY_KINDS = frozenset({"Node"})
+
+
+@dataclass(frozen=True)
+class Applied:
+    object: Object
+    action: Literal["created", "configured", "unchanged"]
+
+
+class ObjectService:
+    def __init__(self, store: Store, caller: Principal) -> None:
+        self.store = store
+        self.caller = caller
+
+    # reads --------------------------------------------------------------------------------
+
+    def get(self, kind: str, name: str, tenant: str | None) -> Object:
+        cls = KINDS[kind]
+        scope = self._scope(cls, tenant)
+        if kind == "Tenant" and not self.caller.sees_tenant(name):
+            raise NotFound(f"tenant {name} not found")
+        return self.store.get(kind, scope, name)
+
+    def list_objects(self, kind: str, tenant: str | None) -> list[Object]:
+        cls = KINDS[kind]
+        if kind == "Tenant":
+            items = self.store.list_objects("Tenant", "")
+            return [t for t in items if self.caller.sees_tenant(t.name)]
+        if not cls.namespaced:
+            return self.store.list_objects(kind, "")
+        if tenant is None and self.caller.is_platform_admin:
+            return self.store.list_objects(kind, None)
+        return self.store.list_objects(kind, self._scope(cls, tenant))
+
+    # writes -------------------------------------------------------------------------------
+
+    def apply_text(self, text: str | bytes) -> list[Applied]:
+        """Apply every document of a YAML/JSON text; all are validated before any is stored."""
+        documents = load_documents(text)
+        if not documents:
+            raise InvalidObject([FieldError("", "no objects in the request")])
+        objects = [
+            parse_object(doc, index=i if len(documents) > 1 else None)
+            for i, doc in enumerate(documents)
+        ]
+        prepared = [self._prepare(obj) for obj in objects]
+        return [self._apply(obj) for obj in prepared]
+
+    def delete(self, kind: str, name: str, tenant: str | None) -> str:
+        obj = self.get(kind, name, tenant)
+        self._authorize_write(obj.kind)
+        if isinstance(obj, Job):
+            annotations = dict(obj.metadata.annotations)
+            now = isoformat(self.store.clock.now())
+            annotations.setdefault(CANCEL_ANNOTATION, now)
+            annotations[DELETE_ANNOTATION] = now
+            self._annotate(obj, annotations)
+            self.store.record_event(obj, "DeleteRequested", f"deleted by {self.caller.user}")
+            return f"job {name} deleting"
+        if isinstance(obj, Tenant):
+            for child in ("User", "Queue", "Job"):
+                if self.store.count(child, obj.name):
+                    raise Conflict(f"tenant {name} still has {child.lower()}s; delete them first")
+        self.store.delete(obj.kind, obj.tenant, obj.name)
+        return f"{kind.lower()} {name} deleted"
+
+    def cancel(self, name: str, tenant: str | None) -> Job:
+        job = self.get("Job", name, tenant)
+        assert isinstance(job, Job)
+        self._authorize_write("Job")
+        phase = job.status.phase if job.status else JobPhase.PENDING
+        if phase.finished:
+            raise Conflict(f"job {name} already finished ({phase})")
+        if CANCEL_ANNOTATION in job.metadata.annotations:
+            return job
+        annotations = dict(job.metadata.annotations)
+        annotations[CANCEL_ANNOTATION] = isoformat(self.store.clock.now())
+        updated = self._annotate(job, annotations)
+        self.store.record_event(job, "CancelRequested", f"cancelled by {self.caller.user}")
+        assert isinstance(updated, Job)
+        return updated
+
+    # helpers ------------------------------------------------------------------------------
+
+    def _annotate(self, obj: Object, annotations: dict[str, str]) -> Object:
+        meta = obj.metadata.model_copy(update={"annotations": annotations})
+        return self.store.update(obj.model_copy(update={"metadata": meta}))
+
+    def _scope(self, cls: type[Object], tenant: str | None) -> str:
+        """The tenant to read or write in; another tenant's is 404."""
+        if not cls.namespaced:
+            return ""
+        wanted = tenant or self.caller.tenant
+        if not wanted:
+            raise InvalidObject(
+                [FieldError("tenant", "which tenant? a platform admin must name one")]
+            )
+        if not self.caller.sees_tenant(wanted):
+            raise NotFound(f"tenant {wanted} not found")
+        return wanted
+
+    def _authorize_write(self, kind: str) -> None:
+        if kind in READ_ONLY_KINDS:
+            raise Forbidden(f"{kind} objects are reported by backends and cannot be written")
+        if not self.caller.may(Verb.WRITE, kind):
+            raise Forbidden(f"role {self.caller.role} may not write {kind} objects")
+
+    def _prepare(self, obj: Object) -> Object:
+        """Fill the default tenant, check visibility, role and references; nothing is stored."""
+        cls = type(obj)
+        if cls.namespaced:
+            tenant = obj.metadata.tenant or self.caller.tenant
+            if not tenant:
+                raise InvalidObject(
+                    [FieldError("metadata.tenant", "required: a platform admin must name one")]
+                )
+            if not self.caller.sees_tenant(tenant):
+                raise NotFound(f"tenant {tenant} not found")
+            obj = obj.model_copy(
+                update={"metadata": obj.metadata.model_copy(update={"tenant": tenant})}
+            )
+        elif obj.metadata.tenant:
+            raise InvalidObject(
+                [FieldError("metadata.tenant", f"{obj.kind} objects belong to no tenant")]
+            )
+        elif obj.kind == "Tenant" and not self.caller.sees_tenant(obj.name):
+            raise NotFound(f"tenant {obj.name} not found")
+        self._authorize_write(obj.kind)
+        if (
+            isinstance(obj, User)
+            and obj.spec.role is Role.PLATFORM_ADMIN
+            and not self.caller.is_platform_admin
+        ):
+            raise Forbidden("only a platform admin may create platform admins")
+        if getattr(obj, "status", None) is not None:
+            obj = obj.model_copy(update={"status": None})  # status is the controller's
+        return obj
+
+    def _check_references(self, obj: Object) -> None:
+        if obj.namespaced and self.store.find("Tenant", "", obj.tenant) is None:
+            raise InvalidObject(
+                [FieldError("metadata.tenant", f"tenant {obj.tenant} does not exist")]
+            )
+        if isinstance(obj, Job) and self.store.find("Queue", obj.tenant, obj.spec.queue) is None:
+            raise InvalidObject(
+                [
+                    FieldError(
+                        "spec.queue",
+                        f"queue {obj.spec.queue} does not exist in tenant {obj.tenant}",
+                    )
+                ]
+            )
+
+    def _apply(self, obj: Object) -> Applied:
+        self._check_references(obj)
+        current = self.store.find(obj.kind, obj.tenant, obj.name)
+        if current is None:
+            created = self.store.create(obj)
+            self.store.record_event(created, "Created", f"created by {self.caller.user}")
+            return Applied(created, "created")
+        if isinstance(obj, Job):
+            if current.to_wire().get("spec") == obj.to_wire().get("spec"):
+                return Applied(current, "unchanged")
+            raise Conflict(
+                f"job {obj.name} already exists with another spec; a job cannot change after "
+                "submission (delete it and submit again)"
+            )
+        if _same(current, obj):
+            return Applied(current, "unchanged")
+        updated = self.store.update(obj, expected_version=obj.metadata.resource_version)
+        self.store.record_event(updated, "Updated", f"updated by {self.caller.user}")
+        return Applied(updated, "configured")
+
+
+def _same(current: Object, wanted: Object) -> bool:
+    def essence(obj: Object) -> Any:
+        wire = obj.to_wire()
+        meta = wire.get("metadata", {})
+        return (wire.get("spec"), meta.get("labels"), meta.get("annotations"))
+
+    return bool(essence(current) == essence(wanted))

@@ -1,0 +1,67 @@
+"""Settings of a server process, built once in the CLI and passed down (no import-time reads)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+
+class Settings(BaseModel):
+    """Everything `aipaas server` needs. Environment variables use the AIPAAS_ prefix."""
+
+    host: str = Field(default="127.0.0.1", description="Address to listen on; loopback by default.")
+    port: int = Field(default=8600, ge=0, le=65535, description="TCP port; 0 picks a free one.")
+    data_dir: Path = Field(
+        default=Path(".aipaas"),
+        description="SQLite database, admin token, task logs and run records live here.",
+    )
+    db_url: str | None = Field(
+        default=None, description="Database URL (postgresql://...); SQLite in data_dir if unset."
+    )
+    backend: Literal["local", "sim", "demo"] = Field(
+        default="local",
+        description="Where tasks run: this machine, a simulated cluster, or both (demo).",
+    )
+    sim_cluster: Path | None = Field(
+        default=None, description="YAML file of simulated nodes; two DGX-like H100 nodes if unset."
+    )
+    local_cpus: float | None = Field(
+        default=None, gt=0, description="CPU cores this machine offers; all of them if unset."
+    )
+    controller: bool = Field(default=True, description="Run the controller loop in this process.")
+    tick_seconds: float = Field(
+        default=0.2, gt=0, le=60, description="Controller loop period; short, ticks are cheap."
+    )
+    bootstrap_token: str | None = Field(
+        default=None, description="Platform-admin token to create on first start (automation)."
+    )
+    max_body_bytes: int = Field(default=1 << 20, description="Largest request body accepted.")
+
+    @property
+    def database_url(self) -> str:
+        return self.db_url or f"sqlite:///{self.data_dir.resolve() / 'aipaas.db'}"
+
+    @property
+    def token_file(self) -> Path:
+        return self.data_dir / "admin-token"
+
+    @property
+    def log_dir(self) -> Path:
+        return self.data_dir / "logs"
+
+    @property
+    def run_dir(self) -> Path:
+        return self.data_dir / "run"
+
+
+def env_overrides(environ: Mapping[str, str]) -> dict[str, object]:
+    """Settings taken from the environment: AIPAAS_BOOTSTRAP_TOKEN, AIPAAS_DB_URL, ..."""
+    found: dict[str, object] = {}
+    for field in Settings.model_fields:
+        value = environ.get(f"AIPAAS_{field.upper()}")
+        if value:
+            found[field] = value
+    return found

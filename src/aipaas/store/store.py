@@ -1,0 +1,365 @@
+"""The store: objects with resourceVersion CAS, events and tokens.
+
+Who calls it: the server (desired state), the controller (status, events). Synchronous and
+thread-safe (one short transaction per call); never holds a transaction across I/O.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import Connection, Engine, and_, delete, func, insert, select, update
+from sqlalchemy.exc import IntegrityError
+
+from aipaas.api.event import Event
+from aipaas.api.meta import Object
+from aipaas.api.registry import KINDS
+from aipaas.clock import Clock, SystemClock, isoformat
+from aipaas.errors import AlreadyExists, Conflict, NotFound
+from aipaas.store import tables
+from aipaas.store.database import make_engine, migrate
+
+
+@dataclass(frozen=True)
+class TokenRecord:
+    user: str
+    tenant: str
+    role: str
+
+
+class Store:
+    """Persistence for every object. Tenant "" holds cluster-wide kinds (Tenant, Node)."""
+
+    def __init__(self, engine: Engine, clock: Clock | None = None) -> None:
+        self.engine = engine
+        self.clock = clock or SystemClock()
+
+    @classmethod
+    def open(cls, url: str, clock: Clock | None = None) -> Store:
+        engine = make_engine(url)
+        migrate(engine)
+        return cls(engine, clock)
+
+    @property
+    def dialect(self) -> str:
+        return self.engine.dialect.name
+
+    @contextmanager
+    def transaction(self, *, write: bool = True) -> Iterator[Connection]:
+        with self.engine.connect().execution_options(immediate=write) as conn, conn.begin():
+            yield conn
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    # objects ------------------------------------------------------------------------------
+
+    def create(self, obj: Object, *, conn: Connection | None = None) -> Object:
+        """Insert a new object; its uid, resourceVersion and creation time are set here."""
+        now = self.clock.now()
+        uid = str(uuid.uuid4())
+        meta = obj.metadata.model_copy(
+            update={
+                "uid": uid,
+                "resource_version": "1",
+                "generation": 1,
+                "creation_timestamp": isoformat(now),
+            }
+        )
+        stored = obj.model_copy(update={"metadata": meta})
+        row = {
+            "kind": obj.kind,
+            "tenant": obj.tenant,
+            "name": obj.name,
+            "uid": uid,
+            "resource_version": 1,
+            "generation": 1,
+            "phase": _phase(stored),
+            "body": _body(stored),
+            "status": _status(stored),
+            "created_at": now,
+            "updated_at": now,
+        }
+        try:
+            if conn is None:
+                with self.transaction() as tx:
+                    tx.execute(insert(tables.objects).values(**row))
+            else:
+                conn.execute(insert(tables.objects).values(**row))
+        except IntegrityError as err:
+            raise AlreadyExists(
+                f"{_describe(obj.kind, obj.tenant, obj.name)} already exists"
+            ) from err
+        return stored
+
+    def get(self, kind: str, tenant: str, name: str, *, conn: Connection | None = None) -> Object:
+        query = select(tables.objects).where(
+            tables.objects.c.kind == kind,
+            tables.objects.c.tenant == tenant,
+            tables.objects.c.name == name,
+        )
+        if conn is None:
+            with self.transaction(write=False) as tx:
+                row = tx.execute(query).mappings().first()
+        else:
+            row = conn.execute(query).mappings().first()
+        if row is None:
+            raise NotFound(f"{_describe(kind, tenant, name)} not found")
+        return _to_object(row)
+
+    def find(self, kind: str, tenant: str, name: str) -> Object | None:
+        try:
+            return self.get(kind, tenant, name)
+        except NotFound:
+            return None
+
+    def list_objects(
+        self,
+        kind: str,
+        tenant: str | None = None,
+        *,
+        phases: Sequence[str] | None = None,
+        exclude_phases: Sequence[str] | None = None,
+    ) -> list[Object]:
+        """Objects of a kind, in one tenant (or all with None), oldest first."""
+        query = select(tables.objects).where(tables.objects.c.kind == kind)
+        if tenant is not None:
+            query = query.where(tables.objects.c.tenant == tenant)
+        if phases is not None:
+            query = query.where(tables.objects.c.phase.in_(list(phases)))
+        if exclude_phases is not None:
+            query = query.where(tables.objects.c.phase.not_in(list(exclude_phases)))
+        query = query.order_by(tables.objects.c.id)
+        with self.transaction(write=False) as tx:
+            rows = tx.execute(query).mappings().all()
+        return [_to_object(row) for row in rows]
+
+    def count(self, kind: str, tenant: str | None = None) -> int:
+        query = (
+            select(func.count()).select_from(tables.objects).where(tables.objects.c.kind == kind)
+        )
+        if tenant is not None:
+            query = query.where(tables.objects.c.tenant == tenant)
+        with self.transaction(write=False) as tx:
+            return int(tx.execute(query).scalar_one())
+
+    def count_by_phase(self, kind: str) -> dict[str, int]:
+        query = (
+            select(tables.objects.c.phase, func.count())
+            .where(tables.objects.c.kind == kind)
+            .group_by(tables.objects.c.phase)
+        )
+        with self.transaction(write=False) as tx:
+            return {str(phase): int(n) for phase, n in tx.execute(query).all()}
+
+    def update(self, obj: Object, *, expected_version: str | None = None) -> Object:
+        """Replace metadata (labels, annotations) and spec; status is untouched.
+
+        With ``expected_version`` the write happens only if the stored resourceVersion still
+        equals it (else Conflict, HTTP 409).
+        """
+        with self.transaction() as tx:
+            current = self.get(obj.kind, obj.tenant, obj.name, conn=tx)
+            version = int(current.metadata.resource_version or 0)
+            if expected_version is not None and expected_version != str(version):
+                raise Conflict(
+                    f"{_describe(obj.kind, obj.tenant, obj.name)} was modified: resourceVersion "
+                    f"is {version}, not {expected_version}"
+                )
+            generation = current.metadata.generation or 1
+            if _spec(obj) != _spec(current):
+                generation += 1
+            meta = current.metadata.model_copy(
+                update={
+                    "labels": obj.metadata.labels,
+                    "annotations": obj.metadata.annotations,
+                    "resource_version": str(version + 1),
+                    "generation": generation,
+                }
+            )
+            stored = obj.model_copy(
+                update={"metadata": meta, "status": getattr(current, "status", None)}
+            )
+            self._write(tx, stored, version, generation)
+        return stored
+
+    def update_status(
+        self, obj: Object, status: Any, *, expected_version: str | None = None
+    ) -> Object:
+        """Write the status of ``obj`` (the controller's path). CAS as in ``update``."""
+        with self.transaction() as tx:
+            current = self.get(obj.kind, obj.tenant, obj.name, conn=tx)
+            version = int(current.metadata.resource_version or 0)
+            if expected_version is not None and expected_version != str(version):
+                raise Conflict(
+                    f"{_describe(obj.kind, obj.tenant, obj.name)} was modified: resourceVersion "
+                    f"is {version}, not {expected_version}"
+                )
+            meta = current.metadata.model_copy(update={"resource_version": str(version + 1)})
+            stored = current.model_copy(update={"metadata": meta, "status": status})
+            self._write(tx, stored, version, current.metadata.generation or 1)
+        return stored
+
+    def _write(self, tx: Connection, stored: Object, version: int, generation: int) -> None:
+        result = tx.execute(
+            update(tables.objects)
+            .where(
+                and_(
+                    tables.objects.c.kind == stored.kind,
+                    tables.objects.c.tenant == stored.tenant,
+                    tables.objects.c.name == stored.name,
+                    tables.objects.c.resource_version == version,
+                )
+            )
+            .values(
+                resource_version=version + 1,
+                generation=generation,
+                phase=_phase(stored),
+                body=_body(stored),
+                status=_status(stored),
+                updated_at=self.clock.now(),
+            )
+        )
+        if result.rowcount != 1:
+            raise Conflict(f"{_describe(stored.kind, stored.tenant, stored.name)} was modified")
+
+    def delete(self, kind: str, tenant: str, name: str) -> None:
+        with self.transaction() as tx:
+            result = tx.execute(
+                delete(tables.objects).where(
+                    tables.objects.c.kind == kind,
+                    tables.objects.c.tenant == tenant,
+                    tables.objects.c.name == name,
+                )
+            )
+        if result.rowcount != 1:
+            raise NotFound(f"{_describe(kind, tenant, name)} not found")
+
+    # events -------------------------------------------------------------------------------
+
+    def record_event(
+        self,
+        obj: Object,
+        reason: str,
+        message: str,
+        *,
+        warning: bool = False,
+        conn: Connection | None = None,
+    ) -> None:
+        values = {
+            "kind": obj.kind,
+            "tenant": obj.tenant,
+            "name": obj.name,
+            "uid": obj.metadata.uid or "",
+            "type": "Warning" if warning else "Normal",
+            "reason": reason,
+            "message": message,
+            "created_at": self.clock.now(),
+        }
+        if conn is None:
+            with self.transaction() as tx:
+                tx.execute(insert(tables.events).values(**values))
+        else:
+            conn.execute(insert(tables.events).values(**values))
+
+    def list_events(
+        self,
+        *,
+        tenant: str | None = None,
+        kind: str | None = None,
+        name: str | None = None,
+        uid: str | None = None,
+        limit: int = 1000,
+    ) -> list[Event]:
+        query = select(tables.events)
+        if tenant is not None:
+            query = query.where(tables.events.c.tenant == tenant)
+        if kind is not None:
+            query = query.where(tables.events.c.kind == kind)
+        if name is not None:
+            query = query.where(tables.events.c.name == name)
+        if uid is not None:
+            query = query.where(tables.events.c.uid == uid)
+        query = query.order_by(tables.events.c.id.desc()).limit(limit)
+        with self.transaction(write=False) as tx:
+            rows = tx.execute(query).mappings().all()
+        return [
+            Event(
+                kind=row["kind"],
+                tenant=row["tenant"],
+                name=row["name"],
+                type=row["type"],
+                reason=row["reason"],
+                message=row["message"],
+                timestamp=isoformat(row["created_at"]),
+            )
+            for row in reversed(rows)
+        ]
+
+    # tokens -------------------------------------------------------------------------------
+
+    def add_token(self, token_hash: str, user: str, tenant: str, role: str) -> None:
+        with self.transaction() as tx:
+            tx.execute(
+                insert(tables.tokens).values(
+                    token_hash=token_hash,
+                    user=user,
+                    tenant=tenant,
+                    role=role,
+                    created_at=self.clock.now(),
+                )
+            )
+
+    def find_token(self, token_hash: str) -> TokenRecord | None:
+        with self.transaction(write=False) as tx:
+            row = (
+                tx.execute(select(tables.tokens).where(tables.tokens.c.token_hash == token_hash))
+                .mappings()
+                .first()
+            )
+        return None if row is None else TokenRecord(row["user"], row["tenant"], row["role"])
+
+    def count_tokens(self) -> int:
+        with self.transaction(write=False) as tx:
+            return int(tx.execute(select(func.count()).select_from(tables.tokens)).scalar_one())
+
+
+def _describe(kind: str, tenant: str, name: str) -> str:
+    return f"{kind.lower()} {name}"
+
+
+def _spec(obj: Object) -> Any:
+    return obj.model_dump(mode="json", include={"spec"})
+
+
+def _phase(obj: Object) -> str:
+    status = getattr(obj, "status", None)
+    phase = getattr(status, "phase", None) if status is not None else None
+    return str(phase) if phase is not None else ""
+
+
+def _body(obj: Object) -> str:
+    wire = obj.to_wire()
+    wire.pop("status", None)
+    return json.dumps(wire, separators=(",", ":"))
+
+
+def _status(obj: Object) -> str | None:
+    status = getattr(obj, "status", None)
+    if status is None:
+        return None
+    return json.dumps(status.model_dump(mode="json", by_alias=True), separators=(",", ":"))
+
+
+def _to_object(row: Any) -> Object:
+    data = json.loads(row["body"])
+    data["metadata"]["resourceVersion"] = str(row["resource_version"])
+    data["metadata"]["generation"] = row["generation"]
+    if row["status"] is not None:
+        data["status"] = json.loads(row["status"])
+    return KINDS[row["kind"]].model_validate(data)

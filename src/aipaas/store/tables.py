@@ -1,0 +1,97 @@
+"""The schema, in SQLAlchemy Core. Migrations (alembic, migrations/versions) must match it.
+
+Kept portable: the same tables run on SQLite and PostgreSQL.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    BigInteger,
+    Column,
+    DateTime,
+    Float,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+)
+
+metadata = MetaData()
+
+objects = Table(
+    "objects",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("kind", String(32), nullable=False),
+    Column("tenant", String(63), nullable=False),
+    Column("name", String(63), nullable=False),
+    Column("uid", String(36), nullable=False, unique=True),
+    Column("resource_version", BigInteger, nullable=False),
+    Column("generation", BigInteger, nullable=False),
+    # Denormalised from status for the controller's queries (jobs not yet finished).
+    Column("phase", String(32), nullable=False, server_default=""),
+    Column("body", Text, nullable=False),
+    Column("status", Text, nullable=True),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("updated_at", DateTime(timezone=True), nullable=False),
+    UniqueConstraint("kind", "tenant", "name", name="uq_objects_kind_tenant_name"),
+    Index("ix_objects_kind_phase", "kind", "phase"),
+)
+
+events = Table(
+    "events",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("kind", String(32), nullable=False),
+    Column("tenant", String(63), nullable=False),
+    Column("name", String(63), nullable=False),
+    Column("uid", String(36), nullable=False),
+    Column("type", String(16), nullable=False),
+    Column("reason", String(64), nullable=False),
+    Column("message", Text, nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Index("ix_events_object", "kind", "tenant", "name"),
+)
+
+tokens = Table(
+    "tokens",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("token_hash", String(64), nullable=False, unique=True),
+    Column("user", String(63), nullable=False),
+    Column("tenant", String(63), nullable=False),
+    Column("role", String(32), nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+)
+
+# The controller's record of each task replica: where it runs, which attempt, what happened.
+tasks = Table(
+    "tasks",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("job_uid", String(36), nullable=False),
+    Column("tenant", String(63), nullable=False),
+    Column("job_name", String(63), nullable=False),
+    Column("name", String(80), nullable=False),
+    Column("group_name", String(63), nullable=False),
+    Column("index", Integer, nullable=False),
+    Column("rank", Integer, nullable=False),
+    Column("attempt", Integer, nullable=False),
+    Column("phase", String(32), nullable=False),
+    Column("node", String(253), nullable=True),
+    Column("node_index", Integer, nullable=True),
+    Column("gpus", String(256), nullable=False, server_default=""),
+    Column("gpu_milli", Integer, nullable=False, server_default="0"),
+    Column("request_id", String(160), nullable=True),
+    Column("exit_code", Integer, nullable=True),
+    Column("restart_at", Float, nullable=True),
+    Column("log_path", Text, nullable=True),
+    Column("message", Text, nullable=False, server_default=""),
+    Column("started_at", DateTime(timezone=True), nullable=True),
+    Column("finished_at", DateTime(timezone=True), nullable=True),
+    UniqueConstraint("job_uid", "name", name="uq_tasks_job_name"),
+    Index("ix_tasks_phase", "phase"),
+)

@@ -1,0 +1,179 @@
+"""Task records: the controller's durable memory of each replica it placed and started.
+
+Written only by the controller. The server reads them for logs and status. A record is written
+(and committed) *before* the backend is asked to start the task, so a crash between the two is
+recovered by asking again with the same idempotent request id.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Connection, delete, insert, select, update
+
+from aipaas.store import tables
+from aipaas.store.store import Store
+
+ACTIVE_PHASES = ("Starting", "Running")
+
+
+@dataclass(frozen=True)
+class TaskRecord:
+    job_uid: str
+    tenant: str
+    job_name: str
+    name: str  # worker-0
+    group_name: str  # worker
+    index: int
+    rank: int
+    attempt: int = 0
+    phase: str = "Pending"
+    node: str | None = None
+    node_index: int | None = None
+    gpus: tuple[int, ...] = field(default_factory=tuple)
+    gpu_milli: int = 0
+    request_id: str | None = None
+    exit_code: int | None = None
+    restart_at: float | None = None
+    log_path: str | None = None
+    message: str = ""
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+
+    def with_(self, **changes: Any) -> TaskRecord:
+        return replace(self, **changes)
+
+
+class TaskRepository:
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    def insert_many(self, records: Sequence[TaskRecord], *, conn: Connection | None = None) -> None:
+        if not records:
+            return
+        rows = [_row(record) for record in records]
+        if conn is None:
+            with self.store.transaction() as tx:
+                tx.execute(insert(tables.tasks), rows)
+        else:
+            conn.execute(insert(tables.tasks), rows)
+
+    def save(self, record: TaskRecord, *, conn: Connection | None = None) -> None:
+        statement = (
+            update(tables.tasks)
+            .where(tables.tasks.c.job_uid == record.job_uid, tables.tasks.c.name == record.name)
+            .values(**_row(record))
+        )
+        if conn is None:
+            with self.store.transaction() as tx:
+                tx.execute(statement)
+        else:
+            conn.execute(statement)
+
+    def for_job(self, job_uid: str) -> list[TaskRecord]:
+        with self.store.transaction(write=False) as tx:
+            rows = (
+                tx.execute(
+                    select(tables.tasks)
+                    .where(tables.tasks.c.job_uid == job_uid)
+                    .order_by(tables.tasks.c.rank)
+                )
+                .mappings()
+                .all()
+            )
+        return [_record(row) for row in rows]
+
+    def for_jobs(self, job_uids: Sequence[str]) -> dict[str, list[TaskRecord]]:
+        result: dict[str, list[TaskRecord]] = {uid: [] for uid in job_uids}
+        if not job_uids:
+            return result
+        uids = list(job_uids)
+        with self.store.transaction(write=False) as tx:
+            for start in range(0, len(uids), 500):
+                rows = (
+                    tx.execute(
+                        select(tables.tasks)
+                        .where(tables.tasks.c.job_uid.in_(uids[start : start + 500]))
+                        .order_by(tables.tasks.c.rank)
+                    )
+                    .mappings()
+                    .all()
+                )
+                for row in rows:
+                    result[row["job_uid"]].append(_record(row))
+        return result
+
+    def active(self) -> list[TaskRecord]:
+        """Tasks that hold resources: placed and not yet finished (Pending-with-node included)."""
+        with self.store.transaction(write=False) as tx:
+            rows = (
+                tx.execute(
+                    select(tables.tasks)
+                    .where(tables.tasks.c.node.is_not(None))
+                    .where(tables.tasks.c.phase.in_(("Pending", "Starting", "Running")))
+                )
+                .mappings()
+                .all()
+            )
+        return [_record(row) for row in rows]
+
+    def delete_job(self, job_uid: str, *, conn: Connection | None = None) -> None:
+        statement = delete(tables.tasks).where(tables.tasks.c.job_uid == job_uid)
+        if conn is None:
+            with self.store.transaction() as tx:
+                tx.execute(statement)
+        else:
+            conn.execute(statement)
+
+
+def _row(record: TaskRecord) -> dict[str, Any]:
+    return {
+        "job_uid": record.job_uid,
+        "tenant": record.tenant,
+        "job_name": record.job_name,
+        "name": record.name,
+        "group_name": record.group_name,
+        "index": record.index,
+        "rank": record.rank,
+        "attempt": record.attempt,
+        "phase": record.phase,
+        "node": record.node,
+        "node_index": record.node_index,
+        "gpus": ",".join(str(g) for g in record.gpus),
+        "gpu_milli": record.gpu_milli,
+        "request_id": record.request_id,
+        "exit_code": record.exit_code,
+        "restart_at": record.restart_at,
+        "log_path": record.log_path,
+        "message": record.message,
+        "started_at": record.started_at,
+        "finished_at": record.finished_at,
+    }
+
+
+def _record(row: Any) -> TaskRecord:
+    return TaskRecord(
+        job_uid=row["job_uid"],
+        tenant=row["tenant"],
+        job_name=row["job_name"],
+        name=row["name"],
+        group_name=row["group_name"],
+        index=row["index"],
+        rank=row["rank"],
+        attempt=row["attempt"],
+        phase=row["phase"],
+        node=row["node"],
+        node_index=row["node_index"],
+        gpus=tuple(int(g) for g in row["gpus"].split(",") if g),
+        gpu_milli=row["gpu_milli"],
+        request_id=row["request_id"],
+        exit_code=row["exit_code"],
+        restart_at=row["restart_at"],
+        log_path=row["log_path"],
+        message=row["message"],
+        started_at=row["started_at"],
+        finished_at=row["finished_at"],
+    )
