@@ -71,7 +71,7 @@ def _check_command(value: list[str]) -> list[str]:
 
 class TaskSpec(Model):
     name: Name
-    replicas: int = Field(default=1, ge=1, le=MAX_REPLICAS)
+    replicas: int = Field(default=1, ge=1, le=MAX_REPLICAS, strict=True)
     command: Annotated[list[str], AfterValidator(_check_command)] = Field(
         min_length=1, max_length=1024
     )
@@ -79,7 +79,7 @@ class TaskSpec(Model):
     working_dir: str | None = Field(default=None, min_length=1, max_length=4096)
     resources: TaskResources = Field(default_factory=TaskResources)
     restart_policy: RestartPolicy = RestartPolicy.NEVER
-    backoff_limit: int = Field(default=3, ge=0, le=100)
+    backoff_limit: int = Field(default=3, ge=0, le=100, strict=True)
 
     @field_validator("working_dir")
     @classmethod
@@ -92,7 +92,7 @@ class TaskSpec(Model):
 class JobSpec(Model):
     queue: Name = "default"
     priority: int = Field(default=100, ge=-100000, le=100000)
-    min_available: int | None = Field(default=None, ge=1, le=MAX_REPLICAS)
+    min_available: int | None = Field(default=None, ge=1, le=MAX_REPLICAS, strict=True)
     tasks: list[TaskSpec] = Field(min_length=1, max_length=64)
 
     @field_validator("priority", mode="before")

@@ -84,7 +84,7 @@ def _check_memory(value: str, *, allow_zero: bool = False) -> str:
 class GpuRequest(Model):
     """GPUs of one task: ``count`` whole GPUs, or one GPU shared by ``fraction``."""
 
-    count: int = Field(default=1, ge=0, le=MAX_TASK_GPUS)
+    count: int = Field(default=1, ge=0, le=MAX_TASK_GPUS, strict=True)
     fraction: float | None = Field(default=None, gt=0, le=1)
     model: str | None = Field(default=None, min_length=1, max_length=64)
 
@@ -149,7 +149,7 @@ class TaskResources(Model):
 class Quota(Model):
     """Upper bounds; a missing entry means no bound."""
 
-    gpu: float | None = Field(default=None, ge=0, le=MAX_GPUS * 1000)
+    gpu: float | None = Field(default=None, ge=0, le=MAX_GPUS * 100)
     cpu: QuantityStr | None = None
     memory: QuantityStr | None = None
 

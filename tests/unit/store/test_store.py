@@ -1,0 +1,162 @@
+"""The store on SQLite and PostgreSQL: CRUD, resourceVersion CAS, events, tokens, task records,
+migrations."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from aipaas.api.job import Job, JobPhase, JobStatus
+from aipaas.api.meta import ObjectMeta
+from aipaas.api.queue import Queue, QueueSpec
+from aipaas.api.registry import parse_object
+from aipaas.api.tenancy import Tenant
+from aipaas.errors import AlreadyExists, Conflict, NotFound
+from aipaas.store import Store, TaskRecord, TaskRepository
+from aipaas.store.database import migrate
+
+
+def make_job(name: str = "hello", tenant: str = "acme") -> Job:
+    job = parse_object(
+        {
+            "apiVersion": "aipaas/v1",
+            "kind": "Job",
+            "metadata": {"name": name, "tenant": tenant},
+            "spec": {"queue": "research", "tasks": [{"name": "w", "command": ["true"]}]},
+        }
+    )
+    assert isinstance(job, Job)
+    return job
+
+
+class TestObjects:
+    def test_create_sets_identity(self, store: Store) -> None:
+        created = store.create(make_job())
+        assert created.metadata.uid
+        assert created.metadata.resource_version == "1"
+        assert created.metadata.creation_timestamp
+        got = store.get("Job", "acme", "hello")
+        assert got.metadata.uid == created.metadata.uid
+        assert got.to_wire()["spec"] == created.to_wire()["spec"]
+
+    def test_duplicate_is_already_exists(self, store: Store) -> None:
+        store.create(make_job())
+        with pytest.raises(AlreadyExists, match="job hello already exists"):
+            store.create(make_job())
+
+    def test_same_name_in_two_tenants(self, store: Store) -> None:
+        store.create(make_job(tenant="acme"))
+        store.create(make_job(tenant="globex"))
+        assert len(store.list_objects("Job", None)) == 2
+        assert [j.tenant for j in store.list_objects("Job", "globex")] == ["globex"]
+
+    def test_missing_is_not_found(self, store: Store) -> None:
+        with pytest.raises(NotFound, match="job nope not found"):
+            store.get("Job", "acme", "nope")
+
+    def test_stale_update_is_conflict(self, store: Store) -> None:
+        queue = Queue(metadata=ObjectMeta(name="q", tenant="acme"), spec=QueueSpec(weight=1))
+        store.create(queue)
+        first = store.update(
+            queue.model_copy(update={"spec": QueueSpec(weight=2)}), expected_version="1"
+        )
+        assert first.metadata.resource_version == "2"
+        assert first.metadata.generation == 2
+        with pytest.raises(Conflict, match="resourceVersion is 2, not 1"):
+            store.update(
+                queue.model_copy(update={"spec": QueueSpec(weight=3)}), expected_version="1"
+            )
+        got = store.get("Queue", "acme", "q")
+        assert isinstance(got, Queue) and got.spec.weight == 2
+
+    def test_status_is_a_separate_path(self, store: Store) -> None:
+        job = store.create(make_job())
+        store.update_status(job, JobStatus(phase=JobPhase.RUNNING))
+        got = store.get("Job", "acme", "hello")
+        assert isinstance(got, Job) and got.status is not None
+        assert got.status.phase is JobPhase.RUNNING
+        assert store.list_objects("Job", None, phases=["Running"])[0].name == "hello"
+        assert store.list_objects("Job", None, exclude_phases=["Running"]) == []
+        assert store.count_by_phase("Job") == {"Running": 1}
+        # A spec update keeps the status the controller wrote.
+        store.update(got)
+        again = store.get("Job", "acme", "hello")
+        assert isinstance(again, Job) and again.status is not None
+        assert again.status.phase is JobPhase.RUNNING
+
+    def test_delete(self, store: Store) -> None:
+        store.create(Tenant(metadata=ObjectMeta(name="acme")))
+        store.delete("Tenant", "", "acme")
+        with pytest.raises(NotFound):
+            store.delete("Tenant", "", "acme")
+
+    def test_concurrent_creates_lose_nothing(self, store: Store) -> None:
+        errors: list[Exception] = []
+
+        def submit(worker: int) -> None:
+            try:
+                for index in range(20):
+                    store.create(make_job(f"j-{worker}-{index}"))
+            except Exception as err:  # noqa: BLE001 - collected and asserted below
+                errors.append(err)
+
+        threads = [threading.Thread(target=submit, args=(w,)) for w in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert errors == []
+        assert store.count("Job") == 160
+
+
+class TestEventsTokensTasks:
+    def test_events_in_order(self, store: Store) -> None:
+        job = store.create(make_job())
+        store.record_event(job, "Created", "made")
+        store.record_event(job, "Failed", "broke", warning=True)
+        events = store.list_events(kind="Job", name="hello")
+        assert [(e.reason, e.type) for e in events] == [
+            ("Created", "Normal"),
+            ("Failed", "Warning"),
+        ]
+        assert store.list_events(tenant="globex") == []
+
+    def test_tokens_by_hash(self, store: Store) -> None:
+        assert store.count_tokens() == 0
+        store.add_token("ab" * 32, "alice", "acme", "member")
+        record = store.find_token("ab" * 32)
+        assert record is not None and record.user == "alice" and record.role == "member"
+        assert store.find_token("cd" * 32) is None
+
+    def test_task_records_round_trip(self, store: Store) -> None:
+        tasks = TaskRepository(store)
+        record = TaskRecord(
+            job_uid="u1",
+            tenant="acme",
+            job_name="hello",
+            name="w-0",
+            group_name="w",
+            index=0,
+            rank=0,
+            node="n1",
+            gpus=(0, 3),
+            gpu_milli=1000,
+            phase="Running",
+            request_id="u1.w-0.0",
+        )
+        tasks.insert_many(
+            [record, record.with_(name="w-1", rank=1, index=1, node=None, gpus=(), phase="Pending")]
+        )
+        assert [r.name for r in tasks.for_job("u1")] == ["w-0", "w-1"]
+        assert [r.gpus for r in tasks.active()] == [(0, 3)]
+        tasks.save(record.with_(phase="Succeeded", exit_code=0))
+        assert tasks.for_jobs(["u1"])["u1"][0].exit_code == 0
+        tasks.delete_job("u1")
+        assert tasks.for_job("u1") == []
+
+
+def test_migrations_are_idempotent(store: Store) -> None:
+    migrate(store.engine)
+    migrate(store.engine)
+    assert store.count("Job") == 0
