@@ -98,7 +98,7 @@ class TestObjects:
             try:
                 for index in range(20):
                     store.create(make_job(f"j-{worker}-{index}"))
-            except Exception as err:  # noqa: BLE001 - collected and asserted below
+            except Exception as err:
                 errors.append(err)
 
         threads = [threading.Thread(target=submit, args=(w,)) for w in range(8)]
