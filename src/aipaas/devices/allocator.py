@@ -73,7 +73,9 @@ class Pick:
     def result(self) -> DeviceRequestAllocationResult:
         """The Kubernetes-shaped allocation result of this pick."""
         driver, pool, name = self.device.id
-        consumed = {k: format_quantity(v) for k, v in (self.consumed or {}).items()}
+        consumed = {
+            _published(k, driver): format_quantity(v) for k, v in (self.consumed or {}).items()
+        }
         share = None
         if self.consumed is not None:
             digest = hashlib.sha256(f"{self.claim}/{self.request}/{name}".encode()).hexdigest()
@@ -417,6 +419,12 @@ def candidates_for(
     if alternative.all_mode or not cached:
         return cached
     return order_candidates(cached, alternative.count, state)
+
+
+def _published(qualified: str, driver: str) -> str:
+    """Capacity names of the driver's own domain are published unqualified."""
+    domain, _, name = qualified.rpartition("/")
+    return name if domain == driver else qualified
 
 
 def _allocated(claim: ResourceClaim) -> bool:

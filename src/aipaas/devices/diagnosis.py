@@ -104,10 +104,12 @@ def _alternative_problem(
     chosen = tolerated
     free, in_use, counters, capacity = _split_free(chosen, alternative, inventory, state)
     needed = len(chosen) if alternative.all_mode else alternative.count
-    if alternative.all_mode and len(free) < len(chosen):
+    busy = len(chosen) - len(free)
+    if alternative.all_mode and busy:
         return (
             f"allocationMode All needs every one of the {len(chosen)} matching devices, "
-            f"but {len(chosen) - len(free)} are not free{_causes(in_use, counters, capacity)}"
+            f"but {busy} {'is' if busy == 1 else 'are'} not free"
+            f"{_causes(in_use, counters, capacity)}"
         ), free
     if len(free) < needed:
         noun = "device matches" if len(chosen) == 1 else "devices match"

@@ -237,7 +237,10 @@ class Inventory:
                 if result.admin_access:
                     continue
                 state.holders.setdefault(device_id, []).append(claim_name)
-                consumed = {k: parse_quantity(v) for k, v in result.consumed_capacity.items()}
+                consumed = {
+                    "/".join(qualify(k, record.driver)): parse_quantity(v)
+                    for k, v in result.consumed_capacity.items()
+                }
                 hold(state, record, consumed if record.multiple else None)
         return state
 

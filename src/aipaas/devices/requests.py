@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from decimal import Decimal
+from decimal import ROUND_CEILING, Decimal
 
 from aipaas.api.devices import (
     BaseDeviceRequest,
@@ -141,7 +141,7 @@ def consumed_capacity(device: DeviceInfo, alternative: Alternative) -> dict[str,
             amount = max(wanted, low)
             if policy.valid_range.step is not None:
                 step = parse_quantity(policy.valid_range.step)
-                steps = -((low - amount) // step)  # ceil((amount - low) / step)
+                steps = ((amount - low) / step).to_integral_value(rounding=ROUND_CEILING)
                 amount = low + steps * step
             if policy.valid_range.max is not None and amount > parse_quantity(
                 policy.valid_range.max

@@ -32,7 +32,7 @@ LEVELS: Final = (("nvlinkDomain", 40.0), ("numaNode", 15.0), ("pcieRoot", 5.0))
 """Topology levels by short attribute name, with the score lost per extra domain spanned."""
 BROKEN_DOMAIN_PENALTY: Final = 10.0
 _LABELS: Final = {"nvlinkDomain": "NVLink domain", "numaNode": "NUMA node", "pcieRoot": "PCIe root"}
-_MODEL_ATTRIBUTES: Final = ("productName", "model", "type")
+_MODEL_ATTRIBUTES: Final = ("model", "productName", "type")
 
 
 def level_value(device: DeviceInfo, short_name: str) -> object:
