@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -13,6 +14,12 @@ from aipaas.devices.shortform import ShortFormError, gpu_claim, gpu_claim_spec
 from aipaas.devices.topology_files import load_topology, topology_slices
 
 NV = "gpu.nvidia.com"
+CLASSES_FILE = Path(__file__).parents[3] / "examples" / "dra" / "nvidia-classes.yaml"
+
+
+def nvidia_classes() -> dict[str, DeviceClass]:
+    objects = load_device_documents(CLASSES_FILE.read_text(encoding="utf-8"))
+    return {o.metadata.name or "": o for o in objects if isinstance(o, DeviceClass)}
 
 
 class TestGpuClaimSpec:
@@ -74,13 +81,7 @@ class TestGpuClaimSpec:
 class TestShortFormAllocates:
     def test_model_and_memory_on_a_mixed_pool(self) -> None:
         inventory = Inventory(topology_slices(load_topology("mixed-pool")))
-        classes = {
-            o.metadata.name or "": o
-            for o in load_device_documents(
-                open("examples/dra/nvidia-classes.yaml", encoding="utf-8").read()
-            )
-            if o.kind == "DeviceClass"
-        }
+        classes = nvidia_classes()
         claim = gpu_claim("task-0", {"count": 2, "model": "L40S", "memory": "40Gi"})
         assert dump_device_object(claim)["metadata"] == {"name": "task-0"}
         result = allocate_pod([claim], inventory, classes)
@@ -90,13 +91,7 @@ class TestShortFormAllocates:
 
     def test_fraction_lands_on_the_shared_node(self) -> None:
         inventory = Inventory(topology_slices(load_topology("mixed-pool")))
-        classes = {
-            o.metadata.name or "": o
-            for o in load_device_documents(
-                open("examples/dra/nvidia-classes.yaml", encoding="utf-8").read()
-            )
-            if o.kind == "DeviceClass"
-        }
+        classes = nvidia_classes()
         claims = [gpu_claim(f"t-{i}", 0.25) for i in range(5)]
         result = allocate_pod(claims, inventory, classes)
         assert result.allocation is not None
