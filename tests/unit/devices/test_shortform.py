@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from aipaas.api.devices import dump_device_object, load_device_documents
+from aipaas.api.devices import DeviceClass, dump_device_object, load_device_documents
 from aipaas.devices.allocator import allocate_pod
 from aipaas.devices.inventory import Inventory
 from aipaas.devices.shortform import ShortFormError, gpu_claim, gpu_claim_spec
