@@ -350,7 +350,7 @@ class Controller:
         if isinstance(result, tuple):
             item.reason, item.message = "Unschedulable", "; ".join(result)
             return
-        placed = {slot.name: slot for slot in result}
+        placed = dict(zip((r.name for r in gang), result, strict=True))
         for index, record in enumerate(records):
             slot = placed.get(record.name)
             if slot is None:

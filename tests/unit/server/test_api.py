@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from conftest import Api, load_bad_cases
+from api_world import Api, load_bad_cases
 
 JOB = """apiVersion: aipaas/v1
 kind: Job

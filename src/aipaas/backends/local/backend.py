@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -102,6 +103,7 @@ class LocalBackend:
         pid = self._pid(request_id)
         if pid is None or (self._dir(request_id) / "exit").exists():
             return
+        (self._dir(request_id) / "stop").touch()
         try:
             os.killpg(pid, signal.SIGTERM)
         except ProcessLookupError:
@@ -149,10 +151,14 @@ class LocalBackend:
                 starting = request_id in self._children
             state = TaskState.RUNNING if starting else TaskState.LOST
             return TaskStatus(request_id, state, None, "" if starting else "never started")
-        if _is_runner(pid, request_id):
+        if _is_runner(pid, request_id) or _is_young(directory / "pid", pid):
             return TaskStatus(request_id, TaskState.RUNNING)
         if exit_file.exists():  # it ended between the two checks
             return self._status(request_id)
+        if (directory / "stop").exists():
+            # Stopped before the runner could record an exit code (signal during start-up,
+            # or SIGKILL after the grace period): the stop is the cause, not a loss.
+            return TaskStatus(request_id, TaskState.FAILED, 143, "stopped")
         return TaskStatus(request_id, TaskState.LOST, None, "the task's process is gone")
 
     def _kill(self, request_id: str, pid: int) -> None:
@@ -166,6 +172,24 @@ class LocalBackend:
             finished = [rid for rid, child in self._children.items() if child.poll() is not None]
             for rid in finished:
                 del self._children[rid]
+
+
+def _is_young(pid_file: Path, pid: int, seconds: float = 5.0) -> bool:
+    """Just started: /proc may still show the pre-exec command line for a moment."""
+    try:
+        age = pid_file.stat().st_mtime
+        os.kill(pid, 0)
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        return False
+    return bool(time.time() - age < seconds) and not _is_zombie(pid)
+
+
+def _is_zombie(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return True
+    return stat.rsplit(")", 1)[1].split()[0] == "Z"
 
 
 def _is_runner(pid: int, request_id: str) -> bool:

@@ -62,5 +62,5 @@ def detect_gpus() -> list[Gpu]:
 
 def short_model(name: str) -> str:
     """'NVIDIA H100 80GB HBM3' -> 'H100': the model names manifests use."""
-    match = re.search(r"\b([A-Z]{1,2}\d{2,4}[A-Za-z]?)\b", name.replace("NVIDIA ", ""))
+    match = re.search(r"\b([A-Z]{1,2}\d{1,4}[A-Za-z]?)\b", name.replace("NVIDIA ", ""))
     return match.group(1) if match else name.strip()

@@ -1,0 +1,129 @@
+"""The local backend runs real processes: environment, logs, exit codes, idempotent start,
+stop, and finding its tasks again from a new backend instance (a restarted server)."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from aipaas.backends.base import LaunchRequest, TaskState
+from aipaas.backends.local import LocalBackend
+from aipaas.backends.local.machine import Gpu, short_model
+
+
+def request(tmp: Path, rid: str, command: list[str], **env: str) -> LaunchRequest:
+    return LaunchRequest(
+        request_id=rid,
+        task="worker-0",
+        job="j",
+        tenant="acme",
+        node="here",
+        command=tuple(command),
+        env=env,
+        working_dir=None,
+        gpus=(1,),
+        gpu_milli=1000,
+        log_path=str(tmp / "logs" / f"{rid}.log"),
+    )
+
+
+def wait_state(backend: LocalBackend, rid: str, state: TaskState, timeout: float = 15) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if backend.status([rid])[rid].state is state:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"{rid} never reached {state}: {backend.status([rid])[rid]}")
+
+
+@pytest.fixture
+def backend(tmp_path: Path) -> LocalBackend:
+    return LocalBackend(
+        tmp_path / "run",
+        node_name="here",
+        cpu_milli=4000,
+        memory_mib=1024,
+        gpus=[],
+        environ={"PATH": os.environ["PATH"], "SECRET": "x"},
+    )
+
+
+class TestLocalBackend:
+    def test_inventory_without_gpus(self, backend: LocalBackend) -> None:
+        node = backend.inventory().nodes[0]
+        assert (node.name, node.cpu_milli, node.gpu_count) == ("here", 4000, 0)
+
+    def test_inventory_with_gpus(self, tmp_path: Path) -> None:
+        gpus = [Gpu(0, "H100", 81559), Gpu(1, "H100", 81559)]
+        node = LocalBackend(tmp_path, gpus=gpus).inventory().nodes[0]
+        assert (node.gpu_count, node.gpu_model) == (2, "H100")
+
+    @pytest.mark.parametrize(
+        ("name", "want"),
+        [("NVIDIA H100 80GB HBM3", "H100"), ("NVIDIA A100-SXM4-40GB", "A100"), ("Tesla T4", "T4")],
+    )
+    def test_short_model(self, name: str, want: str) -> None:
+        assert short_model(name) == want
+
+    def test_runs_with_env_and_log(self, backend: LocalBackend, tmp_path: Path) -> None:
+        script = (
+            "import os; print(os.environ['RANK'], os.environ['CUDA_VISIBLE_DEVICES'], "
+            "os.environ.get('SECRET'))"
+        )
+        backend.start(request(tmp_path, "r1", [sys.executable, "-c", script], RANK="3"))
+        wait_state(backend, "r1", TaskState.SUCCEEDED)
+        assert (tmp_path / "logs" / "r1.log").read_text() == "3 1 None\n"
+        assert backend.status(["r1"])["r1"].exit_code == 0
+
+    def test_exit_code_and_missing_program(self, backend: LocalBackend, tmp_path: Path) -> None:
+        backend.start(request(tmp_path, "r2", [sys.executable, "-c", "raise SystemExit(7)"]))
+        backend.start(request(tmp_path, "r3", ["/no/such/program"]))
+        wait_state(backend, "r2", TaskState.FAILED)
+        wait_state(backend, "r3", TaskState.FAILED)
+        assert backend.status(["r2"])["r2"].exit_code == 7
+        assert backend.status(["r3"])["r3"].exit_code == 127
+        assert "cannot start" in (tmp_path / "logs" / "r3.log").read_text()
+
+    def test_start_is_idempotent(self, backend: LocalBackend, tmp_path: Path) -> None:
+        marker = tmp_path / "count"
+        script = f"open({str(marker)!r}, 'a').write('x')"
+        for _ in range(3):
+            backend.start(request(tmp_path, "r4", [sys.executable, "-c", script]))
+        wait_state(backend, "r4", TaskState.SUCCEEDED)
+        assert marker.read_text() == "x"
+
+    def test_stop(self, backend: LocalBackend, tmp_path: Path) -> None:
+        backend.start(request(tmp_path, "r5", ["sleep", "30"]))
+        wait_state(backend, "r5", TaskState.RUNNING)
+        backend.stop("r5", grace_seconds=2)
+        wait_state(backend, "r5", TaskState.FAILED)
+        assert backend.status(["r5"])["r5"].exit_code == 143
+
+    def test_a_new_instance_finds_running_tasks(
+        self, backend: LocalBackend, tmp_path: Path
+    ) -> None:
+        backend.start(request(tmp_path, "r6", ["sleep", "1"]))
+        other = LocalBackend(tmp_path / "run", node_name="here", gpus=[])
+        assert other.status(["r6", "never"]) == {
+            "r6": other.status(["r6"])["r6"],
+            "never": other.status(["never"])["never"],
+        }
+        assert other.status(["r6"])["r6"].state is TaskState.RUNNING
+        assert other.status(["never"])["never"].state is TaskState.UNKNOWN
+        other.start(request(tmp_path, "r6", ["sleep", "1"]))  # no second process
+        wait_state(other, "r6", TaskState.SUCCEEDED)
+
+    def test_a_killed_runner_is_lost(self, backend: LocalBackend, tmp_path: Path) -> None:
+        backend.start(request(tmp_path, "r7", ["sleep", "30"]))
+        wait_state(backend, "r7", TaskState.RUNNING)
+        pid = int((tmp_path / "run" / "r7" / "pid").read_text())
+        os.killpg(pid, 9)
+        wait_state(backend, "r7", TaskState.LOST)
+
+    def test_bad_request_id(self, backend: LocalBackend, tmp_path: Path) -> None:
+        with pytest.raises(ValueError, match="invalid request id"):
+            backend.start(request(tmp_path, "../x", ["true"]))

@@ -1,0 +1,86 @@
+"""Controller fixtures: a store, an admitted tenant/queue, and helpers to submit and cycle."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from aipaas.api.job import Job
+from aipaas.api.registry import load_objects
+from aipaas.backends.base import Backend
+from aipaas.clock import Clock
+from aipaas.controller.cycle import Controller
+from aipaas.server.service import ObjectService
+from aipaas.store import Store
+from aipaas.tenancy.principal import Principal, Role
+
+SETUP = """
+apiVersion: aipaas/v1
+kind: Tenant
+metadata: {{name: acme}}
+spec: {{quota: {quota}}}
+---
+apiVersion: aipaas/v1
+kind: Queue
+metadata: {{name: research, tenant: acme}}
+"""
+ADMIN = Principal("admin", "", Role.PLATFORM_ADMIN)
+
+
+class World:
+    def __init__(self, store: Store, tmp: Path) -> None:
+        self.store = store
+        self.tmp = tmp
+        self.service = ObjectService(store, ADMIN)
+
+    def setup(self, quota: str = "{gpu: 8, cpu: 64, memory: 512Gi}") -> None:
+        self.service.apply_text(SETUP.format(quota=quota))
+
+    def controller(
+        self, backend: Backend, clock: Clock | None = None, **options: Any
+    ) -> Controller:
+        return Controller(self.store, backend, log_dir=self.tmp / "logs", clock=clock, **options)
+
+    def submit(self, name: str, tasks: str, *, extra: str = "", annotations: str = "") -> None:
+        text = (
+            f"apiVersion: aipaas/v1\nkind: Job\nmetadata: {{name: {name}, tenant: acme"
+            f"{', annotations: ' + annotations if annotations else ''}}}\n"
+            f"spec:\n  queue: research\n{extra}  tasks:\n{tasks}"
+        )
+        load_objects(text)  # fail early with a clear error if the test wrote a bad manifest
+        self.service.apply_text(text)
+
+    def job(self, name: str) -> Job:
+        job = self.store.get("Job", "acme", name)
+        assert isinstance(job, Job)
+        return job
+
+    def phase(self, name: str) -> str:
+        status = self.job(name).status
+        return status.phase.value if status else "Pending"
+
+    def reasons(self, name: str) -> list[str]:
+        return [e.reason for e in self.store.list_events(kind="Job", name=name)]
+
+
+def cycle_until(
+    controller: Controller, done: Callable[[], bool], timeout: float = 20.0, pause: float = 0.05
+) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        controller.run_cycle()
+        if done():
+            return
+        time.sleep(pause)
+    raise AssertionError("condition not reached in time")
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> Iterator[World]:
+    store = Store.open(f"sqlite:///{tmp_path / 'aipaas.db'}")
+    yield World(store, tmp_path)
+    store.close()

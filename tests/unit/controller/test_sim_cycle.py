@@ -1,0 +1,165 @@
+"""The controller on simulated nodes and a virtual clock: gangs, quotas, scheduling reasons."""
+
+from __future__ import annotations
+
+from ctl_world import World
+
+from aipaas.backends.sim import SimBackend, load_cluster
+from aipaas.clock import VirtualClock
+from aipaas.controller.cycle import Controller
+from aipaas.store import TaskRepository
+
+GPU_TASKS = """    - name: worker
+      replicas: {replicas}
+      command: [train]
+      resources: {{cpu: 8, memory: 64Gi, gpu: {gpu}}}
+"""
+
+
+def sim(world: World) -> tuple[Controller, VirtualClock]:
+    clock = VirtualClock()
+    backend = SimBackend(world.tmp / "run", load_cluster(), clock, default_duration=10)
+    return world.controller(backend, clock), clock
+
+
+class TestGang:
+    def test_job_runs_to_success(self, world: World) -> None:
+        world.setup()
+        controller, clock = sim(world)
+        world.submit("train", GPU_TASKS.format(replicas=2, gpu=4))
+        controller.run_cycle()
+        tasks = world.job("train").status.tasks  # type: ignore[union-attr]
+        assert [t.phase.value for t in tasks] == ["Starting", "Starting"]
+        assert all(len(t.gpus) == 4 for t in tasks)
+        controller.run_cycle()
+        assert world.phase("train") == "Running"
+        clock.advance(11)
+        controller.run_cycle()
+        assert world.phase("train") == "Succeeded"
+        assert world.reasons("train") == [
+            "Created",
+            "Scheduled",
+            "Running",
+            "TaskSucceeded",
+            "TaskSucceeded",
+            "Succeeded",
+        ]
+        assert controller.metrics.gpus_total._value.get() == 16  # type: ignore[attr-defined]
+
+    def test_gang_is_all_or_nothing(self, world: World) -> None:
+        world.setup("{gpu: 100}")
+        controller, _ = sim(world)
+        world.submit("big", GPU_TASKS.format(replicas=3, gpu=8))  # 24 GPUs on 16
+        controller.run_cycle()
+        status = world.job("big").status
+        assert status is not None and status.phase.value == "Pending"
+        assert status.reason == "Unschedulable"
+        assert "gang: 2 of 3 pods fit" in status.message
+        assert TaskRepository(world.store).active() == []
+
+    def test_no_gpu_is_given_twice(self, world: World) -> None:
+        world.setup("{gpu: 100}")
+        controller, _ = sim(world)
+        for index in range(5):
+            world.submit(f"j{index}", GPU_TASKS.format(replicas=1, gpu=4))
+        controller.run_cycle()
+        held = [(r.node, g) for r in TaskRepository(world.store).active() for g in r.gpus]
+        assert len(held) == 16 and len(set(held)) == 16
+        assert world.job("j4").status.reason == "Unschedulable"  # type: ignore[union-attr]
+
+    def test_priority_goes_first(self, world: World) -> None:
+        world.setup("{gpu: 100}")
+        controller, _ = sim(world)
+        world.submit("low", GPU_TASKS.format(replicas=2, gpu=8), extra="  priority: low\n")
+        world.submit("high", GPU_TASKS.format(replicas=2, gpu=8), extra="  priority: high\n")
+        controller.run_cycle()
+        assert world.job("high").status.reason == "Scheduled"  # type: ignore[union-attr]
+        assert world.job("low").status.reason == "Unschedulable"  # type: ignore[union-attr]
+
+    def test_declared_duration(self, world: World) -> None:
+        world.setup()
+        controller, clock = sim(world)
+        world.submit(
+            "short",
+            GPU_TASKS.format(replicas=1, gpu=1),
+            annotations="{sim.aipaas.dev/duration: '2'}",
+        )
+        controller.run_cycle()
+        clock.advance(2.5)
+        controller.run_cycle()
+        assert world.phase("short") == "Succeeded"
+
+
+class TestQuota:
+    def test_waits_with_reason_then_starts(self, world: World) -> None:
+        world.setup("{gpu: 8}")
+        controller, clock = sim(world)
+        world.submit("first", GPU_TASKS.format(replicas=2, gpu=4))
+        world.submit("second", GPU_TASKS.format(replicas=1, gpu=4))
+        controller.run_cycle()
+        status = world.job("second").status
+        assert status is not None and status.phase.value == "Pending"
+        assert status.reason == "QuotaExceeded"
+        assert status.message == "tenant acme quota: gpu: needs 4, 8 of 8 in use"
+        assert "QuotaExceeded" in world.reasons("second")
+        clock.advance(11)
+        controller.run_cycle()
+        assert world.phase("first") == "Succeeded"
+        controller.run_cycle()
+        assert world.job("second").status.reason == "Scheduled"  # type: ignore[union-attr]
+
+    def test_queue_quota(self, world: World) -> None:
+        world.setup()
+        world.service.apply_text(
+            "apiVersion: aipaas/v1\nkind: Queue\nmetadata: {name: research, tenant: acme}\n"
+            "spec: {quota: {gpu: 2}}\n"
+        )
+        controller, _ = sim(world)
+        world.submit("wide", GPU_TASKS.format(replicas=1, gpu=4))
+        controller.run_cycle()
+        status = world.job("wide").status
+        assert status is not None and status.message.startswith("queue research quota: gpu")
+
+    def test_fractions_share_a_gpu(self, world: World) -> None:
+        world.setup("{gpu: 1}")
+        controller, _ = sim(world)
+        world.submit("a", GPU_TASKS.format(replicas=2, gpu=0.5))
+        world.submit("b", GPU_TASKS.format(replicas=1, gpu=0.5))
+        controller.run_cycle()
+        assert world.job("a").status.reason == "Scheduled"  # type: ignore[union-attr]
+        assert world.job("b").status.reason == "QuotaExceeded"  # type: ignore[union-attr]
+
+
+class TestCancelAndDelete:
+    def test_cancel_releases(self, world: World) -> None:
+        world.setup()
+        controller, _ = sim(world)
+        world.submit("c", GPU_TASKS.format(replicas=2, gpu=4))
+        controller.run_cycle()
+        world.service.cancel("c", "acme")
+        controller.run_cycle()
+        assert world.phase("c") == "Cancelled"
+        assert TaskRepository(world.store).active() == []
+
+    def test_delete_removes_after_stop(self, world: World) -> None:
+        world.setup()
+        controller, _ = sim(world)
+        world.submit("d", GPU_TASKS.format(replicas=1, gpu=1))
+        controller.run_cycle()
+        world.service.delete("Job", "d", "acme")
+        controller.run_cycle()
+        assert world.store.find("Job", "acme", "d") is None
+
+
+class TestRestart:
+    def test_new_controller_keeps_allocations(self, world: World) -> None:
+        """After a restart the allocations are rebuilt from the records: nothing is doubled."""
+        world.setup("{gpu: 100}")
+        controller, clock = sim(world)
+        world.submit("a", GPU_TASKS.format(replicas=2, gpu=8))
+        controller.run_cycle()
+        again = world.controller(controller.backend, clock)
+        world.submit("b", GPU_TASKS.format(replicas=1, gpu=8))
+        again.run_cycle()
+        assert world.job("b").status.reason == "Unschedulable"  # type: ignore[union-attr]
+        assert world.phase("a") == "Running"
