@@ -149,11 +149,14 @@ def allocate_pod(
     if not candidates and ALL_NODES in inventory.by_node:
         candidates = [ALL_NODES]
     chosen: NodeAllocation | None = None
-    refusals: dict[str, str] = {}
+    minimum = _fewest_devices(plan)
+    held = _held_per_node(inventory, state)
+    shared = len(inventory.by_node.get(ALL_NODES, ()))
     for node in candidates:
-        outcome = allocate_on_node(plan, node, inventory, state)
+        if len(inventory.by_node.get(node, ())) + shared - held.get(node, 0) < minimum:
+            continue
+        outcome = allocate_on_node(plan, node, inventory, state, explain=False)
         if isinstance(outcome, str):
-            refusals[node] = outcome
             continue
         if not best:
             return PodAllocation(outcome)
@@ -163,15 +166,21 @@ def allocate_pod(
         return PodAllocation(chosen)
     if not candidates:
         return PodAllocation(None, ("no node publishes any device",), {})
+    # Nothing fits: only now say why, node by node (diagnosis is the slow part).
+    refusals: dict[str, str] = {}
+    for node in candidates:
+        outcome = allocate_on_node(plan, node, inventory, state)
+        refusals[node] = outcome if isinstance(outcome, str) else "fits (state changed)"
     return PodAllocation(None, _group_reasons(refusals, inventory), refusals)
 
 
 def allocate_on_node(
-    plan: Plan, node: str, inventory: Inventory, state: InUse
+    plan: Plan, node: str, inventory: Inventory, state: InUse, *, explain: bool = True
 ) -> NodeAllocation | str:
     """Place every request of ``plan`` on ``node``; the allocation, or the reason it fails.
 
-    ``state`` is left as it was found (the search holds and releases as it goes).
+    ``state`` is left as it was found (the search holds and releases as it goes). With
+    ``explain=False`` a failure is reported as "" (no diagnosis: cheaper).
     """
     devices = inventory.devices_for(node)
     if not devices:
@@ -185,6 +194,8 @@ def allocate_on_node(
         return NodeAllocation(node, picks, score)
     if search.steps > MAX_STEPS:
         return f"gave up after {MAX_STEPS} search steps"
+    if not explain:
+        return ""
     return diagnose(plan, node, devices, inventory, state)
 
 
@@ -419,6 +430,27 @@ def candidates_for(
     if alternative.all_mode or not cached:
         return cached
     return order_candidates(cached, alternative.count, state)
+
+
+def _fewest_devices(plan: Plan) -> int:
+    """A lower bound of the devices the plan holds (adminAccess and shares hold none whole)."""
+    total = 0
+    for request in plan.requests:
+        total += min(
+            (0 if a.admin or a.capacity else (1 if a.all_mode else a.count))
+            for a in request.alternatives
+        )
+    return total
+
+
+def _held_per_node(inventory: Inventory, state: InUse) -> dict[str, int]:
+    """How many devices each node has held whole (all-nodes devices are not counted)."""
+    held: dict[str, int] = {}
+    for device_id in state.devices:
+        record = inventory.by_id.get(device_id)
+        if record is not None and record.node != ALL_NODES:
+            held[record.node] = held.get(record.node, 0) + 1
+    return held
 
 
 def _published(qualified: str, driver: str) -> str:

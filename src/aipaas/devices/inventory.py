@@ -33,6 +33,7 @@ __all__ = [
     "InUse",
     "Inventory",
     "InventoryError",
+    "freeze",
     "hold",
     "qualify",
     "release",
@@ -73,6 +74,9 @@ class DeviceInfo:
     multiple: bool
     taints: tuple[DeviceTaint, ...]
     cel_value: dict[str, Any]
+    flat: dict[tuple[str, ...], Any] = field(default_factory=dict)
+    """("driver",) / ("attributes", domain, name) / ("capacity", domain, name) -> a hashable
+    form of the CEL value: what selector caches key on."""
     selector_results: dict[str, bool | str] = field(default_factory=dict)
     """Cache: expression -> True/False, or the evaluation error's message."""
 
@@ -328,6 +332,11 @@ def _device_record(item: ResourceSlice, slice_name: str, index: int) -> DeviceIn
         )
         for use in device.consumes_counters
     )
+    flat: dict[tuple[str, ...], Any] = {("driver",): driver}
+    for kind, table in (("attributes", cel_attributes), ("capacity", cel_capacity)):
+        for domain, values in table.items():
+            for name, value in values.items():
+                flat[(kind, domain, name)] = freeze(value)
     return DeviceInfo(
         id=(driver, spec.pool.name, device.name),
         node=node,
@@ -340,4 +349,12 @@ def _device_record(item: ResourceSlice, slice_name: str, index: int) -> DeviceIn
         multiple=bool(device.allow_multiple_allocations),
         taints=tuple(device.taints),
         cel_value={"driver": driver, "attributes": cel_attributes, "capacity": cel_capacity},
+        flat=flat,
     )
+
+
+def freeze(value: Any) -> Any:
+    """A hashable form of a CEL value (maps become sorted tuples of pairs)."""
+    if isinstance(value, dict):
+        return tuple(sorted((k, freeze(v)) for k, v in value.items()))
+    return value

@@ -20,13 +20,14 @@ from collections.abc import Iterable
 from typing import Any, Final
 
 from aipaas.devices.cel import CelEvalError, CompiledSelector, Path, compile_selector
-from aipaas.devices.inventory import DeviceInfo
+from aipaas.devices.inventory import DeviceInfo, freeze
 
 __all__ = ["evaluate", "matching", "select_devices"]
 
 _MISSING: Final = ("<missing>",)
 _PROJECTION_LIMIT: Final = 65_536
 _by_projection: dict[str, dict[tuple[Any, ...], bool | str]] = {}
+_flat_only: set[str] = set()  # selectors that read only single values (the fast key)
 
 
 def evaluate(selector: CompiledSelector | str, device: DeviceInfo) -> bool | str:
@@ -45,14 +46,16 @@ def matching(selector: CompiledSelector | str, devices: Iterable[DeviceInfo]) ->
     if isinstance(selector, str):
         selector = compile_selector(selector)
     expression = selector.expression
-    selected = []
+    selected: list[DeviceInfo] = []
+    append = selected.append
     for device in devices:
         answer = device.selector_results.get(expression)
-        if answer is None:
-            answer = _evaluate_projected(selector, device)
-            device.selector_results[expression] = answer
         if answer is True:
-            selected.append(device)
+            append(device)
+        elif answer is None:
+            answer = device.selector_results[expression] = _evaluate_projected(selector, device)
+            if answer is True:
+                append(device)
     return selected
 
 
@@ -82,7 +85,13 @@ def _evaluate_projected(selector: CompiledSelector, device: DeviceInfo) -> bool 
     paths = selector.paths
     if paths is None:
         return _run(selector, device.cel_value)
-    key = tuple(_read(device, path) for path in paths)
+    flat = device.flat
+    if selector.expression in _flat_only:
+        key = tuple([flat.get(path, _MISSING) for path in paths])
+    else:
+        key = tuple([_read(device, path) for path in paths])
+        if all(len(path) == 3 or path == ("driver",) for path in paths):
+            _flat_only.add(selector.expression)
     cache = _by_projection.get(selector.expression)
     if cache is None:
         if len(_by_projection) > _PROJECTION_LIMIT:
@@ -108,19 +117,13 @@ def _read(device: DeviceInfo, path: Path) -> Any:
         return device.id[0]
     table = device.cel_value[path[0]]
     if len(path) == 1:
-        return _freeze(table)
+        return freeze(table)
     domain = table.get(path[1])
     if len(path) == 2:
-        return _freeze(domain) if domain is not None else _MISSING
+        return freeze(domain) if domain is not None else _MISSING
     if domain is None or path[2] not in domain:
         return _MISSING
-    return _freeze(domain[path[2]])
-
-
-def _freeze(value: Any) -> Any:
-    if isinstance(value, dict):
-        return tuple(sorted((k, _freeze(v)) for k, v in value.items()))
-    return value
+    return freeze(domain[path[2]])
 
 
 def _project(device: DeviceInfo, paths: tuple[Path, ...]) -> dict[str, Any]:
