@@ -1,0 +1,184 @@
+"""This machine's NVIDIA GPUs as a resource.k8s.io/v1 ResourceSlice, read through NVML.
+
+Who calls it: the local backend's inventory. Reads NVML (the NVIDIA driver's library) and
+nothing else. Without the library or without a GPU it publishes an empty slice: nothing fails.
+
+Each GPU is a device ``gpu-<index>`` of driver ``gpu.nvidia.com`` with the attributes NVML
+gives: type, index, uuid, productName, model (short: "H100"), architecture,
+cudaComputeCapability and driverVersion (versions), migEnabled, pciBusID, numaNode and the
+standard ``resource.kubernetes.io/pcieRoot``; capacity ``memory``. With MIG enabled, the MIG
+devices that exist are published too (``gpu-<index>-mig-<n>``, type mig, with their profile).
+NVLink domains are not read yet (see docs/devices.md).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from pathlib import Path
+from typing import Any, Final
+
+import pynvml
+
+from aipaas.api.devices import ResourceSlice
+from aipaas.backends.local.machine import short_model
+
+__all__ = ["DRIVER", "pcie_root", "publish_slice"]
+
+DRIVER: Final = "gpu.nvidia.com"
+_ARCHITECTURES: Final = {
+    2: "Kepler", 3: "Maxwell", 4: "Pascal", 5: "Volta", 6: "Turing", 7: "Ampere",
+    8: "Ada Lovelace", 9: "Hopper", 10: "Blackwell", 13: "Rubin",
+}  # fmt: skip
+_MIG_PROFILE: Final = re.compile(r"MIG\s+(\d+g\.\d+gb)", re.IGNORECASE)
+
+
+def publish_slice(node: str, nvml: Any = None) -> ResourceSlice:
+    """The slice of this node's GPUs (pool = node name); no GPU or no NVML: no devices.
+
+    Args:
+        node: the node name (a DNS label).
+        nvml: the NVML module (default: pynvml); tests pass a fake.
+    """
+    library = nvml if nvml is not None else pynvml
+    devices: list[dict[str, Any]] = []
+    try:
+        library.nvmlInit()
+    except library.NVMLError:
+        return _slice(node, devices)
+    try:
+        driver_version = _semver(_text(library.nvmlSystemGetDriverVersion()))
+        for index in range(library.nvmlDeviceGetCount()):
+            handle = library.nvmlDeviceGetHandleByIndex(index)
+            device = _gpu(library, handle, index, driver_version)
+            devices.append(device)
+            if device["attributes"]["migEnabled"]["bool"]:
+                devices.extend(_mig_devices(library, handle, index, device["attributes"]))
+    except library.NVMLError:
+        devices = []
+    finally:
+        with contextlib.suppress(library.NVMLError):
+            library.nvmlShutdown()
+    return _slice(node, devices)
+
+
+def _gpu(library: Any, handle: Any, index: int, driver_version: str | None) -> dict[str, Any]:
+    name = _text(library.nvmlDeviceGetName(handle))
+    attributes: dict[str, Any] = {
+        "type": {"string": "gpu"},
+        "index": {"int": index},
+        "uuid": {"string": _text(library.nvmlDeviceGetUUID(handle))},
+        "productName": {"string": name[:64]},
+        "model": {"string": short_model(name)[:64]},
+    }
+    with contextlib.suppress(library.NVMLError):
+        architecture = _ARCHITECTURES.get(int(library.nvmlDeviceGetArchitecture(handle)))
+        if architecture:
+            attributes["architecture"] = {"string": architecture}
+    with contextlib.suppress(library.NVMLError):
+        major, minor = library.nvmlDeviceGetCudaComputeCapability(handle)
+        attributes["cudaComputeCapability"] = {"version": f"{major}.{minor}.0"}
+    if driver_version:
+        attributes["driverVersion"] = {"version": driver_version}
+    mig = False
+    with contextlib.suppress(library.NVMLError):
+        current, _pending = library.nvmlDeviceGetMigMode(handle)
+        mig = current == 1
+    attributes["migEnabled"] = {"bool": mig}
+    with contextlib.suppress(library.NVMLError):
+        bus_id = _text(library.nvmlDeviceGetPciInfo(handle).busId)
+        attributes["pciBusID"] = {"string": bus_id}
+        root = pcie_root(bus_id)
+        if root:
+            attributes["resource.kubernetes.io/pcieRoot"] = {"string": root}
+    with contextlib.suppress(library.NVMLError, AttributeError):
+        attributes["numaNode"] = {"int": int(library.nvmlDeviceGetNumaNodeId(handle))}
+    memory = int(library.nvmlDeviceGetMemoryInfo(handle).total)
+    return {
+        "name": f"gpu-{index}",
+        "attributes": attributes,
+        "capacity": {"memory": {"value": str(memory)}},
+    }
+
+
+def _mig_devices(
+    library: Any, handle: Any, index: int, parent: dict[str, Any]
+) -> list[dict[str, Any]]:
+    devices = []
+    for slot in range(library.nvmlDeviceGetMaxMigDeviceCount(handle)):
+        try:
+            mig = library.nvmlDeviceGetMigDeviceHandleByIndex(handle, slot)
+        except library.NVMLError:
+            continue  # an empty slot
+        name = _text(library.nvmlDeviceGetName(mig))
+        profile = _MIG_PROFILE.search(name)
+        attributes = {
+            "type": {"string": "mig"},
+            "uuid": {"string": _text(library.nvmlDeviceGetUUID(mig))},
+            "parentIndex": {"int": index},
+            "parentUUID": parent["uuid"],
+            "model": parent["model"],
+            "productName": parent["productName"],
+        }
+        if profile:
+            attributes["profile"] = {"string": profile.group(1).lower()}
+        for key in ("numaNode", "resource.kubernetes.io/pcieRoot", "cudaComputeCapability"):
+            if key in parent:
+                attributes[key] = parent[key]
+        memory = int(library.nvmlDeviceGetMemoryInfo(mig).total)
+        devices.append(
+            {
+                "name": f"gpu-{index}-mig-{slot}",
+                "attributes": attributes,
+                "capacity": {"memory": {"value": str(memory)}},
+            }
+        )
+    return devices
+
+
+def _slice(node: str, devices: list[dict[str, Any]]) -> ResourceSlice:
+    return ResourceSlice.model_validate(
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceSlice",
+            "metadata": {"name": f"{node}-{DRIVER}"},
+            "spec": {
+                "driver": DRIVER,
+                "nodeName": node,
+                "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
+                "devices": devices,
+            },
+        }
+    )
+
+
+def _text(value: str | bytes) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _semver(version: str) -> str | None:
+    """NVIDIA driver versions ("550.54.15", "535.104") as semantic versions."""
+    parts = re.findall(r"\d+", version)[:3]
+    if not parts:
+        return None
+    parts += ["0"] * (3 - len(parts))
+    return ".".join(str(int(p)) for p in parts)
+
+
+def pcie_root(bus_id: str, sysfs: Path = Path("/sys/bus/pci/devices")) -> str | None:
+    """The PCIe root complex of a device ("pci0000:17"), from sysfs; None when unknown.
+
+    NVML's bus id has an 8-digit domain ("00000000:18:00.0"); sysfs names use 4 digits.
+    """
+    parts = bus_id.lower().split(":")
+    if len(parts) != 3:
+        return None
+    short = f"{parts[0][-4:]}:{parts[1]}:{parts[2]}"
+    try:
+        resolved = (sysfs / short).resolve(strict=True)
+    except OSError:
+        return None
+    for part in resolved.parts:
+        if part.startswith("pci"):
+            return part
+    return None
