@@ -555,6 +555,8 @@ __all__ = [
     "CapacityRequestPolicy",
     "CapacityRequirements",
     "CounterSet",
+    "DeviceAllocationConfiguration",
+    "DeviceAllocationResult",
     "Device",
     "DeviceAttribute",
     "DeviceCapacity",

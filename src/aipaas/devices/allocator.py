@@ -32,13 +32,24 @@ from decimal import Decimal
 from typing import Final
 
 from aipaas.api.devices import (
+    AllocationResult,
+    DeviceAllocationConfiguration,
+    DeviceAllocationResult,
     DeviceClass,
     DeviceRequestAllocationResult,
     ResourceClaim,
 )
 from aipaas.api.quantity import format_quantity
 from aipaas.devices.diagnosis import diagnose
-from aipaas.devices.inventory import ALL_NODES, DeviceInfo, InUse, Inventory, hold, release
+from aipaas.devices.inventory import (
+    ALL_NODES,
+    BY_SELECTOR,
+    DeviceInfo,
+    InUse,
+    Inventory,
+    hold,
+    release,
+)
 from aipaas.devices.requests import (
     Alternative,
     Plan,
@@ -105,6 +116,56 @@ class NodeAllocation:
             results.setdefault(pick.claim, []).append(pick.result())
         return results
 
+    def allocation_result(
+        self, claim: ResourceClaim, classes: Mapping[str, DeviceClass]
+    ) -> AllocationResult:
+        """What to write into ``claim.status.allocation`` (the caller persists it).
+
+        Carries the devices, the configuration of the classes used (FromClass) and of the
+        claim (FromClaim), and a node selector naming the node (unless every device is
+        reachable from all nodes).
+        """
+        name = claim.metadata.name or claim.metadata.generate_name or ""
+        results = [p.result() for p in self.picks if p.claim == name]
+        config: list[DeviceAllocationConfiguration] = []
+        used_classes: dict[str, list[str]] = {}
+        for request in claim.spec.devices.requests:
+            bodies = [request.exactly] if request.exactly else list(request.first_available or ())
+            for body in bodies:
+                if body is not None:
+                    used_classes.setdefault(body.device_class_name, []).append(request.name)
+        for class_name, requests in used_classes.items():
+            device_class = classes.get(class_name)
+            for class_config in device_class.spec.config if device_class else ():
+                config.append(
+                    DeviceAllocationConfiguration(
+                        source="FromClass", requests=requests, opaque=class_config.opaque
+                    )
+                )
+        for claim_config in claim.spec.devices.config:
+            config.append(
+                DeviceAllocationConfiguration(
+                    source="FromClaim",
+                    requests=list(claim_config.requests),
+                    opaque=claim_config.opaque,
+                )
+            )
+        node_selector = None
+        if any(p.device.node != ALL_NODES for p in self.picks if p.claim == name):
+            node_selector = {
+                "nodeSelectorTerms": [
+                    {
+                        "matchFields": [
+                            {"key": "metadata.name", "operator": "In", "values": [self.node]}
+                        ]
+                    }
+                ]
+            }
+        return AllocationResult(
+            devices=DeviceAllocationResult(results=results, config=config),
+            node_selector=node_selector,
+        )
+
 
 @dataclass(frozen=True, slots=True)
 class PodAllocation:
@@ -151,7 +212,7 @@ def allocate_pod(
     chosen: NodeAllocation | None = None
     minimum = _fewest_devices(plan)
     held = _held_per_node(inventory, state)
-    shared = len(inventory.by_node.get(ALL_NODES, ()))
+    shared = len(inventory.by_node.get(ALL_NODES, ())) + len(inventory.by_node.get(BY_SELECTOR, ()))
     for node in candidates:
         if len(inventory.by_node.get(node, ())) + shared - held.get(node, 0) < minimum:
             continue

@@ -27,6 +27,7 @@ from aipaas.devices.cel import make_quantity, make_semver
 
 __all__ = [
     "ALL_NODES",
+    "BY_SELECTOR",
     "CounterSetKey",
     "DeviceId",
     "DeviceInfo",
@@ -35,12 +36,15 @@ __all__ = [
     "InventoryError",
     "freeze",
     "hold",
+    "node_matches",
     "qualify",
     "release",
 ]
 
 ALL_NODES: Final = "*"
 """The node key of devices published with ``allNodes: true`` (reachable from every node)."""
+BY_SELECTOR: Final = "?"
+"""The node key of devices published for the nodes a nodeSelector matches."""
 
 DeviceId = tuple[str, str, str]
 """(driver, pool, device name): unique in a cluster, as in Kubernetes allocation results."""
@@ -77,6 +81,7 @@ class DeviceInfo:
     flat: dict[tuple[str, ...], Any] = field(default_factory=dict)
     """("driver",) / ("attributes", domain, name) / ("capacity", domain, name) -> a hashable
     form of the CEL value: what selector caches key on."""
+    node_selector: dict[str, Any] | None = None
     selector_results: dict[str, bool | str] = field(default_factory=dict)
     """Cache: expression -> True/False, or the evaluation error's message."""
 
@@ -125,7 +130,13 @@ class InUse:
 class Inventory:
     """Devices by node, shared counter sets, and the allocations that hold them."""
 
-    def __init__(self, slices: Iterable[ResourceSlice] = ()) -> None:
+    def __init__(
+        self,
+        slices: Iterable[ResourceSlice] = (),
+        *,
+        node_labels: Mapping[str, Mapping[str, str]] | None = None,
+    ) -> None:
+        self.node_labels: dict[str, Mapping[str, str]] = dict(node_labels or {})
         self._slices: dict[str, ResourceSlice] = {}
         self._devices_by_slice: dict[str, list[DeviceInfo]] = {}
         self.by_node: dict[str, list[DeviceInfo]] = {}
@@ -207,13 +218,19 @@ class Inventory:
 
     @property
     def nodes(self) -> list[str]:
-        """Node names with node-local devices, in the order they were first published."""
-        return [n for n in self.by_node if n != ALL_NODES]
+        """Node names with node-local devices (then labelled nodes without), in order."""
+        named = [n for n in self.by_node if n not in (ALL_NODES, BY_SELECTOR)]
+        return named + [n for n in self.node_labels if n not in self.by_node]
 
     def devices_for(self, node: str) -> list[DeviceInfo]:
-        """Devices a pod on ``node`` can use: the node's own and the all-nodes ones."""
+        """Devices a pod on ``node`` can use: its own, the all-nodes ones, and those whose
+        slice (or device) nodeSelector matches the node's labels or name."""
         local = self.by_node.get(node, [])
         shared = self.by_node.get(ALL_NODES)
+        selected = self.by_node.get(BY_SELECTOR)
+        if selected:
+            labels = self.node_labels.get(node, {})
+            local = local + [d for d in selected if node_matches(d.node_selector, node, labels)]
         return local + shared if shared else local
 
     # -- allocations that exist -------------------------------------------------------------
@@ -286,6 +303,44 @@ def release(state: InUse, record: DeviceInfo, consumed: Mapping[str, Decimal] | 
             used_counters[name] -= amount
 
 
+def node_matches(selector: Mapping[str, Any] | None, node: str, labels: Mapping[str, str]) -> bool:
+    """A Kubernetes NodeSelector: any term matches when all its expressions and fields do."""
+    if not selector:
+        return False
+    for term in selector.get("nodeSelectorTerms", []):
+        expressions = term.get("matchExpressions", [])
+        fields = term.get("matchFields", [])
+        if not expressions and not fields:
+            continue
+        if all(_requirement(e, labels) for e in expressions) and all(
+            _requirement(f, {"metadata.name": node}) for f in fields
+        ):
+            return True
+    return False
+
+
+def _requirement(rule: Mapping[str, Any], values: Mapping[str, str]) -> bool:
+    key, operator = rule.get("key", ""), rule.get("operator", "")
+    wanted = [str(v) for v in rule.get("values", [])]
+    present = key in values
+    value = values.get(key, "")
+    if operator == "In":
+        return present and value in wanted
+    if operator == "NotIn":
+        return not present or value not in wanted
+    if operator == "Exists":
+        return present
+    if operator == "DoesNotExist":
+        return not present
+    if operator in ("Gt", "Lt") and present and len(wanted) == 1:
+        try:
+            number, bound = int(value), int(wanted[0])
+        except ValueError:
+            return False
+        return number > bound if operator == "Gt" else number < bound
+    return False
+
+
 def _slice_name(item: ResourceSlice) -> str:
     if item.metadata.name:
         return item.metadata.name
@@ -297,12 +352,17 @@ def _device_record(item: ResourceSlice, slice_name: str, index: int) -> DeviceIn
     spec = item.spec
     device = spec.devices[index]
     driver = spec.driver
+    selector: dict[str, Any] | None = None
     if spec.per_device_node_selection:
-        node = device.node_name or (ALL_NODES if device.all_nodes else "")
+        node = device.node_name or (ALL_NODES if device.all_nodes else BY_SELECTOR)
+        selector = device.node_selector
     elif spec.all_nodes:
         node = ALL_NODES
+    elif spec.node_selector is not None:
+        node = BY_SELECTOR
+        selector = spec.node_selector
     else:
-        node = spec.node_name or ""
+        node = spec.node_name or BY_SELECTOR
     attributes: dict[str, dict[str, AttrValue]] = {}
     cel_attributes: dict[str, dict[str, Any]] = {}
     versions: set[str] = set()
@@ -350,6 +410,7 @@ def _device_record(item: ResourceSlice, slice_name: str, index: int) -> DeviceIn
         taints=tuple(device.taints),
         cel_value={"driver": driver, "attributes": cel_attributes, "capacity": cel_capacity},
         flat=flat,
+        node_selector=selector,
     )
 
 
