@@ -1,9 +1,210 @@
-"""Commands of this group are added by their domain; see cli/app.py."""
+"""`aipaas simulate openb`: replay the Alibaba openb trace under a placement policy."""
 
 from __future__ import annotations
 
+import json
+import statistics
+from pathlib import Path
+from typing import Annotated
+
 import typer
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from aipaas.scheduler.framework.profile import BEST_POLICY, POLICY_ALIASES
+from aipaas.sim.experiment import OpenbRun, mean_at, run_many, run_openb, workload_name
+from aipaas.sim.openb import TraceError
+from aipaas.sim.paper import load_paper_means
+from aipaas.sim.replay import ReplayResult
+
+#: The paper's six policies, then ours.
+ALL_POLICIES = ("random", "dotprod", "clustering", "packing", "bestfit", "fgd", BEST_POLICY)
+REPORT_COLUMNS = (90, 95, 100, 110, 120, 130)
+
+console = Console(stderr=True)
+simulate_app = typer.Typer(help="Trace-driven simulation on a virtual clock.", no_args_is_help=True)
 
 
 def register(app: typer.Typer) -> None:
-    """Add this group's commands to the `aipaas` app."""
+    app.add_typer(simulate_app, name="simulate")
+
+
+def _seeds(text: str) -> list[int]:
+    """'42-51' or '42,43,47' -> seeds."""
+    try:
+        if "-" in text:
+            low, high = (int(part) for part in text.split("-", 1))
+            if high < low:
+                raise ValueError
+            return list(range(low, high + 1))
+        return [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise typer.BadParameter(f"--seeds: expected '42-51' or '42,43', got {text!r}") from None
+
+
+def _fail(message: str) -> None:
+    console.print(f"[red]error:[/red] {message}")
+    raise typer.Exit(2)
+
+
+@simulate_app.command("openb")
+def openb(
+    nodes: Annotated[Path, typer.Option("--nodes", help="Node list CSV (sn, cpu_milli, ...)")],
+    pods: Annotated[Path, typer.Option("--pods", help="Pod list CSV (name, cpu_milli, ...)")],
+    policy: Annotated[
+        str,
+        typer.Option(
+            help="random, dotprod, clustering, packing, bestfit, fgd, "
+            f"{BEST_POLICY} (ours), best, all, or a profile YAML file"
+        ),
+    ] = "best",
+    seed: Annotated[int, typer.Option(help="Seed of arrival order and tie-breaks")] = 42,
+    tune: Annotated[float, typer.Option(help="Arrivals up to this multiple of GPU capacity")] = 1.3,
+    json_out: Annotated[Path | None, typer.Option("--json", help="Write the result here")] = None,
+    plot: Annotated[Path | None, typer.Option(help="Write a PNG plot of the curve(s)")] = None,
+    arrival_order: Annotated[
+        Path | None, typer.Option(help="CSV (arrival_index, pod_name) to replay instead")
+    ] = None,
+    node_order: Annotated[
+        Path | None, typer.Option(help="CSV (node_name, tiebreak_prefix) to replay instead")
+    ] = None,
+    seeds: Annotated[str, typer.Option(help="With --policy all: seeds, e.g. 42-51")] = "42-51",
+    paper: Annotated[
+        Path | None, typer.Option(help="With --policy all: paper_gpu_allocation.csv to compare")
+    ] = None,
+    table: Annotated[
+        Path | None, typer.Option(help="With --policy all: write the Markdown table here")
+    ] = None,
+    jobs: Annotated[int, typer.Option(help="With --policy all: worker processes")] = 2,
+) -> None:
+    """Replay the openb trace: every pod arrives once, nothing leaves (the FGD paper's protocol)."""
+    for path, option in ((nodes, "--nodes"), (pods, "--pods")):
+        if not path.is_file():
+            _fail(f"{option}: no such file: {path}")
+    if policy == "all":
+        _compare_all(nodes, pods, tune, _seeds(seeds), json_out, plot, paper, table, jobs)
+        return
+    run = OpenbRun(
+        str(nodes),
+        str(pods),
+        POLICY_ALIASES.get(policy, policy),
+        seed,
+        tune,
+        str(arrival_order) if arrival_order else None,
+        str(node_order) if node_order else None,
+    )
+    with Progress(
+        TextColumn(f"[bold]{run.policy}[/bold] seed {seed}"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total} pods"),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+    ) as progress:
+        task = progress.add_task("replay", total=None)
+
+        def advance(done: int, total: int) -> None:
+            progress.update(task, completed=done, total=total)
+
+        try:
+            result = run_openb(run, advance)
+        except (TraceError, ValueError) as error:
+            _fail(str(error))
+    _print_summary(result)
+    if json_out:
+        json_out.write_text(json.dumps(result.to_json(), indent=1))
+    if plot:
+        from aipaas.sim.plot import plot_curves
+
+        plot_curves({result.policy: result.curve}, plot, f"openb {workload_name(str(pods))}")
+
+
+def _print_summary(result: ReplayResult) -> None:
+    out = Console()
+    at = {int(p["arrived_pct"]): p["gpu_alloc_pct"] for p in result.curve}
+    grid = Table(title=f"{result.policy}, seed {result.seed}, tune {result.tune}")
+    for column in (
+        "pods arrived",
+        "scheduled",
+        "failed",
+        *[f"alloc@{c}%" for c in REPORT_COLUMNS],
+        "frag %",
+        "seconds",
+    ):
+        grid.add_column(column, justify="right")
+    grid.add_row(
+        str(result.pods_arrived),
+        str(result.pods_scheduled),
+        str(result.pods_failed),
+        *[f"{at[c]:.2f}" if c in at else "-" for c in REPORT_COLUMNS],
+        f"{result.fragmentation_pct:.2f}",
+        f"{result.elapsed_s:.2f}",
+    )
+    out.print(grid)
+
+
+def _compare_all(
+    nodes: Path,
+    pods: Path,
+    tune: float,
+    seeds: list[int],
+    json_out: Path | None,
+    plot: Path | None,
+    paper: Path | None,
+    table_out: Path | None,
+    jobs: int,
+) -> None:
+    runs = [OpenbRun(str(nodes), str(pods), p, s, tune) for p in ALL_POLICIES for s in seeds]
+    with Progress(
+        TextColumn("runs"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total}"),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+    ) as progress:
+        task = progress.add_task("all", total=len(runs))
+        try:
+            results = run_many(runs, jobs, lambda _: progress.advance(task))
+        except (TraceError, ValueError) as error:
+            _fail(str(error))
+    workload = workload_name(str(pods))
+    published = load_paper_means(paper) if paper else {}
+    by_policy = {p: [r for r in results if r.policy == p] for p in ALL_POLICIES}
+    lines = [
+        f"Workload `{workload}`, tune {tune}, seeds {seeds[0]}..{seeds[-1]} ({len(seeds)}): "
+        "mean GPU allocation % at each arrived %; paper's mean in brackets where published.",
+        "",
+        "| policy | " + " | ".join(f"{c}%" for c in REPORT_COLUMNS) + " | failed pods | s/run |",
+        "|---|" + "---|" * (len(REPORT_COLUMNS) + 2),
+    ]
+    for name, group in by_policy.items():
+        cells = []
+        for column in REPORT_COLUMNS:
+            ours = mean_at(group, column)
+            theirs = published.get((workload, name, column))
+            text = "-" if ours is None else f"{ours:.2f}"
+            cells.append(text + (f" [{theirs:.2f}]" if theirs is not None else ""))
+        failed = statistics.fmean(r.pods_failed for r in group)
+        elapsed = statistics.fmean(r.elapsed_s for r in group)
+        label = f"{name} (ours)" if name == BEST_POLICY else name
+        lines.append(f"| {label} | " + " | ".join(cells) + f" | {failed:.0f} | {elapsed:.2f} |")
+    markdown = "\n".join(lines) + "\n"
+    Console().print(markdown)
+    if table_out:
+        table_out.write_text(markdown)
+    if json_out:
+        json_out.write_text(json.dumps([r.to_json() for r in results], indent=1))
+    if plot:
+        from aipaas.sim.plot import plot_curves
+
+        mean_curves = {}
+        for name, group in by_policy.items():
+            points = []
+            for pct in range(131):
+                value = mean_at(group, pct)
+                if value is not None:
+                    points.append({"arrived_pct": pct, "gpu_alloc_pct": value})
+            mean_curves[name] = points
+        plot_curves(mean_curves, plot, f"openb {workload}: mean over {len(seeds)} seeds")

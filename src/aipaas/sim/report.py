@@ -33,7 +33,7 @@ def allocation_curve(
         if not values:
             values = [v for p in (pct - 1, pct, pct + 1) for v in by_pct.get(p, [])]
         if values:
-            # NumPy's pairwise sum, as pandas' mean uses it: a plain loop can differ in the last bit.
+            # NumPy's pairwise sum, as pandas' mean uses: a plain loop can differ in the last bit.
             mean = float(np.mean(np.array(values, dtype=np.float64)))
             curve.append({"arrived_pct": pct, "gpu_alloc_pct": round(mean, 2)})
     return curve

@@ -14,7 +14,7 @@ integer truncation turns a last-bit difference into a different decision.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -34,6 +34,7 @@ FloatArray = npt.NDArray[np.float64]
 
 # Category order of the fragmentation sum; "satisfied" (2) is not fragmentation.
 LACK_BOTH, LACK_GPU, SATISFIED, LACK_CPU, CPU_ONLY_FITS, CPU_ONLY_LACKS_CPU, NO_ACCESS = range(7)
+NO_ROOM = -(2**62)  # below any score, exact ones included
 _SUMMED_CATEGORIES = (LACK_BOTH, LACK_GPU, LACK_CPU, CPU_ONLY_FITS, CPU_ONLY_LACKS_CPU, NO_ACCESS)
 
 
@@ -127,16 +128,32 @@ def fragmentation(
     return total
 
 
-def _score_of(delta: FloatArray) -> IntArray:
+def _paper_score(delta: FloatArray) -> IntArray:
     return (1.0 / (1.0 + np.exp(-(delta / 1000))) * MAX_NODE_SCORE).astype(np.int64)
+
+
+def _linear_score(resolution: float) -> Callable[[FloatArray], IntArray]:
+    """The change of F in steps of ``resolution`` milli-GPU: changes within a step tie."""
+
+    def score(delta: FloatArray) -> IntArray:
+        return np.floor(delta / resolution).astype(np.int64)
+
+    return score
 
 
 class FgdScore(ScorePlugin, GpuPickerPlugin):
     name = "FGD"
     cacheable = True
 
-    def __init__(self, pods: Sequence[TypicalPod]) -> None:
+    def __init__(
+        self,
+        pods: Sequence[TypicalPod],
+        resolution: float | None = None,
+        tight_gpu_ties: bool = False,
+    ) -> None:
         self.pods = list(pods)
+        self.tight_gpu_ties = tight_gpu_ties
+        self._score_of = _paper_score if resolution is None else _linear_score(resolution)
         self._tables: dict[int, TypicalPodTable] = {}
 
     def _table(self, state: ClusterState) -> TypicalPodTable:
@@ -146,7 +163,7 @@ class FgdScore(ScorePlugin, GpuPickerPlugin):
         return table
 
     def device_scores(self, state: ClusterState, pod: PodRequest, nodes: IntArray) -> IntArray:
-        """Shared pod: score per (node, GPU), -1 where the GPU lacks room. Else one column."""
+        """Shared pod: score per (node, GPU), NO_ROOM where the GPU lacks room. Else one column."""
         table = self._table(state)
         free = state.gpu_free[nodes]  # (k, G)
         cpu = state.cpu_free[nodes]
@@ -167,7 +184,7 @@ class FgdScore(ScorePlugin, GpuPickerPlugin):
                 sliver,
                 accessible,
             )
-            return _score_of(before - after).reshape(-1, 1)
+            return self._score_of(before - after).reshape(-1, 1)
         k, gpus = free.shape
         reduced = free - pod.gpu_milli
         fits_new = reduced[None, :, :] >= milli
@@ -185,8 +202,8 @@ class FgdScore(ScorePlugin, GpuPickerPlugin):
             sliver_after.reshape(table.size, k * gpus),
             np.repeat(accessible, gpus, axis=1),
         ).reshape(k, gpus)
-        scores = _score_of(before[:, None] - after)
-        return np.where(free >= pod.gpu_milli, scores, -1)
+        scores = self._score_of(before[:, None] - after)
+        return np.where(free >= pod.gpu_milli, scores, NO_ROOM)
 
     def score(self, state: ClusterState, pod: PodRequest, nodes: IntArray) -> IntArray:
         return self.device_scores(state, pod, nodes).max(axis=1)
@@ -195,11 +212,20 @@ class FgdScore(ScorePlugin, GpuPickerPlugin):
         if not pod.is_shared:
             return lowest_free_whole_gpus(state, node, pod.gpu_count)
         scores = self.device_scores(state, pod, np.array([node], dtype=np.int64))[0]
-        return (int(np.argmax(scores)),)
+        if not self.tight_gpu_ties:
+            return (int(np.argmax(scores)),)
+        # Among equally scored GPUs, the fullest one that fits: fewer, larger holes stay open.
+        free = state.gpu_free[node]
+        tied = np.flatnonzero(scores == scores.max())
+        return (int(tied[np.argmin(free[tied])]),)
 
 
 def new_fgd(context: PluginContext) -> FgdScore:
     coverage = float(context.args.get("coverage", 0.95))
     if not 0 < coverage <= 1:
         raise ValueError(f"FGD args.coverage: must be within (0, 1], got {coverage}")
-    return FgdScore(typical_pods(context.workload, coverage))
+    resolution = context.args.get("resolution")
+    if resolution is not None and not (isinstance(resolution, int | float) and resolution > 0):
+        raise ValueError(f"FGD args.resolution: must be a number > 0, got {resolution!r}")
+    tight = bool(context.args.get("tightGpuTies", False))
+    return FgdScore(typical_pods(context.workload, coverage), resolution, tight)
