@@ -144,8 +144,10 @@ class ObjectService:
             raise InvalidObject(
                 [FieldError("metadata.tenant", f"{obj.kind} objects belong to no tenant")]
             )
-        elif obj.kind == "Tenant" and not self.caller.sees_tenant(obj.name):
-            raise NotFound(f"tenant {obj.name} not found")
+        elif obj.kind == "Tenant":
+            # Writing tenants is the platform admin's action: refused (403) before the
+            # visibility of the tenant is considered.
+            self._authorize_write(obj.kind)
         self._authorize_write(obj.kind)
         if (
             isinstance(obj, User)

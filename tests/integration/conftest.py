@@ -1,0 +1,39 @@
+"""Integration fixtures: a real server process per test, on SQLite and (when it can be started)
+PostgreSQL."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from server_process import ServerProcess
+
+from aipaas.store.pgtest import ThrowawayPostgres, unavailable_reason
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[ThrowawayPostgres]:
+    reason = unavailable_reason()
+    if reason is not None:
+        pytest.skip(reason)
+    server = ThrowawayPostgres()
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def db_url(request: pytest.FixtureRequest) -> str | None:
+    if request.param == "sqlite":
+        return None
+    server: ThrowawayPostgres = request.getfixturevalue("postgres_server")
+    server.reset()
+    return server.url
+
+
+@pytest.fixture
+def server(tmp_path: Path, db_url: str | None) -> Iterator[ServerProcess]:
+    process = ServerProcess(tmp_path / "data", db=db_url).start()
+    yield process
+    process.stop()

@@ -1,0 +1,144 @@
+"""A real `aipaas server` process on 127.0.0.1 with a free port and a temp data dir."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+AIPAAS = str(Path(sys.executable).parent / "aipaas")
+ADMIN = "integration-admin-token"
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+class ServerProcess:
+    def __init__(
+        self,
+        data_dir: Path,
+        *,
+        backend: str = "local",
+        db: str | None = None,
+        extra: list[str] | None = None,
+    ) -> None:
+        self.data_dir = data_dir
+        self.backend = backend
+        self.db = db
+        self.extra = extra or []
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.process: subprocess.Popen[bytes] | None = None
+        self.log = data_dir / "server.log"
+
+    def start(self, timeout: float = 30) -> ServerProcess:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        command = [
+            AIPAAS,
+            "server",
+            "--data-dir",
+            str(self.data_dir),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--backend",
+            self.backend,
+            "--local-cpus",
+            "8",
+            "--log-level",
+            "warning",
+            *self.extra,
+        ]
+        if self.db:
+            command += ["--db", self.db]
+        env = {**os.environ, "AIPAAS_BOOTSTRAP_TOKEN": ADMIN}
+        with self.log.open("ab") as log:
+            self.process = subprocess.Popen(
+                command, env=env, stdout=log, stderr=log, start_new_session=True
+            )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"server exited: {self.log.read_text()[-2000:]}")
+            try:
+                if httpx.get(self.url + "/readyz", timeout=1).status_code == 200:
+                    return self
+            except httpx.TransportError:
+                pass
+            time.sleep(0.1)
+        raise RuntimeError(f"server not ready: {self.log.read_text()[-2000:]}")
+
+    def stop(self) -> None:
+        if self.process is None or self.process.poll() is not None:
+            return
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            self.process.wait(15)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait(5)
+
+    def kill9(self) -> None:
+        """kill -9 of the server process only (its tasks run in their own sessions)."""
+        assert self.process is not None
+        self.process.kill()
+        self.process.wait(5)
+
+    def cli(
+        self, *args: str, token: str = ADMIN, input: str | None = None, check: bool = True
+    ) -> subprocess.CompletedProcess[str]:
+        env = {
+            **os.environ,
+            "AIPAAS_URL": self.url,
+            "AIPAAS_TOKEN": token,
+            "AIPAAS_CONFIG": str(self.data_dir / "no-config.yaml"),
+        }
+        result = subprocess.run(
+            [AIPAAS, *args],
+            env=env,
+            capture_output=True,
+            text=True,
+            input=input,
+            timeout=60,
+            check=False,
+        )
+        if check and result.returncode != 0:
+            raise AssertionError(f"aipaas {' '.join(args)} failed: {result.stderr}")
+        return result
+
+    def http(self, token: str = ADMIN) -> httpx.Client:
+        return httpx.Client(
+            base_url=self.url + "/api/v1", headers={"Authorization": f"Bearer {token}"}, timeout=30
+        )
+
+    def job(self, name: str, tenant: str = "acme") -> dict[str, Any]:
+        with self.http() as client:
+            answer = client.get(f"/jobs/{name}", params={"tenant": tenant})
+            answer.raise_for_status()
+            result: dict[str, Any] = answer.json()
+            return result
+
+    def phase(self, name: str, tenant: str = "acme") -> str:
+        return str((self.job(name, tenant).get("status") or {}).get("phase", "Pending"))
+
+    def wait_phase(
+        self, name: str, want: str, tenant: str = "acme", timeout: float = 60
+    ) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            job = self.job(name, tenant)
+            if (job.get("status") or {}).get("phase") == want:
+                return job
+            time.sleep(0.2)
+        raise AssertionError(f"job {name} never reached {want}: {self.job(name, tenant)}")
