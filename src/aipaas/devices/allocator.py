@@ -69,6 +69,7 @@ __all__ = [
 ]
 
 MAX_STEPS: Final = 200_000
+PERFECT_SCORE: Final = 100.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -223,6 +224,8 @@ def allocate_pod(
             return PodAllocation(outcome)
         if chosen is None or outcome.score > chosen.score:
             chosen = outcome
+            if chosen.score >= PERFECT_SCORE:
+                break  # nothing can beat it, and ties go to the earlier node
     if chosen is not None:
         return PodAllocation(chosen)
     if not candidates:

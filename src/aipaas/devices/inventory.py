@@ -82,6 +82,10 @@ class DeviceInfo:
     """("driver",) / ("attributes", domain, name) / ("capacity", domain, name) -> a hashable
     form of the CEL value: what selector caches key on."""
     node_selector: dict[str, Any] | None = None
+    qualified: dict[str, AttrValue] = field(default_factory=dict)
+    """"domain/name" -> value of every attribute."""
+    short: dict[str, AttrValue] = field(default_factory=dict)
+    """name -> value, the driver's domain first, then the others (topology lookups)."""
     selector_results: dict[str, bool | str] = field(default_factory=dict)
     """Cache: expression -> True/False, or the evaluation error's message."""
 
@@ -99,8 +103,10 @@ class DeviceInfo:
 
     def attribute(self, qualified: str) -> AttrValue | None:
         """The value of ``domain/name``, or None when the device does not have it."""
-        domain, name = qualify(qualified, self.driver)
-        return self.attributes.get(domain, {}).get(name)
+        value = self.qualified.get(qualified)
+        if value is None and "/" not in qualified:
+            value = self.qualified.get(f"{self.driver}/{qualified}")
+        return value
 
 
 @dataclass(slots=True)
@@ -411,7 +417,18 @@ def _device_record(item: ResourceSlice, slice_name: str, index: int) -> DeviceIn
         cel_value={"driver": driver, "attributes": cel_attributes, "capacity": cel_capacity},
         flat=flat,
         node_selector=selector,
+        qualified={f"{d}/{n}": v for d, values in attributes.items() for n, v in values.items()},
+        short=_short_names(attributes, driver),
     )
+
+
+def _short_names(attributes: dict[str, dict[str, AttrValue]], driver: str) -> dict[str, AttrValue]:
+    short: dict[str, AttrValue] = dict(attributes.get(driver, {}))
+    for domain, values in attributes.items():
+        if domain != driver:
+            for name, value in values.items():
+                short.setdefault(name, value)
+    return short
 
 
 def freeze(value: Any) -> Any:

@@ -36,12 +36,8 @@ _MODEL_ATTRIBUTES: Final = ("model", "productName", "type")
 
 
 def level_value(device: DeviceInfo, short_name: str) -> object:
-    """The device's value for a topology level (first domain that has it), or None."""
-    for attributes in device.attributes.values():
-        value = attributes.get(short_name)
-        if value is not None:
-            return value
-    return None
+    """The device's value for a topology level (its driver's domain first), or None."""
+    return device.short.get(short_name)
 
 
 def level_label(qualified_name: str) -> str:
