@@ -121,27 +121,20 @@ def openb(
 
 
 def _print_summary(result: ReplayResult) -> None:
-    out = Console()
     at = {int(p["arrived_pct"]): p["gpu_alloc_pct"] for p in result.curve}
     grid = Table(title=f"{result.policy}, seed {result.seed}, tune {result.tune}")
-    for column in (
-        "pods arrived",
-        "scheduled",
-        "failed",
-        *[f"alloc@{c}%" for c in REPORT_COLUMNS],
-        "frag %",
-        "seconds",
-    ):
-        grid.add_column(column, justify="right")
+    grid.add_column("measure")
+    grid.add_column("value", justify="right")
     grid.add_row(
-        str(result.pods_arrived),
-        str(result.pods_scheduled),
-        str(result.pods_failed),
-        *[f"{at[c]:.2f}" if c in at else "-" for c in REPORT_COLUMNS],
-        f"{result.fragmentation_pct:.2f}",
-        f"{result.elapsed_s:.2f}",
+        "pods arrived / scheduled / failed",
+        f"{result.pods_arrived} / {result.pods_scheduled} / {result.pods_failed}",
     )
-    out.print(grid)
+    for column in REPORT_COLUMNS:
+        if column in at:
+            grid.add_row(f"GPU allocation % at {column}% arrived", f"{at[column]:.2f}")
+    grid.add_row("idle GPU that is fragmented %", f"{result.fragmentation_pct:.2f}")
+    grid.add_row("seconds", f"{result.elapsed_s:.2f}")
+    Console().print(grid)
 
 
 def _compare_all(

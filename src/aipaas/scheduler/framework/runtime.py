@@ -67,12 +67,14 @@ class Scheduler:
             if not isinstance(plugin, FilterPlugin):
                 raise ValueError(f"profile {self.profile.metadata.name}: {ref.name} is no filter")
             self.filters.append(plugin)
-        self.scorers: list[tuple[ScorePlugin, int]] = []
+        # (plugin, weight, its normaliser or None), resolved once: Protocol checks are slow.
+        self.scorers: list[tuple[ScorePlugin, int, NormalizeScorePlugin | None]] = []
         for ref in spec.scores:
             plugin = build(ref.name, ref.args)
             if not isinstance(plugin, ScorePlugin):
                 raise ValueError(f"profile {self.profile.metadata.name}: {ref.name} is no score")
-            self.scorers.append((plugin, ref.weight))
+            normalizer = plugin if isinstance(plugin, NormalizeScorePlugin) else None
+            self.scorers.append((plugin, ref.weight, normalizer))
         picker = build(spec.gpuPicker.name, spec.gpuPicker.args)
         if not isinstance(picker, GpuPickerPlugin):
             raise ValueError(
@@ -105,10 +107,10 @@ class Scheduler:
         if nodes.size == 1:
             return int(nodes[0])
         total: IntArray | None = None
-        for index, (plugin, weight) in enumerate(self.scorers):
+        for index, (plugin, weight, normalizer) in enumerate(self.scorers):
             scores = self._scores(index, plugin, pod, nodes)
-            if isinstance(plugin, NormalizeScorePlugin):
-                scores = plugin.normalize(scores)
+            if normalizer is not None:
+                scores = normalizer.normalize(scores)
             weighted = scores * weight if weight != 1 else scores
             total = weighted if total is None else total + weighted
         assert total is not None

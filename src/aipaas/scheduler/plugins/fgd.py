@@ -34,8 +34,9 @@ FloatArray = npt.NDArray[np.float64]
 
 # Category order of the fragmentation sum; "satisfied" (2) is not fragmentation.
 LACK_BOTH, LACK_GPU, SATISFIED, LACK_CPU, CPU_ONLY_FITS, CPU_ONLY_LACKS_CPU, NO_ACCESS = range(7)
-NO_ROOM = -(2**62)  # below any score, exact ones included
-_SUMMED_CATEGORIES = (LACK_BOTH, LACK_GPU, LACK_CPU, CPU_ONLY_FITS, CPU_ONLY_LACKS_CPU, NO_ACCESS)
+NO_ROOM = -(2**62)  # below any score, linear ones included
+_DEDUPLICATE_FROM = 64
+_SUMMED = np.array((LACK_BOTH, LACK_GPU, LACK_CPU, CPU_ONLY_FITS, CPU_ONLY_LACKS_CPU, NO_ACCESS))
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,10 +122,11 @@ def fragmentation(
     # A satisfied typical pod still counts the GPU slivers too small for it as fragmentation.
     value = table.probability * np.where(satisfied, sliver_milli, gpu_left).astype(np.float64)
     category = np.where(satisfied, LACK_GPU, category)
-    total = np.zeros(cpu_free.shape[-1], dtype=np.float64)
-    for c in _SUMMED_CATEGORIES:
-        # A reduction over the leading axis adds row after row: the same order as a loop.
-        total = total + np.where(category == c, value, 0.0).sum(axis=0)
+    # Per category, a reduction over the typical-pod axis, which is not the innermost one:
+    # NumPy then adds row after row, the same order as the simulator's loop.
+    per_category = np.where(category[None] == _SUMMED[:, None, None], value[None], 0.0)
+    sums = per_category.sum(axis=1)
+    total: FloatArray = sums[0] + sums[1] + sums[2] + sums[3] + sums[4] + sums[5]
     return total
 
 
@@ -206,6 +208,14 @@ class FgdScore(ScorePlugin, GpuPickerPlugin):
         return np.where(free >= pod.gpu_milli, scores, NO_ROOM)
 
     def score(self, state: ClusterState, pod: PodRequest, nodes: IntArray) -> IntArray:
+        if nodes.size >= _DEDUPLICATE_FROM:
+            # Many nodes share a state (all empty ones of a model, at first): score each once.
+            key = np.column_stack(
+                (state.cpu_free[nodes], state.model_id[nodes], state.gpu_free[nodes])
+            )
+            _, first, inverse = np.unique(key, axis=0, return_index=True, return_inverse=True)
+            if first.size < nodes.size // 2:
+                return self.device_scores(state, pod, nodes[first]).max(axis=1)[inverse.ravel()]
         return self.device_scores(state, pod, nodes).max(axis=1)
 
     def pick_gpus(self, state: ClusterState, pod: PodRequest, node: int) -> tuple[int, ...]:
