@@ -49,10 +49,11 @@ def level_label(qualified_name: str) -> str:
 def order_candidates(devices: list[DeviceInfo], needed: int, state: InUse) -> list[DeviceInfo]:
     """Candidates in the order the search should try them.
 
-    Free devices first, grouped by NVLink domain (then NUMA node): domains that can hold the
-    whole request come first, smallest first (best fit, so large domains stay whole); then the
-    others, largest first (fewest domains spanned). Shareable devices already shared come
-    before untouched ones (pack shares). Devices in use go last; the search skips them.
+    Free devices first, grouped by NVLink domain, then NUMA node, then PCIe root: at each level
+    the groups that can hold the whole request come first, smallest first (best fit, so large
+    domains stay whole); then the others, largest first (fewest domains spanned). Shareable
+    devices already shared come before untouched ones (pack shares). Devices in use go last;
+    the search skips them.
     """
     free: list[DeviceInfo] = []
     busy: list[DeviceInfo] = []
@@ -60,21 +61,28 @@ def order_candidates(devices: list[DeviceInfo], needed: int, state: InUse) -> li
         (free if device.id not in state.devices else busy).append(device)
     if len(free) <= 1:
         return free + busy
-    level = _grouping_level(free)
-    if level is None:
+    levels = [name for name, _ in LEVELS if any(level_value(d, name) is not None for d in free)]
+    if not levels:
         shared = [d for d in free if state.shares.get(d.id)]
         if shared and len(shared) < len(free):
             untouched = [d for d in free if not state.shares.get(d.id)]
             return shared + untouched + busy
         return free + busy
+    return _by_levels(free, needed, levels) + busy
+
+
+def _by_levels(devices: list[DeviceInfo], needed: int, levels: list[str]) -> list[DeviceInfo]:
+    """Best fit at the first level, then the same rule inside each group at the next."""
+    if not levels or len(devices) <= 1:
+        return devices
     groups: dict[object, list[DeviceInfo]] = {}
-    for device in free:
-        groups.setdefault(level_value(device, level), []).append(device)
+    for device in devices:
+        groups.setdefault(level_value(device, levels[0]), []).append(device)
     ordered = sorted(
         groups.values(),
         key=lambda g: (0, len(g)) if len(g) >= needed else (1, -len(g)),
     )
-    return [d for group in ordered for d in group] + busy
+    return [d for group in ordered for d in _by_levels(group, min(needed, len(group)), levels[1:])]
 
 
 def score_placement(picks: Sequence[Pick], devices: Sequence[DeviceInfo], state: InUse) -> float:
@@ -100,7 +108,9 @@ def score_placement(picks: Sequence[Pick], devices: Sequence[DeviceInfo], state:
         wanted = sum(1 for d in picked if level_value(d, level) is not None)
         score -= weight * (len(spanned) - _fewest_domains(free_before.values(), wanted))
         if level == LEVELS[0][0]:
-            score -= BROKEN_DOMAIN_PENALTY * _broken(devices, level, spanned, picked_ids, state)
+            broken = _broken(devices, level, spanned, picked_ids, state)
+            unavoidable = _must_break(devices, level, wanted, state, picked_ids)
+            score -= BROKEN_DOMAIN_PENALTY * max(broken - unavoidable, 0)
     return max(score, 0.0)
 
 
@@ -117,13 +127,6 @@ def node_class(devices: Iterable[DeviceInfo]) -> str:
     return "[" + ", ".join(f"{n}x {label}" for label, n in sorted(counts.items())) + "]"
 
 
-def _grouping_level(devices: list[DeviceInfo]) -> str | None:
-    for level, _ in LEVELS[:2]:
-        if any(level_value(d, level) is not None for d in devices):
-            return level
-    return None
-
-
 def _fewest_domains(sizes: Iterable[int], wanted: int) -> int:
     count = 0
     for size in sorted(sizes, reverse=True):
@@ -132,6 +135,27 @@ def _fewest_domains(sizes: Iterable[int], wanted: int) -> int:
         wanted -= size
         count += 1
     return max(count, 1)
+
+
+def _must_break(
+    devices: Sequence[DeviceInfo],
+    level: str,
+    wanted: int,
+    state: InUse,
+    picked_ids: set[tuple[str, str, str]],
+) -> int:
+    """0 when the partly used domains had room for the request, else 1."""
+    members: dict[object, list[DeviceInfo]] = {}
+    for device in devices:
+        value = level_value(device, level)
+        if value is not None:
+            members.setdefault(value, []).append(device)
+    room = 0
+    for group in members.values():
+        free = [d for d in group if d.id not in state.devices or d.id in picked_ids]
+        if len(free) < len(group):
+            room += len(free)
+    return 0 if room >= wanted else 1
 
 
 def _broken(

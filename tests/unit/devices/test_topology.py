@@ -77,13 +77,14 @@ class TestTopologyScore:
         assert result.allocation is not None
         assert result.allocation.node == "b"
         assert result.allocation.score == 100.0
-        # On node a the four GPUs must span both NVLink domains (3 free in each): that is the
-        # fewest possible there, so no NVLink or NUMA penalty; but gpu-1, gpu-2, gpu-3, gpu-5
-        # span three PCIe roots where two would do (gpu-2, gpu-3, gpu-6, gpu-7): minus 5.
+        # On node a the four GPUs must span both NVLink domains (3 free in each): the fewest
+        # possible there, so no NVLink or NUMA penalty. The order is greedy per domain (gpu-2
+        # and gpu-3 share a PCIe root, then gpu-1; then gpu-6), so three PCIe roots are spanned
+        # where two would do (gpu-2, gpu-3, gpu-6, gpu-7): minus 5.
         only_a = allocate_pod(pod, inventory, CLASSES, busy, nodes=["a"])
         assert only_a.allocation is not None
         assert [p.device.name for p in only_a.allocation.picks] == [
-            "gpu-1", "gpu-2", "gpu-3", "gpu-5"
+            "gpu-2", "gpu-3", "gpu-1", "gpu-6"
         ]  # fmt: skip
         assert only_a.allocation.score == 95.0
 
