@@ -17,7 +17,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from _measure import in_fresh_process  # noqa: E402
+from _measure import in_fresh_process
 
 ROOT = Path(__file__).resolve().parents[1]
 
