@@ -25,10 +25,8 @@ adminAccess requests select devices without holding them (monitoring of devices 
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from decimal import Decimal
 from typing import Final
 
 from aipaas.api.devices import (
@@ -39,25 +37,20 @@ from aipaas.api.devices import (
     DeviceRequestAllocationResult,
     ResourceClaim,
 )
-from aipaas.api.quantity import format_quantity
 from aipaas.devices.diagnosis import diagnose
 from aipaas.devices.inventory import (
     ALL_NODES,
     BY_SELECTOR,
-    DeviceInfo,
     InUse,
     Inventory,
-    hold,
-    release,
 )
+from aipaas.devices.picks import Pick
 from aipaas.devices.requests import (
-    Alternative,
     Plan,
-    consumed_capacity,
     make_plan,
-    static_candidates,
 )
-from aipaas.devices.topology import node_class, order_candidates, score_placement
+from aipaas.devices.search import MAX_STEPS, Search
+from aipaas.devices.topology import node_class, score_placement
 
 __all__ = [
     "MAX_STEPS",
@@ -68,39 +61,7 @@ __all__ = [
     "allocate_pod",
 ]
 
-MAX_STEPS: Final = 200_000
 PERFECT_SCORE: Final = 100.0
-
-
-@dataclass(frozen=True, slots=True)
-class Pick:
-    """One device given to one request of one claim."""
-
-    claim: str
-    request: str
-    device: DeviceInfo
-    consumed: dict[str, Decimal] | None  # a share of a shareable device; None: whole
-    admin: bool
-
-    def result(self) -> DeviceRequestAllocationResult:
-        """The Kubernetes-shaped allocation result of this pick."""
-        driver, pool, name = self.device.id
-        consumed = {
-            _published(k, driver): format_quantity(v) for k, v in (self.consumed or {}).items()
-        }
-        share = None
-        if self.consumed is not None:
-            digest = hashlib.sha256(f"{self.claim}/{self.request}/{name}".encode()).hexdigest()
-            share = f"{digest[:8]}-{digest[8:12]}-{digest[12:16]}-{digest[16:20]}-{digest[20:32]}"
-        return DeviceRequestAllocationResult(
-            request=self.request,
-            driver=driver,
-            pool=pool,
-            device=name,
-            admin_access=True if self.admin else None,
-            share_id=share,
-            consumed_capacity=consumed,
-        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -249,7 +210,7 @@ def allocate_on_node(
     devices = inventory.devices_for(node)
     if not devices:
         return "the node publishes no devices"
-    search = _Search(plan, node, devices, inventory, state)
+    search = Search(plan, node, devices, inventory, state)
     if search.run():
         picks = tuple(search.picks)
         score = score_placement(picks, devices, state)
@@ -261,239 +222,6 @@ def allocate_on_node(
     if not explain:
         return ""
     return diagnose(plan, node, devices, inventory, state)
-
-
-class _Search:
-    """Backtracking over requests, alternatives and devices (see the module docstring)."""
-
-    def __init__(
-        self,
-        plan: Plan,
-        node: str,
-        devices: list[DeviceInfo],
-        inventory: Inventory,
-        state: InUse,
-    ) -> None:
-        self.plan = plan
-        self.node = node
-        self.devices = devices
-        self.inventory = inventory
-        self.state = state
-        self.picks: list[Pick] = []
-        self.steps = 0
-        # Per claim, per constraint: the matched value (None: not fixed) or the taken values.
-        self.matched: list[list[object]] = [[None] * len(c.constraints) for c in plan.claims]
-        self.taken: list[list[set[object]]] = [[set() for _ in c.constraints] for c in plan.claims]
-
-    def run(self) -> bool:
-        return self._place(0)
-
-    def _place(self, index: int) -> bool:
-        if index == len(self.plan.requests):
-            return True
-        request = self.plan.requests[index]
-        for alternative in request.alternatives:
-            candidates = candidates_for(alternative, self.node, self.devices, self.state)
-            covering = self.plan.constraints_for(alternative, request.claim_index)
-            if alternative.all_mode:
-                if candidates and self._take_all(
-                    alternative, request.claim_index, covering, candidates, index
-                ):
-                    return True
-                continue
-            if len(candidates) < alternative.count:
-                continue
-            if self._choose(
-                alternative, request.claim_index, covering, candidates, 0, alternative.count, index
-            ):
-                return True
-            if self.steps > MAX_STEPS:
-                return False
-        return False
-
-    def _choose(
-        self,
-        alternative: Alternative,
-        claim_index: int,
-        covering: list[int],
-        candidates: list[DeviceInfo],
-        start: int,
-        remaining: int,
-        index: int,
-    ) -> bool:
-        if remaining == 0:
-            return self._place(index + 1)
-        for position in range(start, len(candidates) - remaining + 1):
-            self.steps += 1
-            if self.steps > MAX_STEPS:
-                return False
-            device = candidates[position]
-            fits, consumed = self._fits(device, alternative)
-            if not fits:
-                continue
-            undo = self._constrain(device, claim_index, covering)
-            if undo is None:
-                continue
-            if remaining > 1 and not self._enough_left(
-                alternative, claim_index, covering, candidates, position + 1, remaining - 1
-            ):
-                self._unconstrain(claim_index, undo)
-                continue
-            self._hold(device, alternative, consumed)
-            if self._choose(
-                alternative, claim_index, covering, candidates, position + 1, remaining - 1, index
-            ):
-                return True
-            self.release_last()
-            self._unconstrain(claim_index, undo)
-        return False
-
-    def _take_all(
-        self,
-        alternative: Alternative,
-        claim_index: int,
-        covering: list[int],
-        candidates: list[DeviceInfo],
-        index: int,
-    ) -> bool:
-        undos: list[list[tuple[int, object, object]]] = []
-        held = 0
-        success = False
-        for device in candidates:
-            fits, consumed = self._fits(device, alternative)
-            undo = self._constrain(device, claim_index, covering) if fits else None
-            if undo is None:
-                break
-            undos.append(undo)
-            self._hold(device, alternative, consumed)
-            held += 1
-        else:
-            success = self._place(index + 1)
-        if success:
-            return True
-        for _ in range(held):
-            self.release_last()
-        for undo in reversed(undos):
-            self._unconstrain(claim_index, undo)
-        return False
-
-    def _fits(
-        self, device: DeviceInfo, alternative: Alternative
-    ) -> tuple[bool, dict[str, Decimal] | None]:
-        """Whether the device can take this alternative now, and what a share would consume."""
-        if alternative.admin:
-            return True, None
-        if device.id in self.state.devices:
-            return False, None
-        consumed: dict[str, Decimal] | None = None
-        if device.multiple:
-            consumed = consumed_capacity(device, alternative)
-            if consumed is None:
-                return False, None
-            used = self.state.capacity.get(device.id, {})
-            for name, amount in consumed.items():
-                if used.get(name, Decimal(0)) + amount > device.capacity[name]:
-                    return False, None
-            if self.state.shares.get(device.id):
-                return True, consumed  # its counters were consumed with its first share
-        elif self.state.shares.get(device.id):
-            return False, None
-        for key, counters in device.consumes:
-            total = self.inventory.counter_sets.get(key)
-            if total is None:
-                return False, None
-            used_counters = self.state.counters.get(key, {})
-            for name, amount in counters.items():
-                if used_counters.get(name, Decimal(0)) + amount > total.get(name, Decimal(-1)):
-                    return False, None
-        return True, consumed
-
-    def _hold(
-        self, device: DeviceInfo, alternative: Alternative, consumed: dict[str, Decimal] | None
-    ) -> None:
-        if not alternative.admin:
-            hold(self.state, device, consumed)
-        self.picks.append(
-            Pick(alternative.claim, alternative.name, device, consumed, alternative.admin)
-        )
-
-    def release_last(self) -> None:
-        pick = self.picks.pop()
-        if not pick.admin:
-            release(self.state, pick.device, pick.consumed)
-
-    def _constrain(
-        self, device: DeviceInfo, claim_index: int, covering: list[int]
-    ) -> list[tuple[int, object, object]] | None:
-        """Apply the claim's constraints to a device; an undo list, or None if it breaks one."""
-        undo: list[tuple[int, object, object]] = []
-        constraints = self.plan.claims[claim_index].constraints
-        matched = self.matched[claim_index]
-        taken = self.taken[claim_index]
-        for index in covering:
-            constraint = constraints[index]
-            if constraint.match_attribute is not None:
-                value = device.attribute(constraint.match_attribute)
-                if value is None or (matched[index] is not None and matched[index] != value):
-                    self._unconstrain(claim_index, undo)
-                    return None
-                if matched[index] is None:
-                    matched[index] = value
-                    undo.append((index, "match", None))
-            else:
-                value = device.attribute(constraint.distinct_attribute or "")
-                if value is None or value in taken[index]:
-                    self._unconstrain(claim_index, undo)
-                    return None
-                taken[index].add(value)
-                undo.append((index, "distinct", value))
-        return undo
-
-    def _unconstrain(self, claim_index: int, undo: list[tuple[int, object, object]]) -> None:
-        for index, kind, value in reversed(undo):
-            if kind == "match":
-                self.matched[claim_index][index] = None
-            else:
-                self.taken[claim_index][index].discard(value)
-
-    def _enough_left(
-        self,
-        alternative: Alternative,
-        claim_index: int,
-        covering: list[int],
-        candidates: list[DeviceInfo],
-        start: int,
-        needed: int,
-    ) -> bool:
-        """Pruning: do enough later candidates agree with the matched values?"""
-        constraints = self.plan.claims[claim_index].constraints
-        fixed = [
-            (constraints[i].match_attribute or "", self.matched[claim_index][i])
-            for i in covering
-            if constraints[i].match_attribute is not None
-        ]
-        if not fixed:
-            return len(candidates) - start >= needed
-        count = 0
-        for device in candidates[start:]:
-            if all(device.attribute(attr) == value for attr, value in fixed):
-                count += 1
-                if count >= needed:
-                    return True
-        return False
-
-
-def candidates_for(
-    alternative: Alternative, node: str, devices: list[DeviceInfo], state: InUse
-) -> list[DeviceInfo]:
-    """The node's devices that an alternative may take, best topology first (cached per node)."""
-    cached = alternative.candidates.get(node)
-    if cached is None:
-        cached = static_candidates(alternative, devices)[0]
-        alternative.candidates[node] = cached
-    if alternative.all_mode or not cached:
-        return cached
-    return order_candidates(cached, alternative.count, state)
 
 
 def _fewest_devices(plan: Plan) -> int:
@@ -515,12 +243,6 @@ def _held_per_node(inventory: Inventory, state: InUse) -> dict[str, int]:
         if record is not None and record.node != ALL_NODES:
             held[record.node] = held.get(record.node, 0) + 1
     return held
-
-
-def _published(qualified: str, driver: str) -> str:
-    """Capacity names of the driver's own domain are published unqualified."""
-    domain, _, name = qualified.rpartition("/")
-    return name if domain == driver else qualified
 
 
 def _allocated(claim: ResourceClaim) -> bool:

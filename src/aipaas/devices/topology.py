@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Final
 from aipaas.devices.inventory import DeviceInfo, InUse
 
 if TYPE_CHECKING:
-    from aipaas.devices.allocator import Pick
+    from aipaas.devices.picks import Pick
 
 __all__ = [
     "LEVELS",

@@ -667,7 +667,7 @@ def test_allocation(
         return
     assert result.allocation is not None, result.reasons
     assert result.allocation.node == want_node
-    got = []
+    got: list[tuple[Any, ...]] = []
     for pick in result.allocation.picks:
         result_row = pick.result()
         if result_row.consumed_capacity:

@@ -83,17 +83,19 @@ def check_invariants(inventory: Inventory, claims: list[ResourceClaim]) -> None:
     # 2. No shared capacity over-committed.
     for device_id, used in capacity.items():
         record = inventory.by_id[device_id]
-        for key, value in used.items():
-            assert value <= record.capacity[f"{NV}/{key}"], (device_id, key, value)
+        for capacity_name, amount in used.items():
+            total = record.capacity[f"{NV}/{capacity_name}"]
+            assert amount <= total, (device_id, capacity_name, amount)
     # 3. No counter over-committed (a shared device counts once).
     counters: dict[tuple[str, str, str], Counter[str]] = {}
     for device_id in users:
-        for key, wanted in inventory.by_id[device_id].consumes:
-            for name, amount in wanted.items():
-                counters.setdefault(key, Counter())[name] += int(amount)
-    for key, used_counters in counters.items():
-        for name, amount in used_counters.items():
-            assert amount <= inventory.counter_sets[key][name], (key, name, amount)
+        for counter_set, wanted in inventory.by_id[device_id].consumes:
+            for counter, count in wanted.items():
+                counters.setdefault(counter_set, Counter())[counter] += int(count)
+    for counter_set, used_counters in counters.items():
+        for counter, taken in used_counters.items():
+            limit = inventory.counter_sets[counter_set][counter]
+            assert taken <= limit, (counter_set, counter, taken)
     # 4. A partitioned GPU is never also whole.
     for driver, pool, name in users:
         if "-mig-" in name:

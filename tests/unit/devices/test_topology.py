@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 from devices_builders import CLASSES, DRIVER, claim, eight_h100, gpu, node_slice, req
@@ -97,7 +98,7 @@ class TestTopologyScore:
         assert result.allocation.score == 100.0
 
 
-def selector_slice(terms: list[dict[str, object]]) -> ResourceSlice:
+def selector_slice(terms: list[dict[str, Any]]) -> ResourceSlice:
     return ResourceSlice.model_validate(
         {
             "apiVersion": "resource.k8s.io/v1",

@@ -1,0 +1,53 @@
+"""A device given to a request: the allocator's unit of output.
+
+Who calls it: the allocator, the search, the topology score, the ledger. Pure.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from decimal import Decimal
+
+from aipaas.api.devices import DeviceRequestAllocationResult
+from aipaas.api.quantity import format_quantity
+from aipaas.devices.inventory import DeviceInfo
+
+__all__ = ["Pick"]
+
+
+@dataclass(frozen=True, slots=True)
+class Pick:
+    """One device given to one request of one claim."""
+
+    claim: str
+    request: str
+    device: DeviceInfo
+    consumed: dict[str, Decimal] | None  # a share of a shareable device; None: whole
+    admin: bool
+
+    def result(self) -> DeviceRequestAllocationResult:
+        """The Kubernetes-shaped allocation result of this pick."""
+        driver, pool, name = self.device.id
+        consumed = {
+            _published(k, driver): format_quantity(v) for k, v in (self.consumed or {}).items()
+        }
+        share = None
+        if self.consumed is not None:
+            digest = hashlib.sha256(f"{self.claim}/{self.request}/{name}".encode()).hexdigest()
+            share = f"{digest[:8]}-{digest[8:12]}-{digest[12:16]}-{digest[16:20]}-{digest[20:32]}"
+        return DeviceRequestAllocationResult(
+            request=self.request,
+            driver=driver,
+            pool=pool,
+            device=name,
+            admin_access=True if self.admin else None,
+            share_id=share,
+            consumed_capacity=consumed,
+        )
+
+
+def _published(qualified: str, driver: str) -> str:
+    """Capacity names of the driver's own domain are published unqualified."""
+    domain, _, name = qualified.rpartition("/")
+    return name if domain == driver else qualified
