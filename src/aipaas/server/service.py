@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from sqlalchemy import Connection
+
 from aipaas.api.job import CANCEL_ANNOTATION, Job, JobPhase
 from aipaas.api.meta import Object
 from aipaas.api.registry import KINDS, load_documents, parse_object
@@ -159,12 +161,14 @@ class ObjectService:
             obj = obj.model_copy(update={"status": None})  # status is the controller's
         return obj
 
-    def _check_references(self, obj: Object) -> None:
-        if obj.namespaced and self.store.find("Tenant", "", obj.tenant) is None:
+    def _check_references(self, obj: Object, tx: Connection) -> None:
+        if obj.namespaced and self.store.find("Tenant", "", obj.tenant, conn=tx) is None:
             raise InvalidObject(
                 [FieldError("metadata.tenant", f"tenant {obj.tenant} does not exist")]
             )
-        if isinstance(obj, Job) and self.store.find("Queue", obj.tenant, obj.spec.queue) is None:
+        if isinstance(obj, Job) and (
+            self.store.find("Queue", obj.tenant, obj.spec.queue, conn=tx) is None
+        ):
             raise InvalidObject(
                 [
                     FieldError(
@@ -175,12 +179,16 @@ class ObjectService:
             )
 
     def _apply(self, obj: Object) -> Applied:
-        self._check_references(obj)
-        current = self.store.find(obj.kind, obj.tenant, obj.name)
-        if current is None:
-            created = self.store.create(obj)
-            self.store.record_event(created, "Created", f"created by {self.caller.user}")
-            return Applied(created, "created")
+        """Check references, then create or update, with its event: one transaction."""
+        with self.store.transaction() as tx:
+            self._check_references(obj, tx)
+            current = self.store.find(obj.kind, obj.tenant, obj.name, conn=tx)
+            if current is None:
+                created = self.store.create(obj, conn=tx)
+                self.store.record_event(
+                    created, "Created", f"created by {self.caller.user}", conn=tx
+                )
+                return Applied(created, "created")
         if isinstance(obj, Job):
             if current.to_wire().get("spec") == obj.to_wire().get("spec"):
                 return Applied(current, "unchanged")

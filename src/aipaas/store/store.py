@@ -112,9 +112,11 @@ class Store:
             raise NotFound(f"{_describe(kind, tenant, name)} not found")
         return _to_object(row)
 
-    def find(self, kind: str, tenant: str, name: str) -> Object | None:
+    def find(
+        self, kind: str, tenant: str, name: str, *, conn: Connection | None = None
+    ) -> Object | None:
         try:
-            return self.get(kind, tenant, name)
+            return self.get(kind, tenant, name, conn=conn)
         except NotFound:
             return None
 
