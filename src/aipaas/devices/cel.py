@@ -94,6 +94,9 @@ class CompiledSelector:
     paths: tuple[Path, ...] | None
     cost: int
     context: cel.Context
+    domains: tuple[str, ...] = ()
+    """Strings the expression indexes with (``x["gpu.nvidia.com"]``): the attribute domains a
+    device without them must still answer with an empty map."""
 
     def evaluate(self, device: Mapping[str, Any]) -> bool:
         """Evaluate on a CEL device value (see :func:`device_value`); True when selected.
@@ -145,7 +148,9 @@ def compile_selector(expression: str) -> CompiledSelector:
             "(nested all/exists/map/filter multiply the cost)",
         )
     context = _context_for(set(program.references()["functions"]))
-    compiled = CompiledSelector(expression, program, _read_paths(tokens), cost, context)
+    compiled = CompiledSelector(
+        expression, program, _read_paths(tokens), cost, context, _indexed_strings(tokens)
+    )
     for literal in _literal_calls(tokens):
         _check_literal(expression, literal)
     if compiled.paths == ():
@@ -442,6 +447,15 @@ def _read_paths(tokens: list[_Token]) -> tuple[Path, ...] | None:
         else:
             paths.add((field, domain))
     return tuple(sorted(paths))
+
+
+def _indexed_strings(tokens: list[_Token]) -> tuple[str, ...]:
+    found = {
+        _string_value(token.text)
+        for i, token in enumerate(tokens[1:-1], start=1)
+        if token.kind == "str" and tokens[i - 1].text == "[" and tokens[i + 1].text == "]"
+    }
+    return tuple(sorted(found))
 
 
 def _string_value(literal: str) -> str:

@@ -84,7 +84,7 @@ def select_devices(
 def _evaluate_projected(selector: CompiledSelector, device: DeviceInfo) -> bool | str:
     paths = selector.paths
     if paths is None:
-        return _run(selector, device.cel_value)
+        return _run(selector, _prefilled(device.cel_value, selector.domains))
     flat = device.flat
     if selector.expression in _flat_only:
         key = tuple([flat.get(path, _MISSING) for path in paths])
@@ -103,6 +103,21 @@ def _evaluate_projected(selector: CompiledSelector, device: DeviceInfo) -> bool 
             cache.clear()
         answer = cache[key] = _run(selector, _project(device, paths))
     return answer
+
+
+def _prefilled(value: dict[str, Any], domains: tuple[str, ...]) -> dict[str, Any]:
+    """The whole device, with every domain the expression names present (empty if absent)."""
+    if not domains:
+        return value
+    filled = {
+        "driver": value["driver"],
+        "attributes": dict(value["attributes"]),
+        "capacity": dict(value["capacity"]),
+    }
+    for domain in domains:
+        filled["attributes"].setdefault(domain, {})
+        filled["capacity"].setdefault(domain, {})
+    return filled
 
 
 def _run(selector: CompiledSelector, value: dict[str, Any]) -> bool | str:

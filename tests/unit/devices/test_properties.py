@@ -7,6 +7,7 @@ GPU is never also allocated whole.
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from decimal import Decimal
 from typing import Any
@@ -150,3 +151,75 @@ def test_mig_gpu_is_whole_or_partitions(choices: list[str]) -> None:
         check_invariants(inventory, done)
     # Capacity is used: whenever something was refused, the GPUs really were taken.
     assert len(done) >= min(len(choices), 2)
+
+
+EXPRESSIONS = [
+    f'device.attributes["{NV}"].model == "A100"',
+    f'device.attributes["{NV}"].index > 1 && device.driver == "{NV}"',
+    f'has(device.attributes["{NV}"].rack) && device.attributes["{NV}"].rack == "r1"',
+    f'"rack" in device.attributes["{NV}"]',
+    'device.attributes["other.example.com"].zone == "z1"',
+    '!has(device.attributes["other.example.com"].zone)',
+    f'device.capacity["{NV}"].memory.compareTo(quantity("40Gi")) >= 0',
+    f'device.attributes["{NV}"].all(k, k != "rack")',
+    f'device.attributes["{NV}"]["model"].startsWith("A")',
+    'device.attributes.exists(d, d == "other.example.com")',
+    f'[device][0].attributes["{NV}"].model == "H100"',
+]
+
+attribute_values = st.fixed_dictionaries(
+    {},
+    optional={
+        "model": st.sampled_from(["A100", "H100"]).map(lambda v: {"string": v}),
+        "index": st.integers(0, 3).map(lambda v: {"int": v}),
+        "rack": st.sampled_from(["r1", "r2"]).map(lambda v: {"string": v}),
+        "other.example.com/zone": st.sampled_from(["z1", "z2"]).map(lambda v: {"string": v}),
+    },
+)
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    st.lists(st.tuples(attribute_values, st.sampled_from(["40Gi", "80Gi"])), min_size=1, max_size=6)
+)
+def test_projected_answers_equal_full_evaluation(devices: list[tuple[dict[str, Any], str]]) -> None:
+    """The per-projection cache never changes an answer (the device read whole agrees)."""
+    from aipaas.api.devices import ResourceSlice
+    from aipaas.devices import selection
+    from aipaas.devices.cel import CelEvalError, compile_selector
+
+    published = ResourceSlice.model_validate(
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceSlice",
+            "metadata": {"name": "p"},
+            "spec": {
+                "driver": NV,
+                "nodeName": "n",
+                "pool": {"name": "n"},
+                "devices": [
+                    {"name": f"d-{i}", "attributes": attrs, "capacity": {"memory": {"value": mem}}}
+                    for i, (attrs, mem) in enumerate(devices)
+                ],
+            },
+        }
+    )
+    inventory = Inventory([published])
+    for expression in EXPRESSIONS:
+        compiled = compile_selector(expression)
+        for record in inventory.by_node["n"]:
+            # The device read whole; domains the expression names read as empty maps.
+            named = set(re.findall(r'\["([a-z.]+)"\]', expression))
+            whole: dict[str, Any] = {
+                "driver": NV,
+                "attributes": {d: {} for d in named},
+                "capacity": {d: {} for d in named},
+            }
+            for kind in ("attributes", "capacity"):
+                for domain, values in record.cel_value[kind].items():
+                    whole[kind].setdefault(domain, {}).update(values)
+            try:
+                want: bool | str = compiled.evaluate(whole)
+            except CelEvalError as err:
+                want = str(err)
+            assert selection.evaluate(compiled, record) == want, (expression, record.name)
