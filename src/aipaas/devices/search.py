@@ -43,7 +43,49 @@ class Search:
         self.taken: list[list[set[object]]] = [[set() for _ in c.constraints] for c in plan.claims]
 
     def run(self) -> bool:
+        if not self._constraints_possible():
+            return False
         return self._place(0)
+
+    def _constraints_possible(self) -> bool:
+        """Quick refusal before searching: for each claim constraint, is there a value with
+        enough devices (matchAttribute), or enough distinct values (distinctAttribute), among
+        the candidates of the requests it covers? (Necessary, not sufficient.)"""
+        for claim_index, claim in enumerate(self.plan.claims):
+            for constraint in claim.constraints:
+                needed = 0
+                pool: dict[tuple[str, str, str], DeviceInfo] = {}
+                for request in self.plan.requests:
+                    if request.claim_index != claim_index:
+                        continue
+                    covered = [
+                        a
+                        for a in request.alternatives
+                        if not constraint.requests
+                        or a.request in constraint.requests
+                        or a.name in constraint.requests
+                    ]
+                    if not covered:
+                        continue
+                    needed += min(1 if a.all_mode else a.count for a in covered)
+                    for alternative in covered:
+                        for device in candidates_for(
+                            alternative, self.node, self.devices, self.state
+                        ):
+                            if device.id not in self.state.devices or alternative.admin:
+                                pool[device.id] = device
+                attribute = constraint.match_attribute or constraint.distinct_attribute or ""
+                counts: dict[object, int] = {}
+                for device in pool.values():
+                    value = device.attribute(attribute)
+                    if value is not None:
+                        counts[value] = counts.get(value, 0) + 1
+                if constraint.match_attribute is not None:
+                    if max(counts.values(), default=0) < needed:
+                        return False
+                elif len(counts) < needed:
+                    return False
+        return True
 
     def _place(self, index: int) -> bool:
         if index == len(self.plan.requests):
@@ -222,22 +264,32 @@ class Search:
         start: int,
         needed: int,
     ) -> bool:
-        """Pruning: do enough later candidates agree with the matched values?"""
+        """Pruning: do enough later candidates agree with the matched values, and carry
+        enough values not yet taken for the distinct constraints?"""
         constraints = self.plan.claims[claim_index].constraints
         fixed = [
             (constraints[i].match_attribute or "", self.matched[claim_index][i])
             for i in covering
             if constraints[i].match_attribute is not None
         ]
-        if not fixed:
+        distinct = [
+            (constraints[i].distinct_attribute or "", self.taken[claim_index][i])
+            for i in covering
+            if constraints[i].distinct_attribute is not None
+        ]
+        if not fixed and not distinct:
             return len(candidates) - start >= needed
         count = 0
+        fresh: list[set[object]] = [set() for _ in distinct]
         for device in candidates[start:]:
-            if all(device.attribute(attr) == value for attr, value in fixed):
-                count += 1
-                if count >= needed:
-                    return True
-        return False
+            if not all(device.attribute(attr) == value for attr, value in fixed):
+                continue
+            count += 1
+            for seen, (attr, taken) in zip(fresh, distinct, strict=True):
+                value = device.attribute(attr)
+                if value is not None and value not in taken:
+                    seen.add(value)
+        return count >= needed and all(len(seen) >= needed for seen in fresh)
 
 
 def candidates_for(
