@@ -41,6 +41,10 @@ def what_if(objects: Sequence[DeviceObject], *, best: bool = True) -> dict[str, 
     slices = [o for o in objects if isinstance(o, ResourceSlice)]
     claims = [o for o in objects if isinstance(o, ResourceClaim)]
     claims += [claim_from_template(o) for o in objects if isinstance(o, ResourceClaimTemplate)]
+    names = [c.metadata.name or c.metadata.generate_name or "" for c in claims]
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        raise InventoryError(f'ResourceClaim "{duplicates[0]}" appears more than once')
     inventory = Inventory(slices)
     inventory.check_counters()
     existing = [c for c in claims if c.status is not None and c.status.allocation is not None]

@@ -82,3 +82,25 @@ class TestAllocateDryRun:
         code, _, err = run("--dry-run", "-f", str(tmp_path / "nope.yaml"))
         assert code == 2
         assert "nope.yaml: cannot read" in err
+
+
+class TestWhatIf:
+    def test_template_stands_for_its_claim(self) -> None:
+        text = EXAMPLE.read_text().replace(
+            "kind: ResourceClaim\nmetadata:\n  name: trainer\nspec:\n  devices:",
+            "kind: ResourceClaimTemplate\nmetadata:\n  name: trainer\nspec:\n  spec:\n    devices:",
+        )
+        # Indent the template's claim spec one level deeper.
+        head, _, tail = text.partition("    devices:\n")
+        body, sep, rest = tail.partition("---")
+        text = head + "    devices:\n" + "".join("  " + line + "\n" for line in body.splitlines())
+        text += sep + rest
+        code, out, err = run("--dry-run", "-f", "-", "-o", "json", stdin=text)
+        assert code == 0, err
+        assert list(json.loads(out)["allocations"]) == ["trainer"]
+
+    def test_duplicate_claims_are_invalid(self) -> None:
+        text = EXAMPLE.read_text().replace("name: someone-else", "name: trainer")
+        code, _, err = run("--dry-run", "-f", "-", stdin=text)
+        assert code == 2
+        assert 'ResourceClaim "trainer" appears more than once' in err
