@@ -105,6 +105,12 @@ class TestKubernetesExamples:
         assert isinstance(obj, ResourceSlice)
         assert dump_device_object(obj) == document
 
+    @pytest.mark.parametrize("file", ["consumable-capacity.yaml", "partitionable.yaml",
+                                      "nvidia-classes.yaml", "whatif-h100.yaml"])  # fmt: skip
+    def test_multi_document_examples_round_trip(self, file: str) -> None:
+        for document in documents(file):
+            assert dump_device_object(parse_device_object(document)) == document
+
     def test_whatif_example_loads(self) -> None:
         objects = load_device_documents((EXAMPLES / "whatif-h100.yaml").read_text())
         assert [o.kind for o in objects].count("ResourceSlice") == 1

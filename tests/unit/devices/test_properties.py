@@ -223,3 +223,50 @@ def test_projected_answers_equal_full_evaluation(devices: list[tuple[dict[str, A
             except CelEvalError as err:
                 want = str(err)
             assert selection.evaluate(compiled, record) == want, (expression, record.name)
+
+
+operations = st.lists(
+    st.tuples(
+        st.sampled_from(["reserve", "unreserve"]),
+        st.integers(0, 4),  # owner
+        st.one_of(whole, mig, shared),
+        st.sampled_from(["mig", "shared", "plain"]),
+    ),
+    min_size=1,
+    max_size=25,
+)
+
+
+@settings(max_examples=50, deadline=None)
+@given(operations)
+def test_ledger_reserve_unreserve(ops: list[tuple[str, int, dict[str, Any], str]]) -> None:
+    """Whatever the order of reserve and unreserve, nothing is over-committed, and giving
+    everything back leaves the ledger as empty as it started."""
+    from aipaas.devices.ledger import DeviceLedger
+
+    inventory = Inventory(SLICES)
+    book = DeviceLedger(inventory, CLASSES)
+    for action, owner_number, request, node in ops:
+        owner = f"pod-{owner_number}"
+        if action == "unreserve":
+            book.unreserve(owner)
+            continue
+        pod = [claim(f"{owner}-c", request)]
+        book.reserve(owner, pod, node)
+        rows = []
+        for holder, allocation in book.reserved.items():
+            for item in allocation.by_claim().values():
+                rows.append(
+                    allocated_claim(
+                        holder,
+                        pod[0],
+                        [r.model_dump(by_alias=True, exclude_none=True) for r in item],
+                    )
+                )
+        check_invariants(inventory, rows)
+    for owner_number in range(5):
+        book.unreserve(f"pod-{owner_number}")
+    assert book.in_use.devices == set()
+    assert not any(book.in_use.shares.values())
+    assert all(v == 0 for counters in book.in_use.counters.values() for v in counters.values())
+    assert all(v == 0 for used in book.in_use.capacity.values() for v in used.values())
