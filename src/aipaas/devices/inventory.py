@@ -186,7 +186,12 @@ class Inventory:
         self._devices_by_slice[name] = records
 
     def remove_slice(self, name: str) -> None:
-        item = self._slices.pop(name)
+        """Forget a slice, its devices (and their cached answers) and its counter sets.
+
+        Raises:
+            KeyError: no slice of that name.
+        """
+        del self._slices[name]
         for record in self._devices_by_slice.pop(name):
             del self.by_id[record.id]
             self.by_node[record.node].remove(record)
@@ -195,7 +200,6 @@ class Inventory:
         for key in [k for k, owner in self._counter_owner.items() if owner == name]:
             del self.counter_sets[key]
             del self._counter_owner[key]
-        del item
 
     @property
     def slices(self) -> list[ResourceSlice]:

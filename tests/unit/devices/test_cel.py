@@ -183,3 +183,12 @@ class TestCaches:
             object.__setattr__(compiled, "program", original)
         assert len(selected) == 50
         assert calls <= 1  # one distinct (driver, model): at most one library call
+
+
+class TestSliceRemoval:
+    def test_removed_slice_takes_its_devices_and_counters(self) -> None:
+        published = node_slice("n", [gpu("gpu-0")], counters={"set": {"memory": "80Gi"}})
+        inventory = Inventory([published])
+        assert inventory.nodes == ["n"]
+        inventory.remove_slice(published.metadata.name or "")
+        assert inventory.nodes == [] and inventory.by_id == {} and inventory.counter_sets == {}
