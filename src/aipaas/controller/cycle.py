@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
+from sqlalchemy import Connection
+
 from aipaas.api.job import CANCEL_ANNOTATION, Job, JobPhase, JobStatus, TaskPhase, TaskStatus
 from aipaas.api.meta import ObjectMeta
 from aipaas.api.node import Node, NodeGpus, NodeSpec, NodeStatus
@@ -34,6 +36,7 @@ log = logging.getLogger("aipaas.controller")
 DELETE_ANNOTATION = "aipaas.dev/delete-requested"
 FINISHED = [p.value for p in JobPhase if p.finished]
 ACTIVE = (TaskPhase.STARTING.value, TaskPhase.RUNNING.value)
+WAITING = ("QuotaExceeded", "Unschedulable", "Waiting")
 
 
 @dataclass
@@ -83,6 +86,7 @@ class Controller:
         self.stop_grace_seconds = stop_grace_seconds
         self.inventory_seconds = inventory_seconds
         self.nodes: list[NodeInfo] = []
+        self._admitted: list[JobWork] = []
         self._inventory_at: float | None = None
         self.cycles = 0
 
@@ -290,8 +294,18 @@ class Controller:
             for q in self.store.list_objects("Queue", None)
             if isinstance(q, Queue)
         }
+        self._admitted = []
         for item in pending:
             self._admit(item, placer, tenants, queues, tenant_use, queue_use)
+        # The records of every admitted job are durable (one transaction) before the backend
+        # is asked to start anything: a crash in between is repaired by asking again.
+        with self.store.transaction() as tx:
+            for item in self._admitted:
+                self.tasks.insert_many(item.records, conn=tx)
+        for item in self._admitted:
+            for record in list(item.records):
+                if record.phase == TaskPhase.STARTING.value:
+                    self._start(item, record)
         for item in work:
             if item.phase is None:
                 self._place_stragglers(item, placer)
@@ -374,11 +388,8 @@ class Controller:
         nodes = sorted({slot.node for slot in result})
         item.reason, item.message = "Scheduled", f"{len(result)} tasks placed on {', '.join(nodes)}"
         item.event("Scheduled", item.message)
-        self.tasks.insert_many(records)  # durable before the backend is asked
         item.changed.clear()
-        for record in records:
-            if record.phase == TaskPhase.STARTING.value:
-                self._start(item, record)
+        self._admitted.append(item)
 
     def _new_records(self, job: Job) -> list[TaskRecord]:
         records = []
@@ -430,27 +441,36 @@ class Controller:
     # 5. write back ----------------------------------------------------------------------------
 
     def _write_back(self, work: list[JobWork]) -> None:
-        for item in work:
-            self._save(item)
-            job = item.job
-            status = self._status(item)
-            old = job.status.model_dump(mode="json") if job.status else None
-            if old != status.model_dump(mode="json"):
-                self.store.update_status(job, status)
-                previous = job.status.phase if job.status else None
-                if previous != status.phase and status.phase is JobPhase.RUNNING:
-                    item.event("Running", "tasks are running")
-                if (
-                    status.phase is JobPhase.PENDING
-                    and status.reason in ("QuotaExceeded", "Unschedulable", "Waiting")
-                    and (job.status is None or job.status.message != status.message)
-                ):
-                    item.event(status.reason, status.message, True)
-            for reason, message, warning in item.events:
-                self.store.record_event(job, reason, message, warning=warning)
-            if DELETE_ANNOTATION in job.metadata.annotations and status.phase.finished:
-                self.tasks.delete_job(job.metadata.uid or "")
-                self.store.delete("Job", job.tenant, job.name)
+        """Task records, job status and events of the cycle, in one transaction."""
+        with self.store.transaction() as tx:
+            for item in work:
+                self._write_job(item, tx)
+
+    def _write_job(self, item: JobWork, tx: Connection) -> None:
+        for record in item.records:
+            if record.name in item.changed:
+                self.tasks.save(record, conn=tx)
+        item.changed.clear()
+        job = item.job
+        status = self._status(item)
+        if (job.status.model_dump(mode="json") if job.status else None) != status.model_dump(
+            mode="json"
+        ):
+            self.store.write_status(job, status, conn=tx)
+            previous = job.status.phase if job.status else None
+            if previous != status.phase and status.phase is JobPhase.RUNNING:
+                item.event("Running", "tasks are running")
+            if (
+                status.phase is JobPhase.PENDING
+                and status.reason in WAITING
+                and (job.status is None or job.status.message != status.message)
+            ):
+                item.event(status.reason, status.message, True)
+        for reason, message, warning in item.events:
+            self.store.record_event(job, reason, message, warning=warning, conn=tx)
+        if DELETE_ANNOTATION in job.metadata.annotations and status.phase.finished:
+            self.tasks.delete_job(job.metadata.uid or "", conn=tx)
+            self.store.delete("Job", job.tenant, job.name, conn=tx)
 
     def _status(self, item: JobWork) -> JobStatus:
         job = item.job
@@ -475,7 +495,7 @@ class Controller:
         reason, message = item.reason, item.message
         if not reason:
             reason, message = (old.reason, old.message) if phase == old.phase else ("", "")
-        if phase is JobPhase.RUNNING and reason in ("QuotaExceeded", "Unschedulable", "Waiting"):
+        if phase is JobPhase.RUNNING and reason in WAITING:
             reason, message = "Running", ""
         return JobStatus(
             phase=phase,

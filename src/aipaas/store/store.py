@@ -191,21 +191,52 @@ class Store:
         return stored
 
     def update_status(
-        self, obj: Object, status: Any, *, expected_version: str | None = None
+        self,
+        obj: Object,
+        status: Any,
+        *,
+        expected_version: str | None = None,
+        conn: Connection | None = None,
     ) -> Object:
         """Write the status of ``obj`` (the controller's path). CAS as in ``update``."""
-        with self.transaction() as tx:
-            current = self.get(obj.kind, obj.tenant, obj.name, conn=tx)
-            version = int(current.metadata.resource_version or 0)
-            if expected_version is not None and expected_version != str(version):
-                raise Conflict(
-                    f"{_describe(obj.kind, obj.tenant, obj.name)} was modified: resourceVersion "
-                    f"is {version}, not {expected_version}"
-                )
-            meta = current.metadata.model_copy(update={"resource_version": str(version + 1)})
-            stored = current.model_copy(update={"metadata": meta, "status": status})
-            self._write(tx, stored, version, current.metadata.generation or 1)
+        if conn is None:
+            with self.transaction() as tx:
+                return self.update_status(obj, status, expected_version=expected_version, conn=tx)
+        tx = conn
+        current = self.get(obj.kind, obj.tenant, obj.name, conn=tx)
+        version = int(current.metadata.resource_version or 0)
+        if expected_version is not None and expected_version != str(version):
+            raise Conflict(
+                f"{_describe(obj.kind, obj.tenant, obj.name)} was modified: resourceVersion "
+                f"is {version}, not {expected_version}"
+            )
+        meta = current.metadata.model_copy(update={"resource_version": str(version + 1)})
+        stored = current.model_copy(update={"metadata": meta, "status": status})
+        self._write(tx, stored, version, current.metadata.generation or 1)
         return stored
+
+    def write_status(self, obj: Object, status: Any, *, conn: Connection) -> None:
+        """The controller's fast path: set status and bump resourceVersion, without reading.
+
+        Safe without CAS because the controller is the only writer of status, and the row's
+        spec and metadata are left as they are.
+        """
+        dumped = json.dumps(status.model_dump(mode="json", by_alias=True), separators=(",", ":"))
+        phase = getattr(status, "phase", None)
+        conn.execute(
+            update(tables.objects)
+            .where(
+                tables.objects.c.kind == obj.kind,
+                tables.objects.c.tenant == obj.tenant,
+                tables.objects.c.name == obj.name,
+            )
+            .values(
+                resource_version=tables.objects.c.resource_version + 1,
+                phase=str(phase) if phase is not None else "",
+                status=dumped,
+                updated_at=self.clock.now(),
+            )
+        )
 
     def _write(self, tx: Connection, stored: Object, version: int, generation: int) -> None:
         result = tx.execute(
@@ -230,15 +261,18 @@ class Store:
         if result.rowcount != 1:
             raise Conflict(f"{_describe(stored.kind, stored.tenant, stored.name)} was modified")
 
-    def delete(self, kind: str, tenant: str, name: str) -> None:
-        with self.transaction() as tx:
-            result = tx.execute(
-                delete(tables.objects).where(
-                    tables.objects.c.kind == kind,
-                    tables.objects.c.tenant == tenant,
-                    tables.objects.c.name == name,
-                )
+    def delete(self, kind: str, tenant: str, name: str, *, conn: Connection | None = None) -> None:
+        if conn is None:
+            with self.transaction() as tx:
+                self.delete(kind, tenant, name, conn=tx)
+            return
+        result = conn.execute(
+            delete(tables.objects).where(
+                tables.objects.c.kind == kind,
+                tables.objects.c.tenant == tenant,
+                tables.objects.c.name == name,
             )
+        )
         if result.rowcount != 1:
             raise NotFound(f"{_describe(kind, tenant, name)} not found")
 
