@@ -80,14 +80,13 @@ class TypicalPodTable:
     """Typical pods as columns (shape (T, 1)) for broadcasting against nodes."""
 
     def __init__(self, pods: Sequence[TypicalPod], state_models: Sequence[str]) -> None:
-        def column(values: list[int] | list[float], dtype: type) -> npt.NDArray[np.generic]:
-            return np.array(values, dtype=dtype).reshape(-1, 1)
-
         self.size = len(pods)
-        self.cpu = column([p.cpu_milli for p in pods], np.int64)
-        self.milli = column([p.gpu_milli for p in pods], np.int64)
-        self.count = column([p.gpu_count for p in pods], np.int64)
-        self.probability = column([p.probability for p in pods], np.float64)
+        self.cpu: IntArray = np.array([p.cpu_milli for p in pods], dtype=np.int64).reshape(-1, 1)
+        self.milli: IntArray = np.array([p.gpu_milli for p in pods], dtype=np.int64).reshape(-1, 1)
+        self.count: IntArray = np.array([p.gpu_count for p in pods], dtype=np.int64).reshape(-1, 1)
+        self.probability: FloatArray = np.array(
+            [p.probability for p in pods], dtype=np.float64
+        ).reshape(-1, 1)
         self.uses_gpu = self.milli > 0
         # accessible[t, model_id]; the extra last column stands for "node without GPUs" (-1).
         self.accessible = np.ones((len(pods), len(state_models) + 1), dtype=np.bool_)
@@ -215,8 +214,10 @@ class FgdScore(ScorePlugin, GpuPickerPlugin):
             )
             _, first, inverse = np.unique(key, axis=0, return_index=True, return_inverse=True)
             if first.size < nodes.size // 2:
-                return self.device_scores(state, pod, nodes[first]).max(axis=1)[inverse.ravel()]
-        return self.device_scores(state, pod, nodes).max(axis=1)
+                unique_scores: IntArray = self.device_scores(state, pod, nodes[first]).max(axis=1)
+                return unique_scores[inverse.ravel()]
+        scores: IntArray = self.device_scores(state, pod, nodes).max(axis=1)
+        return scores
 
     def pick_gpus(self, state: ClusterState, pod: PodRequest, node: int) -> tuple[int, ...]:
         if not pod.is_shared:

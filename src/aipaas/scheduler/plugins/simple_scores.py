@@ -68,7 +68,8 @@ class BestFitScore(ScorePlugin, NormalizeScorePlugin):
         low, high = scores.min(), scores.max()
         if high == low:
             return np.zeros_like(scores)
-        return (scores - low) * MAX_NODE_SCORE // (high - low)
+        normalized: IntArray = (scores - low) * MAX_NODE_SCORE // (high - low)
+        return normalized
 
 
 class GpuClusteringScore(ScorePlugin):
