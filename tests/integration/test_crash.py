@@ -65,7 +65,9 @@ def check_gpus_unique(server: ServerProcess) -> int:
             for task in (job.get("status") or {}).get("tasks", []):
                 if task["phase"] in ("Starting", "Running"):
                     for gpu in task["gpus"]:
-                        held[(task["node"], gpu)].append(f"{job['metadata']['name']}/{task['name']}")
+                        held[(task["node"], gpu)].append(
+                            f"{job['metadata']['name']}/{task['name']}"
+                        )
     doubled = {key: owners for key, owners in held.items() if len(owners) > 1}
     assert not doubled, f"GPUs allocated twice: {doubled}"
     return len(held)
@@ -80,9 +82,13 @@ def test_kill_9_and_restart(tmp_path: Path, db_url: str | None) -> None:
     options = ["--sim-cluster", str(cluster)]
     first = ServerProcess(data, backend="demo", db=db_url, extra=options).start()
     try:
-        manifest = SETUP + "".join(
-            LOCAL_JOB.format(index=i, python=sys.executable, out=str(out)) for i in range(3)
-        ) + "".join(GPU_JOB.format(index=i) for i in range(4))
+        manifest = (
+            SETUP
+            + "".join(
+                LOCAL_JOB.format(index=i, python=sys.executable, out=str(out)) for i in range(3)
+            )
+            + "".join(GPU_JOB.format(index=i) for i in range(4))
+        )
         first.cli("apply", "-f", "-", input=manifest)
         for index in range(3):
             first.wait_phase(f"cpu-{index}", "Running")

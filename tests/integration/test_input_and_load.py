@@ -52,8 +52,7 @@ def test_malformed_manifests_are_refused(server: ServerProcess) -> None:
         assert after == before
 
 
-def test_two_thousand_submissions_from_twenty_clients(tmp_path: Path,
-                                                      db_url: str | None) -> None:
+def test_two_thousand_submissions_from_twenty_clients(tmp_path: Path, db_url: str | None) -> None:
     server = ServerProcess(tmp_path / "data", backend="sim", db=db_url).start()
     try:
         server.cli("apply", "-f", "-", input=SETUP)
@@ -61,17 +60,30 @@ def test_two_thousand_submissions_from_twenty_clients(tmp_path: Path,
         per_client = 100
 
         def submit(client_index: int) -> None:
-            with httpx.Client(base_url=server.url + "/api/v1", timeout=60,
-                              headers={"Authorization": "Bearer integration-admin-token"}
-                              ) as client:
+            with httpx.Client(
+                base_url=server.url + "/api/v1",
+                timeout=60,
+                headers={"Authorization": "Bearer integration-admin-token"},
+            ) as client:
                 for index in range(per_client):
                     job = {
-                        "apiVersion": "aipaas/v1", "kind": "Job",
-                        "metadata": {"name": f"load-{client_index}-{index}", "tenant": "acme",
-                                     "annotations": {"sim.aipaas.dev/duration": "0.1"}},
-                        "spec": {"queue": "research",
-                                 "tasks": [{"name": "w", "command": ["x"],
-                                            "resources": {"cpu": "100m", "memory": "64Mi"}}]},
+                        "apiVersion": "aipaas/v1",
+                        "kind": "Job",
+                        "metadata": {
+                            "name": f"load-{client_index}-{index}",
+                            "tenant": "acme",
+                            "annotations": {"sim.aipaas.dev/duration": "0.1"},
+                        },
+                        "spec": {
+                            "queue": "research",
+                            "tasks": [
+                                {
+                                    "name": "w",
+                                    "command": ["x"],
+                                    "resources": {"cpu": "100m", "memory": "64Mi"},
+                                }
+                            ],
+                        },
                     }
                     answer = client.post("/apply", content=json.dumps(job))
                     if answer.status_code != 200:

@@ -77,7 +77,7 @@ class Controller:
         self.store = store
         self.tasks = TaskRepository(store)
         self.backend = backend
-        self.log_dir = log_dir
+        self.log_dir = log_dir.resolve()
         self.metrics = metrics or Metrics()
         self.clock = clock or SystemClock()
         self.policy = policy

@@ -127,3 +127,10 @@ class TestLocalBackend:
     def test_bad_request_id(self, backend: LocalBackend, tmp_path: Path) -> None:
         with pytest.raises(ValueError, match="invalid request id"):
             backend.start(request(tmp_path, "../x", ["true"]))
+
+
+def test_a_relative_run_dir_works(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    backend = LocalBackend(Path("run"), node_name="here", gpus=[])
+    backend.start(request(Path("."), "rel", [sys.executable, "-c", "print('ok')"]))
+    wait_state(backend, "rel", TaskState.SUCCEEDED)

@@ -38,7 +38,7 @@ class LocalBackend:
         gpus: Sequence[machine.Gpu] | None = None,
         environ: Mapping[str, str] | None = None,
     ) -> None:
-        self.run_dir = run_dir
+        self.run_dir = run_dir.resolve()  # tasks run elsewhere: paths must be absolute
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.gpus = list(machine.detect_gpus() if gpus is None else gpus)
         self.node = NodeInfo(

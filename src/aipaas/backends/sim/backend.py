@@ -26,7 +26,7 @@ class SimBackend:
         clock: Clock | None = None,
         default_duration: float = DEFAULT_DURATION,
     ) -> None:
-        self.run_dir = run_dir / "sim"
+        self.run_dir = run_dir.resolve() / "sim"
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.nodes = tuple(nodes)
         self._names = {node.name for node in nodes}
