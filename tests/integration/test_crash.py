@@ -53,7 +53,10 @@ metadata:
 spec:
   queue: research
   tasks:
-    - {{name: w, replicas: 2, command: [train], resources: {{cpu: 1, gpu: {{count: 4, model: H100}}}}}}
+    - name: w
+      replicas: 2
+      command: [train]
+      resources: {{cpu: 1, gpu: {{count: 4, model: H100}}}}
 """
 
 
