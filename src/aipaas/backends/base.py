@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Protocol
 
+from aipaas.api.devices import ResourceSlice
+
 
 @dataclass(frozen=True)
 class NodeInfo:
@@ -35,6 +37,7 @@ class NodeInfo:
 class Inventory:
     nodes: tuple[NodeInfo, ...]
     features: frozenset[str] = frozenset()
+    slices: tuple[ResourceSlice, ...] = ()  # DRA devices per node, where the backend has them
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,8 @@ import pytest
 
 from aipaas.backends.base import LaunchRequest, TaskState
 from aipaas.backends.local import LocalBackend
-from aipaas.backends.local.machine import Gpu, short_model
+from aipaas.backends.local.machine import Gpu, gpus_of, short_model
+from aipaas.backends.local.nvml import publish_slice
 
 
 def request(tmp: Path, rid: str, command: list[str], **env: str) -> LaunchRequest:
@@ -134,3 +135,49 @@ def test_a_relative_run_dir_works(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     backend = LocalBackend(Path("run"), node_name="here", gpus=[])
     backend.start(request(Path("."), "rel", [sys.executable, "-c", "print('ok')"]))
     wait_state(backend, "rel", TaskState.SUCCEEDED)
+
+
+class _FakeNvml:
+    """Two H100s, as NVML would describe them."""
+
+    class NVMLError(Exception):
+        pass
+
+    def nvmlInit(self) -> None: ...
+    def nvmlShutdown(self) -> None: ...
+    def nvmlSystemGetDriverVersion(self) -> bytes:
+        return b"550.54.15"
+
+    def nvmlDeviceGetCount(self) -> int:
+        return 2
+
+    def nvmlDeviceGetHandleByIndex(self, index: int) -> int:
+        return index
+
+    def nvmlDeviceGetName(self, handle: int) -> str:
+        return "NVIDIA H100 80GB HBM3"
+
+    def nvmlDeviceGetUUID(self, handle: int) -> str:
+        return f"GPU-{handle}"
+
+    def nvmlDeviceGetMemoryInfo(self, handle: int) -> object:
+        return type("Memory", (), {"total": 80 * 2**30})()
+
+    def nvmlDeviceGetMigMode(self, handle: int) -> tuple[int, int]:
+        return (0, 0)
+
+    def __getattr__(self, name: str) -> object:
+        def missing(*_args: object) -> object:
+            raise self.NVMLError(name)
+
+        return missing
+
+
+def test_gpus_from_the_published_slice() -> None:
+    gpus = gpus_of(publish_slice("here", _FakeNvml()))
+    assert gpus == [Gpu(0, "H100", 81920), Gpu(1, "H100", 81920)]
+
+
+def test_no_gpu_here_means_cpu_only(tmp_path: Path) -> None:
+    node = LocalBackend(tmp_path, node_name="here").inventory().nodes[0]
+    assert node.gpu_count == 0 or node.gpu_model  # a GPU machine reports its model

@@ -20,6 +20,8 @@ from pathlib import Path
 
 from aipaas.backends.base import Inventory, LaunchRequest, NodeInfo, TaskState, TaskStatus
 from aipaas.backends.local import machine
+from aipaas.backends.local.machine import gpus_of
+from aipaas.backends.local.nvml import publish_slice
 
 # Variables a task inherits from the server's environment; nothing else (no tokens) leaks.
 INHERITED = ("PATH", "HOME", "LANG", "LC_ALL", "TZ", "TMPDIR", "USER", "LOGNAME", "SHELL")
@@ -40,9 +42,12 @@ class LocalBackend:
     ) -> None:
         self.run_dir = run_dir.resolve()  # tasks run elsewhere: paths must be absolute
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        self.gpus = list(machine.detect_gpus() if gpus is None else gpus)
+        name = node_name or machine.node_name()
+        # This machine's GPUs as a DRA ResourceSlice (nvml.py); no GPU or no NVML: CPU-only.
+        self.slice = publish_slice(name) if gpus is None else None
+        self.gpus = list(gpus_of(self.slice) if self.slice is not None else gpus or [])
         self.node = NodeInfo(
-            name=node_name or machine.node_name(),
+            name=name,
             backend=self.name,
             cpu_milli=cpu_milli or machine.cpu_milli(),
             memory_mib=memory_mib or machine.memory_mib(),
@@ -58,7 +63,8 @@ class LocalBackend:
 
     def inventory(self) -> Inventory:
         features = {"processes"} | ({"gpu"} if self.gpus else set())
-        return Inventory((self.node,), frozenset(features))
+        slices = (self.slice,) if self.slice is not None and self.slice.spec.devices else ()
+        return Inventory((self.node,), frozenset(features), slices)
 
     def start(self, request: LaunchRequest) -> None:
         directory = self._dir(request.request_id)

@@ -1,17 +1,15 @@
-"""What this machine offers: CPU cores, memory, and NVIDIA GPUs found through NVML.
-
-Without a GPU (or without the NVIDIA library) the machine is CPU-only; nothing fails.
-"""
+"""What this machine offers: CPU cores, memory, and the GPUs of its published slice
+(nvml.py reads NVML; without a GPU the slice is empty and the machine is CPU-only)."""
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import socket
 from dataclasses import dataclass
 
-import pynvml
+from aipaas.api.devices import ResourceSlice
+from aipaas.api.quantity import parse_quantity
 
 
 @dataclass(frozen=True)
@@ -37,27 +35,23 @@ def memory_mib() -> int:
     return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2**20)
 
 
-def detect_gpus() -> list[Gpu]:
-    """NVIDIA GPUs visible to this process; [] when NVML is absent or finds none."""
-    try:
-        pynvml.nvmlInit()
-    except pynvml.NVMLError:
-        return []
-    try:
-        gpus = []
-        for index in range(pynvml.nvmlDeviceGetCount()):
-            handle = pynvml.nvmlDeviceGetHandleByIndex(index)
-            name = pynvml.nvmlDeviceGetName(handle)
-            if isinstance(name, bytes):
-                name = name.decode()
-            memory = pynvml.nvmlDeviceGetMemoryInfo(handle).total // 2**20
-            gpus.append(Gpu(index, short_model(str(name)), int(memory)))
-        return gpus
-    except pynvml.NVMLError:
-        return []
-    finally:
-        with contextlib.suppress(pynvml.NVMLError):
-            pynvml.nvmlShutdown()
+def gpus_of(published: ResourceSlice) -> list[Gpu]:
+    """The whole GPUs of a slice published by nvml.py (MIG partitions are not counted)."""
+    gpus: list[Gpu] = []
+    for device in published.spec.devices:
+        data = device.model_dump(mode="json", by_alias=True, exclude_none=True)
+        attributes = data.get("attributes", {})
+        if attributes.get("type", {}).get("string") != "gpu":
+            continue
+        memory = data.get("capacity", {}).get("memory", {}).get("value", "0")
+        gpus.append(
+            Gpu(
+                index=int(attributes.get("index", {}).get("int", len(gpus))),
+                model=str(attributes.get("model", {}).get("string", "")),
+                memory_mib=int(parse_quantity(memory) // 2**20),
+            )
+        )
+    return sorted(gpus, key=lambda gpu: gpu.index)
 
 
 def short_model(name: str) -> str:
