@@ -36,7 +36,6 @@ FloatArray = npt.NDArray[np.float64]
 LACK_BOTH, LACK_GPU, SATISFIED, LACK_CPU, CPU_ONLY_FITS, CPU_ONLY_LACKS_CPU, NO_ACCESS = range(7)
 NO_ROOM = -(2**62)  # below any score, linear ones included
 _DEDUPLICATE_FROM = 64
-_SUMMED = np.array((LACK_BOTH, LACK_GPU, LACK_CPU, CPU_ONLY_FITS, CPU_ONLY_LACKS_CPU, NO_ACCESS))
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,26 +105,19 @@ def fragmentation(
     """F for V node variants; per-typical-pod inputs have shape (T, V), the rest (V,)."""
     cpu_ok = cpu_free >= table.cpu
     gpu_ok = fitting_gpus >= table.count
-    category = np.where(
-        table.uses_gpu,
-        np.where(
-            accessible,
-            np.where(
-                gpu_ok, np.where(cpu_ok, SATISFIED, LACK_CPU), np.where(cpu_ok, LACK_GPU, LACK_BOTH)
-            ),
-            NO_ACCESS,
-        ),
-        np.where(cpu_ok, CPU_ONLY_FITS, CPU_ONLY_LACKS_CPU),
-    )
+    # GPU pods: lack both 0, lack GPU 1, satisfied 2, lack CPU 3; no access 6.
+    gpu_category = np.where(accessible, np.where(gpu_ok, 3 - cpu_ok, cpu_ok), NO_ACCESS)
+    category = np.where(table.uses_gpu, gpu_category, CPU_ONLY_LACKS_CPU - cpu_ok)
     satisfied = category == SATISFIED
     # A satisfied typical pod still counts the GPU slivers too small for it as fragmentation.
-    value = table.probability * np.where(satisfied, sliver_milli, gpu_left).astype(np.float64)
-    category = np.where(satisfied, LACK_GPU, category)
-    # Per category, a reduction over the typical-pod axis, which is not the innermost one:
-    # NumPy then adds row after row, the same order as the simulator's loop.
-    per_category = np.where(category[None] == _SUMMED[:, None, None], value[None], 0.0)
-    sums = per_category.sum(axis=1)
-    total: FloatArray = sums[0] + sums[1] + sums[2] + sums[3] + sums[4] + sums[5]
+    value = table.probability * np.where(satisfied, sliver_milli, gpu_left)
+    category[satisfied] = LACK_GPU
+    # bincount adds its weights in input order: per category and variant, over typical pods in
+    # order, as the simulator's loop does.
+    variants = value.shape[1]
+    slots = (category * variants + np.arange(variants)).ravel()
+    sums = np.bincount(slots, weights=value.ravel(), minlength=7 * variants).reshape(7, variants)
+    total: FloatArray = sums[0] + sums[1] + sums[3] + sums[4] + sums[5] + sums[6]
     return total
 
 
@@ -156,25 +148,52 @@ class FgdScore(ScorePlugin, GpuPickerPlugin):
         self.tight_gpu_ties = tight_gpu_ties
         self._score_of = _paper_score if resolution is None else _linear_score(resolution)
         self._tables: dict[int, TypicalPodTable] = {}
+        self._terms: dict[int, _NodeTerms] = {}
+        self._choices: dict[tuple[int, tuple[object, ...]], _GpuChoice] = {}
 
     def _table(self, state: ClusterState) -> TypicalPodTable:
         table = self._tables.get(id(state))
         if table is None:
             table = self._tables[id(state)] = TypicalPodTable(self.pods, state.models)
+            self._terms[id(state)] = _NodeTerms(len(state), table.size)
         return table
+
+    def _node_terms(
+        self, state: ClusterState, table: TypicalPodTable, nodes: IntArray
+    ) -> tuple[IntArray, IntArray, FloatArray]:
+        """Per node and typical pod: GPUs that fit it, milli too small for it; and F(node).
+
+        They depend on the node alone, not on the pod being placed: kept per node version.
+        """
+        terms = self._terms[id(state)]
+        versions = state.version[nodes]
+        stale = terms.seen[nodes] != versions
+        if stale.any():
+            dirty = nodes[stale]
+            free = state.gpu_free[dirty][None, :, :]
+            fits = free >= table.milli[:, :, None]  # (T, d, G)
+            fitting = fits.sum(axis=2)
+            sliver = np.where(fits, 0, free).sum(axis=2)
+            terms.fitting[dirty] = fitting.T
+            terms.sliver[dirty] = sliver.T
+            terms.before[dirty] = fragmentation(
+                table,
+                state.cpu_free[dirty],
+                state.gpu_free_total[dirty],
+                fitting,
+                sliver,
+                table.accessible[:, state.model_id[dirty]],
+            )
+            terms.seen[dirty] = versions[stale]
+        return terms.fitting[nodes].T, terms.sliver[nodes].T, terms.before[nodes]
 
     def device_scores(self, state: ClusterState, pod: PodRequest, nodes: IntArray) -> IntArray:
         """Shared pod: score per (node, GPU), NO_ROOM where the GPU lacks room. Else one column."""
         table = self._table(state)
-        free = state.gpu_free[nodes]  # (k, G)
+        fitting, sliver, before = self._node_terms(state, table, nodes)  # (T, k), (T, k), (k,)
         cpu = state.cpu_free[nodes]
         left = state.gpu_free_total[nodes]
-        milli = table.milli[:, :, None]  # (T, 1, 1)
-        fits_old = free[None, :, :] >= milli  # (T, k, G)
-        fitting = fits_old.sum(axis=2)  # (T, k)
-        sliver = np.where(fits_old, 0, free[None, :, :]).sum(axis=2)
         accessible = table.accessible[:, state.model_id[nodes]]  # (T, k)
-        before = fragmentation(table, cpu, left, fitting, sliver, accessible)
         if not pod.is_shared:
             whole = pod.gpu_count if pod.gpu_milli == MILLI_PER_GPU else 0
             after = fragmentation(
@@ -186,7 +205,10 @@ class FgdScore(ScorePlugin, GpuPickerPlugin):
                 accessible,
             )
             return self._score_of(before - after).reshape(-1, 1)
+        free = state.gpu_free[nodes]  # (k, G)
         k, gpus = free.shape
+        milli = table.milli[:, :, None]  # (T, 1, 1)
+        fits_old = free[None, :, :] >= milli  # (T, k, G)
         reduced = free - pod.gpu_milli
         fits_new = reduced[None, :, :] >= milli
         fitting_after = fitting[:, :, None] - fits_old + fits_new
@@ -206,7 +228,18 @@ class FgdScore(ScorePlugin, GpuPickerPlugin):
         scores = self._score_of(before[:, None] - after)
         return np.where(free >= pod.gpu_milli, scores, NO_ROOM)
 
+    def _choose_gpus(self, scores: IntArray, free: IntArray) -> IntArray:
+        """Per row of device scores, the GPU a shared pod takes."""
+        if not self.tight_gpu_ties:
+            first_best: IntArray = np.argmax(scores, axis=1)
+            return first_best
+        # Among equally scored GPUs, the fullest one that fits: fewer, larger holes stay open.
+        best = scores == scores.max(axis=1, keepdims=True)
+        fullest: IntArray = np.argmin(np.where(best, free, np.iinfo(np.int64).max), axis=1)
+        return fullest
+
     def score(self, state: ClusterState, pod: PodRequest, nodes: IntArray) -> IntArray:
+        scored, back = nodes, None
         if nodes.size >= _DEDUPLICATE_FROM:
             # Many nodes share a state (all empty ones of a model, at first): score each once.
             key = np.column_stack(
@@ -214,21 +247,42 @@ class FgdScore(ScorePlugin, GpuPickerPlugin):
             )
             _, first, inverse = np.unique(key, axis=0, return_index=True, return_inverse=True)
             if first.size < nodes.size // 2:
-                unique_scores: IntArray = self.device_scores(state, pod, nodes[first]).max(axis=1)
-                return unique_scores[inverse.ravel()]
-        scores: IntArray = self.device_scores(state, pod, nodes).max(axis=1)
-        return scores
+                scored, back = nodes[first], inverse.ravel()
+        devices = self.device_scores(state, pod, scored)
+        scores: IntArray = devices.max(axis=1)
+        if pod.is_shared:
+            # Remember each node's GPU choice, so the reserve step need not score it again.
+            choice = self._choices.setdefault((id(state), pod.shape), _GpuChoice(len(state)))
+            chosen = self._choose_gpus(devices, state.gpu_free[scored])
+            if back is not None:
+                chosen, scored = chosen[back], nodes
+            choice.gpu[nodes] = chosen
+            choice.seen[nodes] = state.version[nodes]
+        return scores if back is None else scores[back]
 
     def pick_gpus(self, state: ClusterState, pod: PodRequest, node: int) -> tuple[int, ...]:
         if not pod.is_shared:
             return lowest_free_whole_gpus(state, node, pod.gpu_count)
-        scores = self.device_scores(state, pod, np.array([node], dtype=np.int64))[0]
-        if not self.tight_gpu_ties:
-            return (int(np.argmax(scores)),)
-        # Among equally scored GPUs, the fullest one that fits: fewer, larger holes stay open.
-        free = state.gpu_free[node]
-        tied = np.flatnonzero(scores == scores.max())
-        return (int(tied[np.argmin(free[tied])]),)
+        choice = self._choices.get((id(state), pod.shape))
+        if choice is not None and choice.seen[node] == state.version[node]:
+            return (int(choice.gpu[node]),)
+        at = np.array([node], dtype=np.int64)
+        scores = self.device_scores(state, pod, at)
+        return (int(self._choose_gpus(scores, state.gpu_free[at])[0]),)
+
+
+class _NodeTerms:
+    def __init__(self, node_count: int, typical_count: int) -> None:
+        self.fitting: IntArray = np.zeros((node_count, typical_count), dtype=np.int64)
+        self.sliver: IntArray = np.zeros((node_count, typical_count), dtype=np.int64)
+        self.before: FloatArray = np.zeros(node_count, dtype=np.float64)
+        self.seen: IntArray = np.full(node_count, -1, dtype=np.int64)
+
+
+class _GpuChoice:
+    def __init__(self, node_count: int) -> None:
+        self.gpu: IntArray = np.zeros(node_count, dtype=np.int64)
+        self.seen: IntArray = np.full(node_count, -1, dtype=np.int64)
 
 
 def new_fgd(context: PluginContext) -> FgdScore:
