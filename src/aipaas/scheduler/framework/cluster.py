@@ -153,7 +153,8 @@ class ClusterState:
             self.gpu_free_max[i] = row.max()
             self.whole_gpus_free[i] = int((row == MILLI_PER_GPU).sum())
             tag = "share" if placement.gpu_milli < MILLI_PER_GPU else f"{len(placement.gpus)}-gpu"
-            self.gpu_tags[i][tag] += sign
+            # sign is -1 when allocating (capacity goes down) and the node gains a pod.
+            self.gpu_tags[i][tag] -= sign
             if self.gpu_tags[i][tag] <= 0:
                 del self.gpu_tags[i][tag]
         self.pod_count[i] -= sign
