@@ -7,4 +7,15 @@ export PATH="$PWD/.venv/bin:$PATH"
 ruff check src tests benchmarks
 mypy
 lint-imports
+# --- PostgreSQL for the store and server tests (issue 3, control plane) ---------------------
+# Those tests start a throwaway cluster themselves (src/aipaas/store/pgtest.py: initdb + pg_ctl
+# on a free port, as the postgres user when run as root) and stop it at the end. They need
+# Debian's server binaries: installed here when absent; without them the tests skip, saying so.
+if ! command -v pg_ctl >/dev/null 2>&1 && ! ls /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    (apt-get update -qq && apt-get install -y -qq postgresql >/dev/null) \
+      || echo "postgresql could not be installed: the PostgreSQL tests will skip" >&2
+  fi
+fi
+# --- end PostgreSQL ---------------------------------------------------------------------------
 pytest -n 2 "$@"
