@@ -507,8 +507,11 @@ class Controller:
         )
 
     def _publish_metrics(self, work: list[JobWork], placer: Placer) -> None:
+        counts = dict.fromkeys((p.value for p in JobPhase), 0)
         for phase, count in self.store.count_by_phase("Job").items():
-            self.metrics.jobs.labels(phase=phase or JobPhase.PENDING.value).set(count)
+            counts[phase or JobPhase.PENDING.value] += count
+        for phase, count in counts.items():
+            self.metrics.jobs.labels(phase=phase).set(count)
         self.metrics.pending.clear()
         for item in work:
             if item.job.status is None or item.job.status.phase is JobPhase.PENDING:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ctl_world import World
+from prometheus_client import generate_latest
 
 from aipaas.backends.sim import SimBackend, load_cluster
 from aipaas.clock import VirtualClock
@@ -163,3 +164,23 @@ class TestRestart:
         again.run_cycle()
         assert world.job("b").status.reason == "Unschedulable"  # type: ignore[union-attr]
         assert world.phase("a") == "Running"
+
+
+class TestMetrics:
+    def test_gauges_follow_the_jobs(self, world: World) -> None:
+        world.setup()
+        controller, clock = sim(world)
+        world.submit("m", GPU_TASKS.format(replicas=1, gpu=2))
+        controller.run_cycle()
+        text = generate_latest(controller.metrics.registry).decode()
+        assert 'aipaas_jobs{phase="Running"} 1.0' in text or 'phase="Pending"} 1.0' in text
+        assert "aipaas_gpus_allocated 2.0" in text
+        assert "aipaas_gpus_total 16.0" in text
+        assert "aipaas_scheduling_latency_seconds_count 1.0" in text
+        clock.advance(11)
+        controller.run_cycle()
+        controller.run_cycle()
+        text = generate_latest(controller.metrics.registry).decode()
+        assert 'aipaas_jobs{phase="Succeeded"} 1.0' in text
+        assert 'aipaas_jobs{phase="Running"} 0.0' in text
+        assert "aipaas_gpus_allocated 0.0" in text
