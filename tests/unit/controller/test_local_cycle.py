@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 from ctl_world import World, cycle_until
 
+from aipaas.backends.base import Backend, Inventory, LaunchRequest, TaskStatus
 from aipaas.backends.local import LocalBackend
 from aipaas.controller.cycle import Controller
 from aipaas.store import TaskRepository
@@ -104,16 +106,43 @@ class TestCrashRecovery:
         assert "TaskLost" not in world.reasons("survivor")
 
     def test_a_lost_start_is_asked_again(self, world: World, tmp_path: Path) -> None:
-        """The record says Starting but the backend never heard of it (crash in between)."""
+        """The records say Starting but the server died before the backend heard of it: the
+        next controller starts each task exactly once."""
         world.setup()
-        controller = local(world)
-        world.submit("late", python_task("print('hi')"))
-        controller.run_cycle()
+        counter = tmp_path / "starts"
+        crashing = local(world)
+        crashing.backend = _NoStart(crashing.backend)  # records committed, starts never sent
+        world.submit("late", python_task(f"open({str(counter)!r}, 'a').write('x')", replicas=2))
+        crashing.run_cycle()
         uid = world.job("late").metadata.uid or ""
-        record = TaskRepository(world.store).for_job(uid)[0]
-        run = tmp_path / "run" / (record.request_id or "")
-        cycle_until(controller, lambda: world.phase("late") == "Succeeded")
-        assert run.exists()
+        assert [r.phase for r in TaskRepository(world.store).for_job(uid)] == ["Starting"] * 2
+        assert not counter.exists()
+        recovered = local(world)
+        cycle_until(recovered, lambda: world.phase("late") == "Succeeded")
+        assert counter.read_text() == "xx"
+
+
+class _NoStart:
+    """A backend whose process 'crashes' before any start reaches the machine."""
+
+    def __init__(self, inner: Backend) -> None:
+        self.inner = inner
+        self.name = inner.name
+
+    def inventory(self) -> Inventory:
+        return self.inner.inventory()
+
+    def start(self, request: LaunchRequest) -> None:
+        return None
+
+    def stop(self, request_id: str, grace_seconds: float = 5.0) -> None:
+        self.inner.stop(request_id, grace_seconds)
+
+    def status(self, request_ids: Sequence[str]) -> dict[str, TaskStatus]:
+        return self.inner.status(request_ids)
+
+    def close(self) -> None:
+        self.inner.close()
 
 
 def _alive(pid: int) -> bool:
