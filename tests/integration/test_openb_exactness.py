@@ -53,15 +53,6 @@ def differences(policy: str) -> list[tuple[int, float | None, float | None]]:
     ]
 
 
-@pytest.mark.parametrize("policy", ["fgd", "bestfit", "dotprod", "packing"])
+@pytest.mark.parametrize("policy", ["fgd", "bestfit", "dotprod", "packing", "clustering"])
 def test_seed42_row_matches_the_paper(policy: str) -> None:
     assert differences(policy) == []
-
-
-@pytest.mark.xfail(
-    strict=True,
-    reason="ClusterState.allocate removes GPU tags instead of adding them, so GpuClustering "
-    "scores nodes as if empty (37 columns differ; with the tags counted right all 131 match)",
-)
-def test_seed42_clustering_row_matches_the_paper() -> None:
-    assert differences("clustering") == []

@@ -143,20 +143,12 @@ class TestAllocateRelease:
         assert s.cpu_free[2] == 0 and s.memory_free[2] == 0
 
 
-TAGS_INVERTED = (
-    "ClusterState._apply adds `sign` to gpu_tags, but allocate passes sign=-1: an allocation "
-    "takes its tag away (count -1, deleted) and a release adds it (+1), so tags are inverted"
-)
-
-
 class TestGpuTags:
-    @pytest.mark.xfail(strict=True, reason=TAGS_INVERTED)
     def test_allocation_adds_its_tag(self) -> None:
         s = cluster()
         s.allocate(place(s, 0, (2,), milli=300, cpu=1_000, mem=2_048))
         assert s.gpu_tags[0] == Counter({"share": 1})
 
-    @pytest.mark.xfail(strict=True, reason=TAGS_INVERTED)
     def test_tags_count_pods_and_release_removes_them(self) -> None:
         s = cluster()
         a = place(s, 0, (1,), milli=600, pod="a")
@@ -173,7 +165,6 @@ class TestGpuTags:
         s.release(d)
         assert s.gpu_tags[0] == Counter({"share": 1})
 
-    @pytest.mark.xfail(strict=True, reason=TAGS_INVERTED)
     def test_allocate_then_release_leaves_no_tag(self) -> None:
         s = cluster()
         p = place(s, 1, (0, 1), milli=1000)

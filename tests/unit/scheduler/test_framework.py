@@ -384,9 +384,6 @@ class TestGang:
         # What the gang held is free again: the same gang minus one pod fits now.
         assert isinstance(s.schedule_gang(GANG), list)
 
-    @pytest.mark.xfail(
-        strict=True, reason="allocate/release invert gpu_tags (see test_cluster.TestGpuTags)"
-    )
     def test_failed_gang_leaves_no_gpu_tags(self) -> None:
         state = gang_cluster()
         result = Scheduler(state, "bestfit").schedule_gang(

@@ -333,11 +333,6 @@ class TestGpuClustering:
         # 25 + 25 * 6000 div 8000 = 25 + 18; 25 + 0; 25 + 25 * 7000 div 8000 = 25 + 21
         assert scores.tolist() == [43, 25, 46]
 
-    @pytest.mark.xfail(
-        strict=True,
-        reason="ClusterState.allocate removes the pod's GPU tag instead of adding it "
-        "(see test_cluster.TestGpuTags), so GpuClustering never sees a node's tags",
-    )
     def test_clusters_through_the_scheduler(self) -> None:
         state = ClusterState([node("x", 64_000, 8), node("y", 64_000, 8)])
         s = scheduler(state, "clustering", rank=[1, 0])

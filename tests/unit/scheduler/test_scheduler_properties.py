@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from aipaas.scheduler.framework.cluster import ClusterState, NodeSpec
@@ -225,14 +225,7 @@ def test_release_in_any_order_restores_the_initial_state(
         np.testing.assert_array_equal(getattr(state, name), getattr(initial, name), name)
 
 
-@pytest.mark.xfail(
-    strict=True, reason="allocate/release invert gpu_tags (see test_cluster.TestGpuTags)"
-)
-@settings(
-    max_examples=60,
-    deadline=None,
-    phases=[Phase.explicit, Phase.generate],  # no shrinking: this is an expected failure
-)
+@PROPERTY_SETTINGS
 @given(nodes=clusters(), stream=streams(), policy=st.sampled_from(POLICIES))
 def test_gpu_tags_match_placements(
     nodes: list[NodeSpec], stream: list[PodRequest], policy: str
