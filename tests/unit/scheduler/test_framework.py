@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -475,24 +476,45 @@ class TestScoreCache:
         s.schedule(PodRequest("p1", 1_000, 1))
         assert recorder.calls == [[0, 1, 2, 3], [0, 1, 2, 3]]
 
-    @pytest.mark.parametrize("policy", ["bestfit", "dotprod", "packing", "fgd", "fgdx"])
+    @pytest.mark.parametrize(
+        "policy", ["bestfit", "dotprod", "packing", "clustering", "fgd", "fgdx", "fgd-one-plugin"]
+    )
     def test_cached_decisions_equal_fresh_ones(self, policy: str) -> None:
+        """A long-lived scheduler (caches warm) places every pod as a fresh one would.
+
+        80 nodes of few shapes: enough for FGD to score equal nodes once (from 64 nodes on).
+        'fgd-one-plugin' makes the FGD score plugin its own GPU picker, so the reserve step
+        reuses the GPU chosen while scoring.
+        """
         rng = np.random.default_rng(7)
-        state = ClusterState([NodeSpec(f"n{i}", 32_000, 64_000, 4, "T4") for i in range(5)])
-        rank = [4, 2, 0, 1, 3]
-        workload = [PodRequest("w", 1_000, 1, 1, 500), PodRequest("v", 2_000, 1, 1, 1000)]
-        cached = Scheduler(state, policy, workload=workload, tiebreak_rank=rank)
-        for i in range(40):
-            kind = int(rng.integers(3))
+        nodes = [
+            NodeSpec(f"n{i:02d}", (16_000, 32_000)[i % 2], 64_000, (4, 8)[i % 3 == 0], "T4")
+            for i in range(80)
+        ]
+        state = ClusterState(nodes)
+        rank = rng.permutation(len(nodes))
+        workload = [
+            PodRequest("w", 1_000, 1, 1, 500),
+            PodRequest("v", 2_000, 1, 1, 1000),
+            PodRequest("u", 4_000, 1),
+        ]
+        profile = load_profile(policy.removesuffix("-one-plugin"))
+        cached = Scheduler(state, profile, workload=workload, tiebreak_rank=rank)
+        if policy == "fgd-one-plugin":
+            cached.picker = cached.scorers[0][0]  # type: ignore[assignment]
+        for i in range(160):
+            kind = int(rng.integers(4))
             pod = PodRequest(
                 f"p{i}",
                 int(rng.integers(1, 4)) * 1_000,
                 1,
-                (0, 1, 2)[kind],
-                (0, int(rng.choice([200, 500, 700])), 1000)[kind],
+                (0, 1, 1, 2)[kind],
+                (0, int(rng.choice([200, 300, 500, 700])), 900, 1000)[kind],
             )
-            fresh = Scheduler(state, policy, workload=workload, tiebreak_rank=rank)
-            expected = fresh.select_node(pod)
-            assert cached.select_node(pod) == expected
-            if expected is not None:
-                cached.schedule(pod)
+            fresh_state = copy.deepcopy(state)
+            fresh = Scheduler(fresh_state, profile, workload=workload, tiebreak_rank=rank)
+            expected = fresh.schedule(pod)
+            actual = cached.schedule(pod)
+            assert actual == expected, (i, pod)
+            for name in ARRAYS:
+                np.testing.assert_array_equal(getattr(state, name), getattr(fresh_state, name))
