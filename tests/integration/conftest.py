@@ -37,3 +37,11 @@ def server(tmp_path: Path, db_url: str | None) -> Iterator[ServerProcess]:
     process = ServerProcess(tmp_path / "data", db=db_url).start()
     yield process
     process.stop()
+
+
+@pytest.fixture
+def sqlite_server(tmp_path: Path) -> Iterator[ServerProcess]:
+    """For behaviour that does not depend on the database (kept off PostgreSQL for time)."""
+    process = ServerProcess(tmp_path / "data").start()
+    yield process
+    process.stop()
