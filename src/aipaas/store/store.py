@@ -392,7 +392,28 @@ def _status(obj: Object) -> str | None:
     return json.dumps(status.model_dump(mode="json", by_alias=True), separators=(",", ":"))
 
 
+_PARSED: dict[tuple[str, int], Object] = {}
+_PARSED_MAX = 20_000
+
+
 def _to_object(row: Any) -> Object:
+    """The object of a row; parsed once per (uid, resourceVersion), since every write bumps it.
+
+    The controller lists every unfinished job each cycle: most have not changed since the last.
+    Callers never mutate what they get (they copy with ``model_copy``).
+    """
+    key = (row["uid"], int(row["resource_version"]))
+    cached = _PARSED.get(key)
+    if cached is not None:
+        return cached
+    parsed = _parse(row)
+    if len(_PARSED) >= _PARSED_MAX:
+        _PARSED.clear()
+    _PARSED[key] = parsed
+    return parsed
+
+
+def _parse(row: Any) -> Object:
     data = json.loads(row["body"])
     data["metadata"]["resourceVersion"] = str(row["resource_version"])
     data["metadata"]["generation"] = row["generation"]
