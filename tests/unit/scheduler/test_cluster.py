@@ -237,22 +237,12 @@ class TestAllocateRefusals:
             "placement of 'q' names a GPU twice: [1, 1]",
         )
 
-    @pytest.mark.xfail(
-        strict=True,
-        reason="release checks neither the GPU index nor repeats: GPU 3 of a 2-GPU node "
-        "(a padding column of gpu_free) is accepted and gives the node 100 milli it lacks",
-    )
     def test_release_of_a_gpu_the_node_lacks_refused(self) -> None:
         s = cluster()
         with pytest.raises(ValueError, match="GPU 3"):
             s.release(place(s, 1, (3,), milli=100, pod="q"))
         assert s.gpu_free_total.tolist() == [4000, 2000, 0]
 
-    @pytest.mark.xfail(
-        strict=True,
-        reason="release checks each listed GPU once: (1, 1) x 600 on a full GPU passes the "
-        "check (0 + 600 <= 1000) and leaves 1200 milli free on it",
-    )
     def test_release_naming_a_gpu_twice_refused(self) -> None:
         s = cluster()
         s.allocate(place(s, 0, (1,), milli=1000, pod="a"))
@@ -260,11 +250,6 @@ class TestAllocateRefusals:
             s.release(place(s, 0, (1, 1), milli=600, pod="q"))
         assert int(s.gpu_free.max()) <= 1000
 
-    @pytest.mark.xfail(
-        strict=True,
-        reason="release checks CPU against capacity but not memory: memory_free can exceed "
-        "memory capacity",
-    )
     def test_release_beyond_memory_capacity_refused(self) -> None:
         s = cluster()
         with pytest.raises(ValueError, match="memory"):

@@ -654,4 +654,4 @@ def test_every_builtin_policy_is_covered() -> None:
     from aipaas.scheduler.framework.profile import builtin_profile_names
 
     assert set(builtin_profile_names()) >= {"random", *DETERMINISTIC}
-    assert load_profile("fgdx").spec.scores[0].args == {"resolution": 100}
+    assert load_profile("fgdx").spec.scores[0].args == {"resolution": 100, "tightGpuTies": True}

@@ -106,12 +106,8 @@ class ClusterState:
         """Take the placement's CPU, memory and GPU share; refuse anything over capacity."""
         i = placement.node_index
         self._check_node(placement)
-        gpus = list(placement.gpus)
-        if len(set(gpus)) != len(gpus):
-            raise ValueError(f"placement of {placement.pod!r} names a GPU twice: {gpus}")
-        for g in gpus:
-            if not 0 <= g < self.gpu_count[i]:
-                raise ValueError(f"placement of {placement.pod!r}: node has no GPU {g}")
+        self._check_gpus(placement)
+        for g in placement.gpus:
             if self.gpu_free[i, g] < placement.gpu_milli:
                 raise ValueError(
                     f"placement of {placement.pod!r}: GPU {g} of {placement.node} has "
@@ -129,17 +125,28 @@ class ClusterState:
         """Give back what ``allocate`` took for this placement."""
         i = placement.node_index
         self._check_node(placement)
+        self._check_gpus(placement)
         for g in placement.gpus:
             if self.gpu_free[i, g] + placement.gpu_milli > MILLI_PER_GPU:
                 raise ValueError(f"release of {placement.pod!r}: GPU {g} would exceed capacity")
         if self.cpu_free[i] + placement.cpu_milli > self.cpu_capacity[i]:
             raise ValueError(f"release of {placement.pod!r}: CPU would exceed capacity")
+        if self.memory_free[i] + placement.memory_mib > self.memory_capacity[i]:
+            raise ValueError(f"release of {placement.pod!r}: memory would exceed capacity")
         self._apply(placement, sign=+1)
 
     def _check_node(self, placement: Placement) -> None:
         i = placement.node_index
         if not 0 <= i < len(self.nodes) or self.nodes[i].name != placement.node:
             raise ValueError(f"placement of {placement.pod!r}: unknown node {placement.node!r}")
+
+    def _check_gpus(self, placement: Placement) -> None:
+        gpus = list(placement.gpus)
+        if len(set(gpus)) != len(gpus):
+            raise ValueError(f"placement of {placement.pod!r} names a GPU twice: {gpus}")
+        for g in gpus:
+            if not 0 <= g < self.gpu_count[placement.node_index]:
+                raise ValueError(f"placement of {placement.pod!r}: node has no GPU {g}")
 
     def _apply(self, placement: Placement, sign: int) -> None:
         i = placement.node_index

@@ -75,7 +75,14 @@ class Scheduler:
                 raise ValueError(f"profile {self.profile.metadata.name}: {ref.name} is no score")
             normalizer = plugin if isinstance(plugin, NormalizeScorePlugin) else None
             self.scorers.append((plugin, ref.weight, normalizer))
-        picker = build(spec.gpuPicker.name, spec.gpuPicker.args)
+        # A picker configured exactly like a scorer is that scorer: it can reuse what scoring
+        # learned (FGD remembers each node's best GPU).
+        same = [
+            p
+            for (p, _, _), ref in zip(self.scorers, spec.scores, strict=True)
+            if (ref.name, ref.args) == (spec.gpuPicker.name, spec.gpuPicker.args)
+        ]
+        picker = same[0] if same else build(spec.gpuPicker.name, spec.gpuPicker.args)
         if not isinstance(picker, GpuPickerPlugin):
             raise ValueError(
                 f"profile {self.profile.metadata.name}: {spec.gpuPicker.name} picks no GPUs"
@@ -154,7 +161,7 @@ class Scheduler:
         counts: Counter[str] = Counter()
         for plugin in self.filters:
             counts.update(plugin.explain(self.state, pod))
-        detail = ", ".join(f"{n} {reason}" for reason, n in sorted(counts.items()))
+        detail = ", ".join(f"{n} {reason}" for reason, n in sorted(counts.items()) if n)
         return (f"0/{len(self.state)} nodes are available: {detail}",)
 
     def _scores(

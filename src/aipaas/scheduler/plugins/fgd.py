@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from weakref import WeakKeyDictionary
 
 import numpy as np
 import numpy.typing as npt
@@ -147,15 +148,19 @@ class FgdScore(ScorePlugin, GpuPickerPlugin):
         self.pods = list(pods)
         self.tight_gpu_ties = tight_gpu_ties
         self._score_of = _paper_score if resolution is None else _linear_score(resolution)
-        self._tables: dict[int, TypicalPodTable] = {}
-        self._terms: dict[int, _NodeTerms] = {}
-        self._choices: dict[tuple[int, tuple[object, ...]], _GpuChoice] = {}
+        # Per ClusterState (weakly held, so a new state never sees an old one's entries).
+        self._tables: WeakKeyDictionary[ClusterState, TypicalPodTable] = WeakKeyDictionary()
+        self._terms: WeakKeyDictionary[ClusterState, _NodeTerms] = WeakKeyDictionary()
+        self._choices: WeakKeyDictionary[ClusterState, dict[tuple[object, ...], _GpuChoice]] = (
+            WeakKeyDictionary()
+        )
 
     def _table(self, state: ClusterState) -> TypicalPodTable:
-        table = self._tables.get(id(state))
+        table = self._tables.get(state)
         if table is None:
-            table = self._tables[id(state)] = TypicalPodTable(self.pods, state.models)
-            self._terms[id(state)] = _NodeTerms(len(state), table.size)
+            table = self._tables[state] = TypicalPodTable(self.pods, state.models)
+            self._terms[state] = _NodeTerms(len(state), table.size)
+            self._choices[state] = {}
         return table
 
     def _node_terms(
@@ -165,7 +170,7 @@ class FgdScore(ScorePlugin, GpuPickerPlugin):
 
         They depend on the node alone, not on the pod being placed: kept per node version.
         """
-        terms = self._terms[id(state)]
+        terms = self._terms[state]
         versions = state.version[nodes]
         stale = terms.seen[nodes] != versions
         if stale.any():
@@ -252,7 +257,7 @@ class FgdScore(ScorePlugin, GpuPickerPlugin):
         scores: IntArray = devices.max(axis=1)
         if pod.is_shared:
             # Remember each node's GPU choice, so the reserve step need not score it again.
-            choice = self._choices.setdefault((id(state), pod.shape), _GpuChoice(len(state)))
+            choice = self._choices[state].setdefault(pod.shape, _GpuChoice(len(state)))
             chosen = self._choose_gpus(devices, state.gpu_free[scored])
             if back is not None:
                 chosen, scored = chosen[back], nodes
@@ -263,7 +268,8 @@ class FgdScore(ScorePlugin, GpuPickerPlugin):
     def pick_gpus(self, state: ClusterState, pod: PodRequest, node: int) -> tuple[int, ...]:
         if not pod.is_shared:
             return lowest_free_whole_gpus(state, node, pod.gpu_count)
-        choice = self._choices.get((id(state), pod.shape))
+        self._table(state)
+        choice = self._choices[state].get(pod.shape)
         if choice is not None and choice.seen[node] == state.version[node]:
             return (int(choice.gpu[node]),)
         at = np.array([node], dtype=np.int64)

@@ -82,7 +82,9 @@ class GpuClusteringScore(ScorePlugin):
         if pod.gpu_count == 0:
             return np.zeros(nodes.size, dtype=np.int64)
         tag = "share" if pod.is_shared else f"{pod.gpu_count}-gpu"
-        base = 25 * (8000 - state.gpu_free_total[nodes]) // 8000
+        # Go's integer division truncates toward zero (matters only past 8 GPUs a node).
+        used_of_max = 25 * (8000 - state.gpu_free_total[nodes])
+        base: IntArray = np.sign(used_of_max) * (np.abs(used_of_max) // 8000)
         bonus = np.empty(nodes.size, dtype=np.int64)
         for k, node in enumerate(nodes):
             tags = state.gpu_tags[node]
@@ -92,7 +94,8 @@ class GpuClusteringScore(ScorePlugin):
                 bonus[k] = 75 if len(tags) == 1 else 50
             else:
                 bonus[k] = 0
-        return base + bonus
+        scores: IntArray = base + bonus
+        return scores
 
 
 class GpuPackingScore(ScorePlugin):
