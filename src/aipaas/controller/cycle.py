@@ -16,8 +16,6 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
-from sqlalchemy import Connection
-
 from aipaas.api.job import CANCEL_ANNOTATION, Job, JobPhase, JobStatus, TaskPhase, TaskStatus
 from aipaas.api.meta import ObjectMeta
 from aipaas.api.node import Node, NodeGpus, NodeSpec, NodeStatus
@@ -442,35 +440,41 @@ class Controller:
 
     def _write_back(self, work: list[JobWork]) -> None:
         """Task records, job status and events of the cycle, in one transaction."""
-        with self.store.transaction() as tx:
-            for item in work:
-                self._write_job(item, tx)
-
-    def _write_job(self, item: JobWork, tx: Connection) -> None:
-        for record in item.records:
-            if record.name in item.changed:
-                self.tasks.save(record, conn=tx)
-        item.changed.clear()
-        job = item.job
-        status = self._status(item)
-        if (job.status.model_dump(mode="json") if job.status else None) != status.model_dump(
-            mode="json"
-        ):
-            self.store.write_status(job, status, conn=tx)
-            previous = job.status.phase if job.status else None
-            if previous != status.phase and status.phase is JobPhase.RUNNING:
-                item.event("Running", "tasks are running")
-            if (
-                status.phase is JobPhase.PENDING
-                and status.reason in WAITING
-                and (job.status is None or job.status.message != status.message)
+        statuses: list[tuple[Job, JobStatus]] = []
+        events: list[tuple[Job, str, str, bool]] = []
+        deleted: list[Job] = []
+        for item in work:
+            status = self._status(item)
+            if (item.job.status.model_dump(mode="json") if item.job.status else None) != (
+                status.model_dump(mode="json")
             ):
-                item.event(status.reason, status.message, True)
-        for reason, message, warning in item.events:
-            self.store.record_event(job, reason, message, warning=warning, conn=tx)
-        if DELETE_ANNOTATION in job.metadata.annotations and status.phase.finished:
-            self.tasks.delete_job(job.metadata.uid or "", conn=tx)
-            self.store.delete("Job", job.tenant, job.name, conn=tx)
+                statuses.append((item.job, status))
+                self._status_events(item, status)
+            events.extend((item.job, *event) for event in item.events)
+            if DELETE_ANNOTATION in item.job.metadata.annotations and status.phase.finished:
+                deleted.append(item.job)
+        with self.store.transaction() as tx:
+            changed = [r for item in work for r in item.records if r.name in item.changed]
+            self.tasks.save_many(changed, conn=tx)
+            for item in work:
+                item.changed.clear()
+            self.store.write_statuses(statuses, conn=tx)
+            self.store.record_events(events, conn=tx)
+            for job in deleted:
+                self.tasks.delete_job(job.metadata.uid or "", conn=tx)
+                self.store.delete("Job", job.tenant, job.name, conn=tx)
+
+    def _status_events(self, item: JobWork, status: JobStatus) -> None:
+        job = item.job
+        previous = job.status.phase if job.status else None
+        if previous != status.phase and status.phase is JobPhase.RUNNING:
+            item.event("Running", "tasks are running")
+        if (
+            status.phase is JobPhase.PENDING
+            and status.reason in WAITING
+            and (job.status is None or job.status.message != status.message)
+        ):
+            item.event(status.reason, status.message, True)
 
     def _status(self, item: JobWork) -> JobStatus:
         job = item.job

@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Connection, Engine, and_, delete, func, insert, select, update
+from sqlalchemy import Connection, Engine, and_, bindparam, delete, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
 from aipaas.api.event import Event
@@ -214,6 +214,60 @@ class Store:
         stored = current.model_copy(update={"metadata": meta, "status": status})
         self._write(tx, stored, version, current.metadata.generation or 1)
         return stored
+
+    def write_statuses(self, changes: Sequence[tuple[Object, Any]], *, conn: Connection) -> None:
+        """``write_status`` for many objects in one statement (the controller's cycle)."""
+        if not changes:
+            return
+        statement = (
+            update(tables.objects)
+            .where(tables.objects.c.uid == bindparam("b_uid"))
+            .values(
+                resource_version=tables.objects.c.resource_version + 1,
+                phase=bindparam("b_phase"),
+                status=bindparam("b_status"),
+                updated_at=bindparam("b_now"),
+            )
+        )
+        now = self.clock.now()
+        conn.execute(
+            statement,
+            [
+                {
+                    "b_uid": obj.metadata.uid,
+                    "b_phase": str(getattr(status, "phase", "") or ""),
+                    "b_status": json.dumps(
+                        status.model_dump(mode="json", by_alias=True), separators=(",", ":")
+                    ),
+                    "b_now": now,
+                }
+                for obj, status in changes
+            ],
+        )
+
+    def record_events(
+        self, events: Sequence[tuple[Object, str, str, bool]], *, conn: Connection
+    ) -> None:
+        """Many ``(object, reason, message, warning)`` events in one statement."""
+        if not events:
+            return
+        now = self.clock.now()
+        conn.execute(
+            insert(tables.events),
+            [
+                {
+                    "kind": obj.kind,
+                    "tenant": obj.tenant,
+                    "name": obj.name,
+                    "uid": obj.metadata.uid or "",
+                    "type": "Warning" if warning else "Normal",
+                    "reason": reason,
+                    "message": message,
+                    "created_at": now,
+                }
+                for obj, reason, message, warning in events
+            ],
+        )
 
     def write_status(self, obj: Object, status: Any, *, conn: Connection) -> None:
         """The controller's fast path: set status and bump resourceVersion, without reading.

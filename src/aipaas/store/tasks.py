@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, delete, insert, select, update
+from sqlalchemy import Connection, bindparam, delete, insert, select, update
 
 from aipaas.store import tables
 from aipaas.store.store import Store
@@ -72,6 +72,28 @@ class TaskRepository:
                 tx.execute(statement)
         else:
             conn.execute(statement)
+
+    def save_many(self, records: Sequence[TaskRecord], *, conn: Connection) -> None:
+        """``save`` for many records in one statement."""
+        if not records:
+            return
+        columns = _row(records[0]).keys()
+        statement = (
+            update(tables.tasks)
+            .where(
+                tables.tasks.c.job_uid == bindparam("k_job_uid"),
+                tables.tasks.c.name == bindparam("k_name"),
+            )
+            .values({column: bindparam(f"v_{column}") for column in columns})
+        )
+        conn.execute(
+            statement,
+            [
+                {"k_job_uid": r.job_uid, "k_name": r.name}
+                | {f"v_{key}": value for key, value in _row(r).items()}
+                for r in records
+            ],
+        )
 
     def for_job(self, job_uid: str) -> list[TaskRecord]:
         with self.store.transaction(write=False) as tx:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from aipaas.backends.base import Inventory, LaunchRequest, NodeInfo, TaskState, TaskStatus
 from aipaas.clock import Clock, SystemClock, isoformat
@@ -32,6 +33,7 @@ class SimBackend:
         self._names = {node.name for node in nodes}
         self.clock = clock or SystemClock()
         self.default_duration = default_duration
+        self._records: dict[str, dict[str, Any]] = {}  # the files, read once
 
     def inventory(self) -> Inventory:
         return Inventory(self.nodes, frozenset({"simulated", "gpu"}))
@@ -40,7 +42,7 @@ class SimBackend:
         if request.node not in self._names:
             return
         record = self._record_path(request.request_id)
-        if record.exists():
+        if request.request_id in self._records or record.exists():
             return
         duration = (
             request.duration_seconds
@@ -48,17 +50,14 @@ class SimBackend:
             else self.default_duration
         )
         now = self.clock.now()
-        record.write_text(
-            json.dumps(
-                {
-                    "start": now.timestamp(),
-                    "duration": duration,
-                    "log": request.log_path,
-                    "task": request.task,
-                    "stopped": None,
-                }
-            )
-        )
+        data = {
+            "start": now.timestamp(),
+            "duration": duration,
+            "log": request.log_path,
+            "task": request.task,
+            "stopped": None,
+        }
+        self._save(request.request_id, data)
         log = Path(request.log_path)
         log.parent.mkdir(parents=True, exist_ok=True)
         with log.open("a") as handle:
@@ -68,13 +67,10 @@ class SimBackend:
             )
 
     def stop(self, request_id: str, grace_seconds: float = 5.0) -> None:
-        record = self._record_path(request_id)
-        if not record.exists():
-            return
-        data = json.loads(record.read_text())
-        if data.get("stopped") is None:
+        data = self._load(request_id)
+        if data is not None and data.get("stopped") is None:
             data["stopped"] = self.clock.now().timestamp()
-            record.write_text(json.dumps(data))
+            self._save(request_id, data)
 
     def status(self, request_ids: Sequence[str]) -> dict[str, TaskStatus]:
         return {rid: self._status(rid) for rid in request_ids}
@@ -83,10 +79,9 @@ class SimBackend:
         return None
 
     def _status(self, request_id: str) -> TaskStatus:
-        record = self._record_path(request_id)
-        if not record.exists():
+        data = self._load(request_id)
+        if data is None:
             return TaskStatus(request_id, TaskState.UNKNOWN)
-        data = json.loads(record.read_text())
         now = self.clock.now().timestamp()
         if data.get("stopped") is not None:
             return TaskStatus(request_id, TaskState.FAILED, 143, "stopped")
@@ -94,10 +89,24 @@ class SimBackend:
             return TaskStatus(request_id, TaskState.RUNNING)
         if not data.get("logged_end"):
             data["logged_end"] = True
-            record.write_text(json.dumps(data))
+            self._save(request_id, data)
             with Path(data["log"]).open("a") as handle:
                 handle.write(f"[sim] {data['task']} finished after {data['duration']:g}s\n")
         return TaskStatus(request_id, TaskState.SUCCEEDED, 0, "exit code 0")
+
+    def _load(self, request_id: str) -> dict[str, Any] | None:
+        data = self._records.get(request_id)
+        if data is None:
+            path = self._record_path(request_id)
+            if not path.exists():
+                return None
+            data = json.loads(path.read_text())
+            self._records[request_id] = data
+        return data
+
+    def _save(self, request_id: str, data: dict[str, Any]) -> None:
+        self._record_path(request_id).write_text(json.dumps(data))
+        self._records[request_id] = data
 
     def _record_path(self, request_id: str) -> Path:
         if "/" in request_id or request_id.startswith("."):
