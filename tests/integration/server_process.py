@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -116,6 +117,9 @@ class ServerProcess:
         if check and result.returncode != 0:
             raise AssertionError(f"aipaas {' '.join(args)} failed: {result.stderr}")
         return result
+
+    def cli_json(self, *args: str) -> Any:
+        return json.loads(self.cli(*args, "-o", "json").stdout)
 
     def http(self, token: str = ADMIN) -> httpx.Client:
         return httpx.Client(

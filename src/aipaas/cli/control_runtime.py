@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import uuid
 from pathlib import Path
 
 import uvicorn
@@ -18,6 +19,7 @@ from aipaas.server.app import create_app
 from aipaas.server.bootstrap import ensure_admin_token
 from aipaas.settings import Settings
 from aipaas.store import Store
+from aipaas.store.lease import Lease, holder_id
 
 
 def serve(settings: Settings, *, log_level: str = "info", announce: bool = False) -> None:
@@ -37,7 +39,8 @@ def serve(settings: Settings, *, log_level: str = "info", announce: bool = False
             local_cpu_milli=int(settings.local_cpus * 1000) if settings.local_cpus else None,
         )
         controller = Controller(store, backend, log_dir=settings.log_dir, metrics=metrics)
-        loop = ControllerLoop(controller, settings.tick_seconds)
+        lease = Lease(store, holder_id(uuid.uuid4().hex[:8]))
+        loop = ControllerLoop(controller, settings.tick_seconds, lease)
     app = create_app(
         store,
         metrics=metrics,

@@ -1,4 +1,5 @@
-"""The controller's thread: one cycle every ``period`` seconds until stopped."""
+"""The controller's thread: one cycle every ``period`` seconds until stopped, while this
+process holds the controller lease (when one is given)."""
 
 from __future__ import annotations
 
@@ -6,14 +7,18 @@ import logging
 import threading
 
 from aipaas.controller.cycle import Controller
+from aipaas.store.lease import Lease
 
 log = logging.getLogger("aipaas.controller")
 
 
 class ControllerLoop:
-    def __init__(self, controller: Controller, period: float = 0.2) -> None:
+    def __init__(
+        self, controller: Controller, period: float = 0.2, lease: Lease | None = None
+    ) -> None:
         self.controller = controller
         self.period = period
+        self.lease = lease
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.ready = threading.Event()
@@ -30,17 +35,25 @@ class ControllerLoop:
             self._thread.join(timeout)
             self._thread = None
         self.controller.backend.close()
+        if self.lease is not None:
+            self.lease.release()
 
     def is_ready(self) -> bool:
-        return self.ready.is_set()
+        """Ready once this process has run a cycle, or another live process holds the lease."""
+        if self.ready.is_set():
+            return True
+        return self.lease is not None and self.lease.holder_now() not in (None, self.lease.holder)
 
     def _run(self) -> None:
         clock = self.controller.clock
         while not self._stop.is_set():
             started = clock.monotonic()
             try:
-                self.controller.run_cycle()
-                self.ready.set()
+                if self.lease is None or self.lease.acquire():
+                    self.controller.run_cycle()
+                    self.ready.set()
+                else:
+                    self.ready.clear()  # another process runs the controller
             except Exception:
                 log.exception("controller cycle failed")  # the loop's top-level guard
             # Rest at least as long as the cycle took: under load the API keeps half the time.

@@ -95,3 +95,12 @@ tasks = Table(
     UniqueConstraint("job_uid", "name", name="uq_tasks_job_name"),
     Index("ix_tasks_phase", "phase"),
 )
+
+# Who runs the controller: one holder at a time, renewed each cycle (seconds since the epoch).
+leases = Table(
+    "leases",
+    metadata,
+    Column("name", String(63), primary_key=True),
+    Column("holder", String(128), nullable=False),
+    Column("expires_at", Float, nullable=False),
+)

@@ -1,0 +1,44 @@
+"""Two servers on one database: both serve the API, one runs the controller (the lease); when it
+is killed, the other takes over."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from server_process import ServerProcess
+
+SETUP = """apiVersion: aipaas/v1
+kind: Tenant
+metadata: {name: acme}
+---
+apiVersion: aipaas/v1
+kind: Queue
+metadata: {name: research, tenant: acme}
+"""
+JOB = """apiVersion: aipaas/v1
+kind: Job
+metadata: {{name: {name}, tenant: acme}}
+spec:
+  queue: research
+  tasks: [{{name: w, replicas: 2, command: [{python}, -c, "print('hi')"]}}]
+"""
+
+
+def test_one_controller_and_a_takeover(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    first = ServerProcess(data).start()
+    second = ServerProcess(data).start()
+    try:
+        second.cli(
+            "apply", "-f", "-", input=SETUP + "---\n" + JOB.format(name="a", python=sys.executable)
+        )
+        second.wait_phase("a", "Succeeded")
+        events = [e["reason"] for e in second.cli_json("events", "job", "a", "-t", "acme")]
+        assert events.count("Scheduled") == 1 and events.count("TaskSucceeded") == 2
+        first.kill9()
+        second.cli("apply", "-f", "-", input=JOB.format(name="b", python=sys.executable))
+        second.wait_phase("b", "Succeeded")
+    finally:
+        first.stop()
+        second.stop()
