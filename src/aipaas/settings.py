@@ -39,6 +39,12 @@ class Settings(BaseModel):
         default=None, description="Platform-admin token to create on first start (automation)."
     )
     max_body_bytes: int = Field(default=1 << 20, description="Largest request body accepted.")
+    workers: int = Field(
+        default=1,
+        ge=1,
+        le=64,
+        description="API processes; each runs a controller loop but only the lease holder works.",
+    )
 
     @property
     def database_url(self) -> str:

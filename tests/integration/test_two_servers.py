@@ -42,3 +42,16 @@ def test_one_controller_and_a_takeover(tmp_path: Path) -> None:
     finally:
         first.stop()
         second.stop()
+
+
+def test_several_api_workers(tmp_path: Path) -> None:
+    server = ServerProcess(tmp_path / "data", extra=["--workers", "2"]).start()
+    try:
+        server.cli(
+            "apply", "-f", "-", input=SETUP + "---\n" + JOB.format(name="w", python=sys.executable)
+        )
+        server.wait_phase("w", "Succeeded")
+        events = [e["reason"] for e in server.cli_json("events", "job", "w", "-t", "acme")]
+        assert events.count("Scheduled") == 1
+    finally:
+        server.stop()

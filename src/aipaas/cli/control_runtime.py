@@ -9,6 +9,7 @@ import uuid
 from pathlib import Path
 
 import uvicorn
+from fastapi import FastAPI
 
 from aipaas.backends.registry import make_backend
 from aipaas.client import config_path, save_config
@@ -19,16 +20,58 @@ from aipaas.server.app import create_app
 from aipaas.server.bootstrap import ensure_admin_token
 from aipaas.settings import Settings
 from aipaas.store import Store
+from aipaas.store.database import make_engine
 from aipaas.store.lease import Lease, holder_id
+
+SETTINGS_ENV = "AIPAAS_SERVER_SETTINGS"  # hands the settings to uvicorn's worker processes
 
 
 def serve(settings: Settings, *, log_level: str = "info", announce: bool = False) -> None:
+    """Migrate, make the first admin token, then serve (in ``settings.workers`` processes)."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     store = Store.open(settings.database_url)
     token = ensure_admin_token(store, settings.token_file, settings.bootstrap_token)
+    store.close()
     if token is not None:
         _err(f"created the platform-admin token; it is in {settings.token_file} (owner-only)")
+    url = f"http://{settings.host}:{settings.port}"
+    if announce:
+        admin = token or _read(settings.token_file)
+        save_config(config_path(os.environ), url, admin or "")
+        print(f"aipaas is up at {url} (API docs: {url}/docs)", flush=True)
+        print(f"token: {admin or '(see ' + str(settings.token_file) + ')'}", flush=True)
+        print(f"the CLI is configured ({config_path(os.environ)}); try:", flush=True)
+        print("  aipaas apply -f examples/hello.yaml && aipaas get jobs", flush=True)
+    else:
+        _err(f"aipaas server on {url} (backend {settings.backend}, data in {settings.data_dir})")
+    options = {
+        "host": settings.host,
+        "port": settings.port,
+        "log_level": log_level,
+        "access_log": log_level in ("debug", "trace"),
+    }
+    if settings.workers == 1:
+        uvicorn.run(make_app(settings), **options)  # type: ignore[arg-type]
+        return
+    # Several API processes; each also runs a controller loop, and the lease lets one work.
+    os.environ[SETTINGS_ENV] = settings.model_dump_json()
+    uvicorn.run(
+        "aipaas.cli.control_runtime:app_from_env",
+        factory=True,
+        workers=settings.workers,
+        **options,  # type: ignore[arg-type]
+    )
+
+
+def app_from_env() -> FastAPI:
+    """uvicorn's factory in each worker process."""
+    return make_app(Settings.model_validate_json(os.environ[SETTINGS_ENV]))
+
+
+def make_app(settings: Settings) -> FastAPI:
+    """One process's API, with its controller loop (which works while it holds the lease)."""
+    store = Store(make_engine(settings.database_url))
     metrics = Metrics()
     loop: ControllerLoop | None = None
     if settings.controller:
@@ -41,32 +84,20 @@ def serve(settings: Settings, *, log_level: str = "info", announce: bool = False
         controller = Controller(store, backend, log_dir=settings.log_dir, metrics=metrics)
         lease = Lease(store, holder_id(uuid.uuid4().hex[:8]))
         loop = ControllerLoop(controller, settings.tick_seconds, lease)
-    app = create_app(
+
+    def stop() -> None:
+        if loop is not None:
+            loop.stop()
+        store.close()
+
+    return create_app(
         store,
         metrics=metrics,
         on_start=loop.start if loop else None,
-        on_stop=loop.stop if loop else None,
+        on_stop=stop,
         is_ready=loop.is_ready if loop else None,
         max_body_bytes=settings.max_body_bytes,
     )
-    url = f"http://{settings.host}:{settings.port}"
-    if announce:
-        admin = token or _read(settings.token_file)
-        save_config(config_path(os.environ), url, admin or "")
-        print(f"aipaas is up at {url} (API docs: {url}/docs)", flush=True)
-        print(f"token: {admin or '(see ' + str(settings.token_file) + ')'}", flush=True)
-        print(f"the CLI is configured ({config_path(os.environ)}); try:", flush=True)
-        print("  aipaas apply -f examples/hello.yaml && aipaas get jobs", flush=True)
-    else:
-        _err(f"aipaas server on {url} (backend {settings.backend}, data in {settings.data_dir})")
-    uvicorn.run(
-        app,
-        host=settings.host,
-        port=settings.port,
-        log_level=log_level,
-        access_log=log_level in ("debug", "trace"),
-    )
-    store.close()
 
 
 def _read(path: Path) -> str | None:

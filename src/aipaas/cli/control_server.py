@@ -40,6 +40,7 @@ def server(
     local_cpus: LocalCpus = None,
     no_controller: Annotated[bool, typer.Option("--no-controller")] = False,
     tick: Annotated[float, typer.Option("--tick", help="Controller period, seconds.")] = 0.2,
+    workers: Annotated[int, typer.Option("--workers", help="API processes.")] = 1,
     log_level: LogLevel = "info",
 ) -> None:
     """Serve the API (OpenAPI at /docs) with the controller in the same process."""
@@ -55,6 +56,7 @@ def server(
             "local_cpus": local_cpus,
             "controller": not no_controller,
             "tick_seconds": tick,
+            "workers": workers,
         }
     )
     _serve(settings, log_level=log_level)
