@@ -98,6 +98,12 @@ def test_failures_exit_non_zero_with_the_message(
     unknown_file = sqlite_server.cli("apply", "-f", str(tmp_path / "absent.yaml"), check=False)
     assert unknown_file.returncode != 0 and "cannot read" in unknown_file.stderr
     sqlite_server.wait_phase("hello", "Succeeded")
+    # The platform admin need not name the tenant of a uniquely named job.
+    as_admin = json.loads(sqlite_server.cli("get", "job", "hello", "-o", "json").stdout)
+    assert as_admin["status"]["phase"] == "Succeeded"
+    assert "worker-1 | rank 1 of 2" in sqlite_server.cli("logs", "job/hello").stdout
+    described = sqlite_server.cli("describe", "job", "hello").stdout
+    assert "phase: Succeeded" in described and "Scheduled" in described
     cancel_done = sqlite_server.cli("cancel", "job/hello", "-t", "acme", check=False)
     assert cancel_done.returncode != 0 and "already finished" in cancel_done.stderr
 

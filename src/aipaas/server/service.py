@@ -39,10 +39,28 @@ class ObjectService:
 
     def get(self, kind: str, name: str, tenant: str | None) -> Object:
         cls = KINDS[kind]
+        if cls.namespaced and tenant is None and self.caller.is_platform_admin:
+            return self._find_anywhere(kind, name)
         scope = self._scope(cls, tenant)
         if kind == "Tenant" and not self.caller.sees_tenant(name):
             raise NotFound(f"tenant {name} not found")
         return self.store.get(kind, scope, name)
+
+    def _find_anywhere(self, kind: str, name: str) -> Object:
+        """A platform admin who names no tenant: the one object of that name, if only one."""
+        found = self.store.find_by_name(kind, name)
+        if not found:
+            raise NotFound(f"{kind.lower()} {name} not found")
+        if len(found) > 1:
+            tenants = ", ".join(sorted(obj.tenant for obj in found))
+            raise InvalidObject(
+                [
+                    FieldError(
+                        "tenant", f"{kind.lower()} {name} exists in tenants {tenants}: name one"
+                    )
+                ]
+            )
+        return found[0]
 
     def list_objects(self, kind: str, tenant: str | None) -> list[Object]:
         cls = KINDS[kind]

@@ -141,6 +141,15 @@ class Store:
             rows = tx.execute(query).mappings().all()
         return [_to_object(row) for row in rows]
 
+    def find_by_name(self, kind: str, name: str) -> list[Object]:
+        """Objects of a kind with this name, in any tenant."""
+        query = select(tables.objects).where(
+            tables.objects.c.kind == kind, tables.objects.c.name == name
+        )
+        with self.transaction(write=False) as tx:
+            rows = tx.execute(query).mappings().all()
+        return [_to_object(row) for row in rows]
+
     def count(self, kind: str, tenant: str | None = None) -> int:
         query = (
             select(func.count()).select_from(tables.objects).where(tables.objects.c.kind == kind)

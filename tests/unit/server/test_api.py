@@ -258,3 +258,20 @@ class TestServiceEndpoints:
         assert api.client.get("/docs").status_code == 200
         paths = api.client.get("/openapi.json").json()["paths"]
         assert "/api/v1/apply" in paths
+
+
+class TestAdminWithoutTenant:
+    def test_unique_name_is_found(self, api: Api) -> None:
+        answer = api.client.get("/api/v1/jobs/secret", headers=api.as_("admin"))
+        assert answer.status_code == 200
+        assert answer.json()["metadata"]["tenant"] == "globex"
+
+    def test_missing_is_404(self, api: Api) -> None:
+        answer = api.client.get("/api/v1/jobs/nope", headers=api.as_("admin"))
+        assert answer.status_code == 404 and answer.json()["message"] == "job nope not found"
+
+    def test_ambiguous_is_422(self, api: Api) -> None:
+        api.client.post("/api/v1/apply", content=job("secret", "acme"), headers=api.as_("admin"))
+        answer = api.client.get("/api/v1/jobs/secret", headers=api.as_("admin"))
+        assert answer.status_code == 422
+        assert "exists in tenants acme, globex" in answer.json()["message"]
