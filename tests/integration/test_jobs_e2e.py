@@ -43,7 +43,7 @@ def test_hello_and_a_writer_through_the_cli(server: ServerProcess, tmp_path: Pat
         "queue/research created",
         "job/hello created",
     ]
-    token = server.cli("tokens", "create", "alice", "--tenant", "acme").stdout
+    token = server.cli("tokens", "create", "alice").stdout
     assert token.count("\n") == 1 and token.startswith("aip_")
     alice = token.strip()
 

@@ -13,7 +13,7 @@ from aipaas.api.job import Job
 from aipaas.api.meta import Name
 from aipaas.api.registry import KINDS, resolve_kind
 from aipaas.api.tenancy import User
-from aipaas.errors import FieldError, Forbidden, InvalidObject, NotFound, PayloadTooLarge
+from aipaas.errors import Forbidden, InvalidObject, NotFound, PayloadTooLarge
 from aipaas.server import logs
 from aipaas.server.auth import authenticate, principal_of
 from aipaas.server.service import Applied, ObjectService
@@ -179,14 +179,17 @@ class TokenAnswer(BaseModel):
 @router.post("/tokens", status_code=201)
 def create_token(body: TokenRequest, request: Request, caller: Caller) -> TokenAnswer:
     store = _store(request)
-    tenant = body.tenant or caller.tenant
-    if not tenant:
-        raise InvalidObject([FieldError("tenant", "required: name the user's tenant")])
-    if not caller.sees_tenant(tenant):
+    tenant = body.tenant or caller.tenant or None
+    if tenant is not None and not caller.sees_tenant(tenant):
         raise NotFound(f"user {body.user} not found")
-    user = store.find("User", tenant, body.user)
+    try:
+        # A platform admin naming no tenant finds the user by name, if only one has it.
+        user = ObjectService(store, caller).get("User", body.user, tenant)
+    except NotFound as err:
+        raise NotFound(f"user {body.user} not found") from err
     if not isinstance(user, User):
         raise NotFound(f"user {body.user} not found")
+    tenant = user.tenant
     if not caller.may(Verb.WRITE, "Token"):
         raise Forbidden(f"role {caller.role} may not create tokens")
     token = new_token()

@@ -275,3 +275,9 @@ class TestAdminWithoutTenant:
         answer = api.client.get("/api/v1/jobs/secret", headers=api.as_("admin"))
         assert answer.status_code == 422
         assert "exists in tenants acme, globex" in answer.json()["message"]
+
+    def test_token_for_a_user_found_by_name(self, api: Api) -> None:
+        answer = api.client.post("/api/v1/tokens", json={"user": "bob"}, headers=api.as_("admin"))
+        assert answer.status_code == 201 and answer.json()["tenant"] == "globex"
+        missing = api.client.post("/api/v1/tokens", json={"user": "zed"}, headers=api.as_("admin"))
+        assert missing.status_code == 404
