@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 from sqlalchemy import Connection
 
-from aipaas.api.job import CANCEL_ANNOTATION, Job, JobPhase
+from aipaas.api.job import CANCEL_ANNOTATION, Job, JobPhase, JobStatus
 from aipaas.api.meta import Object
 from aipaas.api.registry import KINDS, load_documents, parse_object
 from aipaas.api.tenancy import Role, Tenant, User
@@ -202,6 +202,8 @@ class ObjectService:
             self._check_references(obj, tx)
             current = self.store.find(obj.kind, obj.tenant, obj.name, conn=tx)
             if current is None:
+                if isinstance(obj, Job):  # readers see a phase from the start
+                    obj = obj.model_copy(update={"status": JobStatus(reason="Submitted")})
                 created = self.store.create(obj, conn=tx)
                 self.store.record_event(
                     created, "Created", f"created by {self.caller.user}", conn=tx

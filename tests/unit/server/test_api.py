@@ -87,6 +87,7 @@ class TestIsolation:
         answer = api.client.post("/api/v1/apply", content=job(), headers=api.as_("alice"))
         assert answer.status_code == 200, answer.text
         assert answer.json()["items"][0]["object"]["metadata"]["tenant"] == "acme"
+        assert answer.json()["items"][0]["object"]["status"]["phase"] == "Pending"
         listed = api.client.get("/api/v1/jobs", headers=api.as_("alice")).json()["items"]
         assert [j["metadata"]["name"] for j in listed] == ["mine"]
         assert api.client.get("/api/v1/jobs/mine", headers=api.as_("alice")).status_code == 200
