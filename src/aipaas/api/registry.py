@@ -22,7 +22,30 @@ from aipaas.api.tenancy import Tenant, User
 from aipaas.errors import FieldError, InvalidObject, PayloadTooLarge
 
 # libyaml's safe loader when present (several times faster), else the pure-Python one.
-_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_BASE_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+class _Loader(_BASE_LOADER):  # type: ignore[misc]
+    """The safe loader, refusing a key given twice in one mapping (YAML says it is an error;
+    PyYAML would silently keep the last)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _value in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if isinstance(key, str | int | float | bool) and key in seen:
+                raise yaml.constructor.ConstructorError(
+                    "while reading a mapping",
+                    node.start_mark,
+                    f"duplicate key {key!r}",
+                    key_node.start_mark,
+                )
+            seen.add(key)
+        mapping: dict[Any, Any] = super().construct_mapping(node, deep=deep)
+        return mapping
+
+
+_LOADER: Any = _Loader
 KINDS: dict[str, type[Object]] = {
     cls.model_fields["kind"].default: cls for cls in (Tenant, User, Queue, Job, Node)
 }

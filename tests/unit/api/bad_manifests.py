@@ -192,4 +192,9 @@ CASES: list[tuple[str, str, list[str]]] = [
         "apiVersion: aipaas/v1\nkind: Queue\nmetadata: {name: q, tenant: acme, labels: {'bad key!': x}}\n",
         ["metadata.labels", "invalid key"],
     ),
+    (
+        "duplicate key",
+        "apiVersion: aipaas/v1\nkind: Queue\nmetadata: {name: q, tenant: acme}\nkind: Job\n",
+        ["duplicate key 'kind'"],
+    ),
 ]
