@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -46,6 +47,7 @@ class JobWork:
     changed: set[str] = field(default_factory=set)
     events: list[tuple[str, str, bool]] = field(default_factory=list)
     phase: JobPhase | None = None
+    order: int = 0
     reason: str = ""
     message: str = ""
 
@@ -283,7 +285,6 @@ class Controller:
                 tenant_use[item.job.tenant] += usage
                 queue_use[(item.job.tenant, item.job.spec.queue)] += usage
         pending = [i for i in work if not i.records and i.phase is None]
-        pending.sort(key=lambda i: -i.job.spec.priority)  # stable: oldest first within a priority
         tenants = {
             t.name: t for t in self.store.list_objects("Tenant", "") if isinstance(t, Tenant)
         }
@@ -293,7 +294,7 @@ class Controller:
             if isinstance(q, Queue)
         }
         self._admitted = []
-        for item in pending:
+        for item in fair_order(pending, queues, queue_use, placer.capacity()):
             self._admit(item, placer, tenants, queues, tenant_use, queue_use)
         # The records of every admitted job are durable (one transaction) before the backend
         # is asked to start anything: a crash in between is repaired by asking again.
@@ -529,3 +530,50 @@ def _usage(job: Job) -> Usage:
     for task in job.spec.tasks:
         total += Usage.of(task.resources.amounts().scaled(task.replicas))
     return total
+
+
+def fair_order(
+    pending: list[JobWork],
+    queues: dict[tuple[str, str], Queue],
+    queue_use: dict[tuple[str, str], Usage],
+    capacity: Usage,
+) -> Iterator[JobWork]:
+    """Pending jobs in the order admission considers them.
+
+    Higher priority first; among equal priorities, the job whose queue has the smallest
+    weighted dominant share (its largest fraction of the cluster's GPUs, CPU or memory, divided
+    by the queue's weight) goes next, and shares are recomputed as jobs are admitted; oldest
+    first within a queue and priority. A job that cannot be admitted does not block the others.
+    """
+    lines: dict[tuple[str, str], list[JobWork]] = defaultdict(list)
+    for index, item in enumerate(pending):
+        item.order = index
+        lines[(item.job.tenant, item.job.spec.queue)].append(item)
+    for line in lines.values():
+        line.sort(key=lambda item: (-item.job.spec.priority, item.order))
+    heads = {key: 0 for key in lines}
+
+    def share(key: tuple[str, str]) -> float:
+        used = queue_use[key]
+        queue = queues.get(key)
+        weight = queue.spec.weight if queue is not None else 1.0
+        fractions = (
+            used.gpu_milli / capacity.gpu_milli if capacity.gpu_milli else 0.0,
+            used.cpu_milli / capacity.cpu_milli if capacity.cpu_milli else 0.0,
+            used.memory_mib / capacity.memory_mib if capacity.memory_mib else 0.0,
+        )
+        return max(fractions) / weight
+
+    while heads:
+        key = min(
+            heads,
+            key=lambda k: (
+                -lines[k][heads[k]].job.spec.priority,
+                share(k),
+                lines[k][heads[k]].order,
+            ),
+        )
+        yield lines[key][heads[key]]
+        heads[key] += 1
+        if heads[key] == len(lines[key]):
+            del heads[key]

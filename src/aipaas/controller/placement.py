@@ -15,6 +15,7 @@ from aipaas.backends.base import NodeInfo
 from aipaas.scheduler.framework.cluster import ClusterState, NodeSpec
 from aipaas.scheduler.framework.runtime import Scheduler
 from aipaas.scheduler.framework.types import Placement, PodRequest, Unschedulable
+from aipaas.tenancy.quota import Usage
 
 
 @dataclass(frozen=True)
@@ -79,6 +80,15 @@ class Placer:
         if isinstance(result, Unschedulable):
             return result.reasons
         return [Slot(p.pod, p.node, p.node_index, p.gpus, p.gpu_milli) for p in result]
+
+    def capacity(self) -> Usage:
+        """What all nodes offer, in quota units."""
+        state = self.state
+        return Usage(
+            int(state.cpu_capacity.sum()),
+            int(state.memory_capacity.sum()),
+            state.total_gpu_milli,
+        )
 
     @property
     def gpus_total(self) -> float:

@@ -45,11 +45,19 @@ class World:
     ) -> Controller:
         return Controller(self.store, backend, log_dir=self.tmp / "logs", clock=clock, **options)
 
-    def submit(self, name: str, tasks: str, *, extra: str = "", annotations: str = "") -> None:
+    def submit(
+        self,
+        name: str,
+        tasks: str,
+        *,
+        extra: str = "",
+        annotations: str = "",
+        queue: str = "research",
+    ) -> None:
         text = (
             f"apiVersion: aipaas/v1\nkind: Job\nmetadata: {{name: {name}, tenant: acme"
             f"{', annotations: ' + annotations if annotations else ''}}}\n"
-            f"spec:\n  queue: research\n{extra}  tasks:\n{tasks}"
+            f"spec:\n  queue: {queue}\n{extra}  tasks:\n{tasks}"
         )
         load_objects(text)  # fail early with a clear error if the test wrote a bad manifest
         self.service.apply_text(text)

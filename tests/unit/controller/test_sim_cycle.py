@@ -184,3 +184,35 @@ class TestMetrics:
         assert 'aipaas_jobs{phase="Succeeded"} 1.0' in text
         assert 'aipaas_jobs{phase="Running"} 0.0' in text
         assert "aipaas_gpus_allocated 0.0" in text
+
+
+class TestFairShare:
+    def test_queues_share_by_weight(self, world: World) -> None:
+        world.setup("{gpu: 100}")
+        world.service.apply_text(
+            "apiVersion: aipaas/v1\nkind: Queue\nmetadata: {name: small, tenant: acme}\n"
+            "spec: {weight: 1}\n---\n"
+            "apiVersion: aipaas/v1\nkind: Queue\nmetadata: {name: big, tenant: acme}\n"
+            "spec: {weight: 3}\n"
+        )
+        controller, _ = sim(world)
+        for queue in ("small", "big"):  # the small queue's jobs are all older
+            for index in range(8):
+                world.submit(f"{queue}-{index}", GPU_TASKS.format(replicas=1, gpu=2), queue=queue)
+        controller.run_cycle()
+        placed = {
+            queue: sum(
+                world.job(f"{queue}-{i}").status.reason == "Scheduled"  # type: ignore[union-attr]
+                for i in range(8)
+            )
+            for queue in ("small", "big")
+        }
+        assert placed == {"small": 2, "big": 6}
+
+    def test_priority_before_share(self, world: World) -> None:
+        world.setup("{gpu: 100}")
+        controller, _ = sim(world)
+        world.submit("normal", GPU_TASKS.format(replicas=2, gpu=8))
+        world.submit("urgent", GPU_TASKS.format(replicas=2, gpu=8), extra="  priority: 5000\n")
+        controller.run_cycle()
+        assert world.job("urgent").status.reason == "Scheduled"  # type: ignore[union-attr]
