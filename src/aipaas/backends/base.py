@@ -56,6 +56,7 @@ class LaunchRequest:
     gpu_milli: int
     log_path: str
     duration_seconds: float | None = None  # for the simulator only
+    annotations: Mapping[str, str] = field(default_factory=dict)  # the job's
 
 
 class TaskState(StrEnum):

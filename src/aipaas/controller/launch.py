@@ -75,6 +75,7 @@ def make_request(
         gpu_milli=record.gpu_milli,
         log_path=record.log_path or "",
         duration_seconds=_seconds(duration),
+        annotations=dict(job.metadata.annotations),
     )
 
 

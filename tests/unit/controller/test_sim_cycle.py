@@ -216,3 +216,21 @@ class TestFairShare:
         world.submit("urgent", GPU_TASKS.format(replicas=2, gpu=8), extra="  priority: 5000\n")
         controller.run_cycle()
         assert world.job("urgent").status.reason == "Scheduled"  # type: ignore[union-attr]
+
+
+class TestSimulatedFailures:
+    def test_declared_exit_code_and_restarts(self, world: World) -> None:
+        world.setup()
+        controller, clock = sim(world)
+        controller.backoff_seconds = 0.0
+        tasks = GPU_TASKS.format(replicas=1, gpu=1) + (
+            "      restartPolicy: OnFailure\n      backoffLimit: 2\n"
+        )
+        world.submit("flaky", tasks, annotations="{sim.aipaas.dev/exit-code: '3'}")
+        for _ in range(4):
+            controller.run_cycle()
+            clock.advance(11)
+            controller.run_cycle()
+        status = world.job("flaky").status
+        assert status is not None and status.phase.value == "Failed"
+        assert status.tasks[0].restarts == 2 and status.tasks[0].exit_code == 3

@@ -15,6 +15,7 @@ from aipaas.backends.base import Inventory, LaunchRequest, NodeInfo, TaskState, 
 from aipaas.clock import Clock, SystemClock, isoformat
 
 DEFAULT_DURATION = 5.0
+EXIT_CODE_ANNOTATION = "sim.aipaas.dev/exit-code"  # a simulated task ends with this code
 
 
 class SimBackend:
@@ -56,6 +57,7 @@ class SimBackend:
             "log": request.log_path,
             "task": request.task,
             "stopped": None,
+            "exit_code": _exit_code(request.annotations.get(EXIT_CODE_ANNOTATION)),
         }
         self._save(request.request_id, data)
         log = Path(request.log_path)
@@ -87,12 +89,17 @@ class SimBackend:
             return TaskStatus(request_id, TaskState.FAILED, 143, "stopped")
         if now - data["start"] < data["duration"]:
             return TaskStatus(request_id, TaskState.RUNNING)
+        code = int(data.get("exit_code") or 0)
         if not data.get("logged_end"):
             data["logged_end"] = True
             self._save(request_id, data)
             with Path(data["log"]).open("a") as handle:
-                handle.write(f"[sim] {data['task']} finished after {data['duration']:g}s\n")
-        return TaskStatus(request_id, TaskState.SUCCEEDED, 0, "exit code 0")
+                handle.write(
+                    f"[sim] {data['task']} finished after {data['duration']:g}s "
+                    f"with exit code {code}\n"
+                )
+        state = TaskState.SUCCEEDED if code == 0 else TaskState.FAILED
+        return TaskStatus(request_id, state, code, f"exit code {code}")
 
     def _load(self, request_id: str) -> dict[str, Any] | None:
         data = self._records.get(request_id)
@@ -112,3 +119,10 @@ class SimBackend:
         if "/" in request_id or request_id.startswith("."):
             raise ValueError(f"invalid request id {request_id!r}")
         return self.run_dir / f"{request_id}.json"
+
+
+def _exit_code(text: str | None) -> int:
+    try:
+        return max(0, min(255, int(text))) if text is not None else 0
+    except ValueError:
+        return 0
