@@ -9,11 +9,15 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
 
 from aipaas.scheduler.framework.types import MILLI_PER_GPU, Placement, PodRequest
+
+if TYPE_CHECKING:
+    from aipaas.devices.ledger import DeviceLedger
 
 IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
@@ -49,7 +53,7 @@ def gpu_affinity_tag(pod: PodRequest) -> str:
 class ClusterState:
     """Free capacity of every node and GPU, with allocate and release."""
 
-    def __init__(self, nodes: Sequence[NodeSpec]) -> None:
+    def __init__(self, nodes: Sequence[NodeSpec], devices: DeviceLedger | None = None) -> None:
         names = [node.name for node in nodes]
         if len(set(names)) != len(names):
             duplicate = next(name for name, n in Counter(names).items() if n > 1)
@@ -80,6 +84,8 @@ class ClusterState:
         self.version: IntArray = np.zeros(count, dtype=np.int64)
         self.gpu_tags: list[Counter[str]] = [Counter() for _ in nodes]
         self.pod_count: IntArray = np.zeros(count, dtype=np.int64)
+        #: DRA devices (slices, classes, holdings) for pods with claims; None without DRA.
+        self.devices = devices
 
     def __len__(self) -> int:
         return len(self.nodes)
@@ -133,6 +139,8 @@ class ClusterState:
             raise ValueError(f"release of {placement.pod!r}: CPU would exceed capacity")
         if self.memory_free[i] + placement.memory_mib > self.memory_capacity[i]:
             raise ValueError(f"release of {placement.pod!r}: memory would exceed capacity")
+        if placement.devices is not None and self.devices is not None:
+            self.devices.unreserve(placement.pod)
         self._apply(placement, sign=+1)
 
     def _check_node(self, placement: Placement) -> None:

@@ -131,6 +131,14 @@ class Scheduler:
         node = self.select_node(pod)
         if node is None:
             return Unschedulable(pod.name, self.diagnose(pod))
+        devices = None
+        if pod.claims:
+            if self.state.devices is None:
+                return Unschedulable(pod.name, ("no devices are published for claims",))
+            reserved = self.state.devices.reserve(pod.name, pod.claims, self.state.nodes[node].name)
+            if isinstance(reserved, str):
+                return Unschedulable(pod.name, (reserved,))
+            devices = reserved
         placement = Placement(
             pod=pod.name,
             node=self.state.nodes[node].name,
@@ -139,6 +147,7 @@ class Scheduler:
             gpu_milli=pod.gpu_milli,
             cpu_milli=pod.cpu_milli,
             memory_mib=pod.memory_mib,
+            devices=devices,
         )
         self.state.allocate(placement)
         return placement

@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from aipaas.api.devices import ResourceClaim
+    from aipaas.devices.allocator import NodeAllocation
 
 MILLI_PER_GPU = 1000
 
@@ -21,6 +26,8 @@ class PodRequest:
     gpu_count: int = 0
     gpu_milli: int = 0
     gpu_models: tuple[str, ...] = ()
+    #: DRA claims the pod needs on its node (devices chosen by the allocator, not by count).
+    claims: tuple[ResourceClaim, ...] = ()
 
     def __post_init__(self) -> None:
         problems = []
@@ -68,6 +75,8 @@ class Placement:
     gpu_milli: int
     cpu_milli: int
     memory_mib: int
+    #: The devices of the pod's DRA claims, when it has claims.
+    devices: NodeAllocation | None = None
 
 
 @dataclass(frozen=True, slots=True)

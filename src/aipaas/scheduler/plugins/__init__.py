@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from aipaas.scheduler.framework.registry import Registry
-from aipaas.scheduler.plugins import fgd, fit, gpu_pickers, simple_scores
+from aipaas.scheduler.plugins import device_claims, fgd, fit, gpu_pickers, simple_scores
 
 
 def default_registry() -> Registry:
@@ -18,4 +18,6 @@ def default_registry() -> Registry:
     registry.register("GpuClustering", simple_scores.new_gpu_clustering)
     registry.register("GpuPacking", simple_scores.new_gpu_packing)
     registry.register("FGD", fgd.new_fgd)
+    registry.register("DeviceClaims", device_claims.new_device_claims)
+    registry.register("DeviceTopology", device_claims.new_device_topology)
     return registry
