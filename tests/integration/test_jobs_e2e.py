@@ -163,7 +163,8 @@ def test_cancel_stops_the_processes(sqlite_server: ServerProcess, tmp_path: Path
     assert not Path(f"/proc/{pid}").exists() or _zombie(pid)
     assert not marker.exists()
     deleted = sqlite_server.cli("delete", "job", "long", "-t", "acme").stdout
-    assert deleted == "job long deleting\n"
+    assert deleted == "job long deleted\n"
+    assert sqlite_server.cli("get", "job", "long", "-t", "acme", check=False).returncode != 0
 
 
 def test_isolation_between_tenants(server: ServerProcess) -> None:

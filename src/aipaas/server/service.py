@@ -17,7 +17,7 @@ from aipaas.api.registry import KINDS, load_documents, parse_object
 from aipaas.api.tenancy import Role, Tenant, User
 from aipaas.clock import isoformat
 from aipaas.errors import Conflict, FieldError, Forbidden, InvalidObject, NotFound
-from aipaas.store import Store
+from aipaas.store import Store, TaskRepository
 from aipaas.tenancy.principal import Principal, Verb
 
 DELETE_ANNOTATION = "aipaas.dev/delete-requested"
@@ -91,11 +91,17 @@ class ObjectService:
         obj = self.get(kind, name, tenant)
         self._authorize_write(obj.kind)
         if isinstance(obj, Job):
-            annotations = dict(obj.metadata.annotations)
+            if obj.status is not None and obj.status.phase.finished:
+                # Nothing runs: the job and its task records go now (its logs stay on disk).
+                with self.store.transaction() as tx:
+                    TaskRepository(self.store).delete_job(obj.metadata.uid or "", conn=tx)
+                    self.store.delete("Job", obj.tenant, obj.name, conn=tx)
+                    self.store.record_event(
+                        obj, "Deleted", f"deleted by {self.caller.user}", conn=tx
+                    )
+                return f"job {name} deleted"
             now = isoformat(self.store.clock.now())
-            annotations.setdefault(CANCEL_ANNOTATION, now)
-            annotations[DELETE_ANNOTATION] = now
-            self._annotate(obj, annotations)
+            self._annotate(obj, {CANCEL_ANNOTATION: now, DELETE_ANNOTATION: now}, keep=True)
             self.store.record_event(obj, "DeleteRequested", f"deleted by {self.caller.user}")
             return f"job {name} deleting"
         if isinstance(obj, Tenant):
@@ -114,18 +120,33 @@ class ObjectService:
             raise Conflict(f"job {name} already finished ({phase})")
         if CANCEL_ANNOTATION in job.metadata.annotations:
             return job
-        annotations = dict(job.metadata.annotations)
-        annotations[CANCEL_ANNOTATION] = isoformat(self.store.clock.now())
-        updated = self._annotate(job, annotations)
+        now = isoformat(self.store.clock.now())
+        updated = self._annotate(job, {CANCEL_ANNOTATION: now})
         self.store.record_event(job, "CancelRequested", f"cancelled by {self.caller.user}")
         assert isinstance(updated, Job)
         return updated
 
     # helpers ------------------------------------------------------------------------------
 
-    def _annotate(self, obj: Object, annotations: dict[str, str]) -> Object:
-        meta = obj.metadata.model_copy(update={"annotations": annotations})
-        return self.store.update(obj.model_copy(update={"metadata": meta}))
+    def _annotate(self, obj: Object, added: dict[str, str], *, keep: bool = False) -> Object:
+        """Add annotations; ``keep`` leaves ones already there. Retries when the controller
+        wrote the status in between (the write is a compare-and-swap on resourceVersion)."""
+        for attempt in range(5):
+            current = self.store.get(obj.kind, obj.tenant, obj.name)
+            annotations = dict(current.metadata.annotations)
+            for key, value in added.items():
+                if not (keep and key in annotations):
+                    annotations[key] = value
+            meta = current.metadata.model_copy(update={"annotations": annotations})
+            try:
+                return self.store.update(
+                    current.model_copy(update={"metadata": meta}),
+                    expected_version=current.metadata.resource_version,
+                )
+            except Conflict:
+                if attempt == 4:
+                    raise
+        raise AssertionError("unreachable")
 
     def _scope(self, cls: type[Object], tenant: str | None) -> str:
         """The tenant to read or write in; another tenant's is 404."""

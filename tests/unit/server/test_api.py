@@ -5,6 +5,8 @@ from __future__ import annotations
 import pytest
 from api_world import Api, load_bad_cases
 
+from aipaas.api.job import JobPhase, JobStatus
+
 JOB = """apiVersion: aipaas/v1
 kind: Job
 metadata: {{name: {name}{tenant}}}
@@ -282,3 +284,13 @@ class TestAdminWithoutTenant:
         assert answer.status_code == 201 and answer.json()["tenant"] == "globex"
         missing = api.client.post("/api/v1/tokens", json={"user": "zed"}, headers=api.as_("admin"))
         assert missing.status_code == 404
+
+
+class TestDeleteFinished:
+    def test_a_finished_job_goes_at_once(self, api: Api) -> None:
+        api.client.post("/api/v1/apply", content=job(), headers=api.as_("alice"))
+        stored = api.store.get("Job", "acme", "mine")
+        api.store.update_status(stored, JobStatus(phase=JobPhase.SUCCEEDED))
+        answer = api.client.delete("/api/v1/jobs/mine", headers=api.as_("alice"))
+        assert answer.json() == {"message": "job mine deleted"}
+        assert api.client.get("/api/v1/jobs/mine", headers=api.as_("alice")).status_code == 404
