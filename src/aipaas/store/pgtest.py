@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import glob
 import os
+import pwd
 import shutil
 import socket
 import subprocess
@@ -33,8 +34,13 @@ def unavailable_reason() -> str | None:
             "PostgreSQL server binaries (initdb, pg_ctl) are not installed "
             "and AIPAAS_TEST_PG_URL is unset"
         )
-    if os.geteuid() == 0 and shutil.which("runuser") is None:
-        return "running as root without runuser: cannot start PostgreSQL as an unprivileged user"
+    if os.geteuid() == 0:
+        if shutil.which("runuser") is None:
+            return "running as root without runuser: cannot start PostgreSQL unprivileged"
+        try:
+            pwd.getpwnam("postgres")
+        except KeyError:
+            return "running as root and there is no 'postgres' user to run PostgreSQL as"
     return None
 
 
