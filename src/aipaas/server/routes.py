@@ -129,7 +129,7 @@ async def job_logs(
         return records, done
 
     records, _ = await run_in_threadpool(snapshot)
-    if task is not None and not records and not _task_names(job).__contains__(task):
+    if task is not None and task not in _task_names(job):
         raise NotFound(f"job {name} has no task {task} (tasks: {', '.join(_task_names(job))})")
     if follow:
         return StreamingResponse(logs.follow(snapshot), media_type="text/plain")

@@ -294,3 +294,16 @@ class TestDeleteFinished:
         answer = api.client.delete("/api/v1/jobs/mine", headers=api.as_("alice"))
         assert answer.json() == {"message": "job mine deleted"}
         assert api.client.get("/api/v1/jobs/mine", headers=api.as_("alice")).status_code == 404
+
+
+class TestLogs:
+    def test_unknown_task_is_404(self, api: Api) -> None:
+        api.client.post("/api/v1/apply", content=job(), headers=api.as_("alice"))
+        answer = api.client.get("/api/v1/jobs/mine/logs?task=w-9", headers=api.as_("alice"))
+        assert answer.status_code == 404
+        assert answer.json()["message"] == "job mine has no task w-9 (tasks: w-0)"
+
+    def test_no_logs_yet_is_empty(self, api: Api) -> None:
+        api.client.post("/api/v1/apply", content=job(), headers=api.as_("alice"))
+        answer = api.client.get("/api/v1/jobs/mine/logs", headers=api.as_("alice"))
+        assert answer.status_code == 200 and answer.text == ""
