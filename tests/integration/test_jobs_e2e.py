@@ -203,3 +203,18 @@ def _zombie(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
     except FileNotFoundError:
         return True
+
+
+def test_logs_follow_a_running_job(sqlite_server: ServerProcess) -> None:
+    sqlite_server.cli("apply", "-f", str(EXAMPLES / "hello.yaml"))
+    script = "import time; print('first', flush=True); time.sleep(2); print('second')"
+    job = (
+        "apiVersion: aipaas/v1\nkind: Job\nmetadata: {name: talk, tenant: acme}\n"
+        f"spec:\n  queue: research\n  tasks:\n    - name: w\n"
+        f"      command: [{sys.executable}, -c, {json.dumps(script)}]\n"
+    )
+    sqlite_server.cli("apply", "-f", "-", input=job)
+    sqlite_server.wait_phase("talk", "Running")
+    followed = sqlite_server.cli("logs", "job/talk", "-t", "acme", "-f").stdout
+    assert followed == "w-0 | first\nw-0 | second\n"
+    assert sqlite_server.phase("talk") == "Succeeded"
