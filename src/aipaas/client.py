@@ -135,6 +135,13 @@ class Client:
         except httpx.TransportError as err:
             raise Unavailable(f"cannot reach {self.url}: {err}") from err
 
+    def usage(self, tenant: str | None = None) -> builtins.list[dict[str, Any]]:
+        """GPU-hours and CPU-hours by tenant, queue, user and GPU model."""
+        items: builtins.list[dict[str, Any]] = self._call("GET", "/usage", params=_t(tenant))[
+            "items"
+        ]
+        return items
+
     def create_token(self, user: str, tenant: str | None = None) -> dict[str, Any]:
         body: dict[str, str] = {"user": user}
         if tenant:

@@ -33,6 +33,7 @@ def register(app: typer.Typer) -> None:
         ("cancel", cancel),
         ("logs", logs),
         ("events", events),
+        ("usage", usage),
     ):
         app.command(name)(function)
     app.add_typer(tokens_app, name="tokens")
@@ -185,6 +186,29 @@ def events(
             event["type"],
             event["reason"],
             event["message"],
+        )
+    Console(width=200).print(table)
+
+
+def usage(tenant: Tenant = None, output: Output = "table") -> None:
+    """GPU-hours and CPU-hours by tenant, queue, user and GPU model."""
+    with _client() as client:
+        items = client.usage(tenant)
+    if output == "json":
+        print(json.dumps(items, indent=2))
+        return
+    table = Table(box=None)
+    for column in ("TENANT", "QUEUE", "USER", "GPU MODEL", "GPU-HOURS", "CPU-HOURS", "TASKS"):
+        table.add_column(column)
+    for row in items:
+        table.add_row(
+            row["tenant"],
+            row["queue"],
+            row["user"],
+            row["gpuModel"] or "-",
+            f"{row['gpuHours']:.3f}",
+            f"{row['cpuHours']:.3f}",
+            str(row["tasks"]),
         )
     Console(width=200).print(table)
 

@@ -11,9 +11,11 @@ from starlette.concurrency import run_in_threadpool
 
 from aipaas.api.job import Job
 from aipaas.api.meta import Name
+from aipaas.api.node import Node
 from aipaas.api.registry import KINDS, resolve_kind
 from aipaas.api.tenancy import User
 from aipaas.errors import Forbidden, InvalidObject, NotFound, PayloadTooLarge
+from aipaas.metering.usage import usage
 from aipaas.server import logs
 from aipaas.server.auth import authenticate, principal_of
 from aipaas.server.service import Applied, ObjectService
@@ -161,6 +163,39 @@ def list_events(
         scope = obj.tenant
     events = store.list_events(tenant=scope, kind=resolved, name=name, uid=uid)
     return {"items": [event.model_dump(mode="json") for event in events]}
+
+
+@router.get("/usage", summary="GPU-hours and CPU-hours by tenant, queue, user and GPU model")
+def usage_report(request: Request, caller: Caller, tenant: TenantQuery = None) -> dict[str, Any]:
+    store = _store(request)
+    scope = tenant if caller.is_platform_admin else (tenant or caller.tenant)
+    if scope is not None and not caller.sees_tenant(scope):
+        raise NotFound(f"tenant {scope} not found")
+    jobs = {
+        job.metadata.uid or "": job
+        for job in store.list_objects("Job", scope)
+        if isinstance(job, Job)
+    }
+    models = {
+        node.name: node.spec.gpus.model
+        for node in store.list_objects("Node", "")
+        if isinstance(node, Node)
+    }
+    rows = usage(TaskRepository(store).started(scope), jobs, models, store.clock.now())
+    return {
+        "items": [
+            {
+                "tenant": r.tenant,
+                "queue": r.queue,
+                "user": r.user,
+                "gpuModel": r.gpu_model,
+                "gpuHours": r.gpu_hours,
+                "cpuHours": r.cpu_hours,
+                "tasks": r.tasks,
+            }
+            for r in rows
+        ]
+    }
 
 
 class TokenRequest(BaseModel):

@@ -17,6 +17,7 @@ from aipaas.api.registry import KINDS, load_documents, parse_object
 from aipaas.api.tenancy import Role, Tenant, User
 from aipaas.clock import isoformat
 from aipaas.errors import Conflict, FieldError, Forbidden, InvalidObject, NotFound
+from aipaas.metering.usage import SUBMITTER_ANNOTATION
 from aipaas.store import Store, TaskRepository
 from aipaas.tenancy.principal import Principal, Verb
 
@@ -223,8 +224,15 @@ class ObjectService:
             self._check_references(obj, tx)
             current = self.store.find(obj.kind, obj.tenant, obj.name, conn=tx)
             if current is None:
-                if isinstance(obj, Job):  # readers see a phase from the start
-                    obj = obj.model_copy(update={"status": JobStatus(reason="Submitted")})
+                if isinstance(obj, Job):  # readers see a phase from the start; metering the user
+                    annotations = {
+                        **obj.metadata.annotations,
+                        SUBMITTER_ANNOTATION: self.caller.user,
+                    }
+                    meta = obj.metadata.model_copy(update={"annotations": annotations})
+                    obj = obj.model_copy(
+                        update={"metadata": meta, "status": JobStatus(reason="Submitted")}
+                    )
                 created = self.store.create(obj, conn=tx)
                 self.store.record_event(
                     created, "Created", f"created by {self.caller.user}", conn=tx

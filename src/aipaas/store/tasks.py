@@ -128,6 +128,15 @@ class TaskRepository:
                     result[row["job_uid"]].append(_record(row))
         return result
 
+    def started(self, tenant: str | None = None) -> list[TaskRecord]:
+        """Every record that ever started (for metering), of one tenant or all."""
+        query = select(tables.tasks).where(tables.tasks.c.started_at.is_not(None))
+        if tenant is not None:
+            query = query.where(tables.tasks.c.tenant == tenant)
+        with self.store.transaction(write=False) as tx:
+            rows = tx.execute(query).mappings().all()
+        return [_record(row) for row in rows]
+
     def active(self) -> list[TaskRecord]:
         """Tasks that hold resources: placed and not yet finished (Pending-with-node included)."""
         with self.store.transaction(write=False) as tx:
