@@ -93,6 +93,7 @@ class JobSpec(Model):
     queue: Name = "default"
     priority: int = Field(default=100, ge=-100000, le=100000)
     min_available: int | None = Field(default=None, ge=1, le=MAX_REPLICAS, strict=True)
+    depends_on: list[Name] = Field(default_factory=list, max_length=32)
     tasks: list[TaskSpec] = Field(min_length=1, max_length=64)
 
     @field_validator("priority", mode="before")
@@ -161,3 +162,9 @@ class Job(Object):
     kind: Literal["Job"] = "Job"
     spec: JobSpec
     status: JobStatus | None = None
+
+    @model_validator(mode="after")
+    def _not_itself(self) -> Job:
+        if self.metadata.name in self.spec.depends_on:
+            raise ValueError("spec.dependsOn: a job cannot depend on itself")
+        return self

@@ -35,7 +35,7 @@ log = logging.getLogger("aipaas.controller")
 DELETE_ANNOTATION = "aipaas.dev/delete-requested"
 FINISHED = [p.value for p in JobPhase if p.finished]
 ACTIVE = (TaskPhase.STARTING.value, TaskPhase.RUNNING.value)
-WAITING = ("QuotaExceeded", "Unschedulable", "Waiting")
+WAITING = ("QuotaExceeded", "Unschedulable", "Waiting", "WaitingForDependencies")
 
 
 @dataclass
@@ -341,6 +341,8 @@ class Controller:
         queue_use: dict[tuple[str, str], Usage],
     ) -> None:
         job = item.job
+        if job.spec.depends_on and not self._dependencies_met(item):
+            return
         wanted = _usage(job)
         tenant = tenants.get(job.tenant)
         queue = queues.get((job.tenant, job.spec.queue))
@@ -389,6 +391,25 @@ class Controller:
         item.event("Scheduled", item.message)
         item.changed.clear()
         self._admitted.append(item)
+
+    def _dependencies_met(self, item: JobWork) -> bool:
+        """All of ``dependsOn`` succeeded; a failed or cancelled one fails this job."""
+        for name in item.job.spec.depends_on:
+            other = self.store.find("Job", item.job.tenant, name)
+            if not isinstance(other, Job):
+                item.reason, item.message = "WaitingForDependencies", f"job {name} does not exist"
+                return False
+            phase = other.status.phase if other.status else JobPhase.PENDING
+            if phase in (JobPhase.FAILED, JobPhase.CANCELLED):
+                self._finish(
+                    item, JobPhase.FAILED, "DependencyFailed", f"job {name} {phase.value.lower()}"
+                )
+                return False
+            if phase is not JobPhase.SUCCEEDED:
+                item.reason = "WaitingForDependencies"
+                item.message = f"waiting for job {name} ({phase.value})"
+                return False
+        return True
 
     def _new_records(self, job: Job) -> list[TaskRecord]:
         records = []

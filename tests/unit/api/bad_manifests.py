@@ -197,4 +197,14 @@ CASES: list[tuple[str, str, list[str]]] = [
         "apiVersion: aipaas/v1\nkind: Queue\nmetadata: {name: q, tenant: acme}\nkind: Job\n",
         ["duplicate key 'kind'"],
     ),
+    (
+        "depends on itself",
+        job(extra="  dependsOn: [bad]\n"),
+        ["dependsOn", "cannot depend on itself"],
+    ),
+    (
+        "dependency with a bad name",
+        job(extra="  dependsOn: [Not_A_Name]\n"),
+        ["spec.dependsOn[0]"],
+    ),
 ]

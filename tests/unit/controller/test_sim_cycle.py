@@ -234,3 +234,46 @@ class TestSimulatedFailures:
         status = world.job("flaky").status
         assert status is not None and status.phase.value == "Failed"
         assert status.tasks[0].restarts == 2 and status.tasks[0].exit_code == 3
+
+
+class TestDependencies:
+    def test_waits_for_success(self, world: World) -> None:
+        world.setup()
+        controller, clock = sim(world)
+        world.submit("tokenize", GPU_TASKS.format(replicas=1, gpu=1))
+        world.submit(
+            "train", GPU_TASKS.format(replicas=1, gpu=1), extra="  dependsOn: [tokenize]\n"
+        )
+        controller.run_cycle()
+        status = world.job("train").status
+        assert status is not None and status.reason == "WaitingForDependencies"
+        assert status.message == "waiting for job tokenize (Pending)"
+        clock.advance(11)
+        controller.run_cycle()
+        controller.run_cycle()
+        assert world.phase("tokenize") == "Succeeded"
+        assert world.job("train").status.reason == "Scheduled"  # type: ignore[union-attr]
+
+    def test_a_failed_dependency_fails_the_job(self, world: World) -> None:
+        world.setup()
+        controller, clock = sim(world)
+        world.submit(
+            "first",
+            GPU_TASKS.format(replicas=1, gpu=1),
+            annotations="{sim.aipaas.dev/exit-code: '1'}",
+        )
+        world.submit("then", GPU_TASKS.format(replicas=1, gpu=1), extra="  dependsOn: [first]\n")
+        controller.run_cycle()
+        clock.advance(11)
+        controller.run_cycle()
+        controller.run_cycle()
+        status = world.job("then").status
+        assert status is not None and status.phase.value == "Failed"
+        assert status.message == "job first failed"
+
+    def test_a_missing_dependency_waits(self, world: World) -> None:
+        world.setup()
+        controller, _ = sim(world)
+        world.submit("orphan", GPU_TASKS.format(replicas=1, gpu=1), extra="  dependsOn: [nope]\n")
+        controller.run_cycle()
+        assert world.job("orphan").status.message == "job nope does not exist"  # type: ignore[union-attr]
