@@ -12,12 +12,10 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
-from collections.abc import Iterator
-from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
-from aipaas.api.job import CANCEL_ANNOTATION, Job, JobPhase, JobStatus, TaskPhase, TaskStatus
+from aipaas.api.job import CANCEL_ANNOTATION, Job, JobPhase, JobStatus, TaskPhase
 from aipaas.api.meta import ObjectMeta
 from aipaas.api.node import Node, NodeGpus, NodeSpec, NodeStatus
 from aipaas.api.queue import Queue
@@ -26,6 +24,14 @@ from aipaas.backends.base import Backend, NodeInfo, TaskState
 from aipaas.clock import Clock, SystemClock, isoformat
 from aipaas.controller.launch import log_path, make_request, request_id, task_spec
 from aipaas.controller.placement import Placer, Pod
+from aipaas.controller.work import (
+    ACTIVE,
+    JobWork,
+    fair_order,
+    job_status,
+    job_usage,
+    status_events,
+)
 from aipaas.metering.metrics import Metrics
 from aipaas.store import Store, TaskRecord, TaskRepository
 from aipaas.tenancy.quota import Usage, exceeded
@@ -34,29 +40,6 @@ log = logging.getLogger("aipaas.controller")
 
 DELETE_ANNOTATION = "aipaas.dev/delete-requested"
 FINISHED = [p.value for p in JobPhase if p.finished]
-ACTIVE = (TaskPhase.STARTING.value, TaskPhase.RUNNING.value)
-WAITING = ("QuotaExceeded", "Unschedulable", "Waiting", "WaitingForDependencies")
-
-
-@dataclass
-class JobWork:
-    """A job and its task records during one cycle; ``changed`` records are saved at the end."""
-
-    job: Job
-    records: list[TaskRecord]
-    changed: set[str] = field(default_factory=set)
-    events: list[tuple[str, str, bool]] = field(default_factory=list)
-    phase: JobPhase | None = None
-    order: int = 0
-    reason: str = ""
-    message: str = ""
-
-    def set(self, record: TaskRecord) -> None:
-        self.records = [record if r.name == record.name else r for r in self.records]
-        self.changed.add(record.name)
-
-    def event(self, reason: str, message: str, warning: bool = False) -> None:
-        self.events.append((reason, message, warning))
 
 
 class Controller:
@@ -343,7 +326,7 @@ class Controller:
         job = item.job
         if job.spec.depends_on and not self._dependencies_met(item):
             return
-        wanted = _usage(job)
+        wanted = job_usage(job)
         tenant = tenants.get(job.tenant)
         queue = queues.get((job.tenant, job.spec.queue))
         if tenant is None or queue is None:
@@ -466,12 +449,12 @@ class Controller:
         events: list[tuple[Job, str, str, bool]] = []
         deleted: list[Job] = []
         for item in work:
-            status = self._status(item)
+            status = job_status(item, isoformat(self.clock.now()))
             if (item.job.status.model_dump(mode="json") if item.job.status else None) != (
                 status.model_dump(mode="json")
             ):
                 statuses.append((item.job, status))
-                self._status_events(item, status)
+                status_events(item, status)
             events.extend((item.job, *event) for event in item.events)
             if DELETE_ANNOTATION in item.job.metadata.annotations and status.phase.finished:
                 deleted.append(item.job)
@@ -486,52 +469,6 @@ class Controller:
                 self.tasks.delete_job(job.metadata.uid or "", conn=tx)
                 self.store.delete("Job", job.tenant, job.name, conn=tx)
 
-    def _status_events(self, item: JobWork, status: JobStatus) -> None:
-        job = item.job
-        previous = job.status.phase if job.status else None
-        if previous != status.phase and status.phase is JobPhase.RUNNING:
-            item.event("Running", "tasks are running")
-        if (
-            status.phase is JobPhase.PENDING
-            and status.reason in WAITING
-            and (job.status is None or job.status.message != status.message)
-        ):
-            item.event(status.reason, status.message, True)
-
-    def _status(self, item: JobWork) -> JobStatus:
-        job = item.job
-        old = job.status or JobStatus()
-        now = isoformat(self.clock.now())
-        tasks = [
-            TaskStatus(
-                name=r.name,
-                phase=TaskPhase(r.phase),
-                node=r.node,
-                gpus=list(r.gpus),
-                exit_code=r.exit_code,
-                restarts=r.attempt,
-                message=r.message,
-            )
-            for r in item.records
-        ]
-        phase = item.phase
-        if phase is None:
-            running = any(r.phase in ACTIVE for r in item.records)
-            phase = JobPhase.RUNNING if running else old.phase if item.records else JobPhase.PENDING
-        reason, message = item.reason, item.message
-        if not reason:
-            reason, message = (old.reason, old.message) if phase == old.phase else ("", "")
-        if phase is JobPhase.RUNNING and reason in WAITING:
-            reason, message = "Running", ""
-        return JobStatus(
-            phase=phase,
-            reason=reason,
-            message=message,
-            tasks=tasks,
-            start_time=old.start_time or (now if phase is JobPhase.RUNNING else None),
-            completion_time=old.completion_time or (now if phase.finished else None),
-        )
-
     def _publish_metrics(self, work: list[JobWork], placer: Placer) -> None:
         counts = dict.fromkeys((p.value for p in JobPhase), 0)
         for phase, count in self.store.count_by_phase("Job").items():
@@ -544,57 +481,3 @@ class Controller:
                 self.metrics.pending.labels(tenant=item.job.tenant, queue=item.job.spec.queue).inc()
         self.metrics.gpus_total.set(placer.gpus_total)
         self.metrics.gpus_allocated.set(placer.gpus_allocated)
-
-
-def _usage(job: Job) -> Usage:
-    total = Usage()
-    for task in job.spec.tasks:
-        total += Usage.of(task.resources.amounts().scaled(task.replicas))
-    return total
-
-
-def fair_order(
-    pending: list[JobWork],
-    queues: dict[tuple[str, str], Queue],
-    queue_use: dict[tuple[str, str], Usage],
-    capacity: Usage,
-) -> Iterator[JobWork]:
-    """Pending jobs in the order admission considers them.
-
-    Higher priority first; among equal priorities, the job whose queue has the smallest
-    weighted dominant share (its largest fraction of the cluster's GPUs, CPU or memory, divided
-    by the queue's weight) goes next, and shares are recomputed as jobs are admitted; oldest
-    first within a queue and priority. A job that cannot be admitted does not block the others.
-    """
-    lines: dict[tuple[str, str], list[JobWork]] = defaultdict(list)
-    for index, item in enumerate(pending):
-        item.order = index
-        lines[(item.job.tenant, item.job.spec.queue)].append(item)
-    for line in lines.values():
-        line.sort(key=lambda item: (-item.job.spec.priority, item.order))
-    heads = {key: 0 for key in lines}
-
-    def share(key: tuple[str, str]) -> float:
-        used = queue_use[key]
-        queue = queues.get(key)
-        weight = queue.spec.weight if queue is not None else 1.0
-        fractions = (
-            used.gpu_milli / capacity.gpu_milli if capacity.gpu_milli else 0.0,
-            used.cpu_milli / capacity.cpu_milli if capacity.cpu_milli else 0.0,
-            used.memory_mib / capacity.memory_mib if capacity.memory_mib else 0.0,
-        )
-        return max(fractions) / weight
-
-    while heads:
-        key = min(
-            heads,
-            key=lambda k: (
-                -lines[k][heads[k]].job.spec.priority,
-                share(k),
-                lines[k][heads[k]].order,
-            ),
-        )
-        yield lines[key][heads[key]]
-        heads[key] += 1
-        if heads[key] == len(lines[key]):
-            del heads[key]
