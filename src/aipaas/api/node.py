@@ -27,7 +27,7 @@ class NodeStatus(LenientModel):
     ready: bool = True
     allocated_cpu: str = "0"
     allocated_memory: str = "0"
-    allocated_gpus: int = 0
+    allocated_gpus: float = 0
 
 
 class Node(Object):

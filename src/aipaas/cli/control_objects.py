@@ -273,6 +273,9 @@ def _columns(kind: str) -> list[tuple[str, Callable[[dict[str, Any]], object]]]:
             ("MEMORY", lambda o: o["spec"]["memory"]),
             ("GPUS", lambda o: o["spec"].get("gpus", {}).get("count", 0)),
             ("MODEL", lambda o: o["spec"].get("gpus", {}).get("model", "")),
+            ("READY", status("ready")),
+            ("GPUS USED", status("allocatedGpus")),
+            ("CPU USED", status("allocatedCpu")),
         ]
     if kind in ("User", "Queue"):
         return [

@@ -16,7 +16,7 @@ from datetime import datetime
 from pathlib import Path
 
 from aipaas.api.job import CANCEL_ANNOTATION, Job, JobPhase, JobStatus, TaskPhase
-from aipaas.api.meta import ObjectMeta
+from aipaas.api.meta import Object, ObjectMeta
 from aipaas.api.node import Node, NodeGpus, NodeSpec, NodeStatus
 from aipaas.api.queue import Queue
 from aipaas.api.tenancy import Tenant
@@ -70,6 +70,8 @@ class Controller:
         self.inventory_seconds = inventory_seconds
         self.nodes: list[NodeInfo] = []
         self._admitted: list[JobWork] = []
+        self._node_objects: dict[str, Object] = {}
+        self._node_status: dict[str, NodeStatus] = {}
         self._inventory_at: float | None = None
         self.cycles = 0
 
@@ -90,6 +92,7 @@ class Controller:
             self._advance(item)
         placer = self._place(work)
         self._write_back(work)
+        self._write_node_status(placer)
         self._publish_metrics(work, placer)
         self.cycles += 1
         self.metrics.cycle_seconds.observe(self.clock.monotonic() - started)
@@ -120,13 +123,36 @@ class Controller:
             )
             current = self.store.find("Node", "", info.name)
             if current is None:
-                created = self.store.create(wanted)
-                self.store.update_status(created, NodeStatus(ready=True))
+                current = self.store.create(wanted)
                 self.store.record_event(
-                    created, "Registered", f"reported by backend {info.backend}"
+                    current, "Registered", f"reported by backend {info.backend}"
                 )
             elif current.to_wire().get("spec") != wanted.to_wire().get("spec"):
-                self.store.update(wanted)
+                current = self.store.update(wanted)
+            self._node_objects[info.name] = current
+        reported = {info.name for info in self.nodes}
+        for node in self.store.list_objects("Node", ""):
+            if node.name not in reported:
+                self._node_objects[node.name] = node  # gone from the backend: not ready
+
+    def _write_node_status(self, placer: Placer) -> None:
+        """Node status: ready while reported; what is allocated (written when it changes)."""
+        allocated = placer.allocated()
+        changes = []
+        for name, node in self._node_objects.items():
+            cpu, memory, gpus = allocated.get(name, (0, 0, 0.0))
+            status = NodeStatus(
+                ready=name in allocated,
+                allocated_cpu=f"{cpu}m",
+                allocated_memory=f"{memory}Mi",
+                allocated_gpus=gpus,
+            )
+            if self._node_status.get(name) != status:
+                changes.append((node, status))
+                self._node_status[name] = status
+        if changes:
+            with self.store.transaction() as tx:
+                self.store.write_statuses(changes, conn=tx)
 
     # 2. observe -------------------------------------------------------------------------------
 

@@ -90,6 +90,18 @@ class Placer:
             state.total_gpu_milli,
         )
 
+    def allocated(self) -> dict[str, tuple[int, int, float]]:
+        """Per node: CPU millicores, memory MiB and GPUs (fractions count) in use."""
+        state = self.state
+        return {
+            node.name: (
+                int(state.cpu_capacity[i] - state.cpu_free[i]),
+                int(state.memory_capacity[i] - state.memory_free[i]),
+                (node.gpu_count * 1000 - int(state.gpu_free_total[i])) / 1000,
+            )
+            for i, node in enumerate(state.nodes)
+        }
+
     @property
     def gpus_total(self) -> float:
         return self.state.total_gpu_milli / 1000

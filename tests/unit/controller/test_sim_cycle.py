@@ -277,3 +277,20 @@ class TestDependencies:
         world.submit("orphan", GPU_TASKS.format(replicas=1, gpu=1), extra="  dependsOn: [nope]\n")
         controller.run_cycle()
         assert world.job("orphan").status.message == "job nope does not exist"  # type: ignore[union-attr]
+
+
+class TestNodeStatus:
+    def test_allocations_are_published(self, world: World) -> None:
+        world.setup()
+        controller, clock = sim(world)
+        world.submit("n", GPU_TASKS.format(replicas=1, gpu=4))
+        controller.run_cycle()
+        nodes = {n.name: n for n in world.store.list_objects("Node", "")}
+        used = sorted(n.status.allocated_gpus for n in nodes.values())  # type: ignore[attr-defined]
+        assert used == [0, 4]
+        assert all(n.status.ready for n in nodes.values())  # type: ignore[attr-defined]
+        clock.advance(11)
+        controller.run_cycle()
+        controller.run_cycle()
+        nodes = {n.name: n for n in world.store.list_objects("Node", "")}
+        assert [n.status.allocated_gpus for n in nodes.values()] == [0, 0]  # type: ignore[attr-defined]
