@@ -90,6 +90,18 @@ class Client:
         ]
         return items
 
+    def replace(self, manifest: str | bytes) -> dict[str, Any]:
+        """Update one object; its metadata.resourceVersion must be the one read (else 409)."""
+        text = manifest.decode() if isinstance(manifest, bytes) else manifest
+        document = yaml.safe_load(text)
+        if not isinstance(document, dict) or not isinstance(document.get("metadata"), dict):
+            raise InvalidObject([FieldError("", "a replace takes one object")])
+        path = f"/{_plural(str(document.get('kind', '')))}/{document['metadata'].get('name')}"
+        result: dict[str, Any] = self._call(
+            "PUT", path, content=text.encode(), headers={"Content-Type": "application/yaml"}
+        )
+        return result
+
     def delete(self, kind: str, name: str, tenant: str | None = None) -> str:
         answer = self._call("DELETE", f"/{_plural(kind)}/{name}", params=_t(tenant))
         return str(answer["message"])

@@ -10,7 +10,7 @@ from pydantic import BaseModel, Field
 from starlette.concurrency import run_in_threadpool
 
 from aipaas.api.job import Job
-from aipaas.api.meta import Name
+from aipaas.api.meta import Name, Object
 from aipaas.api.node import Node
 from aipaas.api.registry import KINDS, resolve_kind
 from aipaas.api.tenancy import User
@@ -86,6 +86,19 @@ def get_object(
 ) -> dict[str, Any]:
     obj = ObjectService(_store(request), caller).get(_kind(plural), name, tenant)
     return obj.to_wire()
+
+
+@generic.put("/{plural}/{name}", summary="Replace one object (resourceVersion required)")
+async def replace_object(plural: str, name: str, request: Request) -> dict[str, Any]:
+    store = _store(request)
+    header = request.headers.get("authorization")
+    kind = _kind(plural)
+    body = await _read_body(request)
+
+    def authenticated_replace() -> Object:
+        return ObjectService(store, authenticate(store, header)).replace(kind, name, body)
+
+    return (await run_in_threadpool(authenticated_replace)).to_wire()
 
 
 @generic.delete("/{plural}/{name}")

@@ -88,6 +88,32 @@ class ObjectService:
         prepared = [self._prepare(obj) for obj in objects]
         return [self._apply(obj) for obj in prepared]
 
+    def replace(self, kind: str, name: str, text: str | bytes) -> Object:
+        """Update one existing object; ``metadata.resourceVersion`` is required (409 if stale)."""
+        documents = load_documents(text)
+        if len(documents) != 1:
+            raise InvalidObject([FieldError("", "a replace takes exactly one object")])
+        obj = self._prepare(parse_object(documents[0]))
+        if obj.kind != kind or obj.name != name:
+            raise InvalidObject(
+                [
+                    FieldError(
+                        "metadata.name",
+                        f"the body is {obj.kind} {obj.name}, the path {kind} {name}",
+                    )
+                ]
+            )
+        if obj.metadata.resource_version is None:
+            raise InvalidObject(
+                [FieldError("metadata.resourceVersion", "required: the version you read")]
+            )
+        current = self.store.get(obj.kind, obj.tenant, obj.name)
+        if isinstance(obj, Job) and current.to_wire().get("spec") != obj.to_wire().get("spec"):
+            raise Conflict(f"job {name}: a job cannot change after submission")
+        updated = self.store.update(obj, expected_version=obj.metadata.resource_version)
+        self.store.record_event(updated, "Updated", f"updated by {self.caller.user}")
+        return updated
+
     def delete(self, kind: str, name: str, tenant: str | None) -> str:
         obj = self.get(kind, name, tenant)
         self._authorize_write(obj.kind)

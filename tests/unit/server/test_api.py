@@ -307,3 +307,58 @@ class TestLogs:
         api.client.post("/api/v1/apply", content=job(), headers=api.as_("alice"))
         answer = api.client.get("/api/v1/jobs/mine/logs", headers=api.as_("alice"))
         assert answer.status_code == 200 and answer.text == ""
+
+
+class TestReplace:
+    QUEUE = (
+        "apiVersion: aipaas/v1\nkind: Queue\n"
+        "metadata: {{name: research, tenant: acme{rv}}}\nspec: {{weight: {w}}}\n"
+    )
+
+    def test_cas(self, api: Api) -> None:
+        current = api.client.get("/api/v1/queues/research", headers=api.as_("tad")).json()
+        version = current["metadata"]["resourceVersion"]
+        body = self.QUEUE.format(rv=f", resourceVersion: '{version}'", w=5)
+        ok = api.client.put("/api/v1/queues/research", content=body, headers=api.as_("tad"))
+        assert ok.status_code == 200 and ok.json()["spec"]["weight"] == 5
+        stale = api.client.put("/api/v1/queues/research", content=body, headers=api.as_("tad"))
+        assert stale.status_code == 409
+
+    @pytest.mark.parametrize(
+        ("path", "body", "user", "want_status"),
+        [
+            pytest.param(
+                "/api/v1/queues/research",
+                QUEUE.format(rv="", w=2),
+                "tad",
+                422,
+                id="no resourceVersion",
+            ),
+            pytest.param(
+                "/api/v1/queues/other",
+                QUEUE.format(rv=", resourceVersion: '1'", w=2),
+                "tad",
+                422,
+                id="path and body disagree",
+            ),
+            pytest.param(
+                "/api/v1/queues/research",
+                QUEUE.format(rv=", resourceVersion: '1'", w=2),
+                "alice",
+                403,
+                id="member may not",
+            ),
+            pytest.param(
+                "/api/v1/queues/research",
+                QUEUE.format(rv=", resourceVersion: '1'", w=2).replace("acme", "globex"),
+                "tad",
+                404,
+                id="other tenant",
+            ),
+            pytest.param("/api/v1/queues/research", "", "tad", 422, id="empty"),
+            pytest.param("/api/v1/queues/research", "{bad", "tad", 422, id="not YAML"),
+        ],
+    )
+    def test_refused(self, api: Api, path: str, body: str, user: str, want_status: int) -> None:
+        answer = api.client.put(path, content=body, headers=api.as_(user))
+        assert answer.status_code == want_status, answer.text
