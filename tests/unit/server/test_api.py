@@ -362,3 +362,66 @@ class TestReplace:
     def test_refused(self, api: Api, path: str, body: str, user: str, want_status: int) -> None:
         answer = api.client.put(path, content=body, headers=api.as_(user))
         assert answer.status_code == want_status, answer.text
+
+
+class TestRequestShapes:
+    @pytest.mark.parametrize(
+        ("method", "path", "kwargs", "want_status", "want_word"),
+        [
+            pytest.param(
+                "POST",
+                "/api/v1/tokens",
+                {"json": {"user": "alice", "x": 1}},
+                422,
+                "x",
+                id="token request with an unknown field",
+            ),
+            pytest.param(
+                "POST",
+                "/api/v1/tokens",
+                {"content": "not json"},
+                422,
+                "",
+                id="token request not JSON",
+            ),
+            pytest.param(
+                "POST",
+                "/api/v1/tokens",
+                {"json": {"user": "Bad Name"}},
+                422,
+                "user",
+                id="token for an invalid user name",
+            ),
+            pytest.param(
+                "GET", "/api/v1/jobs?tenant=" + "a" * 64, {}, 422, "tenant", id="tenant too long"
+            ),
+            pytest.param(
+                "GET",
+                "/api/v1/jobs/x/logs?follow=maybe",
+                {},
+                422,
+                "follow",
+                id="follow not a boolean",
+            ),
+            pytest.param(
+                "GET",
+                "/api/v1/events?kind=Pod",
+                {},
+                422,
+                "unknown kind",
+                id="events of an unknown kind",
+            ),
+        ],
+    )
+    def test_refused_with_reason(
+        self,
+        api: Api,
+        method: str,
+        path: str,
+        kwargs: dict[str, object],
+        want_status: int,
+        want_word: str,
+    ) -> None:
+        answer = api.client.request(method, path, headers=api.as_("admin"), **kwargs)  # type: ignore[arg-type]
+        assert answer.status_code == want_status, answer.text
+        assert want_word in answer.json()["message"]
