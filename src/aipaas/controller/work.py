@@ -70,11 +70,12 @@ def job_status(item: JobWork, now_text: str) -> JobStatus:
     ]
     phase = item.phase
     if phase is None:
-        running = any(r.phase in ACTIVE for r in item.records)
+        # Running once a task really runs; placed-and-starting tasks leave it Pending (Scheduled).
+        running = any(r.phase == TaskPhase.RUNNING.value for r in item.records)
         phase = JobPhase.RUNNING if running else old.phase if item.records else JobPhase.PENDING
     reason, message = item.reason, item.message
     if not reason:
-        reason, message = (old.reason, old.message) if phase == old.phase else ("", "")
+        reason, message = (old.reason, old.message) if phase == old.phase else (phase.value, "")
     if phase is JobPhase.RUNNING and reason in WAITING:
         reason, message = "Running", ""
     return JobStatus(

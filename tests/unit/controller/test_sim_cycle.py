@@ -106,8 +106,9 @@ class TestQuota:
         clock.advance(11)
         controller.run_cycle()
         assert world.phase("first") == "Succeeded"
-        controller.run_cycle()
         assert world.job("second").status.reason == "Scheduled"  # type: ignore[union-attr]
+        controller.run_cycle()
+        assert world.phase("second") == "Running"
 
     def test_queue_quota(self, world: World) -> None:
         world.setup()
