@@ -21,14 +21,16 @@ from aipaas.scheduler.plugins.fit import GpuFit, NodeResourcesFit
 
 BUILTIN = ["bestfit", "clustering", "dotprod", "fgd", "fgdx", "packing", "random"]
 BUILTIN_SCORES = {
-    "bestfit": "BestFit",
-    "clustering": "GpuClustering",
-    "dotprod": "DotProduct",
-    "fgd": "FGD",
-    "fgdx": "FGD",
-    "packing": "GpuPacking",
-    "random": "Random",
+    "bestfit": ["BestFit"],
+    "clustering": ["GpuClustering"],
+    "dotprod": ["DotProduct"],
+    "fgd": ["FGD"],
+    "fgdx": ["CpuOnlyAwayFromIdleGpus", "FGD"],
+    "packing": ["GpuPacking"],
+    "random": ["Random"],
+    "default": ["BestFit", "DeviceTopology"],
 }
+BUILTIN_FILTERS = {"default": ["NodeResourcesFit", "GpuFit", "DeviceClaims"]}
 
 
 def context() -> PluginContext:
@@ -117,9 +119,10 @@ class TestProfiles:
     def test_load_every_builtin(self, name: str) -> None:
         profile = load_profile(name)
         assert profile.metadata.name == name
-        assert [f.name for f in profile.spec.filters] == ["NodeResourcesFit", "GpuFit"]
+        filters = BUILTIN_FILTERS.get(name, ["NodeResourcesFit", "GpuFit"])
+        assert [f.name for f in profile.spec.filters] == filters
         if name in BUILTIN_SCORES:
-            assert [s.name for s in profile.spec.scores] == [BUILTIN_SCORES[name]]
+            assert [s.name for s in profile.spec.scores] == BUILTIN_SCORES[name]
         # Every built-in profile builds.
         state = ClusterState([NodeSpec("n", 1000, 1000, 1, "T4")])
         Scheduler(state, profile, workload=[PodRequest("w", 1, 1, 1, 500)])
@@ -127,8 +130,11 @@ class TestProfiles:
     def test_alias_best(self) -> None:
         profile = load_profile("best")
         assert profile.metadata.name == "fgdx"
-        assert profile.spec.scores[0].args == {"resolution": 100, "tightGpuTies": True}
-        assert profile.spec.gpuPicker.args == {"resolution": 100, "tightGpuTies": True}
+        assert [(s.name, s.weight) for s in profile.spec.scores] == [
+            ("CpuOnlyAwayFromIdleGpus", 1000),
+            ("FGD", 1),
+        ]
+        assert profile.spec.gpuPicker.name == "FGD"
 
     def test_pickers(self) -> None:
         pickers = {name: load_profile(name).spec.gpuPicker.name for name in BUILTIN}
@@ -155,7 +161,7 @@ class TestProfiles:
             f"unknown policy 'nope'; choose one of: {', '.join(builtin_profile_names())}, "
             "best, or a file"
         )
-        assert "bestfit, clustering, dotprod, fgd, fgdx" in str(error.value)
+        assert "bestfit, clustering, default, dotprod, fgd, fgdx" in str(error.value)
 
     def test_unknown_field(self, tmp_path: Path) -> None:
         data = profile_dict(colour="red")
@@ -292,8 +298,7 @@ class TestUnschedulable:
         assert isinstance(result, Unschedulable)
         # b has no GPU at all: it lacks the GPU too (and CPU).
         assert result.reasons == (
-            "0/2 nodes are available: 1 insufficient cpu, "
-            "2 no GPU with 600 milli free",
+            "0/2 nodes are available: 1 insufficient cpu, 2 no GPU with 600 milli free",
         )
 
     def test_reasons_without_nodes_are_left_out(self) -> None:

@@ -542,13 +542,22 @@ class TestFgdGpuChoice:
         assert tight.pick_gpus(state, pod(count=2, milli=1000), 0) == (0, 3)
 
     def test_fgdx_profile(self) -> None:
+        # GPU pods: fgdx places exactly as fgd does (its first score is 0 for them).
         state = self.state()
-        s = scheduler(state, "fgdx", workload=SHARED_500)
-        result = s.schedule(pod(count=1, milli=100))
+        result = scheduler(state, "fgdx", workload=SHARED_500).schedule(pod(count=1, milli=100))
         assert isinstance(result, Placement)
-        assert result.gpus == (1,)
-        # fgdx uses resolution 100: floor(dF / 100).
-        assert s.scorers[0][0].score(state, pod(count=1, milli=400), np.array([0])).tolist() == [0]
+        assert result.gpus == (0,)
+
+    def test_fgdx_sends_cpu_only_pods_where_no_gpu_is_idle(self) -> None:
+        # n0 has an idle GPU, n1 has none left; n0 comes first in the tie-break order.
+        state = ClusterState([node("n0", 8_000, 1), node("n1", 8_000, 1)])
+        used(state, 1, 1000)
+        cpu_pod = pod(cpu=1_000)
+        assert scheduler(state, "fgd", workload=SHARED_500).select_node(cpu_pod) == 0
+        assert scheduler(state, "fgdx", workload=SHARED_500).select_node(cpu_pod) == 1
+        # Where every node still has idle GPUs, FGD decides alone.
+        fresh = ClusterState([node("n0", 8_000, 1), node("n1", 8_000, 1)])
+        assert scheduler(fresh, "fgdx", workload=SHARED_500).select_node(cpu_pod) == 0
 
     def test_resolution_and_ties_via_profile_args(self) -> None:
         state = self.state()
@@ -654,4 +663,4 @@ def test_every_builtin_policy_is_covered() -> None:
     from aipaas.scheduler.framework.profile import builtin_profile_names
 
     assert set(builtin_profile_names()) >= {"random", *DETERMINISTIC}
-    assert load_profile("fgdx").spec.scores[0].args == {"resolution": 100, "tightGpuTies": True}
+    assert [s.name for s in load_profile("fgdx").spec.scores] == ["CpuOnlyAwayFromIdleGpus", "FGD"]

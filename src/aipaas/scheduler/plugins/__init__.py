@@ -17,6 +17,7 @@ def default_registry() -> Registry:
     registry.register("BestFit", simple_scores.new_best_fit)
     registry.register("GpuClustering", simple_scores.new_gpu_clustering)
     registry.register("GpuPacking", simple_scores.new_gpu_packing)
+    registry.register("CpuOnlyAwayFromIdleGpus", simple_scores.new_cpu_only_away_from_idle_gpus)
     registry.register("FGD", fgd.new_fgd)
     registry.register("DeviceClaims", device_claims.new_device_claims)
     registry.register("DeviceTopology", device_claims.new_device_topology)

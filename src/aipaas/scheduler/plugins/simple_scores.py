@@ -125,6 +125,23 @@ class GpuPackingScore(ScorePlugin):
         return scores
 
 
+class CpuOnlyAwayFromIdleGpus(ScorePlugin):
+    """A CPU-only pod goes, if it can, to a node whose GPUs are all taken (it strands none).
+
+    Scores 100 on nodes with no free GPU capacity, 0 elsewhere; GPU pods score 0 everywhere,
+    so for them the other scores decide alone.
+    """
+
+    name = "CpuOnlyAwayFromIdleGpus"
+    cacheable = True
+
+    def score(self, state: ClusterState, pod: PodRequest, nodes: IntArray) -> IntArray:
+        if pod.gpu_count:
+            return np.zeros(nodes.size, dtype=np.int64)
+        scores: IntArray = np.where(state.gpu_free_total[nodes] == 0, MAX_NODE_SCORE, 0)
+        return scores
+
+
 def new_random(context: PluginContext) -> RandomScore:
     return RandomScore(context.rng)
 
@@ -143,3 +160,7 @@ def new_gpu_clustering(_: PluginContext) -> GpuClusteringScore:
 
 def new_gpu_packing(_: PluginContext) -> GpuPackingScore:
     return GpuPackingScore()
+
+
+def new_cpu_only_away_from_idle_gpus(_: PluginContext) -> CpuOnlyAwayFromIdleGpus:
+    return CpuOnlyAwayFromIdleGpus()
