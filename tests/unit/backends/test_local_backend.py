@@ -3,6 +3,7 @@ stop, and finding its tasks again from a new backend instance (a restarted serve
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 import time
@@ -181,3 +182,20 @@ def test_gpus_from_the_published_slice() -> None:
 def test_no_gpu_here_means_cpu_only(tmp_path: Path) -> None:
     node = LocalBackend(tmp_path, node_name="here").inventory().nodes[0]
     assert node.gpu_count == 0 or node.gpu_model  # a GPU machine reports its model
+
+
+@pytest.mark.gpu
+def test_a_real_gpu_is_offered_and_given(tmp_path: Path) -> None:
+    """On a machine with an NVIDIA GPU: the node offers it and a task sees only its own."""
+    gpus = gpus_of(publish_slice("here"))
+    if not gpus:
+        pytest.skip("no NVIDIA GPU visible through NVML on this machine")
+    backend = LocalBackend(tmp_path / "run", node_name="here")
+    node = backend.inventory().nodes[0]
+    assert node.gpu_count == len(gpus) and node.gpu_model
+    last = gpus[-1].index
+    script = "import os; print(os.environ['CUDA_VISIBLE_DEVICES'])"
+    task = request(tmp_path, "gpu", [sys.executable, "-c", script])
+    backend.start(dataclasses.replace(task, gpus=(last,)))  # the last GPU only
+    wait_state(backend, "gpu", TaskState.SUCCEEDED)
+    assert (tmp_path / "logs" / "gpu.log").read_text() == f"{last}\n"
