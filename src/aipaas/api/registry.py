@@ -13,6 +13,8 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from aipaas.api.devices import API_VERSION as DEVICE_API_VERSION
+from aipaas.api.dra import DEVICE_KINDS, parse_device_kind
 from aipaas.api.errors import invalid
 from aipaas.api.job import Job
 from aipaas.api.meta import API_VERSION, Object
@@ -49,6 +51,7 @@ _LOADER: Any = _Loader
 KINDS: dict[str, type[Object]] = {
     cls.model_fields["kind"].default: cls for cls in (Tenant, User, Queue, Job, Node)
 }
+KINDS.update(DEVICE_KINDS)
 MAX_DOCUMENT_BYTES = 1 << 20
 MAX_DEPTH = 32
 MAX_NODES = 100_000
@@ -58,6 +61,7 @@ _ALIASES: dict[str, str] = {}
 for _kind, _cls in KINDS.items():
     for _alias in (_kind, _kind.lower(), _cls.plural):
         _ALIASES[_alias] = _kind
+_ALIASES.update({"claim": "ResourceClaim", "claims": "ResourceClaim"})
 
 
 def resolve_kind(text: str) -> str:
@@ -80,9 +84,17 @@ def parse_object(data: Any, *, index: int | None = None) -> Object:
         )
     check_depth(data)
     api_version = data.get("apiVersion")
+    if api_version == DEVICE_API_VERSION:
+        return parse_device_kind(data, where=where)
     if api_version != API_VERSION:
         raise InvalidObject(
-            [FieldError("apiVersion", f"{prefix}must be {API_VERSION!r}, got {api_version!r}")]
+            [
+                FieldError(
+                    "apiVersion",
+                    f"{prefix}must be {API_VERSION!r} or {DEVICE_API_VERSION!r}, "
+                    f"got {api_version!r}",
+                )
+            ]
         )
     kind = data.get("kind")
     if not isinstance(kind, str) or kind not in KINDS:

@@ -21,10 +21,14 @@ class Verb(StrEnum):
     WRITE = "write"
 
 
+# DeviceClass and ResourceSlice (the cluster's devices) are the platform admin's alone.
+_CLAIM_KINDS = frozenset({"ResourceClaim", "ResourceClaimTemplate"})
 _WRITABLE: dict[Role, frozenset[str]] = {
-    Role.PLATFORM_ADMIN: frozenset({"Tenant", "User", "Queue", "Job", "Token"}),
-    Role.TENANT_ADMIN: frozenset({"User", "Queue", "Job", "Token"}),
-    Role.MEMBER: frozenset({"Job"}),
+    Role.PLATFORM_ADMIN: frozenset(
+        {"Tenant", "User", "Queue", "Job", "Token", "DeviceClass", "ResourceSlice"} | _CLAIM_KINDS
+    ),
+    Role.TENANT_ADMIN: frozenset({"User", "Queue", "Job", "Token"} | _CLAIM_KINDS),
+    Role.MEMBER: frozenset({"Job"} | _CLAIM_KINDS),
     Role.VIEWER: frozenset(),
 }
 
