@@ -110,6 +110,11 @@ class Client:
         result: dict[str, Any] = self._call("POST", f"/jobs/{name}/cancel", params=_t(tenant))
         return result
 
+    def devices(self) -> builtins.list[dict[str, Any]]:
+        """Every published device: node, driver, pool, attributes, capacity, state, holders."""
+        items: builtins.list[dict[str, Any]] = self._call("GET", "/devices")["items"]
+        return items
+
     def events(
         self, kind: str | None = None, name: str | None = None, tenant: str | None = None
     ) -> builtins.list[dict[str, Any]]:

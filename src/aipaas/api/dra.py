@@ -23,7 +23,7 @@ from aipaas.api.devices import (
 from aipaas.api.devices import (
     ResourceClaim as KubeResourceClaim,
 )
-from aipaas.api.meta import Object, ObjectMeta
+from aipaas.api.meta import LenientModel, Object, ObjectMeta
 from aipaas.errors import FieldError, InvalidObject
 
 _SUBDOMAIN_MAX = 253
@@ -75,10 +75,18 @@ class ResourceSliceObject(DeviceKind):
     kind: Literal["ResourceSlice"] = "ResourceSlice"
 
 
+class ClaimStatus(LenientModel):
+    """The controller's: ``allocation`` (resource.k8s.io/v1 AllocationResult) and
+    ``reservedFor`` (the tasks that use the claim)."""
+
+    allocation: dict[str, Any] | None = None
+    reserved_for: list[dict[str, Any]] = Field(default_factory=list)
+
+
 class ResourceClaimObject(DeviceKind):
     plural: ClassVar[str] = "resourceclaims"
     kind: Literal["ResourceClaim"] = "ResourceClaim"
-    status: dict[str, Any] | None = None
+    status: ClaimStatus | None = None
 
     def claim(self) -> KubeResourceClaim:
         obj = self.device()

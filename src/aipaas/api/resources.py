@@ -121,12 +121,20 @@ def _gpu_short_form(value: Any) -> Any:
     return value
 
 
+class TaskClaim(Model):
+    """A DRA claim the task uses: a ResourceClaim of the job's tenant, by name."""
+
+    name: str = Field(min_length=1, max_length=63)
+    resource_claim_name: str = Field(min_length=1, max_length=253)
+
+
 class TaskResources(Model):
     """What one replica of a task needs."""
 
     cpu: QuantityStr = "1"
     memory: QuantityStr = "256Mi"
     gpu: GpuRequest | None = None
+    claims: list[TaskClaim] = Field(default_factory=list, max_length=8)
 
     _cpu = field_validator("cpu")(_check_cpu)
     _memory = field_validator("memory")(_check_memory)

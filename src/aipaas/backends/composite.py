@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from aipaas.api.devices import ResourceSlice
 from aipaas.backends.base import Backend, Inventory, LaunchRequest, NodeInfo, TaskState, TaskStatus
 
 
@@ -19,6 +20,7 @@ class CompositeBackend:
     def inventory(self) -> Inventory:
         nodes: list[NodeInfo] = []
         features: set[str] = set()
+        slices: list[ResourceSlice] = []
         for backend in self.backends:
             inventory = backend.inventory()
             for node in inventory.nodes:
@@ -27,7 +29,8 @@ class CompositeBackend:
                 self._by_node[node.name] = backend
             nodes.extend(inventory.nodes)
             features |= inventory.features
-        return Inventory(tuple(nodes), frozenset(features))
+            slices.extend(inventory.slices)
+        return Inventory(tuple(nodes), frozenset(features), tuple(slices))
 
     def start(self, request: LaunchRequest) -> None:
         if request.node not in self._by_node:

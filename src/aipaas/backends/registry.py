@@ -7,7 +7,8 @@ from pathlib import Path
 from aipaas.backends.base import Backend
 from aipaas.backends.composite import CompositeBackend
 from aipaas.backends.local import LocalBackend
-from aipaas.backends.sim import SimBackend, load_cluster
+from aipaas.backends.sim import SimBackend
+from aipaas.backends.sim.cluster import load_cluster_with_slices
 from aipaas.clock import Clock
 
 NAMES = ("local", "sim", "demo")
@@ -24,12 +25,17 @@ def make_backend(
     if name == "local":
         return LocalBackend(run_dir, cpu_milli=local_cpu_milli)
     if name == "sim":
-        return SimBackend(run_dir, load_cluster(sim_cluster), clock)
+        return _sim(run_dir, sim_cluster, clock)
     if name == "demo":
         return CompositeBackend(
             [
                 LocalBackend(run_dir, cpu_milli=local_cpu_milli),
-                SimBackend(run_dir, load_cluster(sim_cluster), clock),
+                _sim(run_dir, sim_cluster, clock),
             ]
         )
     raise ValueError(f"unknown backend {name!r}; known: {', '.join(NAMES)}")
+
+
+def _sim(run_dir: Path, sim_cluster: Path | None, clock: Clock | None) -> SimBackend:
+    nodes, slices = load_cluster_with_slices(sim_cluster)
+    return SimBackend(run_dir, nodes, clock, slices=slices)

@@ -82,6 +82,10 @@ def get(
     if output not in ("table", "json", "yaml"):
         print("error: --output must be table, json or yaml", file=sys.stderr)
         raise typer.Exit(2)
+    if kind.lower() in ("device", "devices"):
+        with _client() as client:
+            _print_devices(client.devices(), output)
+        return
     with _client() as client:
         if name:
             obj = client.get(kind, name, tenant)
@@ -103,8 +107,11 @@ def describe(
     with _client() as client:
         obj = client.get(kind, name, tenant)
         print(yaml.safe_dump(obj, sort_keys=False).rstrip())
+        events = client.events(kind, name, obj["metadata"].get("tenant") or tenant)
+        if obj.get("kind") == "ResourceClaim":
+            _print_claim_state(obj, events)
         print("events:")
-        for event in client.events(kind, name, obj["metadata"].get("tenant") or tenant):
+        for event in events:
             print(
                 f"  {event['timestamp']}  {event['type']:<7} {event['reason']:<16} "
                 f"{event['message']}"
@@ -230,6 +237,53 @@ def _read(path: Path) -> str:
     except OSError as err:
         print(f"error: cannot read {path}: {err.strerror}", file=sys.stderr)
         raise typer.Exit(1) from err
+
+
+def _print_devices(rows: list[dict[str, Any]], output: str) -> None:
+    if output != "table":
+        _print(rows, output, single=False)
+        return
+    table = Table(box=None)
+    headers = ("NODE", "DEVICE", "MODEL", "NVLINK", "NUMA", "PCIE ROOT", "MEMORY", "STATE")
+    for header in (*headers, "HOLDERS"):
+        table.add_column(header)
+    for row in rows:
+        attributes = row["attributes"]
+
+        def attribute(name: str, attributes: dict[str, Any] = attributes) -> str:
+            for key, value in attributes.items():
+                if key == name or key.endswith("/" + name):
+                    return str(value)
+            return ""
+
+        table.add_row(
+            row["node"],
+            row["device"],
+            attribute("model") or attribute("productName"),
+            attribute("nvlinkDomain"),
+            attribute("numaNode"),
+            attribute("pcieRoot"),
+            row["capacity"].get("memory")
+            or next((v for k, v in row["capacity"].items() if k.endswith("/memory")), ""),
+            row["state"],
+            ", ".join(row["holders"]) or "-",
+        )
+    Console(width=200).print(table)
+
+
+def _print_claim_state(obj: dict[str, Any], events: list[dict[str, Any]]) -> None:
+    allocation = (obj.get("status") or {}).get("allocation")
+    if allocation:
+        print("allocation:")
+        for result in allocation.get("devices", {}).get("results", []):
+            print(
+                f"  {result['request']}: {result['device']} "
+                f"(driver {result['driver']}, pool {result['pool']})"
+            )
+        return
+    waiting = [e for e in events if e.get("reason") == "Unschedulable"]
+    reason = waiting[-1]["message"] if waiting else "not yet used by a task"
+    print(f"waiting: {reason}")
 
 
 def _print(items: list[dict[str, Any]], output: str, *, single: bool) -> None:

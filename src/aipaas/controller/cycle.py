@@ -12,9 +12,18 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
+from collections.abc import Mapping
 from datetime import datetime
 from pathlib import Path
 
+from aipaas.api.devices import AllocationResult, DeviceClass, ResourceSlice
+from aipaas.api.dra import (
+    ClaimStatus,
+    DeviceClassObject,
+    ResourceClaimObject,
+    ResourceSliceObject,
+    wrap_device,
+)
 from aipaas.api.job import CANCEL_ANNOTATION, Job, JobPhase, JobStatus, TaskPhase
 from aipaas.api.meta import Object, ObjectMeta
 from aipaas.api.node import Node, NodeGpus, NodeSpec, NodeStatus
@@ -23,7 +32,7 @@ from aipaas.api.tenancy import Tenant
 from aipaas.backends.base import Backend, NodeInfo, TaskState
 from aipaas.clock import Clock, SystemClock, isoformat
 from aipaas.controller.launch import log_path, make_request, request_id, task_spec
-from aipaas.controller.placement import Placer, Pod
+from aipaas.controller.placement import Devices, Placer, Pod
 from aipaas.controller.work import (
     ACTIVE,
     JobWork,
@@ -39,6 +48,7 @@ from aipaas.tenancy.quota import Usage, exceeded
 log = logging.getLogger("aipaas.controller")
 
 DELETE_ANNOTATION = "aipaas.dev/delete-requested"
+PUBLISHED_LABEL = "aipaas.dev/published-by"
 FINISHED = [p.value for p in JobPhase if p.finished]
 
 
@@ -51,7 +61,7 @@ class Controller:
         log_dir: Path,
         metrics: Metrics | None = None,
         clock: Clock | None = None,
-        policy: str = "bestfit",
+        policy: str = "default",
         backoff_seconds: float = 1.0,
         backoff_max_seconds: float = 60.0,
         stop_grace_seconds: float = 5.0,
@@ -69,10 +79,12 @@ class Controller:
         self.stop_grace_seconds = stop_grace_seconds
         self.inventory_seconds = inventory_seconds
         self.nodes: list[NodeInfo] = []
+        self.slices: list[ResourceSlice] = []
         self._admitted: list[JobWork] = []
         self._node_objects: dict[str, Object] = {}
         self._node_status: dict[str, NodeStatus] = {}
         self._inventory_at: float | None = None
+        self._claim_waiting: dict[tuple[str, str], str] = {}
         self.cycles = 0
 
     # 0. the cycle ---------------------------------------------------------------------------
@@ -104,7 +116,10 @@ class Controller:
         if self._inventory_at is not None and now - self._inventory_at < self.inventory_seconds:
             return
         self._inventory_at = now
-        self.nodes = list(self.backend.inventory().nodes)
+        inventory = self.backend.inventory()
+        self.nodes = list(inventory.nodes)
+        self.slices = list(inventory.slices)
+        self._publish_slices()
         for info in self.nodes:
             wanted = Node(
                 metadata=ObjectMeta(name=info.name, labels=dict(info.labels)),
@@ -134,6 +149,26 @@ class Controller:
         for node in self.store.list_objects("Node", ""):
             if node.name not in reported:
                 self._node_objects[node.name] = node  # gone from the backend: not ready
+
+    def _publish_slices(self) -> None:
+        """The backend's ResourceSlices as stored objects (created, updated, or deleted when the
+        backend no longer reports them); slices applied by an admin are left alone."""
+        reported = set()
+        for item in self.slices:
+            wanted = wrap_device(item)
+            meta = wanted.metadata.model_copy(
+                update={"labels": {**wanted.metadata.labels, PUBLISHED_LABEL: "backend"}}
+            )
+            wanted = wanted.model_copy(update={"metadata": meta})
+            reported.add(wanted.name)
+            current = self.store.find("ResourceSlice", "", wanted.name)
+            if current is None:
+                self.store.create(wanted)
+            elif current.to_wire().get("spec") != wanted.to_wire().get("spec"):
+                self.store.update(wanted)
+        for stored in self.store.list_objects("ResourceSlice", ""):
+            if stored.metadata.labels.get(PUBLISHED_LABEL) and stored.name not in reported:
+                self.store.delete("ResourceSlice", "", stored.name)
 
     def _write_node_status(self, placer: Placer) -> None:
         """Node status: ready while reported; what is allocated (written when it changes)."""
@@ -277,7 +312,7 @@ class Controller:
     # 4. admit and place -------------------------------------------------------------------
 
     def _place(self, work: list[JobWork]) -> Placer:
-        placer = Placer(self.nodes, self.policy)
+        placer = Placer(self.nodes, self.policy, self._devices(work))
         tenant_use: dict[str, Usage] = defaultdict(Usage)
         queue_use: dict[tuple[str, str], Usage] = defaultdict(Usage)
         for item in work:
@@ -328,6 +363,7 @@ class Controller:
             if isinstance(result, tuple):
                 return
             slot = result[0]
+            self._claims_allocated(item.job, record.name, slot.allocations)
             placed = record.with_(
                 node=slot.node,
                 node_index=slot.node_index,
@@ -370,10 +406,17 @@ class Controller:
             return
         records = self._new_records(job)
         gang = records[: job.spec.gang_size]
+        problem = self._claims_problem(job)
+        if problem is not None:
+            item.reason, item.message = "Unschedulable", problem
+            return
         result = placer.place([self._pod(job, r) for r in gang])
         if isinstance(result, tuple):
             item.reason, item.message = "Unschedulable", "; ".join(result)
+            self._claims_wait(job, item.message)
             return
+        for where in result:
+            self._claims_allocated(job, where.name.rsplit("/", 1)[-1], where.allocations)
         placed = dict(zip((r.name for r in gang), result, strict=True))
         for index, record in enumerate(records):
             slot = placed.get(record.name)
@@ -445,7 +488,113 @@ class Controller:
         spec = task_spec(job, record.group_name)
         gpu = spec.resources.gpu
         models = (gpu.model,) if gpu is not None and gpu.model else ()
-        return Pod(f"{job.tenant}/{job.name}/{record.name}", spec.resources.amounts(), models)
+        claims = []
+        for ref in spec.resources.claims:
+            stored = self.store.find("ResourceClaim", job.tenant, ref.resource_claim_name)
+            if isinstance(stored, ResourceClaimObject):
+                claim = stored.claim()
+                claims.append(claim.model_copy(update={"status": None}))
+        return Pod(
+            f"{job.tenant}/{job.name}/{record.name}",
+            spec.resources.amounts(),
+            models,
+            tuple(claims),
+        )
+
+    # DRA claims -------------------------------------------------------------------------------
+
+    def _devices(self, work: list[JobWork]) -> Devices:
+        """Slices, classes and allocated claims; claims whose tasks ended are freed first."""
+        active = {
+            (item.job.metadata.uid or "", f"{item.job.name}/{record.name}")
+            for item in work
+            for record in item.records
+            if record.node is not None and not TaskPhase(record.phase).finished
+        }
+        allocated = []
+        for obj in self.store.list_objects("ResourceClaim", None):
+            if not isinstance(obj, ResourceClaimObject) or obj.status is None:
+                continue
+            if not obj.status.allocation:
+                continue
+            users = {(r.get("uid", ""), r.get("name", "")) for r in obj.status.reserved_for}
+            if not users & active:
+                self.store.update_status(obj, None)
+                self.store.record_event(obj, "Deallocated", "its tasks ended; devices freed")
+                continue
+            allocated.append(obj.claim())
+        slices = [
+            s.device()
+            for s in self.store.list_objects("ResourceSlice", "")
+            if isinstance(s, ResourceSliceObject)
+        ]
+        classes = [
+            c.device()
+            for c in self.store.list_objects("DeviceClass", "")
+            if isinstance(c, DeviceClassObject)
+        ]
+        return Devices(
+            [s for s in slices if isinstance(s, ResourceSlice)],
+            [c for c in classes if isinstance(c, DeviceClass)],
+            allocated,
+        )
+
+    def _claims_problem(self, job: Job) -> str | None:
+        """Why the job's claims cannot be allocated now, before the scheduler is asked."""
+        for task in job.spec.tasks:
+            for ref in task.resources.claims:
+                name = ref.resource_claim_name
+                stored = self.store.find("ResourceClaim", job.tenant, name)
+                if not isinstance(stored, ResourceClaimObject):
+                    return f"task {task.name}: claim {name} does not exist in tenant {job.tenant}"
+                if stored.status is not None and stored.status.allocation:
+                    users = ", ".join(r.get("name", "?") for r in stored.status.reserved_for)
+                    message = f"claim {name} is allocated to {users or 'another task'}"
+                    return f"task {task.name}: {message}"
+            if task.replicas > 1 and task.resources.claims:
+                return f"task {task.name}: a claim by name is shared; use one replica per claim"
+        return None
+
+    def _claims_wait(self, job: Job, message: str) -> None:
+        """An event on each of the job's claims saying why it waits (when the reason changes)."""
+        for task in job.spec.tasks:
+            for ref in task.resources.claims:
+                key = (job.tenant, ref.resource_claim_name)
+                if self._claim_waiting.get(key) == message:
+                    continue
+                stored = self.store.find("ResourceClaim", job.tenant, ref.resource_claim_name)
+                if stored is not None:
+                    self._claim_waiting[key] = message
+                    self.store.record_event(
+                        stored, "Unschedulable", f"job {job.name}: {message}", warning=True
+                    )
+
+    def _claims_allocated(
+        self, job: Job, task: str, allocations: Mapping[str, AllocationResult]
+    ) -> None:
+        """Persist status.allocation and reservedFor of the claims a placed task uses."""
+        if not allocations:
+            return
+        spec = task_spec(job, task.rsplit("-", 1)[0])
+        by_ref = {ref.name: ref.resource_claim_name for ref in spec.resources.claims}
+        stored_names = set(by_ref.values())
+        for claim_name, result in allocations.items():
+            name = claim_name if claim_name in stored_names else by_ref.get(claim_name, claim_name)
+            stored = self.store.find("ResourceClaim", job.tenant, name)
+            if stored is None:
+                continue
+            status = ClaimStatus(
+                allocation=result.model_dump(mode="json", by_alias=True, exclude_none=True),
+                reserved_for=[
+                    {"resource": "tasks", "name": f"{job.name}/{task}", "uid": job.metadata.uid}
+                ],
+            )
+            self.store.update_status(stored, status)
+            self._claim_waiting.pop((job.tenant, name), None)
+            devices = ", ".join(r.device for r in result.devices.results)
+            self.store.record_event(
+                stored, "Allocated", f"devices {devices} for job {job.name} task {task}"
+            )
 
     # helpers ----------------------------------------------------------------------------------
 

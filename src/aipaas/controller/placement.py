@@ -7,11 +7,14 @@ places pending gangs.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 
+from aipaas.api.devices import AllocationResult, DeviceClass, ResourceClaim, ResourceSlice
 from aipaas.api.resources import Amounts
 from aipaas.backends.base import NodeInfo
+from aipaas.devices.inventory import Inventory, InventoryError
+from aipaas.devices.ledger import DeviceLedger
 from aipaas.scheduler.framework.cluster import ClusterState, NodeSpec
 from aipaas.scheduler.framework.runtime import Scheduler
 from aipaas.scheduler.framework.types import Placement, PodRequest, Unschedulable
@@ -27,6 +30,8 @@ class Slot:
     node_index: int
     gpus: tuple[int, ...]
     gpu_milli: int
+    #: status.allocation per claim name, for pods with DRA claims
+    allocations: Mapping[str, AllocationResult] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -34,11 +39,27 @@ class Pod:
     name: str
     amounts: Amounts
     gpu_models: tuple[str, ...] = ()
+    claims: tuple[ResourceClaim, ...] = ()  # DRA claims (names unique within the pod)
+
+
+@dataclass(frozen=True)
+class Devices:
+    """What the device allocator sees: published slices, classes, already-allocated claims."""
+
+    slices: Sequence[ResourceSlice] = ()
+    classes: Sequence[DeviceClass] = ()
+    allocated: Sequence[ResourceClaim] = ()
 
 
 class Placer:
-    def __init__(self, nodes: Sequence[NodeInfo], policy: str = "bestfit") -> None:
+    def __init__(
+        self,
+        nodes: Sequence[NodeInfo],
+        policy: str = "default",
+        devices: Devices | None = None,
+    ) -> None:
         self.nodes = sorted(nodes, key=lambda n: n.name)
+        self.ledger = _ledger(devices or Devices())
         self.state = ClusterState(
             [
                 NodeSpec(
@@ -50,7 +71,8 @@ class Placer:
                     labels=dict(n.labels),
                 )
                 for n in self.nodes
-            ]
+            ],
+            devices=self.ledger,
         )
         self.scheduler = Scheduler(self.state, policy)
 
@@ -79,7 +101,19 @@ class Placer:
         result = self.scheduler.schedule_gang([_request(pod) for pod in pods])
         if isinstance(result, Unschedulable):
             return result.reasons
-        return [Slot(p.pod, p.node, p.node_index, p.gpus, p.gpu_milli) for p in result]
+        claims = {pod.name: pod.claims for pod in pods}
+        slots = []
+        for p in result:
+            allocations: dict[str, AllocationResult] = {}
+            if p.devices is not None and claims.get(p.pod):
+                allocations = self.ledger.results(p.pod, claims[p.pod])
+                if not allocations:
+                    allocations = {
+                        c.metadata.name or "": p.devices.allocation_result(c, self.ledger.classes)
+                        for c in claims[p.pod]
+                    }
+            slots.append(Slot(p.pod, p.node, p.node_index, p.gpus, p.gpu_milli, allocations))
+        return slots
 
     def capacity(self) -> Usage:
         """What all nodes offer, in quota units."""
@@ -120,4 +154,24 @@ def _request(pod: Pod) -> PodRequest:
         gpu_count=amounts.gpu_count,
         gpu_milli=amounts.gpu_milli if amounts.gpu_count else 0,
         gpu_models=pod.gpu_models,
+        claims=pod.claims,
     )
+
+
+def _ledger(devices: Devices) -> DeviceLedger:
+    inventory = Inventory(devices.slices)
+    classes = {c.metadata.name or "": c for c in devices.classes}
+    allocated = list(devices.allocated)
+    try:
+        return DeviceLedger.from_claims(inventory, classes, allocated)
+    except InventoryError:
+        # A claim names a device no longer published: the others still hold theirs.
+        kept = [c for c in allocated if _published(inventory, c)]
+        return DeviceLedger.from_claims(inventory, classes, kept)
+
+
+def _published(inventory: Inventory, claim: ResourceClaim) -> bool:
+    allocation = claim.status.allocation if claim.status else None
+    if allocation is None:
+        return False
+    return all((r.driver, r.pool, r.device) in inventory.by_id for r in allocation.devices.results)

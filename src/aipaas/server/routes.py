@@ -18,6 +18,7 @@ from aipaas.errors import Forbidden, InvalidObject, NotFound, PayloadTooLarge
 from aipaas.metering.usage import usage
 from aipaas.server import logs
 from aipaas.server.auth import authenticate, principal_of
+from aipaas.server.devices import device_listing
 from aipaas.server.service import Applied, ObjectService
 from aipaas.store import Store, TaskRepository
 from aipaas.tenancy.principal import Principal, Verb
@@ -176,6 +177,11 @@ def list_events(
         scope = obj.tenant
     events = store.list_events(tenant=scope, kind=resolved, name=name, uid=uid)
     return {"items": [event.model_dump(mode="json") for event in events]}
+
+
+@router.get("/devices", summary="Every published device, its attributes and who holds it")
+def list_devices(request: Request, caller: Caller) -> dict[str, Any]:
+    return {"items": device_listing(_store(request), caller)}
 
 
 @router.get("/usage", summary="GPU-hours and CPU-hours by tenant, queue, user and GPU model")

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from aipaas.api.devices import ResourceSlice
 from aipaas.backends.base import Inventory, LaunchRequest, NodeInfo, TaskState, TaskStatus
 from aipaas.clock import Clock, SystemClock, isoformat
 
@@ -27,17 +28,19 @@ class SimBackend:
         nodes: Sequence[NodeInfo],
         clock: Clock | None = None,
         default_duration: float = DEFAULT_DURATION,
+        slices: Sequence[ResourceSlice] = (),
     ) -> None:
         self.run_dir = run_dir.resolve() / "sim"
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.nodes = tuple(nodes)
+        self.slices = tuple(s for s in slices if s.spec.node_name in {n.name for n in nodes})
         self._names = {node.name for node in nodes}
         self.clock = clock or SystemClock()
         self.default_duration = default_duration
         self._records: dict[str, dict[str, Any]] = {}  # the files, read once
 
     def inventory(self) -> Inventory:
-        return Inventory(self.nodes, frozenset({"simulated", "gpu"}))
+        return Inventory(self.nodes, frozenset({"simulated", "gpu"}), self.slices)
 
     def start(self, request: LaunchRequest) -> None:
         if request.node not in self._names:

@@ -1,0 +1,164 @@
+"""DRA end to end on a real server with the sim backend's 8 x H100 nodes: device classes and a
+claim applied with the CLI, a job that uses the claim, `get devices` and `describe claim`."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from server_process import ServerProcess
+
+EXAMPLES = Path(__file__).parents[2] / "examples"
+SETUP = """apiVersion: aipaas/v1
+kind: Tenant
+metadata: {name: acme}
+spec: {quota: {gpu: 64, cpu: 64, memory: 512Gi}}
+---
+apiVersion: aipaas/v1
+kind: User
+metadata: {name: alice, tenant: acme}
+spec: {role: member}
+---
+apiVersion: aipaas/v1
+kind: Queue
+metadata: {name: research, tenant: acme}
+"""
+CLAIM = """apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata: {{name: {name}}}
+spec:
+  devices:
+    requests:
+    - name: gpus
+      exactly: {{deviceClassName: gpu.nvidia.com, count: {count}}}
+    constraints:
+    - matchAttribute: gpu.nvidia.com/nvlinkDomain
+"""
+JOB = """apiVersion: aipaas/v1
+kind: Job
+metadata: {{name: {name}, annotations: {{sim.aipaas.dev/duration: "20"}}}}
+spec:
+  queue: research
+  tasks:
+    - name: worker
+      command: [train]
+      resources:
+        cpu: 1
+        claims: [{{name: gpus, resourceClaimName: {claim}}}]
+"""
+
+
+@pytest.fixture
+def sim_server(tmp_path: Path) -> Iterator[ServerProcess]:
+    process = ServerProcess(tmp_path / "data", backend="sim").start()
+    yield process
+    process.stop()
+
+
+def _wait(check: Any, what: str, timeout: float = 30) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+        time.sleep(0.2)
+    raise AssertionError(f"never: {what}")
+
+
+def test_a_job_with_a_claim_holds_its_devices(sim_server: ServerProcess, tmp_path: Path) -> None:
+    server = sim_server
+    setup = tmp_path / "setup.yaml"
+    setup.write_text(SETUP)
+    server.cli("apply", "-f", str(setup))
+    classes = server.cli("apply", "-f", str(EXAMPLES / "dra" / "nvidia-classes.yaml")).stdout
+    assert "deviceclass/gpu.nvidia.com created" in classes
+    alice = server.cli("tokens", "create", "alice").stdout.strip()
+
+    # The sim backend's nodes publish their GPUs: 2 nodes x 8 H100, all free.
+    devices = _wait(lambda: server.cli_json("get", "devices"), "devices published")
+    assert len(devices) == 16
+    first = devices[0]
+    assert first["node"] == "sim-dgx-0" and first["device"] == "gpu-0"
+    assert first["attributes"]["gpu.nvidia.com/model"] == "H100"
+    assert first["attributes"]["gpu.nvidia.com/nvlinkDomain"] == "sim-dgx-0-nvl0"
+    assert first["attributes"]["gpu.nvidia.com/numaNode"] == 0
+    assert {d["state"] for d in devices} == {"Free"}
+
+    # A member may not publish devices.
+    slice_file = tmp_path / "slice.yaml"
+    slice_file.write_text(
+        "apiVersion: resource.k8s.io/v1\nkind: ResourceSlice\nmetadata: {name: mine}\n"
+        "spec: {driver: x.example.com, nodeName: n, pool: {name: n, resourceSliceCount: 1}}\n"
+    )
+    refused = server.cli("apply", "-f", str(slice_file), token=alice, check=False)
+    assert refused.returncode != 0 and "may not write ResourceSlice" in refused.stderr
+
+    claim = tmp_path / "claim.yaml"
+    claim.write_text(CLAIM.format(name="two-gpus", count=2))
+    applied = server.cli("apply", "-f", str(claim), token=alice).stdout
+    assert applied == "resourceclaim/two-gpus created\n"
+    job = tmp_path / "job.yaml"
+    job.write_text(JOB.format(name="train", claim="two-gpus"))
+    server.cli("apply", "-f", str(job), token=alice)
+
+    def held() -> list[dict[str, Any]]:
+        rows = server.cli_json("get", "devices")
+        return [r for r in rows if r["holders"]]
+
+    taken = _wait(held, "the claim's devices held")
+    assert [(r["node"], r["device"]) for r in taken] == [
+        ("sim-dgx-0", "gpu-0"),
+        ("sim-dgx-0", "gpu-1"),
+    ]
+    assert all(r["holders"] == ["acme/two-gpus"] and r["state"] == "Allocated" for r in taken)
+    table = server.cli("get", "devices").stdout
+    assert "acme/two-gpus" in table and "sim-dgx-0-nvl0" in table and "H100" in table
+
+    described = server.cli("describe", "claim", "two-gpus", token=alice).stdout
+    assert "allocation:\n  gpus: gpu-0 (driver gpu.nvidia.com, pool sim-dgx-0)" in described
+    assert "gpus: gpu-1 (driver gpu.nvidia.com, pool sim-dgx-0)" in described
+    assert "Allocated" in described
+
+    # A claim no node can satisfy waits, and says why.
+    claim.write_text(CLAIM.format(name="nine-gpus", count=9))
+    server.cli("apply", "-f", str(claim), token=alice)
+    job.write_text(JOB.format(name="greedy", claim="nine-gpus"))
+    server.cli("apply", "-f", str(job), token=alice)
+    waiting = _wait(
+        lambda: (
+            "waiting: job greedy:"
+            in (out := server.cli("describe", "claim", "nine-gpus", token=alice).stdout)
+            and out
+        ),
+        "the unsatisfiable claim's reason",
+    )
+    assert "0/2 nodes are available" in waiting
+    status = server.job("greedy").get("status") or {}
+    assert status.get("reason") == "Unschedulable"
+
+    # When the task ends, its devices are free again.
+    server.wait_phase("train", "Succeeded", timeout=60)
+    _wait(lambda: not held(), "the devices freed")
+    described = server.cli("describe", "claim", "two-gpus", token=alice).stdout
+    assert "Deallocated" in described
+
+
+def test_invalid_device_objects_name_object_field_and_reason(
+    sim_server: ServerProcess, tmp_path: Path
+) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(
+        CLAIM.format(name="bad-claim", count=2).replace(
+            "matchAttribute: gpu.nvidia.com/nvlinkDomain", "matchAttribute: 'not valid!'"
+        )
+    )
+    setup = tmp_path / "setup.yaml"
+    setup.write_text(SETUP)
+    sim_server.cli("apply", "-f", str(setup))
+    result = sim_server.cli("apply", "-f", str(bad), check=False)
+    assert result.returncode != 0
+    assert "bad-claim" in result.stderr
+    assert "spec.devices.constraints[0].matchAttribute" in result.stderr
