@@ -33,7 +33,9 @@ def request(tmp: Path, rid: str, command: list[str], **env: str) -> LaunchReques
     )
 
 
-def wait_state(backend: LocalBackend, rid: str, state: TaskState, timeout: float = 15) -> None:
+def assert_reaches_state(
+    backend: LocalBackend, rid: str, state: TaskState, timeout: float = 15
+) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if backend.status([rid])[rid].state is state:
@@ -77,15 +79,15 @@ class TestLocalBackend:
             "os.environ.get('SECRET'))"
         )
         backend.start(request(tmp_path, "r1", [sys.executable, "-c", script], RANK="3"))
-        wait_state(backend, "r1", TaskState.SUCCEEDED)
+        assert_reaches_state(backend, "r1", TaskState.SUCCEEDED)
         assert (tmp_path / "logs" / "r1.log").read_text() == "3 1 None\n"
         assert backend.status(["r1"])["r1"].exit_code == 0
 
     def test_exit_code_and_missing_program(self, backend: LocalBackend, tmp_path: Path) -> None:
         backend.start(request(tmp_path, "r2", [sys.executable, "-c", "raise SystemExit(7)"]))
         backend.start(request(tmp_path, "r3", ["/no/such/program"]))
-        wait_state(backend, "r2", TaskState.FAILED)
-        wait_state(backend, "r3", TaskState.FAILED)
+        assert_reaches_state(backend, "r2", TaskState.FAILED)
+        assert_reaches_state(backend, "r3", TaskState.FAILED)
         assert backend.status(["r2"])["r2"].exit_code == 7
         assert backend.status(["r3"])["r3"].exit_code == 127
         assert "cannot start" in (tmp_path / "logs" / "r3.log").read_text()
@@ -95,14 +97,14 @@ class TestLocalBackend:
         script = f"open({str(marker)!r}, 'a').write('x')"
         for _ in range(3):
             backend.start(request(tmp_path, "r4", [sys.executable, "-c", script]))
-        wait_state(backend, "r4", TaskState.SUCCEEDED)
+        assert_reaches_state(backend, "r4", TaskState.SUCCEEDED)
         assert marker.read_text() == "x"
 
     def test_stop(self, backend: LocalBackend, tmp_path: Path) -> None:
         backend.start(request(tmp_path, "r5", ["sleep", "30"]))
-        wait_state(backend, "r5", TaskState.RUNNING)
+        assert_reaches_state(backend, "r5", TaskState.RUNNING)
         backend.stop("r5", grace_seconds=2)
-        wait_state(backend, "r5", TaskState.FAILED)
+        assert_reaches_state(backend, "r5", TaskState.FAILED)
         assert backend.status(["r5"])["r5"].exit_code == 143
 
     def test_a_new_instance_finds_running_tasks(
@@ -117,14 +119,14 @@ class TestLocalBackend:
         assert other.status(["r6"])["r6"].state is TaskState.RUNNING
         assert other.status(["never"])["never"].state is TaskState.UNKNOWN
         other.start(request(tmp_path, "r6", ["sleep", "1"]))  # no second process
-        wait_state(other, "r6", TaskState.SUCCEEDED)
+        assert_reaches_state(other, "r6", TaskState.SUCCEEDED)
 
     def test_a_killed_runner_is_lost(self, backend: LocalBackend, tmp_path: Path) -> None:
         backend.start(request(tmp_path, "r7", ["sleep", "30"]))
-        wait_state(backend, "r7", TaskState.RUNNING)
+        assert_reaches_state(backend, "r7", TaskState.RUNNING)
         pid = int((tmp_path / "run" / "r7" / "pid").read_text())
         os.killpg(pid, 9)
-        wait_state(backend, "r7", TaskState.LOST)
+        assert_reaches_state(backend, "r7", TaskState.LOST)
 
     def test_bad_request_id(self, backend: LocalBackend, tmp_path: Path) -> None:
         with pytest.raises(ValueError, match="invalid request id"):
@@ -135,7 +137,7 @@ def test_a_relative_run_dir_works(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     monkeypatch.chdir(tmp_path)
     backend = LocalBackend(Path("run"), node_name="here", gpus=[])
     backend.start(request(Path("."), "rel", [sys.executable, "-c", "print('ok')"]))
-    wait_state(backend, "rel", TaskState.SUCCEEDED)
+    assert_reaches_state(backend, "rel", TaskState.SUCCEEDED)
 
 
 class _FakeNvml:
@@ -197,5 +199,5 @@ def test_a_real_gpu_is_offered_and_given(tmp_path: Path) -> None:
     script = "import os; print(os.environ['CUDA_VISIBLE_DEVICES'])"
     task = request(tmp_path, "gpu", [sys.executable, "-c", script])
     backend.start(dataclasses.replace(task, gpus=(last,)))  # the last GPU only
-    wait_state(backend, "gpu", TaskState.SUCCEEDED)
+    assert_reaches_state(backend, "gpu", TaskState.SUCCEEDED)
     assert (tmp_path / "logs" / "gpu.log").read_text() == f"{last}\n"

@@ -174,7 +174,7 @@ class TestGpuTags:
 
 
 class TestAllocateRefusals:
-    def refuse(self, s: ClusterState, p: Placement, message: str) -> None:
+    def assert_refused(self, s: ClusterState, p: Placement, message: str) -> None:
         before = (s.cpu_free.copy(), s.gpu_free.copy(), s.version.copy())
         with pytest.raises(ValueError) as error:
             s.allocate(p)
@@ -187,7 +187,7 @@ class TestAllocateRefusals:
     def test_gpu_milli_over(self) -> None:
         s = cluster()
         s.allocate(place(s, 0, (1,), milli=700))
-        self.refuse(
+        self.assert_refused(
             s,
             place(s, 0, (1,), milli=400, pod="q"),
             "placement of 'q': GPU 1 of n0 has 300 milli free, 400 asked",
@@ -195,43 +195,47 @@ class TestAllocateRefusals:
 
     def test_cpu_over(self) -> None:
         s = cluster()
-        self.refuse(
+        self.assert_refused(
             s, place(s, 1, (), cpu=8_001, pod="q"), "placement of 'q': not enough CPU on n1"
         )
 
     def test_memory_over(self) -> None:
         s = cluster()
-        self.refuse(
+        self.assert_refused(
             s, place(s, 1, (), mem=16_385, pod="q"), "placement of 'q': not enough memory on n1"
         )
 
     def test_unknown_node_name(self) -> None:
         s = cluster()
         p = Placement("q", "nope", 0, (), 0, 1, 1)
-        self.refuse(s, p, "placement of 'q': unknown node 'nope'")
+        self.assert_refused(s, p, "placement of 'q': unknown node 'nope'")
 
     def test_node_index_out_of_range(self) -> None:
         s = cluster()
         p = Placement("q", "n0", 3, (), 0, 1, 1)
-        self.refuse(s, p, "placement of 'q': unknown node 'n0'")
+        self.assert_refused(s, p, "placement of 'q': unknown node 'n0'")
 
     def test_name_index_mismatch(self) -> None:
         s = cluster()
         p = Placement("q", "n1", 0, (), 0, 1, 1)
-        self.refuse(s, p, "placement of 'q': unknown node 'n1'")
+        self.assert_refused(s, p, "placement of 'q': unknown node 'n1'")
 
     def test_gpu_index_out_of_range(self) -> None:
         s = cluster()
         # n1 has 2 GPUs; column 2 exists in the array (n0 has 4) but is not a GPU of n1.
-        self.refuse(s, place(s, 1, (2,), milli=100, pod="q"), "placement of 'q': node has no GPU 2")
-        self.refuse(
+        self.assert_refused(
+            s, place(s, 1, (2,), milli=100, pod="q"), "placement of 'q': node has no GPU 2"
+        )
+        self.assert_refused(
             s, place(s, 1, (-1,), milli=100, pod="q"), "placement of 'q': node has no GPU -1"
         )
-        self.refuse(s, place(s, 2, (0,), milli=100, pod="q"), "placement of 'q': node has no GPU 0")
+        self.assert_refused(
+            s, place(s, 2, (0,), milli=100, pod="q"), "placement of 'q': node has no GPU 0"
+        )
 
     def test_same_gpu_twice(self) -> None:
         s = cluster()
-        self.refuse(
+        self.assert_refused(
             s,
             place(s, 0, (1, 1), milli=1000, pod="q"),
             "placement of 'q' names a GPU twice: [1, 1]",
