@@ -162,3 +162,57 @@ def test_invalid_device_objects_name_object_field_and_reason(
     assert result.returncode != 0
     assert "bad-claim" in result.stderr
     assert "spec.devices.constraints[0].matchAttribute" in result.stderr
+
+
+def test_a_template_gives_each_replica_its_devices(
+    sim_server: ServerProcess, tmp_path: Path
+) -> None:
+    server = sim_server
+    setup = tmp_path / "setup.yaml"
+    setup.write_text(SETUP)
+    server.cli("apply", "-f", str(setup))
+    server.cli("apply", "-f", str(EXAMPLES / "dra" / "nvidia-classes.yaml"))
+    manifest = tmp_path / "wide.yaml"
+    manifest.write_text(
+        """apiVersion: resource.k8s.io/v1
+kind: ResourceClaimTemplate
+metadata: {name: four-linked, namespace: acme}
+spec:
+  spec:
+    devices:
+      requests:
+      - name: gpus
+        exactly: {deviceClassName: gpu.nvidia.com, count: 4}
+      constraints:
+      - matchAttribute: gpu.nvidia.com/nvlinkDomain
+---
+apiVersion: aipaas/v1
+kind: Job
+metadata: {name: wide, tenant: acme, annotations: {sim.aipaas.dev/duration: "30"}}
+spec:
+  queue: research
+  tasks:
+    - name: worker
+      replicas: 2
+      command: [train]
+      resources:
+        cpu: 1
+        claims: [{name: gpus, resourceClaimTemplateName: four-linked}]
+"""
+    )
+    assert server.cli("apply", "-f", str(manifest)).stdout.splitlines() == [
+        "resourceclaimtemplate/four-linked created",
+        "job/wide created",
+    ]
+
+    def holders() -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for row in server.cli_json("get", "devices"):
+            for holder in row["holders"]:
+                counts[holder] = counts.get(holder, 0) + 1
+        return counts
+
+    held = _wait(lambda: len(holders()) == 2 and holders(), "both replicas' claims held")
+    assert held == {"acme/wide-worker-0-gpus": 4, "acme/wide-worker-1-gpus": 4}
+    described = server.cli("describe", "claim", "wide-worker-1-gpus", "-t", "acme").stdout
+    assert "allocation:" in described and "pool sim-dgx-0" in described

@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import Field, field_validator, model_validator
 
-from aipaas.api.meta import Model
+from aipaas.api.meta import Model, Name
 from aipaas.api.quantity import QuantityStr, parse_quantity
 
 MAX_CPU_CORES = 4096
@@ -122,10 +122,21 @@ def _gpu_short_form(value: Any) -> Any:
 
 
 class TaskClaim(Model):
-    """A DRA claim the task uses: a ResourceClaim of the job's tenant, by name."""
+    """A DRA claim the task uses: a ResourceClaim of the job's tenant by name, or a
+    ResourceClaimTemplate from which each replica gets its own claim (as a Kubernetes pod's
+    ``resourceClaims``)."""
 
-    name: str = Field(min_length=1, max_length=63)
-    resource_claim_name: str = Field(min_length=1, max_length=253)
+    name: Name
+    resource_claim_name: str | None = Field(default=None, min_length=1, max_length=253)
+    resource_claim_template_name: str | None = Field(default=None, min_length=1, max_length=253)
+
+    @model_validator(mode="after")
+    def _one_source(self) -> TaskClaim:
+        if (self.resource_claim_name is None) == (self.resource_claim_template_name is None):
+            raise ValueError(
+                "exactly one of resourceClaimName or resourceClaimTemplateName must be set"
+            )
+        return self
 
 
 class TaskResources(Model):

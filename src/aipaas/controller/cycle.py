@@ -16,11 +16,18 @@ from collections.abc import Mapping
 from datetime import datetime
 from pathlib import Path
 
-from aipaas.api.devices import AllocationResult, DeviceClass, ResourceSlice
+from aipaas.api.devices import (
+    AllocationResult,
+    DeviceClass,
+    ResourceClaim,
+    ResourceSlice,
+    parse_device_object,
+)
 from aipaas.api.dra import (
     ClaimStatus,
     DeviceClassObject,
     ResourceClaimObject,
+    ResourceClaimTemplateObject,
     ResourceSliceObject,
     wrap_device,
 )
@@ -28,6 +35,7 @@ from aipaas.api.job import CANCEL_ANNOTATION, Job, JobPhase, JobStatus, TaskPhas
 from aipaas.api.meta import Object, ObjectMeta
 from aipaas.api.node import Node, NodeGpus, NodeSpec, NodeStatus
 from aipaas.api.queue import Queue
+from aipaas.api.resources import TaskClaim
 from aipaas.api.tenancy import Tenant
 from aipaas.backends.base import Backend, NodeInfo, TaskState
 from aipaas.clock import Clock, SystemClock, isoformat
@@ -49,6 +57,7 @@ log = logging.getLogger("aipaas.controller")
 
 DELETE_ANNOTATION = "aipaas.dev/delete-requested"
 PUBLISHED_LABEL = "aipaas.dev/published-by"
+GENERATED_ANNOTATION = "aipaas.dev/from-template"  # a claim made for one task replica
 FINISHED = [p.value for p in JobPhase if p.finished]
 
 
@@ -490,9 +499,8 @@ class Controller:
         models = (gpu.model,) if gpu is not None and gpu.model else ()
         claims = []
         for ref in spec.resources.claims:
-            stored = self.store.find("ResourceClaim", job.tenant, ref.resource_claim_name)
-            if isinstance(stored, ResourceClaimObject):
-                claim = stored.claim()
+            claim = self._claim_for(job, record.name, ref)
+            if claim is not None:
                 claims.append(claim.model_copy(update={"status": None}))
         return Pod(
             f"{job.tenant}/{job.name}/{record.name}",
@@ -503,8 +511,34 @@ class Controller:
 
     # DRA claims -------------------------------------------------------------------------------
 
+    def _claim_for(self, job: Job, task: str, ref: TaskClaim) -> ResourceClaim | None:
+        """The claim a task replica uses: the named one, or the one its template makes (stored
+        once allocated, under ``JOB-TASK-NAME``)."""
+        name = _claim_name(job, task, ref)
+        stored = self.store.find("ResourceClaim", job.tenant, name)
+        if isinstance(stored, ResourceClaimObject):
+            return stored.claim()
+        if ref.resource_claim_template_name is None:
+            return None
+        template = self.store.find(
+            "ResourceClaimTemplate", job.tenant, ref.resource_claim_template_name
+        )
+        if not isinstance(template, ResourceClaimTemplateObject):
+            return None
+        made = parse_device_object(
+            {
+                "apiVersion": "resource.k8s.io/v1",
+                "kind": "ResourceClaim",
+                "metadata": {"name": name, "namespace": job.tenant},
+                "spec": template.spec.get("spec", {}),
+            }
+        )
+        assert isinstance(made, ResourceClaim)
+        return made
+
     def _devices(self, work: list[JobWork]) -> Devices:
-        """Slices, classes and allocated claims; claims whose tasks ended are freed first."""
+        """Slices, classes and allocated claims; claims whose tasks ended are freed first (a
+        claim made from a template is deleted, as Kubernetes deletes a pod's claim)."""
         active = {
             (item.job.metadata.uid or "", f"{item.job.name}/{record.name}")
             for item in work
@@ -519,6 +553,9 @@ class Controller:
                 continue
             users = {(r.get("uid", ""), r.get("name", "")) for r in obj.status.reserved_for}
             if not users & active:
+                if GENERATED_ANNOTATION in obj.metadata.annotations:
+                    self.store.delete("ResourceClaim", obj.tenant, obj.name)
+                    continue
                 self.store.update_status(obj, None)
                 self.store.record_event(obj, "Deallocated", "its tasks ended; devices freed")
                 continue
@@ -543,22 +580,36 @@ class Controller:
         """Why the job's claims cannot be allocated now, before the scheduler is asked."""
         for task in job.spec.tasks:
             for ref in task.resources.claims:
+                template = ref.resource_claim_template_name
+                if template is not None:
+                    found = self.store.find("ResourceClaimTemplate", job.tenant, template)
+                    if found is None:
+                        return (
+                            f"task {task.name}: claim template {template} does not exist in "
+                            f"tenant {job.tenant}"
+                        )
+                    continue
                 name = ref.resource_claim_name
-                stored = self.store.find("ResourceClaim", job.tenant, name)
+                stored = self.store.find("ResourceClaim", job.tenant, name or "")
                 if not isinstance(stored, ResourceClaimObject):
                     return f"task {task.name}: claim {name} does not exist in tenant {job.tenant}"
                 if stored.status is not None and stored.status.allocation:
                     users = ", ".join(r.get("name", "?") for r in stored.status.reserved_for)
                     message = f"claim {name} is allocated to {users or 'another task'}"
                     return f"task {task.name}: {message}"
-            if task.replicas > 1 and task.resources.claims:
-                return f"task {task.name}: a claim by name is shared; use one replica per claim"
+                if task.replicas > 1:
+                    return (
+                        f"task {task.name}: claim {name} is named, so {task.replicas} replicas "
+                        "would share it; use resourceClaimTemplateName for a claim per replica"
+                    )
         return None
 
     def _claims_wait(self, job: Job, message: str) -> None:
-        """An event on each of the job's claims saying why it waits (when the reason changes)."""
+        """An event on each named claim of the job saying why it waits (when it changes)."""
         for task in job.spec.tasks:
             for ref in task.resources.claims:
+                if ref.resource_claim_name is None:
+                    continue
                 key = (job.tenant, ref.resource_claim_name)
                 if self._claim_waiting.get(key) == message:
                     continue
@@ -572,17 +623,31 @@ class Controller:
     def _claims_allocated(
         self, job: Job, task: str, allocations: Mapping[str, AllocationResult]
     ) -> None:
-        """Persist status.allocation and reservedFor of the claims a placed task uses."""
+        """Persist status.allocation and reservedFor of the claims a placed task uses; a claim
+        from a template is stored first."""
         if not allocations:
             return
         spec = task_spec(job, task.rsplit("-", 1)[0])
-        by_ref = {ref.name: ref.resource_claim_name for ref in spec.resources.claims}
-        stored_names = set(by_ref.values())
-        for claim_name, result in allocations.items():
-            name = claim_name if claim_name in stored_names else by_ref.get(claim_name, claim_name)
+        refs = {_claim_name(job, task, ref): ref for ref in spec.resources.claims}
+        for name, result in allocations.items():
+            ref = refs.get(name)
+            if ref is None:
+                continue
             stored = self.store.find("ResourceClaim", job.tenant, name)
             if stored is None:
-                continue
+                made = self._claim_for(job, task, ref)
+                if made is None:
+                    continue
+                stored = wrap_device(made, tenant=job.tenant)
+                meta = stored.metadata.model_copy(
+                    update={
+                        "annotations": {
+                            GENERATED_ANNOTATION: f"{ref.resource_claim_template_name}",
+                        },
+                        "labels": {"aipaas.dev/job": job.name},
+                    }
+                )
+                stored = self.store.create(stored.model_copy(update={"metadata": meta}))
             status = ClaimStatus(
                 allocation=result.model_dump(mode="json", by_alias=True, exclude_none=True),
                 reserved_for=[
@@ -656,3 +721,10 @@ class Controller:
                 self.metrics.pending.labels(tenant=item.job.tenant, queue=item.job.spec.queue).inc()
         self.metrics.gpus_total.set(placer.gpus_total)
         self.metrics.gpus_allocated.set(placer.gpus_allocated)
+
+
+def _claim_name(job: Job, task: str, ref: TaskClaim) -> str:
+    """The stored name of a task replica's claim: the named one, or ``JOB-TASK-NAME``."""
+    if ref.resource_claim_name is not None:
+        return ref.resource_claim_name
+    return f"{job.name}-{task}-{ref.name}"[:253]
