@@ -27,6 +27,8 @@ from aipaas.api.meta import LenientModel, Object, ObjectMeta
 from aipaas.errors import FieldError, InvalidObject
 
 _SUBDOMAIN_MAX = 253
+_TYPED: dict[tuple[str, str, str, str | None, str | None], DeviceObject] = {}
+_TYPED_MAX = 50_000
 
 
 def _check_subdomain(value: str) -> str:
@@ -54,7 +56,22 @@ class DeviceKind(Object):
     spec: dict[str, Any] = Field(default_factory=dict)
 
     def device(self) -> DeviceObject:
-        """The typed Kubernetes object (validated when it was applied)."""
+        """The typed Kubernetes object (validated when it was applied).
+
+        Stored objects (uid and resourceVersion set; every write bumps the version) are parsed
+        once: the controller reads every slice and claim each cycle.
+        """
+        key = (self.kind, self.tenant, self.name, self.metadata.uid, self.metadata.resource_version)
+        if key[3] is None or key[4] is None:
+            return self._parse()
+        cached = _TYPED.get(key)
+        if cached is None:
+            if len(_TYPED) >= _TYPED_MAX:
+                _TYPED.clear()
+            cached = _TYPED[key] = self._parse()
+        return cached
+
+    def _parse(self) -> DeviceObject:
         wire = self.to_wire()
         meta = wire["metadata"]
         wire["metadata"] = {"name": meta["name"]}

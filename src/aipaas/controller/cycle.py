@@ -40,7 +40,7 @@ from aipaas.api.tenancy import Tenant
 from aipaas.backends.base import Backend, NodeInfo, TaskState
 from aipaas.clock import Clock, SystemClock, isoformat
 from aipaas.controller.launch import log_path, make_request, request_id, task_spec
-from aipaas.controller.placement import Devices, Placer, Pod
+from aipaas.controller.placement import Devices, Placer, Pod, SliceIndex
 from aipaas.controller.work import (
     ACTIVE,
     JobWork,
@@ -94,6 +94,7 @@ class Controller:
         self._node_status: dict[str, NodeStatus] = {}
         self._inventory_at: float | None = None
         self._claim_waiting: dict[tuple[str, str], str] = {}
+        self._slice_index = SliceIndex()
         self.cycles = 0
 
     # 0. the cycle ---------------------------------------------------------------------------
@@ -570,10 +571,17 @@ class Controller:
             for c in self.store.list_objects("DeviceClass", "")
             if isinstance(c, DeviceClassObject)
         ]
+        published = [s for s in slices if isinstance(s, ResourceSlice)]
+        refused_before = dict(self._slice_index.refused)
+        inventory = self._slice_index.update(published)
+        for name, reason in self._slice_index.refused.items():
+            if refused_before.get(name) != reason:
+                log.warning("ResourceSlice %s left out: %s", name, reason)
         return Devices(
-            [s for s in slices if isinstance(s, ResourceSlice)],
+            published,
             [c for c in classes if isinstance(c, DeviceClass)],
             allocated,
+            inventory,
         )
 
     def _claims_problem(self, job: Job) -> str | None:

@@ -49,6 +49,41 @@ class Devices:
     slices: Sequence[ResourceSlice] = ()
     classes: Sequence[DeviceClass] = ()
     allocated: Sequence[ResourceClaim] = ()
+    inventory: Inventory | None = None  # the slices, already indexed (see SliceIndex)
+
+
+class SliceIndex:
+    """One Inventory kept across cycles: a slice is indexed again only when it changed (a new
+    object: stored objects are parsed once per resourceVersion), so selector answers cached
+    per device survive the cycles where nothing changed. A slice that conflicts with another
+    (same device or counter set of a pool) is left out, with the reason in ``refused``."""
+
+    def __init__(self) -> None:
+        self.inventory = Inventory()
+        self._indexed: dict[str, ResourceSlice] = {}
+        self.refused: dict[str, str] = {}
+
+    def update(self, slices: Sequence[ResourceSlice]) -> Inventory:
+        wanted = {s.metadata.name or "": s for s in slices}
+        for name in [n for n in self._indexed if n not in wanted]:
+            self.inventory.remove_slice(name)
+            del self._indexed[name]
+        for name in [n for n in self.refused if n not in wanted]:
+            del self.refused[name]
+        for name, item in wanted.items():
+            if self._indexed.get(name) is item:
+                continue
+            if name in self._indexed:
+                self.inventory.remove_slice(name)
+                del self._indexed[name]
+            try:
+                self.inventory.put_slice(item)
+            except InventoryError as err:
+                self.refused[name] = str(err)
+                continue
+            self.refused.pop(name, None)
+            self._indexed[name] = item
+        return self.inventory
 
 
 class Placer:
@@ -159,7 +194,7 @@ def _request(pod: Pod) -> PodRequest:
 
 
 def _ledger(devices: Devices) -> DeviceLedger:
-    inventory = Inventory(devices.slices)
+    inventory = devices.inventory if devices.inventory is not None else Inventory(devices.slices)
     classes = {c.metadata.name or "": c for c in devices.classes}
     allocated = list(devices.allocated)
     try:

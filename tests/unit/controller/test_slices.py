@@ -78,3 +78,41 @@ def test_the_controller_stores_the_published_slices(world: World) -> None:
     controller.run_cycle()
     names = sorted(s.name for s in world.store.list_objects("ResourceSlice", ""))
     assert names == ["admin-slice", "sim-dgx-0-gpus"]
+
+
+def test_a_stored_slice_is_parsed_once_per_version(world: World) -> None:
+    world.service.apply_text(
+        "apiVersion: resource.k8s.io/v1\nkind: ResourceSlice\nmetadata: {name: s}\n"
+        "spec: {driver: x.example.com, nodeName: n, pool: {name: n, resourceSliceCount: 1}}\n"
+    )
+    first = world.store.get("ResourceSlice", "", "s")
+    again = world.store.get("ResourceSlice", "", "s")
+    assert isinstance(first, ResourceSliceObject) and isinstance(again, ResourceSliceObject)
+    assert first.device() is again.device()
+    world.service.apply_text(
+        "apiVersion: resource.k8s.io/v1\nkind: ResourceSlice\nmetadata: {name: s}\n"
+        "spec: {driver: x.example.com, nodeName: m, pool: {name: m, resourceSliceCount: 1}}\n"
+    )
+    changed = world.store.get("ResourceSlice", "", "s")
+    assert isinstance(changed, ResourceSliceObject)
+    typed = changed.device()
+    assert isinstance(typed, ResourceSlice) and typed.spec.node_name == "m"
+
+
+def test_a_conflicting_slice_is_left_out_and_the_cycle_goes_on(world: World) -> None:
+    world.setup()
+    clock = VirtualClock()
+    controller = world.controller(make_backend("sim", world.tmp / "run", clock=clock), clock)
+    controller.run_cycle()
+    # An admin publishes gpu-0 of sim-dgx-0's pool a second time.
+    world.service.apply_text(
+        "apiVersion: resource.k8s.io/v1\nkind: ResourceSlice\nmetadata: {name: dup}\n"
+        "spec:\n  driver: gpu.nvidia.com\n  nodeName: sim-dgx-0\n"
+        "  pool: {name: sim-dgx-0, resourceSliceCount: 1}\n  devices: [{name: gpu-0}]\n"
+    )
+    controller.run_cycle()
+    assert "already published" in controller._slice_index.refused["dup"]
+    assert len(controller._slice_index.inventory.by_id) == 16
+    world.service.delete("ResourceSlice", "dup", None)
+    controller.run_cycle()
+    assert controller._slice_index.refused == {}
