@@ -6,6 +6,8 @@ from pathlib import Path
 
 from api_world import Api
 
+from aipaas.api.dra import ClaimStatus
+
 EXAMPLES = Path(__file__).parents[3] / "examples" / "dra"
 SLICE = """apiVersion: resource.k8s.io/v1
 kind: ResourceSlice
@@ -102,3 +104,25 @@ def test_a_slice_with_a_tenant_is_refused(api: Api) -> None:
     answer = api.client.post("/api/v1/apply", content=bad, headers=api.as_("admin"))
     assert answer.status_code == 422, answer.text
     assert "metadata.tenant" in answer.json()["message"]
+
+
+def test_devices_show_holders_only_to_their_tenant(api: Api) -> None:
+    api.client.post("/api/v1/apply", content=SLICE, headers=api.as_("admin"))
+    api.client.post("/api/v1/apply", content=CLAIM, headers=api.as_("alice"))
+    stored = api.store.get("ResourceClaim", "acme", "two-gpus")
+    allocation = {
+        "devices": {
+            "results": [
+                {"request": "gpus", "driver": "gpu.nvidia.com", "pool": "node-1", "device": "gpu-0"}
+            ]
+        }
+    }
+    api.store.update_status(stored, ClaimStatus(allocation=allocation))
+    mine = api.client.get("/api/v1/devices", headers=api.as_("alice")).json()["items"]
+    assert [(d["node"], d["device"], d["state"], d["holders"]) for d in mine] == [
+        ("node-1", "gpu-0", "Allocated", ["acme/two-gpus"])
+    ]
+    assert mine[0]["attributes"] == {"gpu.nvidia.com/type": "gpu"}
+    theirs = api.client.get("/api/v1/devices", headers=api.as_("bob")).json()["items"]
+    assert theirs[0]["holders"] == ["(another tenant)"]
+    assert api.client.get("/api/v1/devices").status_code == 401
