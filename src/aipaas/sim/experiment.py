@@ -55,10 +55,6 @@ def run_openb(run: OpenbRun, on_progress: ProgressCallback | None = None) -> Rep
     )
 
 
-def _run_quietly(run: OpenbRun) -> ReplayResult:
-    return run_openb(run)
-
-
 def run_many(
     runs: Sequence[OpenbRun],
     jobs: int | None = None,
@@ -74,7 +70,7 @@ def run_many(
                 on_done(results[-1])
         return results
     with ProcessPoolExecutor(max_workers=jobs) as pool:
-        futures = [pool.submit(_run_quietly, run) for run in runs]
+        futures = [pool.submit(run_openb, run) for run in runs]
         results = []
         for future in futures:
             results.append(future.result())

@@ -47,17 +47,26 @@ def _integer(path: Path, number: int, row: dict[str, str], column: str, low: int
     return value
 
 
+def _new_name(
+    path: Path, number: int, row: dict[str, str], column: str, kind: str, seen: set[str]
+) -> str:
+    """The row's name: present, and not seen before in the file."""
+    name = (row[column] or "").strip()
+    if not name:
+        label = column if column == "name" else f"{column} ({kind} name)"
+        raise TraceError(f"{path} row {number}: {label} is empty")
+    if name in seen:
+        raise TraceError(f"{path} row {number}: {kind} {name} appears twice")
+    seen.add(name)
+    return name
+
+
 def load_nodes(path: str | Path) -> list[NodeSpec]:
     path = Path(path)
     nodes: list[NodeSpec] = []
     seen: set[str] = set()
     for number, row in _rows(path, NODE_COLUMNS):
-        name = (row["sn"] or "").strip()
-        if not name:
-            raise TraceError(f"{path} row {number}: sn (node name) is empty")
-        if name in seen:
-            raise TraceError(f"{path} row {number}: node {name} appears twice")
-        seen.add(name)
+        name = _new_name(path, number, row, "sn", "node", seen)
         gpus = _integer(path, number, row, "gpu")
         model = (row["model"] or "").strip()
         if gpus > 0 and not model:
@@ -83,12 +92,7 @@ def load_pods(path: str | Path, nodes: Sequence[NodeSpec]) -> list[PodRequest]:
     pods: list[PodRequest] = []
     seen: set[str] = set()
     for number, row in _rows(path, POD_COLUMNS):
-        name = (row["name"] or "").strip()
-        if not name:
-            raise TraceError(f"{path} row {number}: name is empty")
-        if name in seen:
-            raise TraceError(f"{path} row {number}: pod {name} appears twice")
-        seen.add(name)
+        name = _new_name(path, number, row, "name", "pod", seen)
         count = _integer(path, number, row, "num_gpu")
         milli = _integer(path, number, row, "gpu_milli")
         spec = (row.get("gpu_spec") or "").strip()

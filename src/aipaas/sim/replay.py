@@ -14,11 +14,11 @@ from typing import Any
 
 import numpy as np
 
-from aipaas.scheduler.framework.cluster import ClusterState, NodeSpec
+from aipaas.scheduler.framework.cluster import ClusterState, IntArray, NodeSpec
 from aipaas.scheduler.framework.profile import SchedulerProfile
 from aipaas.scheduler.framework.runtime import Scheduler
-from aipaas.scheduler.framework.types import PodRequest, Unschedulable
-from aipaas.scheduler.plugins.fgd import TypicalPodTable, fragmentation, typical_pods
+from aipaas.scheduler.framework.types import MILLI_PER_GPU, PodRequest, Unschedulable
+from aipaas.scheduler.plugins.fgd import FgdScore, typical_pods
 from aipaas.sim.report import allocation_curve
 
 ProgressCallback = Callable[[int, int], None]
@@ -61,18 +61,25 @@ def cluster_fragmentation_pct(state: ClusterState, workload: Sequence[PodRequest
     idle = int(state.gpu_free_total.sum())
     if idle == 0:
         return 0.0
-    table = TypicalPodTable(typical_pods(workload), state.models)
-    milli = table.milli[:, :, None]
-    fits = state.gpu_free[None, :, :] >= milli
-    frag = fragmentation(
-        table,
-        state.cpu_free,
-        state.gpu_free_total,
-        fits.sum(axis=2),
-        np.where(fits, 0, state.gpu_free[None, :, :]).sum(axis=2),
-        table.accessible[:, state.model_id],
-    )
+    frag = FgdScore(typical_pods(workload)).node_fragmentation(state)
     return float(frag.sum()) / idle * 100
+
+
+def allocation_ratios(state: ClusterState, used_gpu_milli: int) -> dict[str, float]:
+    """The end-of-run allocation block of the paper's simulator, in percent."""
+    gpus = max(int(state.gpu_count.sum()), 1)
+    real_gpu = np.arange(state.gpu_free.shape[1]) < state.gpu_count[:, None]
+    touched_gpus = int(((state.gpu_free < MILLI_PER_GPU) & real_gpu).sum())
+
+    def used_share(free: IntArray, capacity: IntArray) -> float:
+        return round(100 * (1 - int(free.sum()) / max(int(capacity.sum()), 1)), 2)
+
+    return {
+        "milli_cpu_pct": used_share(state.cpu_free, state.cpu_capacity),
+        "memory_pct": used_share(state.memory_free, state.memory_capacity),
+        "gpu_pct": round(100 * touched_gpus / gpus, 2),
+        "milli_gpu_pct": round(100 * used_gpu_milli / (gpus * MILLI_PER_GPU), 2),
+    }
 
 
 def replay(
@@ -108,26 +115,7 @@ def replay(
             on_progress(i + 1, count)
     total_gpus = int(state.gpu_count.sum())
     curve = allocation_curve(arrived, allocated, total_gpus)
-    allocation = {
-        "milli_cpu_pct": round(
-            100 * (1 - state.cpu_free.sum() / max(int(state.cpu_capacity.sum()), 1)), 2
-        ),
-        "memory_pct": round(
-            100 * (1 - state.memory_free.sum() / max(int(state.memory_capacity.sum()), 1)), 2
-        ),
-        "gpu_pct": round(
-            100
-            * float(
-                (
-                    (state.gpu_free < 1000)
-                    & (np.arange(state.gpu_free.shape[1]) < state.gpu_count[:, None])
-                ).sum()
-            )
-            / max(total_gpus, 1),
-            2,
-        ),
-        "milli_gpu_pct": round(100 * used / max(total_gpus * 1000, 1), 2),
-    }
+    allocation = allocation_ratios(state, used)
     name = policy if isinstance(policy, str) else policy.metadata.name
     return ReplayResult(
         policy=name,

@@ -11,7 +11,7 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 
 from aipaas.scheduler.framework.cluster import BoolArray, ClusterState, IntArray
-from aipaas.scheduler.framework.types import PodRequest
+from aipaas.scheduler.framework.types import MILLI_PER_GPU, PodRequest
 
 MAX_NODE_SCORE = 100
 
@@ -58,5 +58,5 @@ class GpuPickerPlugin(Plugin, Protocol):
 
 def lowest_free_whole_gpus(state: ClusterState, node: int, count: int) -> tuple[int, ...]:
     """The ``count`` lowest-indexed completely free GPUs of a node."""
-    free = np.flatnonzero(state.gpu_free[node, : state.gpu_count[node]] == 1000)
+    free = np.flatnonzero(state.gpu_free[node, : state.gpu_count[node]] == MILLI_PER_GPU)
     return tuple(int(g) for g in free[:count])

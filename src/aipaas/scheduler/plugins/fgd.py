@@ -192,6 +192,11 @@ class FgdScore(ScorePlugin, GpuPickerPlugin):
             terms.seen[dirty] = versions[stale]
         return terms.fitting[nodes].T, terms.sliver[nodes].T, terms.before[nodes]
 
+    def node_fragmentation(self, state: ClusterState) -> FloatArray:
+        """F of every node of ``state`` as it is now (milli-GPU)."""
+        nodes = np.arange(len(state), dtype=np.int64)
+        return self._node_terms(state, self._table(state), nodes)[2]
+
     def device_scores(self, state: ClusterState, pod: PodRequest, nodes: IntArray) -> IntArray:
         """Shared pod: score per (node, GPU), NO_ROOM where the GPU lacks room. Else one column."""
         table = self._table(state)
@@ -200,12 +205,12 @@ class FgdScore(ScorePlugin, GpuPickerPlugin):
         left = state.gpu_free_total[nodes]
         accessible = table.accessible[:, state.model_id[nodes]]  # (T, k)
         if not pod.is_shared:
-            whole = pod.gpu_count if pod.gpu_milli == MILLI_PER_GPU else 0
+            # CPU-only (count 0) or whole GPUs: each taken GPU was idle, so it fitted every pod.
             after = fragmentation(
                 table,
                 cpu - pod.cpu_milli,
-                left - whole * MILLI_PER_GPU,
-                fitting - whole,
+                left - pod.gpu_count * MILLI_PER_GPU,
+                fitting - pod.gpu_count,
                 sliver,
                 accessible,
             )
