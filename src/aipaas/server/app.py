@@ -21,6 +21,7 @@ from aipaas.api.errors import field_path
 from aipaas.errors import AipaasError, InvalidObject
 from aipaas.metering.metrics import Metrics
 from aipaas.server import routes
+from aipaas.server.auth import PrincipalCache
 from aipaas.store import Store
 
 Hook = Callable[[], None]
@@ -54,6 +55,7 @@ def create_app(
     app.state.store = store
     app.state.metrics = metrics or Metrics()
     app.state.max_body_bytes = max_body_bytes
+    app.state.principals = PrincipalCache()
 
     app.add_exception_handler(AipaasError, _aipaas_error)  # type: ignore[arg-type]
     app.add_exception_handler(RequestValidationError, _request_invalid)  # type: ignore[arg-type]

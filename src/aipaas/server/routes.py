@@ -17,7 +17,7 @@ from aipaas.api.tenancy import User
 from aipaas.errors import Forbidden, InvalidObject, NotFound, PayloadTooLarge
 from aipaas.metering.usage import usage
 from aipaas.server import logs
-from aipaas.server.auth import authenticate, principal_of
+from aipaas.server.auth import authenticate, principal_cache, principal_of
 from aipaas.server.devices import device_listing
 from aipaas.server.service import Applied, ObjectService
 from aipaas.store import Store, TaskRepository
@@ -36,6 +36,12 @@ def _store(request: Request) -> Store:
     return store
 
 
+def _service(request: Request, caller: Principal) -> ObjectService:
+    return ObjectService(
+        _store(request), caller, identity_changed=principal_cache(request).forget_all
+    )
+
+
 def _kind(plural: str) -> str:
     try:
         return resolve_kind(plural)
@@ -52,11 +58,12 @@ def whoami(caller: Caller) -> dict[str, str]:
 async def apply(request: Request) -> dict[str, Any]:
     store = _store(request)
     header = request.headers.get("authorization")
+    cache = principal_cache(request)
     body = await _read_body(request)  # bounded by max_body_bytes, even before auth
 
     def authenticated_apply() -> list[Applied]:
         # One trip to the thread pool for both: submissions are the hot path.
-        return ObjectService(store, authenticate(store, header)).apply_text(body)
+        return _service(request, authenticate(store, header, cache)).apply_text(body)
 
     results = await run_in_threadpool(authenticated_apply)
     return {
@@ -77,7 +84,7 @@ def list_objects(
     plural: str, request: Request, caller: Caller, tenant: TenantQuery = None
 ) -> dict[str, Any]:
     kind = _kind(plural)
-    items = ObjectService(_store(request), caller).list_objects(kind, tenant)
+    items = _service(request, caller).list_objects(kind, tenant)
     return {"kind": f"{kind}List", "items": [item.to_wire() for item in items]}
 
 
@@ -85,7 +92,7 @@ def list_objects(
 def get_object(
     plural: str, name: str, request: Request, caller: Caller, tenant: TenantQuery = None
 ) -> dict[str, Any]:
-    obj = ObjectService(_store(request), caller).get(_kind(plural), name, tenant)
+    obj = _service(request, caller).get(_kind(plural), name, tenant)
     return obj.to_wire()
 
 
@@ -93,11 +100,12 @@ def get_object(
 async def replace_object(plural: str, name: str, request: Request) -> dict[str, Any]:
     store = _store(request)
     header = request.headers.get("authorization")
+    cache = principal_cache(request)
     kind = _kind(plural)
     body = await _read_body(request)
 
     def authenticated_replace() -> Object:
-        return ObjectService(store, authenticate(store, header)).replace(kind, name, body)
+        return _service(request, authenticate(store, header, cache)).replace(kind, name, body)
 
     return (await run_in_threadpool(authenticated_replace)).to_wire()
 
@@ -106,7 +114,7 @@ async def replace_object(plural: str, name: str, request: Request) -> dict[str, 
 def delete_object(
     plural: str, name: str, request: Request, caller: Caller, tenant: TenantQuery = None
 ) -> dict[str, str]:
-    message = ObjectService(_store(request), caller).delete(_kind(plural), name, tenant)
+    message = _service(request, caller).delete(_kind(plural), name, tenant)
     return {"message": message}
 
 
@@ -114,7 +122,7 @@ def delete_object(
 def cancel_job(
     name: str, request: Request, caller: Caller, tenant: TenantQuery = None
 ) -> dict[str, Any]:
-    job = ObjectService(_store(request), caller).cancel(name, tenant)
+    job = _service(request, caller).cancel(name, tenant)
     return job.to_wire()
 
 
@@ -128,7 +136,7 @@ async def job_logs(
     follow: bool = False,
 ) -> StreamingResponse:
     store = _store(request)
-    service = ObjectService(store, caller)
+    service = _service(request, caller)
     job = await run_in_threadpool(service.get, "Job", name, tenant)
     assert isinstance(job, Job)
     repository = TaskRepository(store)
@@ -172,7 +180,7 @@ def list_events(
         raise NotFound(f"tenant {scope} not found")
     uid = None
     if resolved and name:
-        obj = ObjectService(store, caller).get(resolved, name, tenant)
+        obj = _service(request, caller).get(resolved, name, tenant)
         uid = obj.metadata.uid
         scope = obj.tenant
     events = store.list_events(tenant=scope, kind=resolved, name=name, uid=uid)
@@ -238,7 +246,7 @@ def create_token(body: TokenRequest, request: Request, caller: Caller) -> TokenA
         raise NotFound(f"user {body.user} not found")
     try:
         # A platform admin naming no tenant finds the user by name, if only one has it.
-        user = ObjectService(store, caller).get("User", body.user, tenant)
+        user = _service(request, caller).get("User", body.user, tenant)
     except NotFound as err:
         raise NotFound(f"user {body.user} not found") from err
     if not isinstance(user, User):

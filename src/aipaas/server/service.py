@@ -6,6 +6,7 @@ role allows the verb (else 403); the object is valid against its references (ten
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -23,6 +24,8 @@ from aipaas.tenancy.principal import Principal, Verb
 
 DELETE_ANNOTATION = "aipaas.dev/delete-requested"
 READ_ONLY_KINDS = frozenset({"Node"})
+# Writing these changes who a token is or what it may do: cached principals must go.
+IDENTITY_KINDS = frozenset({"User", "Tenant"})
 
 
 @dataclass(frozen=True)
@@ -32,9 +35,16 @@ class Applied:
 
 
 class ObjectService:
-    def __init__(self, store: Store, caller: Principal) -> None:
+    def __init__(
+        self,
+        store: Store,
+        caller: Principal,
+        *,
+        identity_changed: Callable[[], None] | None = None,
+    ) -> None:
         self.store = store
         self.caller = caller
+        self.identity_changed = identity_changed
 
     # reads --------------------------------------------------------------------------------
 
@@ -111,6 +121,7 @@ class ObjectService:
         if isinstance(obj, Job) and current.to_wire().get("spec") != obj.to_wire().get("spec"):
             raise Conflict(f"job {name}: a job cannot change after submission")
         updated = self.store.update(obj, expected_version=obj.metadata.resource_version)
+        self._identity_written(updated.kind)
         self.store.record_event(updated, "Updated", f"updated by {self.caller.user}")
         return updated
 
@@ -136,6 +147,7 @@ class ObjectService:
                 if self.store.count(child, obj.name):
                     raise Conflict(f"tenant {name} still has {child.lower()}s; delete them first")
         self.store.delete(obj.kind, obj.tenant, obj.name)
+        self._identity_written(obj.kind)
         return f"{kind.lower()} {name} deleted"
 
     def cancel(self, name: str, tenant: str | None) -> Job:
@@ -154,6 +166,10 @@ class ObjectService:
         return updated
 
     # helpers ------------------------------------------------------------------------------
+
+    def _identity_written(self, kind: str) -> None:
+        if kind in IDENTITY_KINDS and self.identity_changed is not None:
+            self.identity_changed()
 
     def _annotate(self, obj: Object, added: dict[str, str], *, keep: bool = False) -> Object:
         """Add annotations; ``keep`` leaves ones already there. Retries when the controller
@@ -274,6 +290,7 @@ class ObjectService:
         if _same(current, obj):
             return Applied(current, "unchanged")
         updated = self.store.update(obj, expected_version=obj.metadata.resource_version)
+        self._identity_written(updated.kind)
         self.store.record_event(updated, "Updated", f"updated by {self.caller.user}")
         return Applied(updated, "configured")
 

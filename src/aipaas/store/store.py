@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,6 +23,17 @@ from aipaas.clock import Clock, SystemClock, isoformat
 from aipaas.errors import AlreadyExists, Conflict, NotFound
 from aipaas.store import tables
 from aipaas.store.database import make_engine, migrate
+from aipaas.store.writers import WriterQueue
+
+# Statements of the hot paths, built once: building a statement costs more than running it.
+_SELECT_ONE = select(tables.objects).where(
+    tables.objects.c.kind == bindparam("b_kind"),
+    tables.objects.c.tenant == bindparam("b_tenant"),
+    tables.objects.c.name == bindparam("b_name"),
+)
+_INSERT_OBJECT = insert(tables.objects)
+_INSERT_EVENT = insert(tables.events)
+_FIND_TOKEN = select(tables.tokens).where(tables.tokens.c.token_hash == bindparam("b_hash"))
 
 
 @dataclass(frozen=True)
@@ -38,6 +49,7 @@ class Store:
     def __init__(self, engine: Engine, clock: Clock | None = None) -> None:
         self.engine = engine
         self.clock = clock or SystemClock()
+        self._writers = WriterQueue.for_engine(engine)
 
     @classmethod
     def open(cls, url: str, clock: Clock | None = None) -> Store:
@@ -51,7 +63,11 @@ class Store:
 
     @contextmanager
     def transaction(self, *, write: bool = True) -> Iterator[Connection]:
-        with self.engine.connect().execution_options(immediate=write) as conn, conn.begin():
+        with (
+            self._writers.turn() if write else nullcontext(),
+            self.engine.connect().execution_options(immediate=write) as conn,
+            conn.begin(),
+        ):
             yield conn
 
     def close(self) -> None:
@@ -88,9 +104,9 @@ class Store:
         try:
             if conn is None:
                 with self.transaction() as tx:
-                    tx.execute(insert(tables.objects).values(**row))
+                    tx.execute(_INSERT_OBJECT, row)
             else:
-                conn.execute(insert(tables.objects).values(**row))
+                conn.execute(_INSERT_OBJECT, row)
         except IntegrityError as err:
             raise AlreadyExists(
                 f"{_describe(obj.kind, obj.tenant, obj.name)} already exists"
@@ -98,16 +114,12 @@ class Store:
         return stored
 
     def get(self, kind: str, tenant: str, name: str, *, conn: Connection | None = None) -> Object:
-        query = select(tables.objects).where(
-            tables.objects.c.kind == kind,
-            tables.objects.c.tenant == tenant,
-            tables.objects.c.name == name,
-        )
+        key = {"b_kind": kind, "b_tenant": tenant, "b_name": name}
         if conn is None:
             with self.transaction(write=False) as tx:
-                row = tx.execute(query).mappings().first()
+                row = tx.execute(_SELECT_ONE, key).mappings().first()
         else:
-            row = conn.execute(query).mappings().first()
+            row = conn.execute(_SELECT_ONE, key).mappings().first()
         if row is None:
             raise NotFound(f"{_describe(kind, tenant, name)} not found")
         return _to_object(row)
@@ -362,9 +374,9 @@ class Store:
         }
         if conn is None:
             with self.transaction() as tx:
-                tx.execute(insert(tables.events).values(**values))
+                tx.execute(_INSERT_EVENT, values)
         else:
-            conn.execute(insert(tables.events).values(**values))
+            conn.execute(_INSERT_EVENT, values)
 
     def list_events(
         self,
@@ -416,11 +428,7 @@ class Store:
 
     def find_token(self, token_hash: str) -> TokenRecord | None:
         with self.transaction(write=False) as tx:
-            row = (
-                tx.execute(select(tables.tokens).where(tables.tokens.c.token_hash == token_hash))
-                .mappings()
-                .first()
-            )
+            row = tx.execute(_FIND_TOKEN, {"b_hash": token_hash}).mappings().first()
         return None if row is None else TokenRecord(row["user"], row["tenant"], row["role"])
 
     def count_tokens(self) -> int:
