@@ -501,8 +501,22 @@ class Controller:
         claims = []
         for ref in spec.resources.claims:
             claim = self._claim_for(job, record.name, ref)
-            if claim is not None:
+            if claim is None:
+                continue
+            if ref.resource_claim_name is None:
                 claims.append(claim.model_copy(update={"status": None}))
+                continue
+            # A named claim is one object for every task that names it (the uid tells the
+            # device ledger so); once allocated, its allocation pins its consumers' node.
+            meta = claim.metadata.model_copy(
+                update={"uid": f"{job.tenant}/{ref.resource_claim_name}", "namespace": job.tenant}
+            )
+            allocated = claim.status is not None and claim.status.allocation is not None
+            claims.append(
+                claim.model_copy(
+                    update={"metadata": meta, **({} if allocated else {"status": None})}
+                )
+            )
         return Pod(
             f"{job.tenant}/{job.name}/{record.name}",
             spec.resources.amounts(),
@@ -552,14 +566,26 @@ class Controller:
                 continue
             if not obj.status.allocation:
                 continue
-            users = {(r.get("uid", ""), r.get("name", "")) for r in obj.status.reserved_for}
-            if not users & active:
+            users = [
+                r
+                for r in obj.status.reserved_for
+                if (r.get("uid", ""), r.get("name", "")) in active
+            ]
+            if not users:
+                # The last consumer ended: deallocated, as Kubernetes does when reservedFor
+                # becomes empty (a claim made for one replica is deleted with it).
                 if GENERATED_ANNOTATION in obj.metadata.annotations:
                     self.store.delete("ResourceClaim", obj.tenant, obj.name)
                     continue
                 self.store.update_status(obj, None)
                 self.store.record_event(obj, "Deallocated", "its tasks ended; devices freed")
                 continue
+            if len(users) != len(obj.status.reserved_for):
+                # Consumers that ended leave reservedFor; the others keep the devices.
+                obj = self.store.update_status(
+                    obj, ClaimStatus(allocation=obj.status.allocation, reserved_for=users)
+                )
+                assert isinstance(obj, ResourceClaimObject)
             allocated.append(obj.claim())
         slices = [
             s.device()
@@ -601,15 +627,6 @@ class Controller:
                 stored = self.store.find("ResourceClaim", job.tenant, name or "")
                 if not isinstance(stored, ResourceClaimObject):
                     return f"task {task.name}: claim {name} does not exist in tenant {job.tenant}"
-                if stored.status is not None and stored.status.allocation:
-                    users = ", ".join(r.get("name", "?") for r in stored.status.reserved_for)
-                    message = f"claim {name} is allocated to {users or 'another task'}"
-                    return f"task {task.name}: {message}"
-                if task.replicas > 1:
-                    return (
-                        f"task {task.name}: claim {name} is named, so {task.replicas} replicas "
-                        "would share it; use resourceClaimTemplateName for a claim per replica"
-                    )
         return None
 
     def _claims_wait(self, job: Job, message: str) -> None:
@@ -656,11 +673,23 @@ class Controller:
                     }
                 )
                 stored = self.store.create(stored.model_copy(update={"metadata": meta}))
+            consumer = {"resource": "tasks", "name": f"{job.name}/{task}", "uid": job.metadata.uid}
+            before = stored.status if isinstance(stored, ResourceClaimObject) else None
+            if before is not None and before.allocation:
+                # A shared claim: allocated once; each consumer is added to reservedFor.
+                users = [r for r in before.reserved_for if r != consumer] + [consumer]
+                self.store.update_status(
+                    stored, ClaimStatus(allocation=before.allocation, reserved_for=users)
+                )
+                self.store.record_event(
+                    stored,
+                    "Reserved",
+                    f"shared with job {job.name} task {task} ({len(users)} tasks use it)",
+                )
+                continue
             status = ClaimStatus(
                 allocation=result.model_dump(mode="json", by_alias=True, exclude_none=True),
-                reserved_for=[
-                    {"resource": "tasks", "name": f"{job.name}/{task}", "uid": job.metadata.uid}
-                ],
+                reserved_for=[consumer],
             )
             self.store.update_status(stored, status)
             self._claim_waiting.pop((job.tenant, name), None)

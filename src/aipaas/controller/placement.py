@@ -7,7 +7,7 @@ places pending gangs.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from aipaas.api.devices import AllocationResult, DeviceClass, ResourceClaim, ResourceSlice
@@ -17,7 +17,12 @@ from aipaas.devices.inventory import Inventory, InventoryError
 from aipaas.devices.ledger import DeviceLedger
 from aipaas.scheduler.framework.cluster import ClusterState, NodeSpec
 from aipaas.scheduler.framework.runtime import Scheduler
-from aipaas.scheduler.framework.types import Placement, PodRequest, Unschedulable
+from aipaas.scheduler.framework.types import (
+    MILLI_PER_GPU,
+    Placement,
+    PodRequest,
+    Unschedulable,
+)
 from aipaas.tenancy.quota import Usage
 
 
@@ -120,7 +125,9 @@ class Placer:
             pod=pod.name,
             node=node,
             node_index=index,
-            gpus=gpus,
+            # GPUs of claims are held by the device ledger (rebuilt from the stored claims),
+            # which shows them in the GPU columns too: taking them here would count them twice.
+            gpus=() if pod.claims else gpus,
             gpu_milli=gpu_milli,
             cpu_milli=pod.amounts.cpu_milli,
             memory_mib=pod.amounts.memory_mib,
@@ -147,8 +154,28 @@ class Placer:
                         c.metadata.name or "": p.devices.allocation_result(c, self.ledger.classes)
                         for c in claims[p.pod]
                     }
-            slots.append(Slot(p.pod, p.node, p.node_index, p.gpus, p.gpu_milli, allocations))
+            gpus, milli = p.gpus, p.gpu_milli
+            if allocations:
+                gpus = self._claim_gpus(p.node, allocations.values())
+                milli = MILLI_PER_GPU if gpus else 0
+            slots.append(Slot(p.pod, p.node, p.node_index, gpus, milli, allocations))
         return slots
+
+    def _claim_gpus(self, node: str, allocations: Iterable[AllocationResult]) -> tuple[int, ...]:
+        """The node's whole GPUs (by index) among the devices of a task's claims: what its
+        status lists and GPU-hours count (MIG partitions and other devices are not GPUs)."""
+        gpus = set()
+        for allocation in allocations:
+            for result in allocation.devices.results:
+                device = self.ledger.inventory.by_id.get(
+                    (result.driver, result.pool, result.device)
+                )
+                if device is None or device.short.get("type") != "gpu":
+                    continue
+                index = self.ledger.gpu_on(node, device)
+                if index is not None:
+                    gpus.add(index)
+        return tuple(sorted(gpus))
 
     def capacity(self) -> Usage:
         """What all nodes offer, in quota units."""

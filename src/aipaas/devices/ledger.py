@@ -6,19 +6,61 @@ ledger from stored claims. Pure: the caller persists what ``reserve`` returns.
 One ledger per scheduling snapshot: the inventory (slices), the classes, and who holds what.
 ``reserve`` holds a pod's devices under an owner key (the pod / task replica);
 ``unreserve(owner)`` gives them back and is idempotent (kube-scheduler's Reserve/Unreserve).
+
+Shared claims (Kubernetes semantics): a claim with ``metadata.uid`` is one object, whoever
+references it. It is allocated once, by its first consumer; later consumers only join it and
+must run on a node that reaches its devices (for node-local devices, that node). Its devices
+are given back when its last consumer of this snapshot unreserves. A claim that arrives with
+``status.allocation`` (allocated in an earlier cycle) is held already (``from_claims``): its
+consumers are only pinned to its node. Claims without a uid (compiled short forms, template
+claims, test shapes) belong to the pod that reserves them.
+
+Work that does not use claims (the count-based GPU path, e.g. fractions of a GPU) holds whole
+GPU devices through ``hold_gpus``, shared among such owners, so claims never get a GPU that
+such work is using.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from aipaas.api.devices import AllocationResult, DeviceClass, ResourceClaim
 from aipaas.devices.allocator import NodeAllocation, allocate_on_node, allocate_pod
-from aipaas.devices.inventory import InUse, Inventory, hold, release
+from aipaas.devices.inventory import (
+    ALL_NODES,
+    DeviceId,
+    DeviceInfo,
+    InUse,
+    Inventory,
+    hold,
+    node_matches,
+    release,
+)
+from aipaas.devices.picks import Pick
 from aipaas.devices.requests import make_plan
 
-__all__ = ["DeviceLedger"]
+__all__ = ["DeviceLedger", "gpu_index"]
+
+
+def gpu_index(device: DeviceInfo) -> int | None:
+    """The GPU a device is or sits on (``index`` of a GPU, ``parentIndex`` of a MIG device),
+    as the node's count-based GPU columns number them; None for other devices."""
+    kind = device.short.get("type")
+    value = device.short.get("parentIndex" if kind == "mig" else "index")
+    if kind not in ("gpu", "mig") or isinstance(value, bool) or not isinstance(value, int):
+        return None
+    return value
+
+
+@dataclass
+class _Unit:
+    """Devices held for one claim of this snapshot, and the owners (pods) that use it."""
+
+    node: str
+    picks: tuple[Pick, ...]
+    consumers: list[str]
 
 
 @dataclass
@@ -29,6 +71,10 @@ class DeviceLedger:
     classes: Mapping[str, DeviceClass]
     in_use: InUse = field(default_factory=InUse)
     reserved: dict[str, NodeAllocation] = field(default_factory=dict)
+    _units: dict[str, _Unit] = field(default_factory=dict)
+    _owned: dict[str, list[str]] = field(default_factory=dict)  # owner -> unit keys
+    _gpu_users: dict[DeviceId, list[str]] = field(default_factory=dict)  # hold_gpus owners
+    _gpus_of: dict[str, list[DeviceId]] = field(default_factory=dict)
 
     @classmethod
     def from_claims(
@@ -40,71 +86,248 @@ class DeviceLedger:
         """A ledger holding what already-allocated claims hold."""
         return cls(inventory, classes, inventory.in_use(allocated))
 
+    # -- filter and score -------------------------------------------------------------------
+
     def feasible(self, claims: Sequence[ResourceClaim], nodes: Sequence[str]) -> list[bool]:
         """Filter: for each node (in order), can all the pod's claims be allocated there?"""
-        plan = make_plan(claims, self.classes)
+        fresh = self._fresh(claims)
+        plan = make_plan(fresh, self.classes)
         return [
-            not isinstance(
-                allocate_on_node(plan, node, self.inventory, self.in_use, explain=False), str
+            self._pinned_reason(claims, node) is None
+            and (
+                not fresh
+                or not isinstance(
+                    allocate_on_node(plan, node, self.inventory, self.in_use, explain=False), str
+                )
             )
             for node in nodes
         ]
 
     def explain(self, claims: Sequence[ResourceClaim], nodes: Sequence[str]) -> dict[str, int]:
         """Why nodes cannot take the pod: reason -> number of nodes (fitting nodes left out)."""
-        plan = make_plan(claims, self.classes)
+        fresh = self._fresh(claims)
+        plan = make_plan(fresh, self.classes)
         reasons: dict[str, int] = {}
         for node in nodes:
-            outcome = allocate_on_node(plan, node, self.inventory, self.in_use)
+            outcome: NodeAllocation | str | None = self._pinned_reason(claims, node)
+            if outcome is None and fresh:
+                outcome = allocate_on_node(plan, node, self.inventory, self.in_use)
             if isinstance(outcome, str):
                 reasons[outcome] = reasons.get(outcome, 0) + 1
         return reasons
 
     def score(self, claims: Sequence[ResourceClaim], nodes: Sequence[str]) -> list[int]:
-        """Topology score 0..100 of the placement each node would get (0 where it does not fit)."""
-        plan = make_plan(claims, self.classes)
+        """Topology score 0..100 of the placement each node would get (0 where it does not fit;
+        100 where the pod only joins claims allocated already)."""
+        fresh = self._fresh(claims)
+        plan = make_plan(fresh, self.classes)
         scores = []
         for node in nodes:
+            if self._pinned_reason(claims, node) is not None:
+                scores.append(0)
+                continue
+            if not fresh:
+                scores.append(100)
+                continue
             outcome = allocate_on_node(plan, node, self.inventory, self.in_use, explain=False)
             scores.append(0 if isinstance(outcome, str) else int(outcome.score))
         return scores
+
+    # -- reserve and unreserve --------------------------------------------------------------
 
     def reserve(
         self, owner: str, claims: Sequence[ResourceClaim], node: str
     ) -> NodeAllocation | str:
         """Allocate the pod's claims on ``node`` and hold them under ``owner``; or the reason.
 
-        Reserving again for the same owner first gives back what it held.
+        The allocation returned holds only the devices held now (claims joined or allocated
+        earlier add none). Reserving again for the same owner first gives back what it held.
         """
         self.unreserve(owner)
-        result = allocate_pod(claims, self.inventory, self.classes, self.in_use, nodes=[node])
-        if result.allocation is None:
-            return result.node_reasons.get(node, "; ".join(result.reasons))
-        for pick in result.allocation.picks:
-            if not pick.admin:
-                hold(self.in_use, pick.device, pick.consumed)
-                self.in_use.holders.setdefault(pick.device.id, []).append(owner)
-        self.reserved[owner] = result.allocation
-        return result.allocation
+        pinned = self._pinned_reason(claims, node)
+        if pinned is not None:
+            return pinned
+        fresh = self._fresh(claims)
+        allocation = NodeAllocation(node, (), 100.0)
+        if fresh:
+            result = allocate_pod(fresh, self.inventory, self.classes, self.in_use, nodes=[node])
+            if result.allocation is None:
+                return result.node_reasons.get(node, "; ".join(result.reasons))
+            allocation = result.allocation
+        keys = []
+        fresh_ids = {id(c) for c in fresh}
+        for claim in claims:
+            key = _shared_key(claim)
+            if key is not None and key in self._units:
+                self._units[key].consumers.append(owner)  # joins a claim of this snapshot
+                keys.append(key)
+            elif id(claim) in fresh_ids:
+                name = claim.metadata.name or ""
+                picks = tuple(p for p in allocation.picks if p.claim == name)
+                for pick in picks:
+                    if not pick.admin:
+                        hold(self.in_use, pick.device, pick.consumed)
+                        self.in_use.holders.setdefault(pick.device.id, []).append(owner)
+                key = key if key is not None else f"{owner}\0{name}"
+                self._units[key] = _Unit(node, picks, [owner])
+                keys.append(key)
+        self._owned[owner] = keys
+        self.reserved[owner] = allocation
+        return allocation
 
-    def unreserve(self, owner: str) -> None:
-        """Give back what ``owner`` holds; nothing happens when it holds nothing."""
-        allocation = self.reserved.pop(owner, None)
-        if allocation is None:
-            return
-        for pick in reversed(allocation.picks):
-            if pick.admin:
+    def unreserve(self, owner: str) -> list[Pick]:
+        """Give back what ``owner`` holds; the picks whose devices became free (a shared claim's
+        devices are freed with its last consumer). Nothing happens when it holds nothing."""
+        self.reserved.pop(owner, None)
+        self._release_gpus(owner)
+        freed: list[Pick] = []
+        for key in self._owned.pop(owner, []):
+            unit = self._units[key]
+            unit.consumers.remove(owner)
+            if unit.consumers:
                 continue
-            release(self.in_use, pick.device, pick.consumed)
-            holders = self.in_use.holders.get(pick.device.id, [])
-            if owner in holders:
-                holders.remove(owner)
+            del self._units[key]
+            for pick in reversed(unit.picks):
+                if pick.admin:
+                    continue
+                release(self.in_use, pick.device, pick.consumed)
+                holders = self.in_use.holders.get(pick.device.id, [])
+                if owner in holders:
+                    holders.remove(owner)
+                freed.append(pick)
+        return freed
 
     def results(self, owner: str, claims: Sequence[ResourceClaim]) -> dict[str, AllocationResult]:
-        """``status.allocation`` per claim name for what ``owner`` holds (to persist)."""
-        allocation = self.reserved.get(owner)
-        if allocation is None:
+        """``status.allocation`` per claim name of what ``owner`` uses (to persist): claims it
+        allocated or joined in this snapshot, and claims that were allocated already."""
+        if owner not in self.reserved:
             return {}
-        return {
-            c.metadata.name or "": allocation.allocation_result(c, self.classes) for c in claims
+        out: dict[str, AllocationResult] = {}
+        for claim in claims:
+            name = claim.metadata.name or ""
+            if claim.status is not None and claim.status.allocation is not None:
+                out[name] = claim.status.allocation
+                continue
+            key = _shared_key(claim)
+            unit = self._units.get(key if key is not None else f"{owner}\0{name}")
+            if unit is not None:
+                held = NodeAllocation(unit.node, unit.picks, 100.0)
+                out[name] = held.allocation_result(claim, self.classes)
+        return out
+
+    # -- the count-based GPU path -----------------------------------------------------------
+
+    def hold_gpus(self, owner: str, node: str, indices: Iterable[int]) -> str | None:
+        """Hold the published GPU devices ``indices`` of ``node`` whole for count-based work
+        (several such owners may share one, as GPU fractions do); the reason when a claim
+        holds one. GPUs the node does not publish are left alone."""
+        by_index = {
+            i: d
+            for d in self.inventory.by_node.get(node, [])
+            if (i := gpu_index(d)) is not None and d.short.get("type") == "gpu"
         }
+        taken: list[DeviceId] = []
+        for index in indices:
+            device = by_index.get(index)
+            if device is None:
+                continue
+            users = self._gpu_users.get(device.id)
+            if users is None:
+                if not self.in_use.is_free(device.id) or not self._counters_free(device):
+                    self._gpus_of[owner] = taken
+                    self._release_gpus(owner)
+                    return f"GPU {index} of node {node} is held by a device claim"
+                hold(self.in_use, device, None)
+                users = self._gpu_users[device.id] = []
+            users.append(owner)
+            taken.append(device.id)
+        self._gpus_of.setdefault(owner, []).extend(taken)
+        return None
+
+    @staticmethod
+    def gpu_on(node: str, device: DeviceInfo) -> int | None:
+        """The GPU index of ``device`` when it is local to ``node`` (else None)."""
+        return gpu_index(device) if device.node == node else None
+
+    def claim_gpus(self) -> list[tuple[str, int]]:
+        """(node, GPU index) of every device claims hold (a GPU once per device on it)."""
+        held = self.in_use.devices | {d for d, n in self.in_use.shares.items() if n}
+        out = []
+        for device_id in held:
+            if device_id in self._gpu_users:
+                continue
+            device = self.inventory.by_id.get(device_id)
+            index = gpu_index(device) if device is not None else None
+            if device is not None and index is not None and device.node != ALL_NODES:
+                out.append((device.node, index))
+        return out
+
+    # -- helpers ----------------------------------------------------------------------------
+
+    def _release_gpus(self, owner: str) -> None:
+        for device_id in self._gpus_of.pop(owner, []):
+            users = self._gpu_users[device_id]
+            users.remove(owner)
+            if not users:
+                del self._gpu_users[device_id]
+                release(self.in_use, self.inventory.by_id[device_id], None)
+
+    def _counters_free(self, device: DeviceInfo) -> bool:
+        for key, counters in device.consumes:
+            used = self.in_use.counters.get(key, {})
+            if any(used.get(name, 0) for name in counters):
+                return False
+        return True
+
+    def _fresh(self, claims: Sequence[ResourceClaim]) -> list[ResourceClaim]:
+        """The claims this pod would allocate (not allocated yet, nor in this snapshot)."""
+        return [
+            c
+            for c in claims
+            if (c.status is None or c.status.allocation is None)
+            and (_shared_key(c) is None or _shared_key(c) not in self._units)
+        ]
+
+    def _pinned_reason(self, claims: Sequence[ResourceClaim], node: str) -> str | None:
+        """Why ``node`` cannot reach a claim the pod shares (allocated already); None if it can."""
+        labels = self.inventory.node_labels.get(node, {})
+        for claim in claims:
+            name = claim.metadata.name or ""
+            allocation = claim.status.allocation if claim.status is not None else None
+            if allocation is not None:
+                if allocation.node_selector is None or node_matches(
+                    allocation.node_selector, node, labels
+                ):
+                    continue
+                return (
+                    f'claim "{name}" is allocated on {_where(allocation.node_selector)}, '
+                    "which every task that shares it must run on"
+                )
+            key = _shared_key(claim)
+            unit = self._units.get(key) if key is not None else None
+            if unit is not None and not _reaches(unit, node):
+                return (
+                    f'claim "{name}" is allocated on node {unit.node}, '
+                    "which every task that shares it must run on"
+                )
+        return None
+
+
+def _shared_key(claim: ResourceClaim) -> str | None:
+    return claim.metadata.uid or None
+
+
+def _reaches(unit: _Unit, node: str) -> bool:
+    return unit.node == node or all(p.device.node == ALL_NODES for p in unit.picks)
+
+
+def _where(selector: Mapping[str, Any]) -> str:
+    """'node X' for the node selector an allocation carries, else a general phrase."""
+    names = [
+        value
+        for term in selector.get("nodeSelectorTerms", []) or []
+        for rule in term.get("matchFields", [])
+        if rule.get("key") == "metadata.name"
+        for value in rule.get("values", [])
+    ]
+    return f"node {', '.join(names)}" if names else "nodes this node is not among"

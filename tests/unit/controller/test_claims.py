@@ -165,17 +165,102 @@ def test_a_template_that_does_not_fit_four_times(world: World) -> None:
     assert world.store.list_objects("ResourceClaim", "acme") == []
 
 
-def test_a_named_claim_is_not_shared_by_replicas(world: World) -> None:
+SHARED = REPLICAS.replace("resourceClaimTemplateName: four-linked", "resourceClaimName: one")
+
+
+def consumers(world: World, name: str) -> list[str]:
+    status = claim(world, name).status
+    return [r["name"] for r in status.reserved_for] if status is not None else []
+
+
+def test_replicas_share_a_named_claim_on_its_node(world: World) -> None:
+    controller, _ = setup(world)
+    controller.run_cycle()
+    world.service.apply_text(CLAIM.format(name="one", count=2))
+    world.submit("two", SHARED)
+    controller.run_cycle()
+    status = claim(world, "one").status
+    assert status is not None and status.allocation is not None
+    results = status.allocation["devices"]["results"]
+    assert [(r["pool"], r["device"]) for r in results] == [
+        ("sim-dgx-0", "gpu-0"),
+        ("sim-dgx-0", "gpu-1"),
+    ]
+    assert consumers(world, "one") == ["two/worker-0", "two/worker-1", "two/worker-2"]
+    tasks = world.job("two").status.tasks  # type: ignore[union-attr]
+    assert [t.node for t in tasks] == ["sim-dgx-0"] * 3
+    assert [t.gpus for t in tasks] == [[0, 1]] * 3  # the claim's devices, for every replica
+    reasons = [e.reason for e in world.store.list_events(kind="ResourceClaim", name="one")]
+    assert reasons.count("Allocated") == 1 and reasons.count("Reserved") == 2
+
+
+def test_a_shared_claim_is_freed_by_its_last_consumer(world: World) -> None:
+    controller, clock = setup(world)
+    controller.run_cycle()
+    world.service.apply_text(CLAIM.format(name="one", count=1))
+    world.submit("short", SHARED.replace("replicas: 3", "replicas: 1"), annotations=SHORT)
+    controller.run_cycle()
+    world.submit("long", SHARED.replace("replicas: 3", "replicas: 1"), annotations=LONG)
+    controller.run_cycle()
+    assert consumers(world, "one") == ["short/worker-0", "long/worker-0"]
+    held = claim(world, "one").status
+    assert held is not None and held.allocation is not None
+    clock.advance(20)
+    for _ in range(3):
+        controller.run_cycle()
+    assert world.phase("short") == "Succeeded" and world.phase("long") == "Running"
+    kept = claim(world, "one").status
+    assert kept is not None and kept.allocation == held.allocation
+    assert consumers(world, "one") == ["long/worker-0"]
+    clock.advance(100)
+    for _ in range(3):
+        controller.run_cycle()
+    assert world.phase("long") == "Succeeded"
+    assert claim(world, "one").status is None
+    reasons = [e.reason for e in world.store.list_events(kind="ResourceClaim", name="one")]
+    assert reasons[-1] == "Deallocated"
+
+
+SHORT = '{sim.aipaas.dev/duration: "10"}'
+LONG = '{sim.aipaas.dev/duration: "100"}'
+
+
+def test_a_shared_claim_whose_node_is_full_waits_and_says_why(world: World) -> None:
     controller, _ = setup(world)
     controller.run_cycle()
     world.service.apply_text(CLAIM.format(name="one", count=1))
     world.submit(
-        "two", REPLICAS.replace("resourceClaimTemplateName: four-linked", "resourceClaimName: one")
+        "first", SHARED.replace("replicas: 3", "replicas: 1").replace("cpu: 1", "cpu: 200")
     )
     controller.run_cycle()
-    status = world.job("two").status
+    world.submit(
+        "second", SHARED.replace("replicas: 3", "replicas: 1").replace("cpu: 1", "cpu: 100")
+    )
+    controller.run_cycle()
+    status = world.job("second").status
     assert status is not None and status.reason == "Unschedulable"
-    assert "claim one is named, so 3 replicas would share it" in status.message
+    assert "0/2 nodes are available" in status.message
+    assert "Insufficient cpu" in status.message or "insufficient cpu" in status.message
+    assert (
+        'claim "one" is allocated on node sim-dgx-0, which every task that shares it must run on'
+        in status.message
+    )
+    assert consumers(world, "one") == ["first/worker-0"]
+
+
+def test_a_gang_sharing_a_claim_is_all_or_nothing(world: World) -> None:
+    controller, _ = setup(world)
+    controller.run_cycle()
+    world.service.apply_text(CLAIM.format(name="one", count=1))
+    world.submit("crowd", SHARED.replace("cpu: 1", "cpu: 100"))  # 3 x 100 on a 224-core node
+    controller.run_cycle()
+    status = world.job("crowd").status
+    assert status is not None and status.reason == "Unschedulable"
+    assert status.message.startswith("gang: 2 of 3 pods fit")
+    assert claim(world, "one").status is None  # nothing allocated, nobody reserved
+    world.submit("free", TASK.format(claim="one").replace("worker", "other"))
+    controller.run_cycle()
+    assert consumers(world, "one") == ["free/other-0"]
 
 
 @pytest.mark.parametrize(

@@ -17,6 +17,7 @@ import numpy.typing as npt
 from aipaas.scheduler.framework.types import MILLI_PER_GPU, Placement, PodRequest
 
 if TYPE_CHECKING:
+    from aipaas.devices.inventory import DeviceInfo
     from aipaas.devices.ledger import DeviceLedger
 
 IntArray = npt.NDArray[np.int64]
@@ -86,6 +87,16 @@ class ClusterState:
         self.pod_count: IntArray = np.zeros(count, dtype=np.int64)
         #: DRA devices (slices, classes, holdings) for pods with claims; None without DRA.
         self.devices = devices
+        # GPUs that device claims hold (whole, MIG partitions, shares) show as taken in the
+        # GPU columns, so count-based work and GPU scores see them: (node, gpu) -> devices on
+        # it that claims hold, and the milli each took from the column.
+        self._claim_holds: Counter[tuple[int, int]] = Counter()
+        self._claim_taken: dict[tuple[int, int], int] = {}
+        if devices is not None:
+            for node_name, gpu in devices.claim_gpus():
+                index = self.index_of.get(node_name)
+                if index is not None:
+                    self._mirror(index, gpu, +1)
 
     def __len__(self) -> int:
         return len(self.nodes)
@@ -125,7 +136,15 @@ class ClusterState:
             raise ValueError(
                 f"placement of {placement.pod!r}: not enough memory on {placement.node}"
             )
+        if self.devices is not None and placement.gpus:
+            # Count-based GPUs hold their published devices, so claims cannot take them.
+            problem = self.devices.hold_gpus(placement.pod, placement.node, placement.gpus)
+            if problem is not None:
+                raise ValueError(f"placement of {placement.pod!r}: {problem}")
         self._apply(placement, sign=-1)
+        if placement.devices is not None:
+            for pick in placement.devices.picks:
+                self._mirror_pick(i, placement.node, pick.device, +1)
 
     def release(self, placement: Placement) -> None:
         """Give back what ``allocate`` took for this placement."""
@@ -139,9 +158,36 @@ class ClusterState:
             raise ValueError(f"release of {placement.pod!r}: CPU would exceed capacity")
         if self.memory_free[i] + placement.memory_mib > self.memory_capacity[i]:
             raise ValueError(f"release of {placement.pod!r}: memory would exceed capacity")
-        if placement.devices is not None and self.devices is not None:
-            self.devices.unreserve(placement.pod)
+        if self.devices is not None:
+            for pick in self.devices.unreserve(placement.pod):
+                self._mirror_pick(i, placement.node, pick.device, -1)
         self._apply(placement, sign=+1)
+
+    def _mirror_pick(self, i: int, node: str, device: DeviceInfo, sign: int) -> None:
+        gpu = self.devices.gpu_on(node, device) if self.devices is not None else None
+        if gpu is not None:
+            self._mirror(i, gpu, sign)
+
+    def _mirror(self, i: int, gpu: int, sign: int) -> None:
+        """One more (+1) or one fewer (-1) claim-held device on GPU ``gpu`` of node ``i``."""
+        if not 0 <= gpu < self.gpu_count[i]:
+            return  # a device the node's GPU columns do not know
+        key = (i, gpu)
+        self._claim_holds[key] += sign
+        if sign > 0 and self._claim_holds[key] == 1:
+            taken = int(self.gpu_free[i, gpu])
+            self._claim_taken[key] = taken
+            self.gpu_free[i, gpu] -= taken
+        elif sign < 0 and self._claim_holds[key] <= 0:
+            del self._claim_holds[key]
+            self.gpu_free[i, gpu] += self._claim_taken.pop(key, 0)
+        else:
+            return
+        row = self.gpu_free[i]
+        self.gpu_free_total[i] = row.sum()
+        self.gpu_free_max[i] = row.max()
+        self.whole_gpus_free[i] = int((row == MILLI_PER_GPU).sum())
+        self.version[i] += 1
 
     def _check_node(self, placement: Placement) -> None:
         i = placement.node_index

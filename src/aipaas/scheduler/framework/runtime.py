@@ -149,7 +149,12 @@ class Scheduler:
             memory_mib=pod.memory_mib,
             devices=devices,
         )
-        self.state.allocate(placement)
+        try:
+            self.state.allocate(placement)
+        except ValueError as err:  # the device ledger refused the GPUs the picker chose
+            if devices is not None and self.state.devices is not None:
+                self.state.devices.unreserve(pod.name)
+            return Unschedulable(pod.name, (str(err),))
         return placement
 
     def schedule_gang(self, pods: Sequence[PodRequest]) -> list[Placement] | Unschedulable:
