@@ -243,14 +243,20 @@ class ObjectService:
             obj = obj.model_copy(update={"status": None})  # status is the controller's
         return obj
 
-    def _check_references(self, obj: Object, tx: Connection) -> None:
-        if obj.namespaced and self.store.find("Tenant", "", obj.tenant, conn=tx) is None:
+    def _check_references(self, obj: Object, tx: Connection) -> Object | None:
+        """Raise if the tenant or queue is missing; return the object stored under its name.
+
+        One query for the three, since every submission asks them."""
+        own = (obj.kind, obj.tenant, obj.name)
+        tenant = ("Tenant", "", obj.tenant)
+        queue = ("Queue", obj.tenant, obj.spec.queue) if isinstance(obj, Job) else None
+        wanted = [own, *([tenant] if obj.namespaced else []), *([queue] if queue else [])]
+        found = self.store.find_each(wanted, conn=tx)
+        if obj.namespaced and tenant not in found:
             raise InvalidObject(
                 [FieldError("metadata.tenant", f"tenant {obj.tenant} does not exist")]
             )
-        if isinstance(obj, Job) and (
-            self.store.find("Queue", obj.tenant, obj.spec.queue, conn=tx) is None
-        ):
+        if isinstance(obj, Job) and queue not in found:
             raise InvalidObject(
                 [
                     FieldError(
@@ -259,12 +265,12 @@ class ObjectService:
                     )
                 ]
             )
+        return found.get(own)
 
     def _apply(self, obj: Object) -> Applied:
         """Check references, then create or update, with its event: one transaction."""
         with self.store.transaction() as tx:
-            self._check_references(obj, tx)
-            current = self.store.find(obj.kind, obj.tenant, obj.name, conn=tx)
+            current = self._check_references(obj, tx)
             if current is None:
                 if isinstance(obj, Job):  # readers see a phase from the start; metering the user
                     annotations = {

@@ -6,6 +6,7 @@ thread-safe (one short transaction per call); never holds a transaction across I
 
 from __future__ import annotations
 
+import functools
 import json
 import uuid
 from collections.abc import Iterator, Sequence
@@ -13,7 +14,19 @@ from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Connection, Engine, and_, bindparam, delete, func, insert, select, update
+from sqlalchemy import (
+    Connection,
+    Engine,
+    Select,
+    and_,
+    bindparam,
+    delete,
+    func,
+    insert,
+    or_,
+    select,
+    update,
+)
 from sqlalchemy.exc import IntegrityError
 
 from aipaas.api.event import Event
@@ -34,6 +47,23 @@ _SELECT_ONE = select(tables.objects).where(
 _INSERT_OBJECT = insert(tables.objects)
 _INSERT_EVENT = insert(tables.events)
 _FIND_TOKEN = select(tables.tokens).where(tables.tokens.c.token_hash == bindparam("b_hash"))
+
+
+@functools.cache
+def _select_each(count: int) -> Select[Any]:
+    c = tables.objects.c
+    return select(tables.objects).where(
+        or_(
+            *(
+                and_(
+                    c.kind == bindparam(f"b_kind{i}"),
+                    c.tenant == bindparam(f"b_tenant{i}"),
+                    c.name == bindparam(f"b_name{i}"),
+                )
+                for i in range(count)
+            )
+        )
+    )
 
 
 @dataclass(frozen=True)
@@ -131,6 +161,17 @@ class Store:
             return self.get(kind, tenant, name, conn=conn)
         except NotFound:
             return None
+
+    def find_each(
+        self, keys: Sequence[tuple[str, str, str]], *, conn: Connection
+    ) -> dict[tuple[str, str, str], Object]:
+        """The objects of several ``(kind, tenant, name)`` keys that exist, in one query."""
+        params: dict[str, str] = {}
+        for i, (kind, tenant, name) in enumerate(keys):
+            params.update({f"b_kind{i}": kind, f"b_tenant{i}": tenant, f"b_name{i}": name})
+        rows = conn.execute(_select_each(len(keys)), params).mappings().all()
+        found = (_to_object(row) for row in rows)
+        return {(obj.kind, obj.tenant, obj.name): obj for obj in found}
 
     def list_objects(
         self,

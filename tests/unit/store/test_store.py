@@ -160,3 +160,15 @@ def test_migrations_are_idempotent(store: Store) -> None:
     migrate(store.engine)
     migrate(store.engine)
     assert store.count("Job") == 0
+
+
+def test_find_each_returns_only_what_exists(store: Store) -> None:
+    store.create(Tenant(metadata=ObjectMeta(name="acme")))
+    store.create(make_job("a"))
+    with store.transaction(write=False) as tx:
+        found = store.find_each(
+            [("Job", "acme", "a"), ("Tenant", "", "acme"), ("Queue", "acme", "nope")], conn=tx
+        )
+        assert set(found) == {("Job", "acme", "a"), ("Tenant", "", "acme")}
+        assert found[("Job", "acme", "a")].name == "a"
+        assert store.find_each([("Job", "globex", "a")], conn=tx) == {}
