@@ -25,7 +25,7 @@ BUILTIN_SCORES = {
     "clustering": ["GpuClustering"],
     "dotprod": ["DotProduct"],
     "fgd": ["FGD"],
-    "fgdx": ["CpuOnlyAwayFromIdleGpus", "FGD"],
+    "fgdx": ["FGDStranding"],
     "packing": ["GpuPacking"],
     "random": ["Random"],
     "default": ["BestFit", "DeviceTopology"],
@@ -130,11 +130,8 @@ class TestProfiles:
     def test_alias_best(self) -> None:
         profile = load_profile("best")
         assert profile.metadata.name == "fgdx"
-        assert [(s.name, s.weight) for s in profile.spec.scores] == [
-            ("CpuOnlyAwayFromIdleGpus", 1000),
-            ("FGD", 1),
-        ]
-        assert profile.spec.gpuPicker.name == "FGD"
+        assert [(s.name, s.args) for s in profile.spec.scores] == [("FGDStranding", {"weight": 2})]
+        assert profile.spec.gpuPicker.name == "FGDStranding"
 
     def test_pickers(self) -> None:
         pickers = {name: load_profile(name).spec.gpuPicker.name for name in BUILTIN}
@@ -143,7 +140,7 @@ class TestProfiles:
             "clustering": "BestFitGpus",
             "dotprod": "BestFitGpus",
             "fgd": "FGD",
-            "fgdx": "FGD",
+            "fgdx": "FGDStranding",
             "packing": "BestFitGpus",
             "random": "RandomGpus",
         }

@@ -542,22 +542,38 @@ class TestFgdGpuChoice:
         assert tight.pick_gpus(state, pod(count=2, milli=1000), 0) == (0, 3)
 
     def test_fgdx_profile(self) -> None:
-        # GPU pods: fgdx places exactly as fgd does (its first score is 0 for them).
+        # SHARED_500 gives 2 milli-CPU per GPU milli: n0's 7 free cores feed 3500 milli, more
+        # than its 3400 free after a 100m pod, so nothing is stranded and fgdx picks as fgd.
         state = self.state()
         result = scheduler(state, "fgdx", workload=SHARED_500).schedule(pod(count=1, milli=100))
         assert isinstance(result, Placement)
         assert result.gpus == (0,)
 
-    def test_fgdx_sends_cpu_only_pods_where_no_gpu_is_idle(self) -> None:
+    def test_cpu_only_away_from_idle_gpus(self) -> None:
         # n0 has an idle GPU, n1 has none left; n0 comes first in the tie-break order.
+        away = SchedulerProfile.model_validate(
+            {
+                "apiVersion": "aipaas/v1",
+                "kind": "SchedulerProfile",
+                "metadata": {"name": "away"},
+                "spec": {
+                    "filters": [{"name": "NodeResourcesFit"}, {"name": "GpuFit"}],
+                    "scores": [
+                        {"name": "CpuOnlyAwayFromIdleGpus", "weight": 1000},
+                        {"name": "FGD"},
+                    ],
+                    "gpuPicker": {"name": "FGD"},
+                },
+            }
+        )
         state = ClusterState([node("n0", 8_000, 1), node("n1", 8_000, 1)])
         used(state, 1, 1000)
         cpu_pod = pod(cpu=1_000)
         assert scheduler(state, "fgd", workload=SHARED_500).select_node(cpu_pod) == 0
-        assert scheduler(state, "fgdx", workload=SHARED_500).select_node(cpu_pod) == 1
+        assert scheduler(state, away, workload=SHARED_500).select_node(cpu_pod) == 1
         # Where every node still has idle GPUs, FGD decides alone.
         fresh = ClusterState([node("n0", 8_000, 1), node("n1", 8_000, 1)])
-        assert scheduler(fresh, "fgdx", workload=SHARED_500).select_node(cpu_pod) == 0
+        assert scheduler(fresh, away, workload=SHARED_500).select_node(cpu_pod) == 0
 
     def test_resolution_and_ties_via_profile_args(self) -> None:
         state = self.state()
@@ -663,4 +679,4 @@ def test_every_builtin_policy_is_covered() -> None:
     from aipaas.scheduler.framework.profile import builtin_profile_names
 
     assert set(builtin_profile_names()) >= {"random", *DETERMINISTIC}
-    assert [s.name for s in load_profile("fgdx").spec.scores] == ["CpuOnlyAwayFromIdleGpus", "FGD"]
+    assert [s.name for s in load_profile("fgdx").spec.scores] == ["FGDStranding"]

@@ -3,7 +3,14 @@
 from __future__ import annotations
 
 from aipaas.scheduler.framework.registry import Registry
-from aipaas.scheduler.plugins import device_claims, fgd, fit, gpu_pickers, simple_scores
+from aipaas.scheduler.plugins import (
+    device_claims,
+    fgd,
+    fgd_stranding,
+    fit,
+    gpu_pickers,
+    simple_scores,
+)
 
 
 def default_registry() -> Registry:
@@ -19,6 +26,7 @@ def default_registry() -> Registry:
     registry.register("GpuPacking", simple_scores.new_gpu_packing)
     registry.register("CpuOnlyAwayFromIdleGpus", simple_scores.new_cpu_only_away_from_idle_gpus)
     registry.register("FGD", fgd.new_fgd)
+    registry.register("FGDStranding", fgd_stranding.new_stranding_fgd)
     registry.register("DeviceClaims", device_claims.new_device_claims)
     registry.register("DeviceTopology", device_claims.new_device_topology)
     return registry

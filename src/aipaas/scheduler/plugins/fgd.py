@@ -155,6 +155,18 @@ class FgdScore(ScorePlugin, GpuPickerPlugin):
             WeakKeyDictionary()
         )
 
+    def _fragmentation(
+        self,
+        table: TypicalPodTable,
+        cpu_free: IntArray,
+        gpu_left: IntArray,
+        fitting_gpus: IntArray,
+        sliver_milli: IntArray,
+        accessible: npt.NDArray[np.bool_],
+    ) -> FloatArray:
+        """F of node variants (see ``fragmentation``); a subclass may measure it differently."""
+        return fragmentation(table, cpu_free, gpu_left, fitting_gpus, sliver_milli, accessible)
+
     def _table(self, state: ClusterState) -> TypicalPodTable:
         table = self._tables.get(state)
         if table is None:
@@ -181,7 +193,7 @@ class FgdScore(ScorePlugin, GpuPickerPlugin):
             sliver = np.where(fits, 0, free).sum(axis=2)
             terms.fitting[dirty] = fitting.T
             terms.sliver[dirty] = sliver.T
-            terms.before[dirty] = fragmentation(
+            terms.before[dirty] = self._fragmentation(
                 table,
                 state.cpu_free[dirty],
                 state.gpu_free_total[dirty],
@@ -206,7 +218,7 @@ class FgdScore(ScorePlugin, GpuPickerPlugin):
         accessible = table.accessible[:, state.model_id[nodes]]  # (T, k)
         if not pod.is_shared:
             # CPU-only (count 0) or whole GPUs: each taken GPU was idle, so it fitted every pod.
-            after = fragmentation(
+            after = self._fragmentation(
                 table,
                 cpu - pod.cpu_milli,
                 left - pod.gpu_count * MILLI_PER_GPU,
@@ -227,7 +239,7 @@ class FgdScore(ScorePlugin, GpuPickerPlugin):
             - np.where(fits_old, 0, free[None, :, :])
             + np.where(fits_new, 0, reduced[None, :, :])
         )
-        after = fragmentation(
+        after = self._fragmentation(
             table,
             np.repeat(cpu - pod.cpu_milli, gpus),
             np.repeat(left - pod.gpu_milli, gpus),
