@@ -49,6 +49,26 @@ _INSERT_EVENT = insert(tables.events)
 _FIND_TOKEN = select(tables.tokens).where(tables.tokens.c.token_hash == bindparam("b_hash"))
 
 
+_STATUS_VALUES: dict[str, Any] = {
+    "phase": bindparam("b_phase"),
+    "status": bindparam("b_status"),
+    "updated_at": bindparam("b_now"),
+}
+_STATUS_IF_UNCHANGED = (
+    update(tables.objects)
+    .where(
+        tables.objects.c.uid == bindparam("b_uid"),
+        tables.objects.c.resource_version == bindparam("b_version"),
+    )
+    .values(resource_version=bindparam("b_version") + 1, **_STATUS_VALUES)
+)
+_STATUS_ANY_VERSION = (
+    update(tables.objects)
+    .where(tables.objects.c.uid == bindparam("b_uid"))
+    .values(resource_version=tables.objects.c.resource_version + 1, **_STATUS_VALUES)
+)
+
+
 @functools.cache
 def _select_each(count: int) -> Select[Any]:
     c = tables.objects.c
@@ -278,34 +298,34 @@ class Store:
         return stored
 
     def write_statuses(self, changes: Sequence[tuple[Object, Any]], *, conn: Connection) -> None:
-        """``write_status`` for many objects in one statement (the controller's cycle)."""
+        """``write_status`` for many objects in one statement (the controller's cycle).
+
+        When no row changed since the controller read it (the usual case), the objects as
+        written are remembered, so that the next cycle does not parse them again.
+        """
         if not changes:
             return
-        statement = (
-            update(tables.objects)
-            .where(tables.objects.c.uid == bindparam("b_uid"))
-            .values(
-                resource_version=tables.objects.c.resource_version + 1,
-                phase=bindparam("b_phase"),
-                status=bindparam("b_status"),
-                updated_at=bindparam("b_now"),
-            )
-        )
         now = self.clock.now()
-        conn.execute(
-            statement,
-            [
-                {
-                    "b_uid": obj.metadata.uid,
-                    "b_phase": str(getattr(status, "phase", "") or ""),
-                    "b_status": json.dumps(
-                        status.model_dump(mode="json", by_alias=True), separators=(",", ":")
-                    ),
-                    "b_now": now,
-                }
-                for obj, status in changes
-            ],
-        )
+        rows = [
+            {
+                "b_uid": obj.metadata.uid,
+                "b_version": int(obj.metadata.resource_version or 0),
+                "b_phase": str(getattr(status, "phase", "") or ""),
+                "b_status": json.dumps(
+                    status.model_dump(mode="json", by_alias=True), separators=(",", ":")
+                ),
+                "b_now": now,
+            }
+            for obj, status in changes
+        ]
+        if self.engine.dialect.supports_sane_multi_rowcount and conn.execute(
+            _STATUS_IF_UNCHANGED, rows
+        ).rowcount == len(rows):
+            for obj, status in changes:
+                _remember_written(obj, status)
+            return
+        # Someone wrote a row in between (an annotation): set every status regardless.
+        conn.execute(_STATUS_ANY_VERSION, rows)
 
     def record_events(
         self, events: Sequence[tuple[Object, str, str, bool]], *, conn: Connection
@@ -523,6 +543,16 @@ def _to_object(row: Any) -> Object:
         _PARSED.clear()
     _PARSED[key] = parsed
     return parsed
+
+
+def _remember_written(obj: Object, status: Any) -> None:
+    version = int(obj.metadata.resource_version or 0) + 1
+    meta = obj.metadata.model_copy(update={"resource_version": str(version)})
+    if len(_PARSED) >= _PARSED_MAX:
+        _PARSED.clear()
+    _PARSED[(obj.metadata.uid or "", version)] = obj.model_copy(
+        update={"metadata": meta, "status": status}
+    )
 
 
 def _parse(row: Any) -> Object:

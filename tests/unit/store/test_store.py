@@ -15,6 +15,7 @@ from aipaas.api.tenancy import Tenant
 from aipaas.errors import AlreadyExists, Conflict, NotFound
 from aipaas.store import Store, TaskRecord, TaskRepository
 from aipaas.store.database import migrate
+from aipaas.store.store import _parse, tables
 
 
 def make_job(name: str = "hello", tenant: str = "acme") -> Job:
@@ -172,3 +173,31 @@ def test_find_each_returns_only_what_exists(store: Store) -> None:
         assert set(found) == {("Job", "acme", "a"), ("Tenant", "", "acme")}
         assert found[("Job", "acme", "a")].name == "a"
         assert store.find_each([("Job", "globex", "a")], conn=tx) == {}
+
+
+class TestWriteStatuses:
+    def test_the_written_object_reads_back_as_stored(self, store: Store) -> None:
+        created = store.create(make_job("a"))
+        with store.transaction() as tx:
+            store.write_statuses([(created, JobStatus(phase=JobPhase.RUNNING))], conn=tx)
+        got = store.get("Job", "acme", "a")
+        assert got.metadata.resource_version == "2"
+        assert isinstance(got, Job) and got.status is not None
+        assert got.status.phase is JobPhase.RUNNING
+        with store.transaction(write=False) as tx:
+            row = tx.execute(tables.objects.select()).mappings().one()
+        assert _parse(row) == got  # what was remembered equals what a fresh parse gives
+
+    def test_a_row_changed_since_it_was_read_still_gets_its_status(self, store: Store) -> None:
+        created = store.create(make_job("a"))
+        annotated = created.model_copy(
+            update={"metadata": created.metadata.model_copy(update={"annotations": {"k": "v"}})}
+        )
+        store.update(annotated, expected_version="1")  # the API wrote in between: version 2
+        with store.transaction() as tx:
+            store.write_statuses([(created, JobStatus(phase=JobPhase.RUNNING))], conn=tx)
+        got = store.get("Job", "acme", "a")
+        assert isinstance(got, Job) and got.status is not None
+        assert got.status.phase is JobPhase.RUNNING
+        assert got.metadata.annotations == {"k": "v"}
+        assert got.metadata.resource_version == "3"
