@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request
-from fastapi.responses import StreamingResponse
+from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, Field
 from starlette.concurrency import run_in_threadpool
 
@@ -54,8 +54,12 @@ def whoami(caller: Caller) -> dict[str, str]:
     return {"user": caller.user, "tenant": caller.tenant, "role": caller.role.value}
 
 
-@router.post("/apply", summary="Create or update the objects of a YAML or JSON body")
-async def apply(request: Request) -> dict[str, Any]:
+@router.post(
+    "/apply",
+    summary="Create or update the objects of a YAML or JSON body",
+    response_class=JSONResponse,
+)
+async def apply(request: Request) -> JSONResponse:
     store = _store(request)
     header = request.headers.get("authorization")
     cache = principal_cache(request)
@@ -66,17 +70,21 @@ async def apply(request: Request) -> dict[str, Any]:
         return _service(request, authenticate(store, header, cache)).apply_text(body)
 
     results = await run_in_threadpool(authenticated_apply)
-    return {
-        "items": [
-            {
-                "action": r.action,
-                "kind": r.object.kind,
-                "name": r.object.name,
-                "object": r.object.to_wire(),
-            }
-            for r in results
-        ]
-    }
+    # The wire form is plain JSON already: answered as it is, FastAPI does not validate and
+    # encode the whole object again.
+    return JSONResponse(
+        {
+            "items": [
+                {
+                    "action": r.action,
+                    "kind": r.object.kind,
+                    "name": r.object.name,
+                    "object": r.object.to_wire(),
+                }
+                for r in results
+            ]
+        }
+    )
 
 
 @generic.get("/{plural}")
