@@ -216,3 +216,69 @@ spec:
     assert held == {"acme/wide-worker-0-gpus": 4, "acme/wide-worker-1-gpus": 4}
     described = server.cli("describe", "claim", "wide-worker-1-gpus", "-t", "acme").stdout
     assert "allocation:" in described and "pool sim-dgx-0" in described
+
+
+def test_shared_claims_and_the_short_form_share_one_ledger(
+    sim_server: ServerProcess, tmp_path: Path
+) -> None:
+    """Through a real server: two replicas share one named claim (same devices, same node,
+    both in reservedFor); a ``gpu: 4`` job gets a compiled claim from the same device ledger;
+    nothing is held twice; a claim named wrongly waits with a reason naming it."""
+    server = sim_server
+    setup = tmp_path / "setup.yaml"
+    setup.write_text(SETUP)
+    server.cli("apply", "-f", str(setup))
+    server.cli("apply", "-f", str(EXAMPLES / "dra" / "nvidia-classes.yaml"))
+    _wait(lambda: server.cli_json("get", "devices"), "devices published")
+    manifest = tmp_path / "work.yaml"
+    manifest.write_text(
+        CLAIM.format(name="pair", count=2).replace("{name: pair}", "{name: pair, namespace: acme}")
+        + "---\n"
+        + JOB.format(name="duo", claim="pair")
+        .replace("metadata: {name: duo,", "metadata: {name: duo, tenant: acme,")
+        .replace("- name: worker\n", "- name: worker\n      replicas: 2\n")
+        + "---\n"
+        + """apiVersion: aipaas/v1
+kind: Job
+metadata: {name: short, tenant: acme, annotations: {sim.aipaas.dev/duration: "20"}}
+spec:
+  queue: research
+  tasks:
+    - {name: worker, command: [train], resources: {cpu: 1, gpu: 4}}
+---
+"""
+        + JOB.format(name="typo", claim="pari").replace(
+            "metadata: {name: typo,", "metadata: {name: typo, tenant: acme,"
+        )
+    )
+    server.cli("apply", "-f", str(manifest))
+
+    def holders() -> dict[str, list[tuple[str, str]]]:
+        held: dict[str, list[tuple[str, str]]] = {}
+        for row in server.cli_json("get", "devices"):
+            for holder in row["holders"]:
+                held.setdefault(holder, []).append((row["node"], row["device"]))
+        return held
+
+    held = _wait(lambda: len(holders()) == 2 and holders(), "both claims held")
+    assert sorted(held) == ["acme/pair", "acme/short-worker-0-gpu"]
+    assert len(held["acme/pair"]) == 2 and len(held["acme/short-worker-0-gpu"]) == 4
+    every = held["acme/pair"] + held["acme/short-worker-0-gpu"]
+    assert len(set(every)) == 6
+    duo = _wait(
+        lambda: (
+            len(tasks := (server.job("duo").get("status") or {}).get("tasks", [])) == 2 and tasks
+        ),
+        "both replicas placed",
+    )
+    node = held["acme/pair"][0][0]
+    assert [t["node"] for t in duo] == [node, node]
+    assert duo[0]["gpus"] == duo[1]["gpus"] == [int(d.split("-")[1]) for _, d in held["acme/pair"]]
+    claim = server.cli_json("get", "resourceclaims", "pair", "-t", "acme")
+    assert [r["name"] for r in claim["status"]["reservedFor"]] == ["duo/worker-0", "duo/worker-1"]
+    typo = _wait(
+        lambda: (server.job("typo").get("status") or {}).get("message"), "the typo's reason"
+    )
+    assert typo == "task worker: claim pari does not exist in tenant acme"
+    server.wait_phase("duo", "Succeeded", timeout=60)
+    _wait(lambda: "acme/pair" not in holders(), "the shared claim freed with its last task")

@@ -21,6 +21,7 @@ MAX_MEMORY_BYTES = 64 * 2**40
 MAX_GPUS = 1024
 MAX_TASK_GPUS = 64
 MIB = 2**20
+SHORT_FORM_CLAIM = "gpu"  # the name a task's ``gpu:`` claim has among its claims
 
 
 @dataclass(frozen=True)
@@ -87,6 +88,13 @@ class GpuRequest(Model):
     count: int = Field(default=1, ge=0, le=MAX_TASK_GPUS, strict=True)
     fraction: float | None = Field(default=None, gt=0, le=1)
     model: str | None = Field(default=None, min_length=1, max_length=64)
+    #: at least this much GPU memory (per GPU)
+    memory: QuantityStr | None = None
+
+    @field_validator("memory")
+    @classmethod
+    def _memory(cls, value: str | None) -> str | None:
+        return None if value is None else _check_memory(value)
 
     @model_validator(mode="after")
     def _fraction_needs_one(self) -> GpuRequest:
@@ -149,6 +157,18 @@ class TaskResources(Model):
 
     _cpu = field_validator("cpu")(_check_cpu)
     _memory = field_validator("memory")(_check_memory)
+
+    @model_validator(mode="after")
+    def _short_form_name_free(self) -> TaskResources:
+        # ``gpu`` compiles to a claim the task knows as "gpu" (see devices/shortform.py).
+        if self.gpu is not None and self.gpu.count:
+            for index, claim in enumerate(self.claims):
+                if claim.name == SHORT_FORM_CLAIM:
+                    raise ValueError(
+                        f"claims[{index}].name: {SHORT_FORM_CLAIM!r} is the claim that gpu "
+                        "compiles to; name this claim otherwise"
+                    )
+        return self
 
     @field_validator("gpu", mode="before")
     @classmethod

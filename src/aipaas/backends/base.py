@@ -41,6 +41,15 @@ class Inventory:
 
 
 @dataclass(frozen=True)
+class ClaimDevice:
+    """A device a task's claims were given (as in a claim's ``status.allocation``)."""
+
+    driver: str
+    pool: str
+    device: str
+
+
+@dataclass(frozen=True)
 class LaunchRequest:
     """Everything needed to start one task replica on its node."""
 
@@ -57,6 +66,9 @@ class LaunchRequest:
     log_path: str
     duration_seconds: float | None = None  # for the simulator only
     annotations: Mapping[str, str] = field(default_factory=dict)  # the job's
+    #: the devices of the task's claims; a backend that runs on GPUs pins the task to them
+    #: (when empty, ``gpus`` are its GPUs: the count-based path)
+    devices: tuple[ClaimDevice, ...] = ()
 
 
 class TaskState(StrEnum):

@@ -41,6 +41,13 @@ from aipaas.backends.base import Backend, NodeInfo, TaskState
 from aipaas.clock import Clock, SystemClock, isoformat
 from aipaas.controller.launch import log_path, make_request, request_id, task_spec
 from aipaas.controller.placement import Devices, Placer, Pod, SliceIndex
+from aipaas.controller.task_devices import (
+    SHORT_FORM_ANNOTATION,
+    claim_devices,
+    compiles_to_claim,
+    short_form_claim,
+    short_form_claim_name,
+)
 from aipaas.controller.work import (
     ACTIVE,
     JobWork,
@@ -49,6 +56,8 @@ from aipaas.controller.work import (
     job_usage,
     status_events,
 )
+from aipaas.devices.shortform import DEFAULT_CLASS, default_class
+from aipaas.devices.topology_files import DRIVER
 from aipaas.metering.metrics import Metrics
 from aipaas.store import Store, TaskRecord, TaskRepository
 from aipaas.tenancy.quota import Usage, exceeded
@@ -95,6 +104,8 @@ class Controller:
         self._inventory_at: float | None = None
         self._claim_waiting: dict[tuple[str, str], str] = {}
         self._slice_index = SliceIndex()
+        self._gpu_devices = False  # the inventory publishes GPU devices: gpu: compiles
+        self._compiled_stored: set[tuple[str, str]] = set()  # (tenant, name) of such claims
         self.cycles = 0
 
     # 0. the cycle ---------------------------------------------------------------------------
@@ -420,9 +431,16 @@ class Controller:
         if problem is not None:
             item.reason, item.message = "Unschedulable", problem
             return
-        result = placer.place([self._pod(job, r) for r in gang])
+        pods = [self._pod(job, r) for r in gang]
+        result = placer.place(pods)
         if isinstance(result, tuple):
-            item.reason, item.message = "Unschedulable", "; ".join(result)
+            hint = [
+                f"claim {c.metadata.name} is what resources.gpu of task {r.group_name} compiles to"
+                for p, r in zip(pods, gang, strict=True)
+                if p.gpu_claim
+                for c in p.claims[-1:]
+            ][:1]
+            item.reason, item.message = "Unschedulable", "; ".join((*result, *hint))
             self._claims_wait(job, item.message)
             return
         for where in result:
@@ -517,12 +535,31 @@ class Controller:
                     update={"metadata": meta, **({} if allocated else {"status": None})}
                 )
             )
+        compiled = self._short_form(job, record)
+        if compiled is not None:
+            claims.append(compiled)
         return Pod(
             f"{job.tenant}/{job.name}/{record.name}",
             spec.resources.amounts(),
             models,
             tuple(claims),
+            gpu_claim=compiled is not None,
         )
+
+    def _short_form(self, job: Job, record: TaskRecord) -> ResourceClaim | None:
+        """The claim ``resources.gpu`` compiles to when it goes to the device allocator:
+        whole GPUs, on a cluster that publishes GPU devices. A placed task keeps the path it
+        was placed on: the claim when its compiled claim is stored, else the GPU count."""
+        gpu = task_spec(job, record.group_name).resources.gpu
+        if gpu is None or not compiles_to_claim(gpu):
+            return None
+        if record.node is not None:
+            name = short_form_claim_name(job, record.name)
+            if (job.tenant, name) not in self._compiled_stored:
+                return None
+        elif not self._gpu_devices:
+            return None
+        return short_form_claim(job, record.name, gpu)
 
     # DRA claims -------------------------------------------------------------------------------
 
@@ -561,6 +598,7 @@ class Controller:
             if record.node is not None and not TaskPhase(record.phase).finished
         }
         allocated = []
+        self._compiled_stored = set()
         for obj in self.store.list_objects("ResourceClaim", None):
             if not isinstance(obj, ResourceClaimObject) or obj.status is None:
                 continue
@@ -574,7 +612,8 @@ class Controller:
             if not users:
                 # The last consumer ended: deallocated, as Kubernetes does when reservedFor
                 # becomes empty (a claim made for one replica is deleted with it).
-                if GENERATED_ANNOTATION in obj.metadata.annotations:
+                annotations = obj.metadata.annotations
+                if GENERATED_ANNOTATION in annotations or SHORT_FORM_ANNOTATION in annotations:
                     self.store.delete("ResourceClaim", obj.tenant, obj.name)
                     continue
                 self.store.update_status(obj, None)
@@ -586,6 +625,8 @@ class Controller:
                     obj, ClaimStatus(allocation=obj.status.allocation, reserved_for=users)
                 )
                 assert isinstance(obj, ResourceClaimObject)
+            if SHORT_FORM_ANNOTATION in obj.metadata.annotations:
+                self._compiled_stored.add((obj.tenant, obj.name))
             allocated.append(obj.claim())
         slices = [
             s.device()
@@ -603,12 +644,13 @@ class Controller:
         for name, reason in self._slice_index.refused.items():
             if refused_before.get(name) != reason:
                 log.warning("ResourceSlice %s left out: %s", name, reason)
-        return Devices(
-            published,
-            [c for c in classes if isinstance(c, DeviceClass)],
-            allocated,
-            inventory,
+        self._gpu_devices = any(
+            d.driver == DRIVER and d.short.get("type") == "gpu" for d in inventory.by_id.values()
         )
+        kept = [c for c in classes if isinstance(c, DeviceClass)]
+        if not any(c.metadata.name == DEFAULT_CLASS for c in kept):
+            kept.append(default_class())  # the short form's class, built in
+        return Devices(published, kept, allocated, inventory)
 
     def _claims_problem(self, job: Job) -> str | None:
         """Why the job's claims cannot be allocated now, before the scheduler is asked."""
@@ -628,6 +670,21 @@ class Controller:
                 if not isinstance(stored, ResourceClaimObject):
                     return f"task {task.name}: claim {name} does not exist in tenant {job.tenant}"
         return None
+
+    def _allocations(self, job: Job, record: TaskRecord) -> list[AllocationResult]:
+        """The stored allocations of the claims a task uses (its own, shared ones, and its
+        compiled ``gpu:`` claim): what the backend pins it to."""
+        spec = task_spec(job, record.group_name)
+        names = [_claim_name(job, record.name, ref) for ref in spec.resources.claims]
+        if compiles_to_claim(spec.resources.gpu):
+            names.append(short_form_claim_name(job, record.name))
+        out = []
+        for name in names:
+            stored = self.store.find("ResourceClaim", job.tenant, name)
+            status = stored.status if isinstance(stored, ResourceClaimObject) else None
+            if status is not None and status.allocation:
+                out.append(AllocationResult.model_validate(status.allocation))
+        return out
 
     def _claims_wait(self, job: Job, message: str) -> None:
         """An event on each named claim of the job saying why it waits (when it changes)."""
@@ -654,16 +711,30 @@ class Controller:
             return
         spec = task_spec(job, task.rsplit("-", 1)[0])
         refs = {_claim_name(job, task, ref): ref for ref in spec.resources.claims}
+        compiled = short_form_claim_name(job, task)
         for name, result in allocations.items():
             ref = refs.get(name)
-            if ref is None:
-                continue
             stored = self.store.find("ResourceClaim", job.tenant, name)
-            if stored is None:
-                made = self._claim_for(job, task, ref)
-                if made is None:
+            if name == compiled and spec.resources.gpu is not None:
+                if stored is None:
+                    made = wrap_device(
+                        short_form_claim(job, task, spec.resources.gpu), tenant=job.tenant
+                    )
+                    meta = made.metadata.model_copy(
+                        update={
+                            "annotations": {SHORT_FORM_ANNOTATION: "resources.gpu"},
+                            "labels": {"aipaas.dev/job": job.name},
+                        }
+                    )
+                    stored = self.store.create(made.model_copy(update={"metadata": meta}))
+                self._compiled_stored.add((job.tenant, name))
+            elif ref is None:
+                continue
+            elif stored is None:
+                from_template = self._claim_for(job, task, ref)
+                if from_template is None:
                     continue
-                stored = wrap_device(made, tenant=job.tenant)
+                stored = wrap_device(from_template, tenant=job.tenant)
                 meta = stored.metadata.model_copy(
                     update={
                         "annotations": {
@@ -702,7 +773,8 @@ class Controller:
 
     def _start(self, item: JobWork, record: TaskRecord) -> None:
         backends = {n.name: n.backend for n in self.nodes}
-        request = make_request(item.job, record, item.records, backends)
+        devices = claim_devices(self._allocations(item.job, record))
+        request = make_request(item.job, record, item.records, backends, devices)
         try:
             self.backend.start(request)
         except (OSError, ValueError) as err:

@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from aipaas.api.job import SIM_DURATION_ANNOTATION, Job, TaskSpec
-from aipaas.backends.base import LaunchRequest
+from aipaas.backends.base import ClaimDevice, LaunchRequest
 from aipaas.store import TaskRecord
 
 
@@ -39,6 +39,7 @@ def make_request(
     record: TaskRecord,
     records: Sequence[TaskRecord],
     node_backends: Mapping[str, str],
+    devices: tuple[ClaimDevice, ...] = (),
 ) -> LaunchRequest:
     spec = task_spec(job, record.group_name)
     master = next((r for r in records if r.rank == 0), record)
@@ -76,6 +77,7 @@ def make_request(
         log_path=record.log_path or "",
         duration_seconds=_seconds(duration),
         annotations=dict(job.metadata.annotations),
+        devices=devices,
     )
 
 

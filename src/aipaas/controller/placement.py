@@ -45,6 +45,9 @@ class Pod:
     amounts: Amounts
     gpu_models: tuple[str, ...] = ()
     claims: tuple[ResourceClaim, ...] = ()  # DRA claims (names unique within the pod)
+    #: the ``gpu:`` short form is one of ``claims``: the device allocator, not the GPU
+    #: count, gives its GPUs (``amounts`` keep the count for quotas)
+    gpu_claim: bool = False
 
 
 @dataclass(frozen=True)
@@ -209,13 +212,14 @@ class Placer:
 
 def _request(pod: Pod) -> PodRequest:
     amounts = pod.amounts
+    count = 0 if pod.gpu_claim else amounts.gpu_count
     return PodRequest(
         name=pod.name,
         cpu_milli=amounts.cpu_milli,
         memory_mib=amounts.memory_mib,
-        gpu_count=amounts.gpu_count,
-        gpu_milli=amounts.gpu_milli if amounts.gpu_count else 0,
-        gpu_models=pod.gpu_models,
+        gpu_count=count,
+        gpu_milli=amounts.gpu_milli if count else 0,
+        gpu_models=() if pod.gpu_claim else pod.gpu_models,
         claims=pod.claims,
     )
 

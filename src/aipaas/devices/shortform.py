@@ -23,11 +23,11 @@ from typing import Any, Final
 
 from pydantic import ValidationError
 
-from aipaas.api.devices import ResourceClaim, ResourceClaimSpec
+from aipaas.api.devices import DeviceClass, ResourceClaim, ResourceClaimSpec
 from aipaas.api.quantity import QuantityError, format_quantity, parse_quantity
 from aipaas.devices.topology_files import DRIVER
 
-__all__ = ["DEFAULT_CLASS", "ShortFormError", "gpu_claim", "gpu_claim_spec"]
+__all__ = ["DEFAULT_CLASS", "ShortFormError", "default_class", "gpu_claim", "gpu_claim_spec"]
 
 DEFAULT_CLASS: Final = "gpu.nvidia.com"
 REQUEST_NAME: Final = "gpu"
@@ -128,3 +128,26 @@ def _normalise(value: int | float | Mapping[str, Any], field: str) -> dict[str, 
             )
         return {k: v for k, v in value.items() if v is not None}
     raise ShortFormError(f"{field}: must be a number or an object like {{count: 1, model: H100}}")
+
+
+def default_class(driver: str = DRIVER) -> DeviceClass:
+    """The class the short form names, as examples/dra/nvidia-classes.yaml defines it: whole
+    GPUs of the driver. Built in, so the short form works before an admin applies classes; a
+    stored DeviceClass of the same name wins."""
+    return DeviceClass.model_validate(
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "DeviceClass",
+            "metadata": {"name": DEFAULT_CLASS},
+            "spec": {
+                "selectors": [
+                    {
+                        "cel": {
+                            "expression": f'device.driver == "{driver}" && '
+                            f'device.attributes["{driver}"].type == "gpu"'
+                        }
+                    }
+                ]
+            },
+        }
+    )

@@ -11,10 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from aipaas.backends.base import LaunchRequest, TaskState
+from aipaas.api.devices import ResourceSlice
+from aipaas.backends.base import ClaimDevice, LaunchRequest, TaskState
 from aipaas.backends.local import LocalBackend
 from aipaas.backends.local.machine import Gpu, gpus_of, short_model
-from aipaas.backends.local.nvml import publish_slice
+from aipaas.backends.local.nvml import publish_slice, visible_devices
 
 
 def request(tmp: Path, rid: str, command: list[str], **env: str) -> LaunchRequest:
@@ -201,3 +202,62 @@ def test_a_real_gpu_is_offered_and_given(tmp_path: Path) -> None:
     backend.start(dataclasses.replace(task, gpus=(last,)))  # the last GPU only
     assert_reaches_state(backend, "gpu", TaskState.SUCCEEDED)
     assert (tmp_path / "logs" / "gpu.log").read_text() == f"{last}\n"
+
+
+class TestVisibleDevices:
+    """CUDA_VISIBLE_DEVICES from a task's claim devices (hand-built slice of NVML's shape)."""
+
+    @staticmethod
+    def published() -> ResourceSlice:
+        published = publish_slice("here", _FakeNvml())  # gpu-0 (GPU-0), gpu-1 (GPU-1)
+        mig = {
+            "name": "gpu-1-mig-0",
+            "attributes": {
+                "type": {"string": "mig"},
+                "uuid": {"string": "MIG-1-0"},
+                "parentIndex": {"int": 1},
+            },
+        }
+        data = published.model_dump(mode="json", by_alias=True, exclude_none=True)
+        data["spec"]["devices"].append(mig)
+        return ResourceSlice.model_validate(data)
+
+    def test_claim_devices_decide(self, tmp_path: Path) -> None:
+        task = request(tmp_path, "r", ["x"])
+        nv = "gpu.nvidia.com"
+        one = dataclasses.replace(task, gpus=(), devices=(ClaimDevice(nv, "here", "gpu-1"),))
+        assert visible_devices(one, self.published()) == "1"
+        mig = dataclasses.replace(
+            one, devices=(ClaimDevice(nv, "here", "gpu-0"), ClaimDevice(nv, "here", "gpu-1-mig-0"))
+        )
+        assert visible_devices(mig, self.published()) == "GPU-0,MIG-1-0"
+        assert visible_devices(task, self.published()) == "1"  # no claims: its GPUs
+        assert visible_devices(dataclasses.replace(task, gpus=()), None) == ""
+
+    def test_a_device_not_here_is_an_error(self, tmp_path: Path) -> None:
+        task = request(tmp_path, "r", ["x"])
+        wrong = dataclasses.replace(
+            task, devices=(ClaimDevice("gpu.nvidia.com", "elsewhere", "gpu-0"),)
+        )
+        with pytest.raises(ValueError, match=r"gpu-0 of pool elsewhere .* not a GPU of this"):
+            visible_devices(wrong, self.published())
+
+    def test_a_process_sees_its_claim_gpu_or_none(self, tmp_path: Path) -> None:
+        backend = LocalBackend(tmp_path / "run", node_name="here", published=self.published())
+        assert backend.inventory().nodes[0].gpu_count == 2
+        script = "import os; print(repr(os.environ['CUDA_VISIBLE_DEVICES']))"
+
+        def task(rid: str) -> LaunchRequest:
+            return request(tmp_path, rid, [sys.executable, "-c", script])
+
+        device = ClaimDevice("gpu.nvidia.com", "here", "gpu-1-mig-0")
+        backend.start(dataclasses.replace(task("mine"), gpus=(), devices=(device,)))
+        backend.start(dataclasses.replace(task("none"), gpus=()))
+        bad = ClaimDevice("gpu.nvidia.com", "here", "gpu-9")
+        backend.start(dataclasses.replace(task("bad"), devices=(bad,)))
+        for rid in ("mine", "none"):
+            assert_reaches_state(backend, rid, TaskState.SUCCEEDED)
+        assert_reaches_state(backend, "bad", TaskState.FAILED)
+        assert (tmp_path / "logs" / "mine.log").read_text() == "'MIG-1-0'\n"
+        assert (tmp_path / "logs" / "none.log").read_text() == "''\n"
+        assert "gpu-9 of pool here" in (tmp_path / "logs" / "bad.log").read_text()

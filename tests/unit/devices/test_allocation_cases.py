@@ -416,14 +416,31 @@ CASES = [
         ],
         id="not enough distinct NUMA nodes",
     ),
-    pytest.param(RACKS, [claim("c", *[req(f"r{i}") for i in range(8)],
-                              constraints=[{"distinctAttribute": f"{DRIVER}/rack"}])], [], None,
-                 ['1 node of class [64x H100] (node-a): claim "c": needs 8 devices with distinct '
-                  f"values of {DRIVER}/rack, but the free matching devices have only 7"],
-                 id="distinct across eight requests, seven racks: refused without a long search"),
-    pytest.param(RACKS, [claim("c", req("g", count=7),
-                              constraints=[{"distinctAttribute": f"{DRIVER}/rack"}])], [], A,
-                 gpus("c", "g", *[f"gpu-{i}" for i in range(7)]), id="one device per rack"),
+    pytest.param(
+        RACKS,
+        [
+            claim(
+                "c",
+                *[req(f"r{i}") for i in range(8)],
+                constraints=[{"distinctAttribute": f"{DRIVER}/rack"}],
+            )
+        ],
+        [],
+        None,
+        [
+            '1 node of class [64x H100] (node-a): claim "c": needs 8 devices with distinct '
+            f"values of {DRIVER}/rack, but the free matching devices have only 7"
+        ],
+        id="distinct across eight requests, seven racks: refused without a long search",
+    ),
+    pytest.param(
+        RACKS,
+        [claim("c", req("g", count=7), constraints=[{"distinctAttribute": f"{DRIVER}/rack"}])],
+        [],
+        A,
+        gpus("c", "g", *[f"gpu-{i}" for i in range(7)]),
+        id="one device per rack",
+    ),
     # --- partitionable devices: MIG counters ----------------------------------------------------
     pytest.param(
         MIG_NODE,

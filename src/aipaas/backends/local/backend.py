@@ -18,10 +18,11 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from aipaas.api.devices import ResourceSlice
 from aipaas.backends.base import Inventory, LaunchRequest, NodeInfo, TaskState, TaskStatus
 from aipaas.backends.local import machine
 from aipaas.backends.local.machine import gpus_of
-from aipaas.backends.local.nvml import publish_slice
+from aipaas.backends.local.nvml import publish_slice, visible_devices
 
 # Variables a task inherits from the server's environment; nothing else (no tokens) leaks.
 INHERITED = ("PATH", "HOME", "LANG", "LC_ALL", "TZ", "TMPDIR", "USER", "LOGNAME", "SHELL")
@@ -39,12 +40,17 @@ class LocalBackend:
         memory_mib: int | None = None,
         gpus: Sequence[machine.Gpu] | None = None,
         environ: Mapping[str, str] | None = None,
+        published: ResourceSlice | None = None,
     ) -> None:
         self.run_dir = run_dir.resolve()  # tasks run elsewhere: paths must be absolute
         self.run_dir.mkdir(parents=True, exist_ok=True)
         name = node_name or machine.node_name()
         # This machine's GPUs as a DRA ResourceSlice (nvml.py); no GPU or no NVML: CPU-only.
-        self.slice = publish_slice(name) if gpus is None else None
+        # ``published`` stands in for NVML (tests); ``gpus`` alone means no slice at all.
+        if published is not None:
+            self.slice: ResourceSlice | None = published
+        else:
+            self.slice = publish_slice(name) if gpus is None else None
         self.gpus = list(gpus_of(self.slice) if self.slice is not None else gpus or [])
         self.node = NodeInfo(
             name=name,
@@ -76,7 +82,14 @@ class LocalBackend:
         log_path.parent.mkdir(parents=True, exist_ok=True)
         env = dict(self.base_env)
         env.update(request.env)
-        env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in request.gpus)
+        try:
+            # A task sees only its GPUs; one that asked for none sees none ("" hides them all).
+            env["CUDA_VISIBLE_DEVICES"] = visible_devices(request, self.slice)
+        except ValueError as err:
+            with log_path.open("ab") as log:
+                log.write(f"aipaas: cannot start the task: {err}\n".encode())
+            (directory / "exit").write_text("127\n")
+            return
         env["PYTHONUNBUFFERED"] = "1"
         cwd = request.working_dir or str(directory)
         with log_path.open("ab") as log:

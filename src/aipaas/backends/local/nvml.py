@@ -21,9 +21,10 @@ from typing import Any, Final
 import pynvml
 
 from aipaas.api.devices import ResourceSlice
+from aipaas.backends.base import LaunchRequest
 from aipaas.backends.local.machine import short_model
 
-__all__ = ["DRIVER", "pcie_root", "publish_slice"]
+__all__ = ["DRIVER", "pcie_root", "publish_slice", "visible_devices"]
 
 DRIVER: Final = "gpu.nvidia.com"
 _ARCHITECTURES: Final = {
@@ -182,3 +183,44 @@ def pcie_root(bus_id: str, sysfs: Path = Path("/sys/bus/pci/devices")) -> str | 
         if part.startswith("pci"):
             return part
     return None
+
+
+def visible_devices(request: LaunchRequest, published: ResourceSlice | None) -> str:
+    """``CUDA_VISIBLE_DEVICES`` for a task: the devices its claims were given, else its GPUs.
+
+    Whole GPUs are named by index; when a MIG device is among them, every device is named by
+    UUID (CUDA reads either form, not a mix): a MIG device by its MIG UUID. A task without
+    devices or GPUs gets "", which hides every GPU.
+
+    Raises:
+        ValueError: a claim device that this machine's slice does not publish.
+    """
+    if not request.devices:
+        return ",".join(str(g) for g in request.gpus)
+    by_name: dict[str, dict[str, Any]] = {}
+    if published is not None:
+        spec = published.spec
+        for device in spec.devices:
+            data = device.model_dump(mode="json", by_alias=True, exclude_none=True)
+            by_name[device.name] = {
+                k: next(iter(v.values())) for k, v in data.get("attributes", {}).items()
+            }
+    chosen = []
+    for ref in request.devices:
+        if ref.driver != DRIVER:
+            continue  # not a GPU: nothing for CUDA to see
+        attributes = by_name.get(ref.device)
+        if (
+            attributes is None
+            or published is None
+            or ref.pool != published.spec.pool.name
+            or "uuid" not in attributes
+        ):
+            raise ValueError(
+                f"device {ref.device} of pool {ref.pool} ({ref.driver}) is not a GPU of this "
+                "machine"
+            )
+        chosen.append(attributes)
+    if any(a.get("type") == "mig" for a in chosen):
+        return ",".join(str(a["uuid"]) for a in chosen)
+    return ",".join(str(a.get("index", a["uuid"])) for a in chosen)

@@ -1,0 +1,57 @@
+"""A task's devices: the claim its ``resources.gpu`` short form compiles to, and the devices
+its claims were given (what the backend pins the task to).
+
+Pure: no store, no backend. Who calls it: controller/cycle.py.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from functools import lru_cache
+from typing import Any, Final
+
+from aipaas.api.devices import AllocationResult, ResourceClaim
+from aipaas.api.job import Job
+from aipaas.api.resources import SHORT_FORM_CLAIM, GpuRequest
+from aipaas.backends.base import ClaimDevice
+from aipaas.devices.shortform import gpu_claim
+from aipaas.scheduler.framework.types import MILLI_PER_GPU
+
+SHORT_FORM_ANNOTATION: Final = "aipaas.dev/from-short-form"  # a claim compiled from gpu:
+
+
+def short_form_claim_name(job: Job, task: str) -> str:
+    """The stored name of a task replica's compiled ``gpu:`` claim: ``JOB-TASK-gpu``."""
+    return f"{job.name}-{task}-{SHORT_FORM_CLAIM}"[:253]
+
+
+def compiles_to_claim(gpu: GpuRequest | None) -> bool:
+    """Whole GPUs go to the device allocator; fractions keep the milli-GPU path (see
+    docs/devices.md: a fraction shares a GPU that the ledger then holds for such work)."""
+    return gpu is not None and gpu.count > 0 and gpu.milli >= MILLI_PER_GPU
+
+
+def short_form_claim(job: Job, task: str, gpu: GpuRequest) -> ResourceClaim:
+    """The claim ``gpu:`` compiles to for one replica (namespace: the job's tenant)."""
+    return _compiled(short_form_claim_name(job, task), job.tenant, gpu.count, gpu.model, gpu.memory)
+
+
+@lru_cache(maxsize=4096)
+def _compiled(
+    name: str, tenant: str, count: int, model: str | None, memory: str | None
+) -> ResourceClaim:
+    # Pending jobs are tried every cycle: compiling (and validating) once per replica is enough.
+    options: dict[str, Any] = {"count": count, "model": model, "memory": memory}
+    made = gpu_claim(name, options, field="resources.gpu")
+    meta = made.metadata.model_copy(update={"namespace": tenant})
+    return made.model_copy(update={"metadata": meta})
+
+
+def claim_devices(allocations: Iterable[AllocationResult]) -> tuple[ClaimDevice, ...]:
+    """The devices of a task's allocated claims, in allocation order, each once."""
+    seen: dict[tuple[str, str, str], None] = {}
+    for allocation in allocations:
+        for result in allocation.devices.results:
+            if not result.admin_access:
+                seen.setdefault((result.driver, result.pool, result.device), None)
+    return tuple(ClaimDevice(*key) for key in seen)
