@@ -243,6 +243,14 @@ class ObjectService:
             obj = obj.model_copy(update={"status": None})  # status is the controller's
         return obj
 
+    def _as_submitted(self, obj: Object) -> Object:
+        """A new job shows a phase from the start, and who submitted it (for metering)."""
+        if not isinstance(obj, Job):
+            return obj
+        annotations = {**obj.metadata.annotations, SUBMITTER_ANNOTATION: self.caller.user}
+        meta = obj.metadata.model_copy(update={"annotations": annotations})
+        return obj.model_copy(update={"metadata": meta, "status": JobStatus(reason="Submitted")})
+
     def _check_references(self, obj: Object, tx: Connection) -> Object | None:
         """Raise if the tenant or queue is missing; return the object stored under its name.
 
@@ -268,24 +276,21 @@ class ObjectService:
         return found.get(own)
 
     def _apply(self, obj: Object) -> Applied:
-        """Check references, then create or update, with its event: one transaction."""
-        with self.store.transaction() as tx:
+        """Check references, then create (with its event, in one transaction shared with other
+        submissions of the moment) or update."""
+
+        def create_unless_stored(tx: Connection) -> Object | Applied:
             current = self._check_references(obj, tx)
-            if current is None:
-                if isinstance(obj, Job):  # readers see a phase from the start; metering the user
-                    annotations = {
-                        **obj.metadata.annotations,
-                        SUBMITTER_ANNOTATION: self.caller.user,
-                    }
-                    meta = obj.metadata.model_copy(update={"annotations": annotations})
-                    obj = obj.model_copy(
-                        update={"metadata": meta, "status": JobStatus(reason="Submitted")}
-                    )
-                created = self.store.create(obj, conn=tx)
-                self.store.record_event(
-                    created, "Created", f"created by {self.caller.user}", conn=tx
-                )
-                return Applied(created, "created")
+            if current is not None:
+                return current
+            created = self.store.create(self._as_submitted(obj), conn=tx)
+            self.store.record_event(created, "Created", f"created by {self.caller.user}", conn=tx)
+            return Applied(created, "created")
+
+        outcome = self.store.write_together(create_unless_stored)
+        if isinstance(outcome, Applied):
+            return outcome
+        current = outcome
         if isinstance(obj, Job):
             if current.to_wire().get("spec") == obj.to_wire().get("spec"):
                 return Applied(current, "unchanged")

@@ -9,10 +9,10 @@ from __future__ import annotations
 import functools
 import json
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy import (
     Connection,
@@ -35,6 +35,7 @@ from aipaas.api.registry import KINDS
 from aipaas.clock import Clock, SystemClock, isoformat
 from aipaas.errors import AlreadyExists, Conflict, NotFound
 from aipaas.store import tables
+from aipaas.store.batch import GroupCommit
 from aipaas.store.database import make_engine, migrate
 from aipaas.store.writers import WriterQueue
 
@@ -86,6 +87,9 @@ def _select_each(count: int) -> Select[Any]:
     )
 
 
+T = TypeVar("T")
+
+
 @dataclass(frozen=True)
 class TokenRecord:
     user: str
@@ -100,6 +104,7 @@ class Store:
         self.engine = engine
         self.clock = clock or SystemClock()
         self._writers = WriterQueue.for_engine(engine)
+        self._group_commit = GroupCommit(self.transaction)
 
     @classmethod
     def open(cls, url: str, clock: Clock | None = None) -> Store:
@@ -120,7 +125,13 @@ class Store:
         ):
             yield conn
 
+    def write_together(self, write: Callable[[Connection], T]) -> T:
+        """Run ``write`` in a transaction shared with the writes of other threads waiting now
+        (group commit, see batch.py); it must touch nothing but the connection it is given."""
+        return self._group_commit.run(write)
+
     def close(self) -> None:
+        self._group_commit.close()
         self.engine.dispose()
 
     # objects ------------------------------------------------------------------------------

@@ -1,0 +1,107 @@
+"""Group commit: the writes of concurrent requests share one transaction.
+
+Under load most of a submission's store time went to opening, beginning and committing its
+own transaction (and, on SQLite, to taking the one writer's turn). Here request threads hand
+their write to one writer thread, which runs every write waiting at that moment in a single
+transaction. A write that fails makes the writer roll the batch back and run each of its
+writes again in a transaction of its own, so every caller gets exactly the result, or the
+error, it would have got alone; a write must therefore touch nothing but the connection.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future
+from contextlib import AbstractContextManager
+from typing import Any, Final, TypeVar
+
+from sqlalchemy import Connection
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+Write = Callable[[Connection], Any]
+Transaction = Callable[[], AbstractContextManager[Connection]]
+MAX_BATCH: Final = 128
+
+
+class GroupCommit:
+    def __init__(self, transaction: Transaction, max_batch: int = MAX_BATCH) -> None:
+        self._transaction = transaction
+        self._max_batch = max_batch
+        self._waiting: queue.SimpleQueue[tuple[Write, Future[Any]] | None] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._start_lock = threading.Lock()
+        self.batches = 0  # how many transactions carried writes (for tests and curiosity)
+
+    def run(self, write: Callable[[Connection], T]) -> T:
+        """Run ``write`` in a shared transaction; its result or its exception comes back."""
+        if threading.current_thread() is self._thread:
+            return self._alone(write)  # a write that writes again: no waiting on ourselves
+        self._ensure_started()
+        future: Future[T] = Future()
+        self._waiting.put((write, future))
+        return future.result()
+
+    def close(self) -> None:
+        if self._thread is not None:
+            self._waiting.put(None)
+            self._thread.join(10)
+            self._thread = None
+
+    def _ensure_started(self) -> None:
+        with self._start_lock:
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._serve, name="aipaas-group-commit", daemon=True
+                )
+                self._thread.start()
+
+    def _serve(self) -> None:
+        while True:
+            first = self._waiting.get()
+            if first is None:
+                return
+            batch = [first, *self._drain()]
+            stop = batch[-1] is None
+            items = [item for item in batch if item is not None]
+            self._commit(items)
+            if stop:
+                return
+
+    def _drain(self) -> Iterator[tuple[Write, Future[Any]] | None]:
+        for _ in range(self._max_batch - 1):
+            try:
+                item = self._waiting.get_nowait()
+            except queue.Empty:
+                return
+            yield item
+            if item is None:
+                return
+
+    def _commit(self, items: list[tuple[Write, Future[Any]]]) -> None:
+        if len(items) > 1:
+            try:
+                with self._transaction() as tx:
+                    results = [write(tx) for write, _ in items]
+            except BaseException:  # one write failed: each goes again on its own
+                log.debug("a batch of %d writes failed; running them one by one", len(items))
+            else:
+                self.batches += 1
+                for (_, future), result in zip(items, results, strict=True):
+                    future.set_result(result)
+                return
+        for write, future in items:
+            try:
+                future.set_result(self._alone(write))
+            except BaseException as err:  # the caller's to handle, whatever it is
+                future.set_exception(err)
+
+    def _alone(self, write: Callable[[Connection], T]) -> T:
+        with self._transaction() as tx:
+            result = write(tx)
+        self.batches += 1
+        return result
