@@ -74,9 +74,10 @@ def _job(name: str, gpu: str, hold: float) -> str:
 
 def _report(server: ServerProcess, job: str) -> dict[str, Any]:
     log = server.cli("logs", job, "--tenant", "acme").stdout
-    lines = [line for line in log.splitlines() if line.startswith("REPORT ")]
+    # Lines come back as "TASK | TEXT".
+    lines = [line.partition("REPORT ")[2] for line in log.splitlines() if "REPORT " in line]
     assert lines, f"job {job} printed no report: {log[-2000:]}"
-    report: dict[str, Any] = json.loads(lines[-1].removeprefix("REPORT "))
+    report: dict[str, Any] = json.loads(lines[-1])
     return report
 
 
