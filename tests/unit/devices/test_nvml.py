@@ -87,7 +87,8 @@ class TestPublishSlice:
         wire = dump_device_object(published)
         assert wire["spec"]["nodeName"] == "box"
         devices = wire["spec"]["devices"]
-        assert [d["name"] for d in devices] == ["gpu-0", "gpu-1", "gpu-1-mig-0"]
+        # gpu-1 has MIG enabled: only its MIG device is offered, never the GPU whole.
+        assert [d["name"] for d in devices] == ["gpu-0", "gpu-1-mig-0"]
         attributes = devices[0]["attributes"]
         assert attributes["productName"] == {"string": "NVIDIA H100 80GB HBM3"}
         assert attributes["model"] == {"string": "H100"}
@@ -99,12 +100,12 @@ class TestPublishSlice:
         assert attributes["pciBusID"] == {"string": "00000000:18:00.0"}
         assert attributes["numaNode"] == {"int": 0}
         assert devices[0]["capacity"] == {"memory": {"value": str(80 * 2**30)}}
-        mig = devices[2]["attributes"]
+        mig = devices[1]["attributes"]
         assert mig["type"] == {"string": "mig"}
         assert mig["profile"] == {"string": "3g.40gb"}
         assert mig["parentUUID"] == {"string": "GPU-gpu1"}
         # The slice is usable as inventory.
-        assert len(Inventory([published]).by_node["box"]) == 3
+        assert len(Inventory([published]).by_node["box"]) == 2
 
     def test_no_library_gives_an_empty_slice(self) -> None:
         published = publish_slice("box", FakeNvml(init_fails=True))

@@ -6,8 +6,9 @@ nothing else. Without the library or without a GPU it publishes an empty slice: 
 Each GPU is a device ``gpu-<index>`` of driver ``gpu.nvidia.com`` with the attributes NVML
 gives: type, index, uuid, productName, model (short: "H100"), architecture,
 cudaComputeCapability and driverVersion (versions), migEnabled, pciBusID, numaNode and the
-standard ``resource.kubernetes.io/pcieRoot``; capacity ``memory``. With MIG enabled, the MIG
-devices that exist are published too (``gpu-<index>-mig-<n>``, type mig, with their profile).
+standard ``resource.kubernetes.io/pcieRoot``; capacity ``memory``. A GPU with MIG enabled is
+published as the MIG devices that exist on it (``gpu-<index>-mig-<n>``, type mig, with their
+profile and parent), not as a whole GPU.
 NVLink domains are not read yet (see docs/devices.md).
 """
 
@@ -52,9 +53,12 @@ def publish_slice(node: str, nvml: Any = None) -> ResourceSlice:
         for index in range(library.nvmlDeviceGetCount()):
             handle = library.nvmlDeviceGetHandleByIndex(index)
             device = _gpu(library, handle, index, driver_version)
-            devices.append(device)
             if device["attributes"]["migEnabled"]["bool"]:
+                # CUDA cannot run on a MIG-enabled GPU whole: only its MIG devices are offered,
+                # so no claim can get the GPU while another holds one of its partitions.
                 devices.extend(_mig_devices(library, handle, index, device["attributes"]))
+            else:
+                devices.append(device)
     except library.NVMLError:
         devices = []
     finally:
