@@ -53,6 +53,8 @@ class GroupCommit:
             self._thread = None
 
     def _ensure_started(self) -> None:
+        if self._thread is not None:
+            return
         with self._start_lock:
             if self._thread is None:
                 self._thread = threading.Thread(
