@@ -35,28 +35,41 @@ class GroupCommit:
         self._waiting: queue.SimpleQueue[tuple[Write, Future[Any]] | None] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._start_lock = threading.Lock()
+        self._closed = False
         self.batches = 0  # how many transactions carried writes (for tests and curiosity)
 
     def run(self, write: Callable[[Connection], T]) -> T:
         """Run ``write`` in a shared transaction; its result or its exception comes back."""
         if threading.current_thread() is self._thread:
             return self._alone(write)  # a write that writes again: no waiting on ourselves
+        if self._closed:
+            raise RuntimeError("the store is closed")
         self._ensure_started()
         future: Future[T] = Future()
         self._waiting.put((write, future))
         return future.result()
 
     def close(self) -> None:
+        """Finish the writes queued so far; a write that arrives later is refused."""
+        with self._start_lock:
+            self._closed = True
         if self._thread is not None:
             self._waiting.put(None)
             self._thread.join(10)
             self._thread = None
+        while True:  # a write queued after the last batch: its caller must not wait forever
+            try:
+                item = self._waiting.get_nowait()
+            except queue.Empty:
+                return
+            if item is not None:
+                item[1].set_exception(RuntimeError("the store is closed"))
 
     def _ensure_started(self) -> None:
         if self._thread is not None:
             return
         with self._start_lock:
-            if self._thread is None:
+            if self._thread is None and not self._closed:
                 self._thread = threading.Thread(
                     target=self._serve, name="aipaas-group-commit", daemon=True
                 )

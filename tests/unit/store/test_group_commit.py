@@ -92,3 +92,11 @@ def test_batches_form_when_writers_wait(tmp_path: Path) -> None:
     assert sorted(seen) == list(range(11))
     assert commit.batches == 2  # the slow one alone, then the ten together
     store.close()
+
+
+def test_a_closed_store_refuses_writes_instead_of_hanging(tmp_path: Path) -> None:
+    store = Store.open(f"sqlite:///{tmp_path / 'a.db'}")
+    _create(store, "before")
+    store.close()
+    with pytest.raises(RuntimeError, match="closed"):
+        _create(store, "after")
