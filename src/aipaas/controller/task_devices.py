@@ -1,7 +1,8 @@
 """A task's devices: the claim its ``resources.gpu`` short form compiles to, and the devices
 its claims were given (what the backend pins the task to).
 
-Pure: no store, no backend. Who calls it: controller/cycle.py.
+Pure: no store, no backend. Who calls it: controller/claims.py (claims) and controller/cycle.py
+(the devices a task starts with).
 """
 
 from __future__ import annotations

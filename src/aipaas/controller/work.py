@@ -1,6 +1,7 @@
 """One cycle's view of a job (``JobWork``), its status, and the order admission follows.
 
-Pure: no store, no backend. Who calls it: controller/cycle.py.
+Pure: no store, no backend. Who calls it: controller/cycle.py, admission.py, claims.py and
+write_back.py.
 """
 
 from __future__ import annotations

@@ -1,0 +1,327 @@
+"""The controller's side of DRA claims: the stored ResourceClaims of jobs' tasks, kept across
+cycles.
+
+Each cycle ``ClaimBook.devices`` frees the claims whose tasks ended and gathers what the device
+allocator sees; admission then asks ``problem`` (claims that do not exist), builds each task's
+``Pod`` with its claims (``pod``), and after placement persists status.allocation and
+reservedFor (``record_allocated``) or an event saying why the job waits (``record_wait``);
+starting a task asks ``allocations`` for the devices the backend pins it to.
+
+Who calls it: controller/cycle.py and controller/admission.py. It reads and writes the store;
+it never calls a backend.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+
+from aipaas.api.devices import (
+    AllocationResult,
+    DeviceClass,
+    ResourceClaim,
+    ResourceSlice,
+    parse_device_object,
+)
+from aipaas.api.dra import (
+    ClaimStatus,
+    DeviceClassObject,
+    ResourceClaimObject,
+    ResourceClaimTemplateObject,
+    ResourceSliceObject,
+    wrap_device,
+)
+from aipaas.api.job import Job, TaskPhase
+from aipaas.api.resources import TaskClaim
+from aipaas.controller.launch import task_spec
+from aipaas.controller.placement import Devices, Pod, SliceIndex
+from aipaas.controller.task_devices import (
+    SHORT_FORM_ANNOTATION,
+    compiles_to_claim,
+    short_form_claim,
+    short_form_claim_name,
+)
+from aipaas.controller.work import JobWork
+from aipaas.devices.shortform import DEFAULT_CLASS, default_class
+from aipaas.devices.topology_files import DRIVER
+from aipaas.store import Store, TaskRecord
+
+log = logging.getLogger("aipaas.controller")
+
+GENERATED_ANNOTATION = "aipaas.dev/from-template"  # a claim made for one task replica
+
+
+class ClaimBook:
+    """Stored claims and what must survive between cycles: the indexed slices, the last
+    "waiting" message per claim (so an event is written only when it changes), whether GPU
+    devices are published, and which compiled ``gpu:`` claims are stored."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.slice_index = SliceIndex()
+        self._waiting: dict[tuple[str, str], str] = {}
+        self._gpu_devices = False  # the inventory publishes GPU devices: gpu: compiles
+        self._compiled_stored: set[tuple[str, str]] = set()  # (tenant, name) of such claims
+
+    def devices(self, work: list[JobWork]) -> Devices:
+        """Slices, classes and allocated claims; claims whose tasks ended are freed first (a
+        claim made from a template is deleted, as Kubernetes deletes a pod's claim)."""
+        active = {
+            (item.job.metadata.uid or "", f"{item.job.name}/{record.name}")
+            for item in work
+            for record in item.records
+            if record.node is not None and not TaskPhase(record.phase).finished
+        }
+        allocated = []
+        self._compiled_stored = set()
+        for obj in self.store.list_objects("ResourceClaim", None):
+            if not isinstance(obj, ResourceClaimObject) or obj.status is None:
+                continue
+            if not obj.status.allocation:
+                continue
+            users = [
+                r
+                for r in obj.status.reserved_for
+                if (r.get("uid", ""), r.get("name", "")) in active
+            ]
+            if not users:
+                # The last consumer ended: deallocated, as Kubernetes does when reservedFor
+                # becomes empty (a claim made for one replica is deleted with it).
+                annotations = obj.metadata.annotations
+                if GENERATED_ANNOTATION in annotations or SHORT_FORM_ANNOTATION in annotations:
+                    self.store.delete("ResourceClaim", obj.tenant, obj.name)
+                    continue
+                self.store.update_status(obj, None)
+                self.store.record_event(obj, "Deallocated", "its tasks ended; devices freed")
+                continue
+            if len(users) != len(obj.status.reserved_for):
+                # Consumers that ended leave reservedFor; the others keep the devices.
+                obj = self.store.update_status(
+                    obj, ClaimStatus(allocation=obj.status.allocation, reserved_for=users)
+                )
+                assert isinstance(obj, ResourceClaimObject)
+            if SHORT_FORM_ANNOTATION in obj.metadata.annotations:
+                self._compiled_stored.add((obj.tenant, obj.name))
+            allocated.append(obj.claim())
+        slices = [
+            s.device()
+            for s in self.store.list_objects("ResourceSlice", "")
+            if isinstance(s, ResourceSliceObject)
+        ]
+        classes = [
+            c.device()
+            for c in self.store.list_objects("DeviceClass", "")
+            if isinstance(c, DeviceClassObject)
+        ]
+        published = [s for s in slices if isinstance(s, ResourceSlice)]
+        refused_before = dict(self.slice_index.refused)
+        inventory = self.slice_index.update(published)
+        for name, reason in self.slice_index.refused.items():
+            if refused_before.get(name) != reason:
+                log.warning("ResourceSlice %s left out: %s", name, reason)
+        self._gpu_devices = any(
+            d.driver == DRIVER and d.short.get("type") == "gpu" for d in inventory.by_id.values()
+        )
+        kept = [c for c in classes if isinstance(c, DeviceClass)]
+        if not any(c.metadata.name == DEFAULT_CLASS for c in kept):
+            kept.append(default_class())  # the short form's class, built in
+        return Devices(published, kept, allocated, inventory)
+
+    def pod(self, job: Job, record: TaskRecord) -> Pod:
+        """What the scheduler is asked to place for one task replica, its claims included."""
+        spec = task_spec(job, record.group_name)
+        gpu = spec.resources.gpu
+        models = (gpu.model,) if gpu is not None and gpu.model else ()
+        claims = []
+        for ref in spec.resources.claims:
+            claim = self._claim_for(job, record.name, ref)
+            if claim is None:
+                continue
+            if ref.resource_claim_name is None:
+                claims.append(claim.model_copy(update={"status": None}))
+                continue
+            # A named claim is one object for every task that names it (the uid tells the
+            # device ledger so); once allocated, its allocation pins its consumers' node.
+            meta = claim.metadata.model_copy(
+                update={"uid": f"{job.tenant}/{ref.resource_claim_name}", "namespace": job.tenant}
+            )
+            allocated = claim.status is not None and claim.status.allocation is not None
+            claims.append(
+                claim.model_copy(
+                    update={"metadata": meta, **({} if allocated else {"status": None})}
+                )
+            )
+        compiled = self._short_form(job, record)
+        if compiled is not None:
+            claims.append(compiled)
+        return Pod(
+            f"{job.tenant}/{job.name}/{record.name}",
+            spec.resources.amounts(),
+            models,
+            tuple(claims),
+            gpu_claim=compiled is not None,
+        )
+
+    def problem(self, job: Job) -> str | None:
+        """Why the job's claims cannot be allocated now, before the scheduler is asked."""
+        for task in job.spec.tasks:
+            for ref in task.resources.claims:
+                template = ref.resource_claim_template_name
+                if template is not None:
+                    found = self.store.find("ResourceClaimTemplate", job.tenant, template)
+                    if found is None:
+                        return (
+                            f"task {task.name}: claim template {template} does not exist in "
+                            f"tenant {job.tenant}"
+                        )
+                    continue
+                name = ref.resource_claim_name
+                stored = self.store.find("ResourceClaim", job.tenant, name or "")
+                if not isinstance(stored, ResourceClaimObject):
+                    return f"task {task.name}: claim {name} does not exist in tenant {job.tenant}"
+        return None
+
+    def allocations(self, job: Job, record: TaskRecord) -> list[AllocationResult]:
+        """The stored allocations of the claims a task uses (its own, shared ones, and its
+        compiled ``gpu:`` claim): what the backend pins it to."""
+        spec = task_spec(job, record.group_name)
+        names = [claim_name(job, record.name, ref) for ref in spec.resources.claims]
+        if compiles_to_claim(spec.resources.gpu):
+            names.append(short_form_claim_name(job, record.name))
+        out = []
+        for name in names:
+            stored = self.store.find("ResourceClaim", job.tenant, name)
+            status = stored.status if isinstance(stored, ResourceClaimObject) else None
+            if status is not None and status.allocation:
+                out.append(AllocationResult.model_validate(status.allocation))
+        return out
+
+    def record_wait(self, job: Job, message: str) -> None:
+        """An event on each named claim of the job saying why it waits (when it changes)."""
+        for task in job.spec.tasks:
+            for ref in task.resources.claims:
+                if ref.resource_claim_name is None:
+                    continue
+                key = (job.tenant, ref.resource_claim_name)
+                if self._waiting.get(key) == message:
+                    continue
+                stored = self.store.find("ResourceClaim", job.tenant, ref.resource_claim_name)
+                if stored is not None:
+                    self._waiting[key] = message
+                    self.store.record_event(
+                        stored, "Unschedulable", f"job {job.name}: {message}", warning=True
+                    )
+
+    def record_allocated(
+        self, job: Job, task: str, allocations: Mapping[str, AllocationResult]
+    ) -> None:
+        """Persist status.allocation and reservedFor of the claims a placed task uses; a claim
+        from a template is stored first."""
+        if not allocations:
+            return
+        spec = task_spec(job, task.rsplit("-", 1)[0])
+        refs = {claim_name(job, task, ref): ref for ref in spec.resources.claims}
+        compiled = short_form_claim_name(job, task)
+        for name, result in allocations.items():
+            ref = refs.get(name)
+            stored = self.store.find("ResourceClaim", job.tenant, name)
+            if name == compiled and spec.resources.gpu is not None:
+                if stored is None:
+                    made = wrap_device(
+                        short_form_claim(job, task, spec.resources.gpu), tenant=job.tenant
+                    )
+                    meta = made.metadata.model_copy(
+                        update={
+                            "annotations": {SHORT_FORM_ANNOTATION: "resources.gpu"},
+                            "labels": {"aipaas.dev/job": job.name},
+                        }
+                    )
+                    stored = self.store.create(made.model_copy(update={"metadata": meta}))
+                self._compiled_stored.add((job.tenant, name))
+            elif ref is None:
+                continue
+            elif stored is None:
+                from_template = self._claim_for(job, task, ref)
+                if from_template is None:
+                    continue
+                stored = wrap_device(from_template, tenant=job.tenant)
+                meta = stored.metadata.model_copy(
+                    update={
+                        "annotations": {
+                            GENERATED_ANNOTATION: f"{ref.resource_claim_template_name}",
+                        },
+                        "labels": {"aipaas.dev/job": job.name},
+                    }
+                )
+                stored = self.store.create(stored.model_copy(update={"metadata": meta}))
+            consumer = {"resource": "tasks", "name": f"{job.name}/{task}", "uid": job.metadata.uid}
+            before = stored.status if isinstance(stored, ResourceClaimObject) else None
+            if before is not None and before.allocation:
+                # A shared claim: allocated once; each consumer is added to reservedFor.
+                users = [r for r in before.reserved_for if r != consumer] + [consumer]
+                self.store.update_status(
+                    stored, ClaimStatus(allocation=before.allocation, reserved_for=users)
+                )
+                self.store.record_event(
+                    stored,
+                    "Reserved",
+                    f"shared with job {job.name} task {task} ({len(users)} tasks use it)",
+                )
+                continue
+            status = ClaimStatus(
+                allocation=result.model_dump(mode="json", by_alias=True, exclude_none=True),
+                reserved_for=[consumer],
+            )
+            self.store.update_status(stored, status)
+            self._waiting.pop((job.tenant, name), None)
+            devices = ", ".join(r.device for r in result.devices.results)
+            self.store.record_event(
+                stored, "Allocated", f"devices {devices} for job {job.name} task {task}"
+            )
+
+    def _short_form(self, job: Job, record: TaskRecord) -> ResourceClaim | None:
+        """The claim ``resources.gpu`` compiles to when it goes to the device allocator:
+        whole GPUs, on a cluster that publishes GPU devices. A placed task keeps the path it
+        was placed on: the claim when its compiled claim is stored, else the GPU count."""
+        gpu = task_spec(job, record.group_name).resources.gpu
+        if gpu is None or not compiles_to_claim(gpu):
+            return None
+        if record.node is not None:
+            name = short_form_claim_name(job, record.name)
+            if (job.tenant, name) not in self._compiled_stored:
+                return None
+        elif not self._gpu_devices:
+            return None
+        return short_form_claim(job, record.name, gpu)
+
+    def _claim_for(self, job: Job, task: str, ref: TaskClaim) -> ResourceClaim | None:
+        """The claim a task replica uses: the named one, or the one its template makes (stored
+        once allocated, under ``JOB-TASK-NAME``)."""
+        name = claim_name(job, task, ref)
+        stored = self.store.find("ResourceClaim", job.tenant, name)
+        if isinstance(stored, ResourceClaimObject):
+            return stored.claim()
+        if ref.resource_claim_template_name is None:
+            return None
+        template = self.store.find(
+            "ResourceClaimTemplate", job.tenant, ref.resource_claim_template_name
+        )
+        if not isinstance(template, ResourceClaimTemplateObject):
+            return None
+        made = parse_device_object(
+            {
+                "apiVersion": "resource.k8s.io/v1",
+                "kind": "ResourceClaim",
+                "metadata": {"name": name, "namespace": job.tenant},
+                "spec": template.spec.get("spec", {}),
+            }
+        )
+        assert isinstance(made, ResourceClaim)
+        return made
+
+
+def claim_name(job: Job, task: str, ref: TaskClaim) -> str:
+    """The stored name of a task replica's claim: the named one, or ``JOB-TASK-NAME``."""
+    if ref.resource_claim_name is not None:
+        return ref.resource_claim_name
+    return f"{job.name}-{task}-{ref.name}"[:253]

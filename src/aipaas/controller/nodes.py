@@ -1,0 +1,116 @@
+"""Step 1 of a controller cycle, and node status at its end: what the backend reports as nodes
+and ResourceSlices becomes stored Node and ResourceSlice objects; each Node's status says
+whether it is ready and what is allocated on it.
+
+Who calls it: controller/cycle.py (``refresh`` first in a cycle, ``write_status`` after the
+write-back). It asks the backend only for its inventory, at most every ``inventory_seconds``.
+"""
+
+from __future__ import annotations
+
+from aipaas.api.devices import ResourceSlice
+from aipaas.api.dra import wrap_device
+from aipaas.api.meta import Object, ObjectMeta
+from aipaas.api.node import Node, NodeGpus, NodeSpec, NodeStatus
+from aipaas.backends.base import Backend, NodeInfo
+from aipaas.clock import Clock
+from aipaas.controller.placement import Placer
+from aipaas.store import Store
+
+PUBLISHED_LABEL = "aipaas.dev/published-by"
+
+
+class NodeInventory:
+    """The backend's nodes and slices as last reported, and the Node objects and statuses
+    last written (so a status is written only when it changes)."""
+
+    def __init__(
+        self, store: Store, backend: Backend, clock: Clock, inventory_seconds: float
+    ) -> None:
+        self.store = store
+        self.backend = backend
+        self.clock = clock
+        self.inventory_seconds = inventory_seconds
+        self.nodes: list[NodeInfo] = []
+        self.slices: list[ResourceSlice] = []
+        self._node_objects: dict[str, Object] = {}
+        self._node_status: dict[str, NodeStatus] = {}
+        self._inventory_at: float | None = None
+
+    def refresh(self) -> None:
+        now = self.clock.monotonic()
+        if self._inventory_at is not None and now - self._inventory_at < self.inventory_seconds:
+            return
+        self._inventory_at = now
+        inventory = self.backend.inventory()
+        self.nodes = list(inventory.nodes)
+        self.slices = list(inventory.slices)
+        self._publish_slices()
+        for info in self.nodes:
+            wanted = Node(
+                metadata=ObjectMeta(name=info.name, labels=dict(info.labels)),
+                spec=NodeSpec(
+                    backend=info.backend,
+                    cpu=f"{info.cpu_milli}m"
+                    if info.cpu_milli % 1000
+                    else str(info.cpu_milli // 1000),
+                    memory=f"{info.memory_mib}Mi",
+                    gpus=NodeGpus(
+                        count=info.gpu_count,
+                        model=info.gpu_model,
+                        memory=f"{info.gpu_memory_mib}Mi" if info.gpu_memory_mib else None,
+                    ),
+                ),
+            )
+            current = self.store.find("Node", "", info.name)
+            if current is None:
+                current = self.store.create(wanted)
+                self.store.record_event(
+                    current, "Registered", f"reported by backend {info.backend}"
+                )
+            elif current.to_wire().get("spec") != wanted.to_wire().get("spec"):
+                current = self.store.update(wanted)
+            self._node_objects[info.name] = current
+        reported = {info.name for info in self.nodes}
+        for node in self.store.list_objects("Node", ""):
+            if node.name not in reported:
+                self._node_objects[node.name] = node  # gone from the backend: not ready
+
+    def write_status(self, placer: Placer) -> None:
+        """Node status: ready while reported; what is allocated (written when it changes)."""
+        allocated = placer.allocated()
+        changes = []
+        for name, node in self._node_objects.items():
+            cpu, memory, gpus = allocated.get(name, (0, 0, 0.0))
+            status = NodeStatus(
+                ready=name in allocated,
+                allocated_cpu=f"{cpu}m",
+                allocated_memory=f"{memory}Mi",
+                allocated_gpus=gpus,
+            )
+            if self._node_status.get(name) != status:
+                changes.append((node, status))
+                self._node_status[name] = status
+        if changes:
+            with self.store.transaction() as tx:
+                self.store.write_statuses(changes, conn=tx)
+
+    def _publish_slices(self) -> None:
+        """The backend's ResourceSlices as stored objects (created, updated, or deleted when the
+        backend no longer reports them); slices applied by an admin are left alone."""
+        reported = set()
+        for item in self.slices:
+            wanted = wrap_device(item)
+            meta = wanted.metadata.model_copy(
+                update={"labels": {**wanted.metadata.labels, PUBLISHED_LABEL: "backend"}}
+            )
+            wanted = wanted.model_copy(update={"metadata": meta})
+            reported.add(wanted.name)
+            current = self.store.find("ResourceSlice", "", wanted.name)
+            if current is None:
+                self.store.create(wanted)
+            elif current.to_wire().get("spec") != wanted.to_wire().get("spec"):
+                self.store.update(wanted)
+        for stored in self.store.list_objects("ResourceSlice", ""):
+            if stored.metadata.labels.get(PUBLISHED_LABEL) and stored.name not in reported:
+                self.store.delete("ResourceSlice", "", stored.name)

@@ -1,0 +1,61 @@
+"""Step 5 of a controller cycle: write back what the cycle decided, and publish metrics.
+
+Task records, job status (only where it changed) and events go to the store in one
+transaction; a finished job whose deletion was requested is deleted with its records.
+
+Who calls it: ``Controller.run_cycle`` (controller/cycle.py). It writes the store; it never
+calls a backend.
+"""
+
+from __future__ import annotations
+
+from aipaas.api.job import Job, JobPhase, JobStatus
+from aipaas.clock import Clock, isoformat
+from aipaas.controller.placement import Placer
+from aipaas.controller.work import JobWork, job_status, status_events
+from aipaas.metering.metrics import Metrics
+from aipaas.store import Store, TaskRepository
+
+DELETE_ANNOTATION = "aipaas.dev/delete-requested"
+
+
+def write_back(store: Store, tasks: TaskRepository, clock: Clock, work: list[JobWork]) -> None:
+    """Task records, job status and events of the cycle, in one transaction."""
+    statuses: list[tuple[Job, JobStatus]] = []
+    events: list[tuple[Job, str, str, bool]] = []
+    deleted: list[Job] = []
+    for item in work:
+        status = job_status(item, isoformat(clock.now()))
+        if (item.job.status.model_dump(mode="json") if item.job.status else None) != (
+            status.model_dump(mode="json")
+        ):
+            statuses.append((item.job, status))
+            status_events(item, status)
+        events.extend((item.job, *event) for event in item.events)
+        if DELETE_ANNOTATION in item.job.metadata.annotations and status.phase.finished:
+            deleted.append(item.job)
+    with store.transaction() as tx:
+        changed = [r for item in work for r in item.records if r.name in item.changed]
+        tasks.save_many(changed, conn=tx)
+        for item in work:
+            item.changed.clear()
+        store.write_statuses(statuses, conn=tx)
+        store.record_events(events, conn=tx)
+        for job in deleted:
+            tasks.delete_job(job.metadata.uid or "", conn=tx)
+            store.delete("Job", job.tenant, job.name, conn=tx)
+
+
+def publish_metrics(metrics: Metrics, store: Store, work: list[JobWork], placer: Placer) -> None:
+    """Jobs per phase (from the store), pending jobs per queue, GPUs in total and allocated."""
+    counts = dict.fromkeys((p.value for p in JobPhase), 0)
+    for phase, count in store.count_by_phase("Job").items():
+        counts[phase or JobPhase.PENDING.value] += count
+    for phase, count in counts.items():
+        metrics.jobs.labels(phase=phase).set(count)
+    metrics.pending.clear()
+    for item in work:
+        if item.job.status is None or item.job.status.phase is JobPhase.PENDING:
+            metrics.pending.labels(tenant=item.job.tenant, queue=item.job.spec.queue).inc()
+    metrics.gpus_total.set(placer.gpus_total)
+    metrics.gpus_allocated.set(placer.gpus_allocated)
