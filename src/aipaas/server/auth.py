@@ -52,18 +52,31 @@ class PrincipalCache:
 def authenticate(
     store: Store, header: str | None, cache: PrincipalCache | None = None
 ) -> Principal:
-    if not header:
-        raise Unauthenticated("missing bearer token (set AIPAAS_TOKEN)")
-    scheme, _, token = header.partition(" ")
-    if scheme.lower() != "bearer" or not token.strip():
-        raise Unauthenticated("the Authorization header must be 'Bearer <token>'")
-    token_hash = hash_token(token.strip())
+    token_hash = _token_hash(header)
     if cache is not None and (known := cache.get(token_hash)) is not None:
         return known
     principal = _look_up(store, token_hash)
     if cache is not None:
         cache.put(token_hash, principal)
     return principal
+
+
+def remembered(header: str | None, cache: PrincipalCache) -> Principal | None:
+    """The principal of a well-formed header if this process remembers it; reads no store.
+
+    Raises:
+        Unauthenticated: no header, or not ``Bearer <token>``.
+    """
+    return cache.get(_token_hash(header))
+
+
+def _token_hash(header: str | None) -> str:
+    if not header:
+        raise Unauthenticated("missing bearer token (set AIPAAS_TOKEN)")
+    scheme, _, token = header.partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        raise Unauthenticated("the Authorization header must be 'Bearer <token>'")
+    return hash_token(token.strip())
 
 
 def _look_up(store: Store, token_hash: str) -> Principal:

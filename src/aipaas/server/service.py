@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from sqlalchemy import Connection
+from starlette.concurrency import run_in_threadpool
 
 from aipaas.api.job import CANCEL_ANNOTATION, Job, JobPhase, JobStatus
 from aipaas.api.meta import Object
@@ -88,6 +89,10 @@ class ObjectService:
 
     def apply_text(self, text: str | bytes) -> list[Applied]:
         """Apply every document of a YAML/JSON text; all are validated before any is stored."""
+        return [self._apply(obj) for obj in self.prepare_text(text)]
+
+    def prepare_text(self, text: str | bytes) -> list[Object]:
+        """Every document of a text, parsed and checked against the caller; nothing stored."""
         documents = load_documents(text)
         if not documents:
             raise InvalidObject([FieldError("", "no objects in the request")])
@@ -95,8 +100,15 @@ class ObjectService:
             parse_object(doc, index=i if len(documents) > 1 else None)
             for i, doc in enumerate(documents)
         ]
-        prepared = [self._prepare(obj) for obj in objects]
-        return [self._apply(obj) for obj in prepared]
+        return [self._prepare(obj) for obj in objects]
+
+    async def apply_async(self, obj: Object) -> Applied:
+        """``apply`` of one prepared object for a coroutine: a new object waits for its group
+        commit without holding a thread; an existing one is settled in the thread pool."""
+        outcome = await self.store.write_together_async(self._creation(obj))
+        if isinstance(outcome, Applied):
+            return outcome
+        return await run_in_threadpool(self._settle, obj, outcome)
 
     def replace(self, kind: str, name: str, text: str | bytes) -> Object:
         """Update one existing object; ``metadata.resourceVersion`` is required (409 if stale)."""
@@ -278,6 +290,13 @@ class ObjectService:
     def _apply(self, obj: Object) -> Applied:
         """Check references, then create (with its event, in one transaction shared with other
         submissions of the moment) or update."""
+        outcome = self.store.write_together(self._creation(obj))
+        if isinstance(outcome, Applied):
+            return outcome
+        return self._settle(obj, outcome)
+
+    def _creation(self, obj: Object) -> Callable[[Connection], Object | Applied]:
+        """The write that creates ``obj`` unless an object of its name is stored (returned)."""
 
         def create_unless_stored(tx: Connection) -> Object | Applied:
             current = self._check_references(obj, tx)
@@ -287,10 +306,10 @@ class ObjectService:
             self.store.record_event(created, "Created", f"created by {self.caller.user}", conn=tx)
             return Applied(created, "created")
 
-        outcome = self.store.write_together(create_unless_stored)
-        if isinstance(outcome, Applied):
-            return outcome
-        current = outcome
+        return create_unless_stored
+
+    def _settle(self, obj: Object, current: Object) -> Applied:
+        """An object of this name exists: unchanged, refused (jobs) or updated."""
         if isinstance(obj, Job):
             if current.to_wire().get("spec") == obj.to_wire().get("spec"):
                 return Applied(current, "unchanged")

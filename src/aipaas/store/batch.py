@@ -42,12 +42,16 @@ class GroupCommit:
         """Run ``write`` in a shared transaction; its result or its exception comes back."""
         if threading.current_thread() is self._thread:
             return self._alone(write)  # a write that writes again: no waiting on ourselves
+        return self.submit(write).result()
+
+    def submit(self, write: Callable[[Connection], T]) -> Future[T]:
+        """Queue ``write``; the future holds its result or its exception once committed."""
         if self._closed:
             raise RuntimeError("the store is closed")
         self._ensure_started()
         future: Future[T] = Future()
         self._waiting.put((write, future))
-        return future.result()
+        return future
 
     def close(self) -> None:
         """Finish the writes queued so far; a write that arrives later is refused."""

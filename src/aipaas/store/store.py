@@ -6,6 +6,7 @@ thread-safe (one short transaction per call); never holds a transaction across I
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import json
 import uuid
@@ -129,6 +130,10 @@ class Store:
         """Run ``write`` in a transaction shared with the writes of other threads waiting now
         (group commit, see batch.py); it must touch nothing but the connection it is given."""
         return self._group_commit.run(write)
+
+    async def write_together_async(self, write: Callable[[Connection], T]) -> T:
+        """``write_together`` for a coroutine: it waits without holding a thread."""
+        return await asyncio.wrap_future(self._group_commit.submit(write))
 
     def close(self) -> None:
         self._group_commit.close()

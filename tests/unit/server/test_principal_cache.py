@@ -9,6 +9,7 @@ from fastapi.testclient import TestClient
 
 from aipaas.server.app import create_app
 from aipaas.server.auth import PrincipalCache
+from aipaas.server.routes import SMALL_BODY_BYTES
 from aipaas.tenancy.principal import Principal
 from aipaas.tenancy.tokens import hash_token
 
@@ -68,3 +69,28 @@ def test_a_bad_token_is_never_remembered(api: Api) -> None:
         assert answer.status_code == 401
     assert cache.get(hash_token("nope")) is None
     assert hash_token("nope") not in cache._entries
+
+
+def _jobs(count: int, prefix: str) -> str:
+    return "\n---\n".join(
+        JOB.replace("name: j1", f"name: {prefix}-{i}").replace(
+            "spec:", f"# {'padding ' * 40}\nspec:"
+        )
+        for i in range(count)
+    )
+
+
+def test_small_and_large_bodies_are_applied_alike(api: Api) -> None:
+    alice = api.as_("alice")
+    assert api.client.get("/api/v1/whoami", headers=alice).status_code == 200  # now remembered
+    small = _jobs(2, "small")
+    large = _jobs(60, "large")
+    assert len(small) < SMALL_BODY_BYTES < len(large)
+    for body, count in ((small, 2), (large, 60)):
+        answer = api.client.post("/api/v1/apply", content=body, headers=alice)
+        assert answer.status_code == 200, answer.text
+        assert [i["action"] for i in answer.json()["items"]] == ["created"] * count
+        again = api.client.post("/api/v1/apply", content=body, headers=alice)
+        assert [i["action"] for i in again.json()["items"]] == ["unchanged"] * count
+    listed = api.client.get("/api/v1/jobs", headers=alice).json()["items"]
+    assert len([j for j in listed if j["metadata"]["name"].startswith(("small", "large"))]) == 62
