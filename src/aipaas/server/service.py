@@ -302,8 +302,9 @@ class ObjectService:
             current = self._check_references(obj, tx)
             if current is not None:
                 return current
-            created = self.store.create(self._as_submitted(obj), conn=tx)
-            self.store.record_event(created, "Created", f"created by {self.caller.user}", conn=tx)
+            created = self.store.create(self._as_submitted(obj), conn=tx, later=True)
+            message = f"created by {self.caller.user}"
+            self.store.record_event(created, "Created", message, conn=tx, later=True)
             return Applied(created, "created")
 
         return create_unless_stored

@@ -6,6 +6,10 @@ their write to one writer thread, which runs every write waiting at that moment 
 transaction. A write that fails makes the writer roll the batch back and run each of its
 writes again in a transaction of its own, so every caller gets exactly the result, or the
 error, it would have got alone; a write must therefore touch nothing but the connection.
+A write may leave its inserts for the end of the batch (``insert_later``): the batch's inserts of
+one statement then go in one round trip. A write does not see what another write of its batch
+left for later; if that makes it fail (a duplicate name in one batch), the one-by-one rerun
+gives the right answer.
 """
 
 from __future__ import annotations
@@ -36,6 +40,8 @@ class GroupCommit:
         self._thread: threading.Thread | None = None
         self._start_lock = threading.Lock()
         self._closed = False
+        # Inserts that the writes of the running batch left for its end (writer thread only).
+        self._later: list[tuple[Any, dict[str, Any]]] | None = None
         self.batches = 0  # how many transactions carried writes (for tests and curiosity)
 
     def run(self, write: Callable[[Connection], T]) -> T:
@@ -52,6 +58,14 @@ class GroupCommit:
         future: Future[T] = Future()
         self._waiting.put((write, future))
         return future
+
+    def insert_later(self, conn: Connection, statement: Any, row: dict[str, Any]) -> None:
+        """Within a batch, run this insert with the batch's others of the same statement at its
+        end (one round trip for them all); outside a batch, now."""
+        if self._later is not None and threading.current_thread() is self._thread:
+            self._later.append((statement, row))
+        else:
+            conn.execute(statement, row)
 
     def close(self) -> None:
         """Finish the writes queued so far; a write that arrives later is refused."""
@@ -105,7 +119,9 @@ class GroupCommit:
         if len(items) > 1:
             try:
                 with self._transaction() as tx:
+                    self._later = []
                     results = [write(tx) for write, _ in items]
+                    self._insert_all(tx, self._later)
             except BaseException:  # one write failed: each goes again on its own
                 log.debug("a batch of %d writes failed; running them one by one", len(items))
             else:
@@ -113,11 +129,22 @@ class GroupCommit:
                 for (_, future), result in zip(items, results, strict=True):
                     future.set_result(result)
                 return
+            finally:
+                self._later = None
         for write, future in items:
             try:
                 future.set_result(self._alone(write))
             except BaseException as err:  # the caller's to handle, whatever it is
                 future.set_exception(err)
+
+    @staticmethod
+    def _insert_all(tx: Connection, inserts: list[tuple[Any, dict[str, Any]]]) -> None:
+        """One executemany per statement, statements in the order they first came."""
+        by_statement: dict[int, tuple[Any, list[dict[str, Any]]]] = {}
+        for statement, row in inserts:
+            by_statement.setdefault(id(statement), (statement, []))[1].append(row)
+        for statement, rows in by_statement.values():
+            tx.execute(statement, rows)
 
     def _alone(self, write: Callable[[Connection], T]) -> T:
         with self._transaction() as tx:

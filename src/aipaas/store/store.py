@@ -141,8 +141,12 @@ class Store:
 
     # objects ------------------------------------------------------------------------------
 
-    def create(self, obj: Object, *, conn: Connection | None = None) -> Object:
-        """Insert a new object; its uid, resourceVersion and creation time are set here."""
+    def create(self, obj: Object, *, conn: Connection | None = None, later: bool = False) -> Object:
+        """Insert a new object; its uid, resourceVersion and creation time are set here.
+
+        ``later`` (inside ``write_together``): the insert goes with the batch's others at its
+        end, where a duplicate name fails the batch and the one-by-one rerun says AlreadyExists.
+        """
         now = self.clock.now()
         uid = str(uuid.uuid4())
         meta = obj.metadata.model_copy(
@@ -171,6 +175,8 @@ class Store:
             if conn is None:
                 with self.transaction() as tx:
                     tx.execute(_INSERT_OBJECT, row)
+            elif later:
+                self._group_commit.insert_later(conn, _INSERT_OBJECT, row)
             else:
                 conn.execute(_INSERT_OBJECT, row)
         except IntegrityError as err:
@@ -438,7 +444,9 @@ class Store:
         *,
         warning: bool = False,
         conn: Connection | None = None,
+        later: bool = False,
     ) -> None:
+        """One event; ``later`` as in ``create``."""
         values = {
             "kind": obj.kind,
             "tenant": obj.tenant,
@@ -452,6 +460,8 @@ class Store:
         if conn is None:
             with self.transaction() as tx:
                 tx.execute(_INSERT_EVENT, values)
+        elif later:
+            self._group_commit.insert_later(conn, _INSERT_EVENT, values)
         else:
             conn.execute(_INSERT_EVENT, values)
 

@@ -100,3 +100,37 @@ def test_a_closed_store_refuses_writes_instead_of_hanging(tmp_path: Path) -> Non
     store.close()
     with pytest.raises(RuntimeError, match="closed"):
         _create(store, "after")
+
+
+def test_inserts_left_for_the_batch_end_land_once_and_duplicates_fail_alone(
+    store: Store,
+) -> None:
+    gate = threading.Barrier(24)
+
+    def create_later(name: str) -> str:
+        def write(tx: Connection) -> object:
+            created = store.create(Tenant(metadata=ObjectMeta(name=name)), conn=tx, later=True)
+            store.record_event(created, "Created", "by a test", conn=tx, later=True)
+            return created
+
+        gate.wait()
+        try:
+            store.write_together(write)
+        except AlreadyExists:
+            return "exists"
+        return "created"
+
+    names = [f"d{i % 12}" for i in range(24)]  # every name twice, likely in one batch
+    with ThreadPoolExecutor(max_workers=24) as pool:
+        outcomes = list(pool.map(create_later, names))
+    for name in set(names):
+        mine = sorted(o for n, o in zip(names, outcomes, strict=True) if n == name)
+        assert mine == ["created", "exists"]
+    assert store.count("Tenant") == 12
+    assert len(store.list_events(kind="Tenant")) == 12  # one event per created tenant
+
+
+def test_insert_later_outside_a_batch_runs_at_once(store: Store) -> None:
+    with store.transaction() as tx:
+        store.create(Tenant(metadata=ObjectMeta(name="now")), conn=tx, later=True)
+        assert store.find("Tenant", "", "now", conn=tx) is not None
