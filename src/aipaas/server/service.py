@@ -6,12 +6,12 @@ role allows the verb (else 403); the object is valid against its references (ten
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from sqlalchemy import Connection
-from starlette.concurrency import run_in_threadpool
 
 from aipaas.api.job import CANCEL_ANNOTATION, Job, JobPhase, JobStatus
 from aipaas.api.meta import Object
@@ -104,11 +104,11 @@ class ObjectService:
 
     async def apply_async(self, obj: Object) -> Applied:
         """``apply`` of one prepared object for a coroutine: a new object waits for its group
-        commit without holding a thread; an existing one is settled in the thread pool."""
+        commit without holding a thread; an existing one is settled in a worker thread."""
         outcome = await self.store.write_together_async(self._creation(obj))
         if isinstance(outcome, Applied):
             return outcome
-        return await run_in_threadpool(self._settle, obj, outcome)
+        return await asyncio.to_thread(self._settle, obj, outcome)
 
     def replace(self, kind: str, name: str, text: str | bytes) -> Object:
         """Update one existing object; ``metadata.resourceVersion`` is required (409 if stale)."""

@@ -137,6 +137,7 @@ class Store:
 
     def close(self) -> None:
         self._group_commit.close()
+        self._writers.close()
         self.engine.dispose()
 
     # objects ------------------------------------------------------------------------------

@@ -53,6 +53,11 @@ class WriterQueue:
             finally:
                 self._depth -= 1
 
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
     def _file(self) -> int:
         if self._fd is None:
             assert self._lock_path is not None

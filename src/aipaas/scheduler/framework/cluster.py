@@ -183,11 +183,15 @@ class ClusterState:
             self.gpu_free[i, gpu] += self._claim_taken.pop(key, 0)
         else:
             return
+        self._summarise_gpus(i)
+        self.version[i] += 1
+
+    def _summarise_gpus(self, i: int) -> None:
+        """The per-node GPU columns derived from node ``i``'s row of ``gpu_free``."""
         row = self.gpu_free[i]
         self.gpu_free_total[i] = row.sum()
         self.gpu_free_max[i] = row.max()
         self.whole_gpus_free[i] = int((row == MILLI_PER_GPU).sum())
-        self.version[i] += 1
 
     def _check_node(self, placement: Placement) -> None:
         i = placement.node_index
@@ -209,10 +213,7 @@ class ClusterState:
         for g in placement.gpus:
             self.gpu_free[i, g] += sign * placement.gpu_milli
         if placement.gpus:
-            row = self.gpu_free[i]
-            self.gpu_free_total[i] = row.sum()
-            self.gpu_free_max[i] = row.max()
-            self.whole_gpus_free[i] = int((row == MILLI_PER_GPU).sum())
+            self._summarise_gpus(i)
             tag = "share" if placement.gpu_milli < MILLI_PER_GPU else f"{len(placement.gpus)}-gpu"
             # sign is -1 when allocating (capacity goes down) and the node gains a pod.
             self.gpu_tags[i][tag] -= sign
