@@ -81,6 +81,7 @@ def run(
     ]
     if postgres is not None:
         command += ["--db", postgres.start()]
+    command += os.environ.get("BENCH_EXTRA", "").split()
     server = subprocess.Popen(
         command,
         env={**os.environ, "AIPAAS_BOOTSTRAP_TOKEN": TOKEN},
@@ -94,11 +95,19 @@ def run(
         headers = {"Authorization": f"Bearer {TOKEN}"}
         httpx.post(url + "/api/v1/apply", content=SETUP, headers=headers).raise_for_status()
         errors: list[str] = []
+        cpu_before = _cpu_by_group(server.pid)
         started = time.monotonic()
         asyncio.run(_submit_all(port, jobs, clients, errors))
-        rate = jobs / (time.monotonic() - started)
-        placed = _wait_placed(url, jobs) - started
-        mean, p95 = _latency(httpx.get(url + "/metrics").text)
+        elapsed = time.monotonic() - started
+        rate = jobs / elapsed
+        cpu_after = _cpu_by_group(server.pid)
+        spent = {group: cpu_after[group] - cpu_before.get(group, 0.0) for group in cpu_after}
+        print(
+            f"{db}: {elapsed:.2f} s of submissions; CPU ms per job: "
+            + ", ".join(f"{group} {1000 * seconds / jobs:.2f}" for group, seconds in spent.items())
+        )
+        placed = _wait_placed(url, jobs) - started if "--no-controller" not in command else 0.0
+        mean, p95 = _latency(httpx.get(url + "/metrics").text) if placed else (0.0, "-")
         listed = httpx.get(url + "/api/v1/jobs", params={"tenant": "acme"}, headers=headers)
         stored = len(listed.raise_for_status().json()["items"])
         return rate, len(errors), stored, mean, p95, placed
@@ -161,6 +170,31 @@ def _job(name: str) -> dict[str, object]:
             ],
         },
     }
+
+
+def _cpu_by_group(server_session: int) -> dict[str, float]:
+    """CPU seconds (user + system) used so far by the server's processes, PostgreSQL's, this
+    client and everything else on the machine, read from /proc."""
+    tick = os.sysconf("SC_CLK_TCK")
+    groups = {"server": 0.0, "postgresql": 0.0, "client": 0.0, "other": 0.0}
+    for stat_path in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            stat = stat_path.read_text()
+        except OSError:
+            continue
+        command = stat[stat.index("(") + 1 : stat.rindex(")")]
+        fields = stat[stat.rindex(")") + 2 :].split()
+        seconds = (int(fields[11]) + int(fields[12])) / tick
+        pid = int(stat_path.parent.name)
+        if int(fields[3]) == server_session:
+            groups["server"] += seconds
+        elif command.startswith("postgres"):
+            groups["postgresql"] += seconds
+        elif pid == os.getpid():
+            groups["client"] += seconds
+        else:
+            groups["other"] += seconds
+    return groups
 
 
 def _wait_placed(url: str, jobs: int, timeout: float = 600) -> float:

@@ -105,7 +105,7 @@ class ObjectService:
     async def apply_async(self, obj: Object) -> Applied:
         """``apply`` of one prepared object for a coroutine: a new object waits for its group
         commit without holding a thread; an existing one is settled in a worker thread."""
-        outcome = await self.store.write_together_async(self._creation(obj))
+        outcome = await self.store.write_together_async(self._creation(obj), _reference_keys(obj))
         if isinstance(outcome, Applied):
             return outcome
         return await asyncio.to_thread(self._settle, obj, outcome)
@@ -266,12 +266,12 @@ class ObjectService:
     def _check_references(self, obj: Object, tx: Connection) -> Object | None:
         """Raise if the tenant or queue is missing; return the object stored under its name.
 
-        One query for the three, since every submission asks them."""
+        One query for the three, since every submission asks them (one for the whole batch,
+        inside a group commit)."""
         own = (obj.kind, obj.tenant, obj.name)
         tenant = ("Tenant", "", obj.tenant)
         queue = ("Queue", obj.tenant, obj.spec.queue) if isinstance(obj, Job) else None
-        wanted = [own, *([tenant] if obj.namespaced else []), *([queue] if queue else [])]
-        found = self.store.find_each(wanted, conn=tx)
+        found = self.store.find_each(_reference_keys(obj), conn=tx)
         if obj.namespaced and tenant not in found:
             raise InvalidObject(
                 [FieldError("metadata.tenant", f"tenant {obj.tenant} does not exist")]
@@ -290,7 +290,7 @@ class ObjectService:
     def _apply(self, obj: Object) -> Applied:
         """Check references, then create (with its event, in one transaction shared with other
         submissions of the moment) or update."""
-        outcome = self.store.write_together(self._creation(obj))
+        outcome = self.store.write_together(self._creation(obj), _reference_keys(obj))
         if isinstance(outcome, Applied):
             return outcome
         return self._settle(obj, outcome)
@@ -324,6 +324,16 @@ class ObjectService:
         self._identity_written(updated.kind)
         self.store.record_event(updated, "Updated", f"updated by {self.caller.user}")
         return Applied(updated, "configured")
+
+
+def _reference_keys(obj: Object) -> list[tuple[str, str, str]]:
+    """What creating ``obj`` looks up: an object of its name, its tenant, its job's queue."""
+    keys = [(obj.kind, obj.tenant, obj.name)]
+    if obj.namespaced:
+        keys.append(("Tenant", "", obj.tenant))
+    if isinstance(obj, Job):
+        keys.append(("Queue", obj.tenant, obj.spec.queue))
+    return keys
 
 
 def _same(current: Object, wanted: Object) -> bool:

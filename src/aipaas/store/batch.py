@@ -10,6 +10,11 @@ A write may leave its inserts for the end of the batch (``insert_later``): the b
 one statement then go in one round trip. A write does not see what another write of its batch
 left for later; if that makes it fail (a duplicate name in one batch), the one-by-one rerun
 gives the right answer.
+A write may also name the keys it will look up (``lookups``): the batch looks up all of its
+writes' keys in one query before the first write runs, and a lookup within the batch whose keys
+were all looked up is answered from that (``prefetched``). Without it, a batch of N writes made N
+round trips one after the other while every caller waited. Only writes that change nothing but
+by ``insert_later`` may name lookups: the answers are the state at the start of the batch.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ from __future__ import annotations
 import logging
 import queue
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Hashable, Iterator
 from concurrent.futures import Future
 from contextlib import AbstractContextManager
 from typing import Any, Final, TypeVar
@@ -29,35 +34,55 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 Write = Callable[[Connection], Any]
 Transaction = Callable[[], AbstractContextManager[Connection]]
+LookUp = Callable[[Connection, list[Any]], dict[Any, Any]]
+Item = tuple[Write, "Future[Any]", Collection[Hashable]]
 MAX_BATCH: Final = 128
 
 
 class GroupCommit:
-    def __init__(self, transaction: Transaction, max_batch: int = MAX_BATCH) -> None:
+    def __init__(
+        self, transaction: Transaction, max_batch: int = MAX_BATCH, look_up: LookUp | None = None
+    ) -> None:
         self._transaction = transaction
         self._max_batch = max_batch
-        self._waiting: queue.SimpleQueue[tuple[Write, Future[Any]] | None] = queue.SimpleQueue()
+        self._look_up = look_up
+        self._waiting: queue.SimpleQueue[Item | None] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._start_lock = threading.Lock()
         self._closed = False
         # Inserts that the writes of the running batch left for its end (writer thread only).
         self._later: list[tuple[Any, dict[str, Any]]] | None = None
+        # The running batch's lookups: the keys asked and what was found (writer thread only).
+        self._prefetch: tuple[set[Hashable], dict[Any, Any]] | None = None
         self.batches = 0  # how many transactions carried writes (for tests and curiosity)
 
-    def run(self, write: Callable[[Connection], T]) -> T:
+    def run(self, write: Callable[[Connection], T], lookups: Collection[Hashable] = ()) -> T:
         """Run ``write`` in a shared transaction; its result or its exception comes back."""
         if threading.current_thread() is self._thread:
             return self._alone(write)  # a write that writes again: no waiting on ourselves
-        return self.submit(write).result()
+        return self.submit(write, lookups).result()
 
-    def submit(self, write: Callable[[Connection], T]) -> Future[T]:
+    def submit(
+        self, write: Callable[[Connection], T], lookups: Collection[Hashable] = ()
+    ) -> Future[T]:
         """Queue ``write``; the future holds its result or its exception once committed."""
         if self._closed:
             raise RuntimeError("the store is closed")
         self._ensure_started()
         future: Future[T] = Future()
-        self._waiting.put((write, future))
+        self._waiting.put((write, future, lookups))
         return future
+
+    def prefetched(self, keys: Collection[Hashable]) -> dict[Any, Any] | None:
+        """Within a batch, what its lookup found of ``keys`` (those found), when it asked them
+        all; else None, and the caller asks the database."""
+        prefetch = self._prefetch
+        if prefetch is None or threading.current_thread() is not self._thread:
+            return None
+        asked, found = prefetch
+        if not asked.issuperset(keys):
+            return None
+        return {key: found[key] for key in keys if key in found}
 
     def insert_later(self, conn: Connection, statement: Any, row: dict[str, Any]) -> None:
         """Within a batch, run this insert with the batch's others of the same statement at its
@@ -105,7 +130,7 @@ class GroupCommit:
             if stop:
                 return
 
-    def _drain(self) -> Iterator[tuple[Write, Future[Any]] | None]:
+    def _drain(self) -> Iterator[Item | None]:
         for _ in range(self._max_batch - 1):
             try:
                 item = self._waiting.get_nowait()
@@ -115,27 +140,37 @@ class GroupCommit:
             if item is None:
                 return
 
-    def _commit(self, items: list[tuple[Write, Future[Any]]]) -> None:
+    def _commit(self, items: list[Item]) -> None:
         if len(items) > 1:
             try:
                 with self._transaction() as tx:
                     self._later = []
-                    results = [write(tx) for write, _ in items]
+                    self._prefetch = self._look_up_all(tx, items)
+                    results = [write(tx) for write, _, _ in items]
                     self._insert_all(tx, self._later)
             except BaseException:  # one write failed: each goes again on its own
                 log.debug("a batch of %d writes failed; running them one by one", len(items))
             else:
                 self.batches += 1
-                for (_, future), result in zip(items, results, strict=True):
+                for (_, future, _), result in zip(items, results, strict=True):
                     future.set_result(result)
                 return
             finally:
                 self._later = None
-        for write, future in items:
+                self._prefetch = None
+        for write, future, _ in items:
             try:
                 future.set_result(self._alone(write))
             except BaseException as err:  # the caller's to handle, whatever it is
                 future.set_exception(err)
+
+    def _look_up_all(
+        self, tx: Connection, items: list[Item]
+    ) -> tuple[set[Hashable], dict[Any, Any]] | None:
+        keys = {key: None for _, _, lookups in items for key in lookups}  # ordered, distinct
+        if self._look_up is None or not keys:
+            return None
+        return set(keys), self._look_up(tx, list(keys))
 
     @staticmethod
     def _insert_all(tx: Connection, inserts: list[tuple[Any, dict[str, Any]]]) -> None:

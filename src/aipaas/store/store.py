@@ -7,7 +7,6 @@ thread-safe (one short transaction per call); never holds a transaction across I
 from __future__ import annotations
 
 import asyncio
-import functools
 import json
 import uuid
 from collections.abc import Callable, Iterator, Sequence
@@ -18,14 +17,13 @@ from typing import Any, TypeVar
 from sqlalchemy import (
     Connection,
     Engine,
-    Select,
     and_,
     bindparam,
     delete,
     func,
     insert,
-    or_,
     select,
+    tuple_,
     update,
 )
 from sqlalchemy.exc import IntegrityError
@@ -71,21 +69,13 @@ _STATUS_ANY_VERSION = (
 )
 
 
-@functools.cache
-def _select_each(count: int) -> Select[Any]:
-    c = tables.objects.c
-    return select(tables.objects).where(
-        or_(
-            *(
-                and_(
-                    c.kind == bindparam(f"b_kind{i}"),
-                    c.tenant == bindparam(f"b_tenant{i}"),
-                    c.name == bindparam(f"b_name{i}"),
-                )
-                for i in range(count)
-            )
-        )
+# The objects of a list of (kind, tenant, name) keys: one statement whatever their number.
+_SELECT_EACH = select(tables.objects).where(
+    tuple_(tables.objects.c.kind, tables.objects.c.tenant, tables.objects.c.name).in_(
+        bindparam("keys", expanding=True)
     )
+)
+ObjectKey = tuple[str, str, str]
 
 
 T = TypeVar("T")
@@ -105,7 +95,7 @@ class Store:
         self.engine = engine
         self.clock = clock or SystemClock()
         self._writers = WriterQueue.for_engine(engine)
-        self._group_commit = GroupCommit(self.transaction)
+        self._group_commit = GroupCommit(self.transaction, look_up=self._find_each_now)
 
     @classmethod
     def open(cls, url: str, clock: Clock | None = None) -> Store:
@@ -126,14 +116,20 @@ class Store:
         ):
             yield conn
 
-    def write_together(self, write: Callable[[Connection], T]) -> T:
+    def write_together(
+        self, write: Callable[[Connection], T], lookups: Sequence[ObjectKey] = ()
+    ) -> T:
         """Run ``write`` in a transaction shared with the writes of other threads waiting now
-        (group commit, see batch.py); it must touch nothing but the connection it is given."""
-        return self._group_commit.run(write)
+        (group commit, see batch.py); it must touch nothing but the connection it is given.
+        ``lookups``: the keys it will ask ``find_each``, asked for the whole batch at once;
+        a write that names them must change nothing but with ``later=True`` inserts."""
+        return self._group_commit.run(write, lookups)
 
-    async def write_together_async(self, write: Callable[[Connection], T]) -> T:
+    async def write_together_async(
+        self, write: Callable[[Connection], T], lookups: Sequence[ObjectKey] = ()
+    ) -> T:
         """``write_together`` for a coroutine: it waits without holding a thread."""
-        return await asyncio.wrap_future(self._group_commit.submit(write))
+        return await asyncio.wrap_future(self._group_commit.submit(write, lookups))
 
     def close(self) -> None:
         self._group_commit.close()
@@ -205,14 +201,17 @@ class Store:
         except NotFound:
             return None
 
-    def find_each(
-        self, keys: Sequence[tuple[str, str, str]], *, conn: Connection
-    ) -> dict[tuple[str, str, str], Object]:
-        """The objects of several ``(kind, tenant, name)`` keys that exist, in one query."""
-        params: dict[str, str] = {}
-        for i, (kind, tenant, name) in enumerate(keys):
-            params.update({f"b_kind{i}": kind, f"b_tenant{i}": tenant, f"b_name{i}": name})
-        rows = conn.execute(_select_each(len(keys)), params).mappings().all()
+    def find_each(self, keys: Sequence[ObjectKey], *, conn: Connection) -> dict[ObjectKey, Object]:
+        """The objects of several ``(kind, tenant, name)`` keys that exist, in one query (none
+        when the group-commit batch this runs in looked them up already)."""
+        prefetched = self._group_commit.prefetched(keys)
+        if prefetched is not None:
+            return prefetched
+        return self._find_each_now(conn, keys)
+
+    @staticmethod
+    def _find_each_now(conn: Connection, keys: Sequence[ObjectKey]) -> dict[ObjectKey, Object]:
+        rows = conn.execute(_SELECT_EACH, {"keys": list(keys)}).mappings().all()
         found = (_to_object(row) for row in rows)
         return {(obj.kind, obj.tenant, obj.name): obj for obj in found}
 

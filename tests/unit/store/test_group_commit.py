@@ -134,3 +134,121 @@ def test_insert_later_outside_a_batch_runs_at_once(store: Store) -> None:
     with store.transaction() as tx:
         store.create(Tenant(metadata=ObjectMeta(name="now")), conn=tx, later=True)
         assert store.find("Tenant", "", "now", conn=tx) is not None
+
+
+def _hold_the_writer(commit: GroupCommit) -> tuple[threading.Thread, threading.Event]:
+    """Start a slow write so that the writes queued next form one batch; set the event to end
+    it."""
+    release, inside = threading.Event(), threading.Event()
+
+    def slow(tx: Connection) -> None:
+        inside.set()
+        release.wait(5)
+
+    holder = threading.Thread(target=lambda: commit.run(slow))
+    holder.start()
+    assert inside.wait(5)
+    return holder, release
+
+
+def _wait_queued(commit: GroupCommit, count: int) -> None:
+    for _ in range(500):
+        if commit._waiting.qsize() == count:
+            return
+        threading.Event().wait(0.01)
+    raise AssertionError(f"{commit._waiting.qsize()} writes queued, not {count}")
+
+
+def test_a_batch_looks_up_the_keys_of_all_its_writes_in_one_query(store: Store) -> None:
+    for name in ("a", "b"):
+        _create(store, name)
+    asked: list[list[object]] = []
+    look_up = store._find_each_now
+
+    def counting(conn: Connection, keys: list[object]) -> dict[object, object]:
+        asked.append(list(keys))
+        return look_up(conn, keys)  # type: ignore[arg-type]
+
+    commit: GroupCommit = store._group_commit
+    commit._look_up = counting
+    holder, release = _hold_the_writer(commit)
+    found: dict[str, list[str]] = {}
+
+    def lookup_write(name: str) -> None:
+        keys = [("Tenant", "", name), ("Tenant", "", "a")]
+
+        def write(tx: Connection) -> None:
+            found[name] = sorted(obj.name for obj in store.find_each(keys, conn=tx).values())
+
+        store.write_together(write, keys)
+
+    writers = [threading.Thread(target=lookup_write, args=(n,)) for n in ("b", "c", "d")]
+    for thread in writers:
+        thread.start()
+    _wait_queued(commit, 3)
+    release.set()
+    for thread in (holder, *writers):
+        thread.join(5)
+    assert found == {"b": ["a", "b"], "c": ["a"], "d": ["a"]}
+    assert len(asked) == 1  # one query for the three writes, each key once
+    assert sorted(asked[0]) == sorted({("Tenant", "", n) for n in "abcd"})  # type: ignore[type-var]
+
+
+def test_a_lookup_outside_what_the_batch_asked_goes_to_the_database(store: Store) -> None:
+    _create(store, "elsewhere")
+    commit: GroupCommit = store._group_commit
+    holder, release = _hold_the_writer(commit)
+    seen: list[list[str]] = []
+
+    def write(tx: Connection) -> None:
+        other = store.find_each([("Tenant", "", "elsewhere")], conn=tx)  # not named below
+        seen.append([obj.name for obj in other.values()])
+
+    writers = [
+        threading.Thread(target=lambda: store.write_together(write, [("Tenant", "", "x")]))
+        for _ in range(2)
+    ]
+    for thread in writers:
+        thread.start()
+    _wait_queued(commit, 2)
+    release.set()
+    for thread in (holder, *writers):
+        thread.join(5)
+    assert seen == [["elsewhere"], ["elsewhere"]]
+
+
+def test_a_reference_created_in_the_same_batch_is_seen_on_the_rerun(store: Store) -> None:
+    """The batch's lookups predate its writes: a write that needs what an earlier write of its
+    batch creates fails there, and the one-by-one rerun gives it the right answer."""
+    commit: GroupCommit = store._group_commit
+    holder, release = _hold_the_writer(commit)
+    outcomes: dict[str, str] = {}
+    parent, child = ("Tenant", "", "parent"), ("Tenant", "", "child")
+
+    def create_parent(tx: Connection) -> None:
+        assert parent not in store.find_each([parent], conn=tx)
+        store.create(Tenant(metadata=ObjectMeta(name="parent")), conn=tx, later=True)
+
+    def create_child(tx: Connection) -> None:
+        if parent not in store.find_each([parent, child], conn=tx):
+            raise LookupError("parent missing")
+        store.create(Tenant(metadata=ObjectMeta(name="child")), conn=tx, later=True)
+
+    def run(name: str, write: object, keys: list[tuple[str, str, str]]) -> None:
+        try:
+            store.write_together(write, keys)  # type: ignore[arg-type]
+            outcomes[name] = "created"
+        except LookupError as err:
+            outcomes[name] = str(err)
+
+    first = threading.Thread(target=run, args=("parent", create_parent, [parent]))
+    first.start()
+    _wait_queued(commit, 1)
+    second = threading.Thread(target=run, args=("child", create_child, [parent, child]))
+    second.start()
+    _wait_queued(commit, 2)
+    release.set()
+    for thread in (holder, first, second):
+        thread.join(5)
+    assert outcomes == {"parent": "created", "child": "created"}
+    assert store.find("Tenant", "", "child") is not None
