@@ -17,7 +17,13 @@ from aipaas.api.tenancy import User
 from aipaas.errors import Forbidden, InvalidObject, NotFound, PayloadTooLarge
 from aipaas.metering.usage import usage
 from aipaas.server import logs
-from aipaas.server.auth import authenticate, principal_cache, principal_of, remembered
+from aipaas.server.auth import (
+    PrincipalCache,
+    authenticate,
+    principal_cache,
+    principal_of,
+    remembered,
+)
 from aipaas.server.devices import device_listing
 from aipaas.server.service import Applied, ObjectService
 from aipaas.store import Store, TaskRepository
@@ -72,12 +78,20 @@ async def apply(request: Request) -> JSONResponse:
         def authenticated_apply() -> list[Applied]:
             return _service(request, authenticate(store, header, cache)).apply_text(body)
 
-        results = await run_in_threadpool(authenticated_apply)
-    else:
-        # The hot path, a small submission by a known caller: validated here (well under a
-        # millisecond) and committed with others while this coroutine waits, no thread held.
-        service = _service(request, caller)
-        results = [await service.apply_async(obj) for obj in service.prepare_text(body)]
+        return applied_response(await run_in_threadpool(authenticated_apply))
+    return applied_response(await apply_small(store, caller, cache, body))
+
+
+async def apply_small(
+    store: Store, caller: Principal, cache: PrincipalCache, body: bytes
+) -> list[Applied]:
+    """The hot path, a small submission by a known caller: validated on the event loop (well
+    under a millisecond) and committed with others while the coroutine waits, no thread held."""
+    service = ObjectService(store, caller, identity_changed=cache.forget_all)
+    return [await service.apply_async(obj) for obj in service.prepare_text(body)]
+
+
+def applied_response(results: list[Applied]) -> JSONResponse:
     # The wire form is plain JSON already: answered as it is, FastAPI does not validate and
     # encode the whole object again.
     return JSONResponse(
