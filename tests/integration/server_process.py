@@ -137,12 +137,19 @@ class ServerProcess:
         return str((self.job(name, tenant).get("status") or {}).get("phase", "Pending"))
 
     def wait_phase(
-        self, name: str, want: str, tenant: str = "acme", timeout: float = 60
+        self,
+        name: str,
+        want: str,
+        tenant: str = "acme",
+        timeout: float = 60,
+        reason: str | None = None,
     ) -> dict[str, Any]:
+        """Poll until the job is in phase ``want`` (and, if given, its status has ``reason``)."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             job = self.job(name, tenant)
-            if (job.get("status") or {}).get("phase") == want:
+            status = job.get("status") or {}
+            if status.get("phase") == want and reason in (None, status.get("reason")):
                 return job
             time.sleep(0.2)
         raise AssertionError(f"job {name} never reached {want}: {self.job(name, tenant)}")

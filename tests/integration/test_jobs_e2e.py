@@ -133,10 +133,9 @@ spec:
     sqlite_server.cli("apply", "-f", "-", input=setup + job.format(name="first", seconds=8))
     sqlite_server.wait_phase("first", "Running")
     sqlite_server.cli("apply", "-f", "-", input=job.format(name="second", seconds=0))
-    waiting = sqlite_server.wait_phase("second", "Pending")
-    deadline_reason = waiting["status"]
-    assert deadline_reason["reason"] == "QuotaExceeded", deadline_reason
-    assert deadline_reason["message"] == "tenant acme quota: cpu: needs 2, 2 of 2 in use"
+    # Pending at once ("Submitted"), then the controller's admission says why it waits.
+    waiting = sqlite_server.wait_phase("second", "Pending", reason="QuotaExceeded", timeout=20)
+    assert waiting["status"]["message"] == "tenant acme quota: cpu: needs 2, 2 of 2 in use"
     sqlite_server.wait_phase("first", "Succeeded")
     sqlite_server.wait_phase("second", "Succeeded")
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import httpx
 from server_process import ServerProcess
 
 SETUP = """apiVersion: aipaas/v1
@@ -53,5 +54,11 @@ def test_several_api_workers(tmp_path: Path) -> None:
         server.wait_phase("w", "Succeeded")
         events = [e["reason"] for e in server.cli_json("events", "job", "w", "-t", "acme")]
         assert events.count("Scheduled") == 1
+        # Whichever worker a scrape reaches, it reports what the controller's worker saw.
+        scrapes = [httpx.get(server.url + "/metrics").text for _ in range(12)]
+        for text in scrapes:
+            assert 'aipaas_jobs{phase="Succeeded"} 1.0' in text, text
+            assert "aipaas_scheduling_latency_seconds_count 1.0" in text, text
+            assert 'aipaas_queue_pending_jobs{queue="research",tenant="acme"} 0.0' in text, text
     finally:
         server.stop()

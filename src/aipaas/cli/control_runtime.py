@@ -15,7 +15,7 @@ from aipaas.backends.registry import make_backend
 from aipaas.client import config_path, save_config
 from aipaas.controller.cycle import Controller
 from aipaas.controller.loop import ControllerLoop
-from aipaas.metering.metrics import Metrics
+from aipaas.metering.metrics import Metrics, prepare_multiprocess
 from aipaas.server.app import create_app
 from aipaas.server.bootstrap import ensure_admin_token
 from aipaas.settings import Settings
@@ -55,6 +55,8 @@ def serve(settings: Settings, *, log_level: str = "info", announce: bool = False
         uvicorn.run(make_app(settings), **options)  # type: ignore[arg-type]
         return
     # Several API processes; each also runs a controller loop, and the lease lets one work.
+    # A scrape may reach any of them: their metrics go through shared files.
+    prepare_multiprocess(settings.data_dir / "metrics")
     os.environ[SETTINGS_ENV] = settings.model_dump_json()
     uvicorn.run(
         "aipaas.cli.control_runtime:app_from_env",

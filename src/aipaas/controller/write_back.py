@@ -53,9 +53,10 @@ def publish_metrics(metrics: Metrics, store: Store, work: list[JobWork], placer:
         counts[phase or JobPhase.PENDING.value] += count
     for phase, count in counts.items():
         metrics.jobs.labels(phase=phase).set(count)
-    metrics.pending.clear()
-    for item in work:
-        if item.job.status is None or item.job.status.phase is JobPhase.PENDING:
-            metrics.pending.labels(tenant=item.job.tenant, queue=item.job.spec.queue).inc()
+    metrics.set_pending(
+        (item.job.tenant, item.job.spec.queue)
+        for item in work
+        if item.job.status is None or item.job.status.phase is JobPhase.PENDING
+    )
     metrics.gpus_total.set(placer.gpus_total)
     metrics.gpus_allocated.set(placer.gpus_allocated)

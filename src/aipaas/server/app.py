@@ -13,7 +13,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST
 from sqlalchemy import text
 from starlette.datastructures import Headers
 from starlette.responses import Response
@@ -80,7 +80,7 @@ def create_app(
 
     @app.get("/metrics", include_in_schema=False)
     def prometheus() -> Response:
-        return Response(generate_latest(app.state.metrics.registry), media_type=CONTENT_TYPE_LATEST)
+        return Response(app.state.metrics.exposition(), media_type=CONTENT_TYPE_LATEST)
 
     app.include_router(routes.router)
     app.include_router(routes.generic)
