@@ -12,6 +12,7 @@ import uvicorn
 from fastapi import FastAPI
 
 from aipaas.backends.registry import make_backend
+from aipaas.cli.worker_pool import serve_in_processes
 from aipaas.client import config_path, save_config
 from aipaas.controller.cycle import Controller
 from aipaas.controller.loop import ControllerLoop
@@ -58,12 +59,7 @@ def serve(settings: Settings, *, log_level: str = "info", announce: bool = False
     # A scrape may reach any of them: their metrics go through shared files.
     prepare_multiprocess(settings.data_dir / "metrics")
     os.environ[SETTINGS_ENV] = settings.model_dump_json()
-    uvicorn.run(
-        "aipaas.cli.control_runtime:app_from_env",
-        factory=True,
-        workers=settings.workers,
-        **options,  # type: ignore[arg-type]
-    )
+    serve_in_processes("aipaas.cli.control_runtime:app_from_env", settings.workers, options)
 
 
 def app_from_env() -> FastAPI:
