@@ -62,8 +62,7 @@ def place(ctl: Controller, work: list[JobWork]) -> Placer:
     # The records of every admitted job are durable (one transaction) before the backend
     # is asked to start anything: a crash in between is repaired by asking again.
     with ctl.store.transaction() as tx:
-        for item in admitted:
-            ctl.tasks.insert_many(item.records, conn=tx)
+        ctl.tasks.insert_many([r for item in admitted for r in item.records], conn=tx)
     for item in admitted:
         for record in list(item.records):
             if record.phase == TaskPhase.STARTING.value:
