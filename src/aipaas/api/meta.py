@@ -126,3 +126,7 @@ class Object(Model):
 
     def to_wire(self) -> dict[str, Any]:
         return self.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+    def to_wire_json(self) -> str:
+        """``to_wire`` as JSON text, serialised by pydantic's core in one step."""
+        return self.model_dump_json(by_alias=True, exclude_none=True)

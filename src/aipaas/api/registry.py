@@ -157,7 +157,8 @@ def _load_json(text: str) -> Any:
         raise InvalidObject([FieldError("", f"nested deeper than {MAX_DEPTH} levels")]) from err
     except ValueError as err:
         raise InvalidObject([FieldError("", f"not valid JSON: {err}")]) from err
-    check_depth(document)
+    if text.count("{") + text.count("[") > MAX_DEPTH:  # else it cannot nest that deep
+        check_depth(document)
     return document
 
 

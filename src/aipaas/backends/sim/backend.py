@@ -43,9 +43,9 @@ class SimBackend:
         self.clock = clock or SystemClock()
         self.default_duration = default_duration
         self._records: dict[str, dict[str, Any]] = {}
-        self._journal = self.run_dir / "journal.jsonl"
+        self._journal = str(self.run_dir / "journal.jsonl")
         self._read_to = 0  # the journal is read up to here
-        self._log_dirs: set[Path] = set()
+        self._log_dirs: set[str] = set()
         self._load_task_files()
         self._catch_up()
 
@@ -74,15 +74,11 @@ class SimBackend:
             "exit_code": _exit_code(request.annotations.get(EXIT_CODE_ANNOTATION)),
         }
         self._save(request.request_id, data)
-        log = Path(request.log_path)
-        if log.parent not in self._log_dirs:
-            log.parent.mkdir(parents=True, exist_ok=True)
-            self._log_dirs.add(log.parent)
-        with log.open("a") as handle:
-            handle.write(
-                f"[sim] {isoformat(now)} {request.task} started on {request.node} "
-                f"(GPUs {list(request.gpus)}) for {duration:g}s; this is a simulated task\n"
-            )
+        line = (
+            f"[sim] {isoformat(now)} {request.task} started on {request.node} "
+            f"(GPUs {list(request.gpus)}) for {duration:g}s; this is a simulated task\n"
+        )
+        self._append_log(request.log_path, line)
 
     def stop(self, request_id: str, grace_seconds: float = 5.0) -> None:
         self._catch_up()
@@ -111,11 +107,11 @@ class SimBackend:
         if not data.get("logged_end"):
             data["logged_end"] = True
             self._save(request_id, data)
-            with Path(data["log"]).open("a") as handle:
-                handle.write(
-                    f"[sim] {data['task']} finished after {data['duration']:g}s "
-                    f"with exit code {code}\n"
-                )
+            self._append_log(
+                data["log"],
+                f"[sim] {data['task']} finished after {data['duration']:g}s "
+                f"with exit code {code}\n",
+            )
         state = TaskState.SUCCEEDED if code == 0 else TaskState.FAILED
         return TaskStatus(request_id, state, code, f"exit code {code}")
 
@@ -132,15 +128,26 @@ class SimBackend:
             os.close(fd)
         self._records[request_id] = data
 
+    def _append_log(self, path: str, line: str) -> None:
+        directory = os.path.dirname(path)
+        if directory not in self._log_dirs:
+            os.makedirs(directory, exist_ok=True)
+            self._log_dirs.add(directory)
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, line.encode())
+        finally:
+            os.close(fd)
+
     def _catch_up(self) -> None:
         """Read what was appended since last time (by this process or another)."""
         try:
-            size = self._journal.stat().st_size
+            size = os.stat(self._journal).st_size
         except FileNotFoundError:
             return
         if size <= self._read_to:
             return
-        with self._journal.open("rb") as handle:
+        with open(self._journal, "rb") as handle:
             handle.seek(self._read_to)
             chunk = handle.read(size - self._read_to)
         complete = chunk.rfind(b"\n") + 1  # a crash may have left half a line at the end
