@@ -24,6 +24,7 @@ from aipaas.store import Store
 from aipaas.store.database import make_engine
 from aipaas.store.lease import Lease, holder_id
 
+GIL_SWITCH_INTERVAL_SECONDS = 0.0005
 SETTINGS_ENV = "AIPAAS_SERVER_SETTINGS"  # hands the settings to uvicorn's worker processes
 
 
@@ -69,6 +70,10 @@ def app_from_env() -> FastAPI:
 
 def make_app(settings: Settings) -> FastAPI:
     """One process's API, with its controller loop (which works while it holds the lease)."""
+    # The group-commit writer and the controller wait on the database and then on the GIL; with
+    # the default 5 ms switch interval the busy event loop kept them waiting up to 5 ms after
+    # each answer (measured interleaved, PostgreSQL: 548/601/570 against 963/782/714 a second).
+    sys.setswitchinterval(GIL_SWITCH_INTERVAL_SECONDS)
     store = Store(make_engine(settings.database_url))
     metrics = Metrics()
     loop: ControllerLoop | None = None
