@@ -180,6 +180,9 @@ class Store:
             raise AlreadyExists(
                 f"{_describe(obj.kind, obj.tenant, obj.name)} already exists"
             ) from err
+        # The controller in this process lists it soon: it need not parse what was just
+        # validated (a uid that never commits is never looked up; the rerun makes a new one).
+        _remember(stored)
         return stored
 
     def get(self, kind: str, tenant: str, name: str, *, conn: Connection | None = None) -> Object:
@@ -569,6 +572,12 @@ def _to_object(row: Any) -> Object:
         _PARSED.clear()
     _PARSED[key] = parsed
     return parsed
+
+
+def _remember(obj: Object) -> None:
+    if len(_PARSED) >= _PARSED_MAX:
+        _PARSED.clear()
+    _PARSED[(obj.metadata.uid or "", int(obj.metadata.resource_version or 0))] = obj
 
 
 def _remember_written(obj: Object, status: Any) -> None:

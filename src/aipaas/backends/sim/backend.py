@@ -131,7 +131,12 @@ class SimBackend:
     def _append_log(self, path: str, line: str) -> None:
         directory = os.path.dirname(path)
         if directory not in self._log_dirs:
-            os.makedirs(directory, exist_ok=True)
+            try:
+                os.mkdir(directory)  # a job's directory, under the tenant's that exists
+            except FileExistsError:
+                pass
+            except FileNotFoundError:
+                os.makedirs(directory, exist_ok=True)
             self._log_dirs.add(directory)
         fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:
