@@ -3,7 +3,11 @@ server` (sim backend, controller on), with SQLite and with PostgreSQL. Prints su
 the scheduling latency (submission to gang placed) that the server's /metrics histogram saw.
 
     .venv/bin/python benchmarks/control_plane_load.py [--jobs 2000] [--clients 20]
-        [--db sqlite,postgresql]
+        [--db sqlite,postgresql] [--workers 1] [--repeat 1] [--warmup 200] [--no-controller]
+
+Each run starts a fresh server (and a throwaway PostgreSQL), submits ``--warmup`` jobs untimed,
+then times the ``--jobs`` submissions; it also prints the CPU each process group spent per timed
+submission (server, PostgreSQL, this client), read from /proc, since this machine's speed varies.
 
 Targets from issue 3: 500 submissions/s (SQLite) and 1,000/s (PostgreSQL).
 """
@@ -17,10 +21,12 @@ import os
 import re
 import signal
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
@@ -29,10 +35,24 @@ from aipaas.store.pgtest import ThrowawayPostgres, unavailable_reason
 
 AIPAAS = str(Path(sys.executable).parent / "aipaas")
 TOKEN = "benchmark-admin-token"
+WORKER_SETTLE_SECONDS = 3.0
 SETUP = (
     "apiVersion: aipaas/v1\nkind: Tenant\nmetadata: {name: acme}\n---\n"
     "apiVersion: aipaas/v1\nkind: Queue\nmetadata: {name: research, tenant: acme}\n"
 )
+
+
+@dataclass
+class Result:
+    database: str
+    run: int
+    rate: float
+    errors: int
+    stored: int
+    cpu_ms: dict[str, float]  # CPU ms per timed submission, by process group
+    latency_mean: float
+    latency_p95: str
+    placed_seconds: float
 
 
 def main() -> None:
@@ -41,27 +61,42 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=20)
     parser.add_argument("--db", default="sqlite,postgresql")
     parser.add_argument("--workers", type=int, default=1, help="API processes of the server")
+    parser.add_argument("--repeat", type=int, default=1, help="runs per database, interleaved")
+    parser.add_argument(
+        "--warmup", type=int, default=200, help="untimed submissions before the timed ones"
+    )
+    parser.add_argument(
+        "--no-controller", action="store_true", help="the API alone (nothing is placed)"
+    )
     args = parser.parse_args()
-    rows = []
+    databases = []
     for db in args.db.split(","):
         if db == "postgresql" and unavailable_reason():
             print(f"postgresql skipped: {unavailable_reason()}")
             continue
-        rows.append((db, *run(db, args.jobs, args.clients, args.workers)))
+        databases.append(db)
+    results = [run(db, index + 1, args) for index in range(args.repeat) for db in databases]
     print(
-        f"\n{'database':<12}{'workers':>8}{'jobs':>7}{'clients':>9}{'submit/s':>10}"
-        f"{'errors':>8}{'stored':>8}{'sched mean s':>14}{'sched p95 s':>13}{'all placed s':>14}"
+        f"\n{args.jobs} submissions from {args.clients} clients after {args.warmup} untimed, "
+        f"{args.workers} API process(es), controller {'off' if args.no_controller else 'on'}"
     )
-    for db, rate, errors, stored, mean, p95, placed in rows:
+    print(
+        f"{'database':<12}{'run':>4}{'submit/s':>10}{'errors':>8}{'stored':>8}"
+        f"{'CPU ms/job: server':>20}{'db':>6}{'client':>8}"
+        f"{'sched mean s':>14}{'sched p95 s':>13}{'all placed s':>14}"
+    )
+    for r in results:
         print(
-            f"{db:<12}{args.workers:>8}{args.jobs:>7}{args.clients:>9}{rate:>10.0f}{errors:>8}"
-            f"{stored:>8}{mean:>14.2f}{p95:>13}{placed:>14.1f}"
+            f"{r.database:<12}{r.run:>4}{r.rate:>10.0f}{r.errors:>8}{r.stored:>8}"
+            f"{r.cpu_ms['server']:>20.2f}{r.cpu_ms['postgresql']:>6.2f}{r.cpu_ms['client']:>8.2f}"
+            f"{r.latency_mean:>14.2f}{r.latency_p95:>13}{r.placed_seconds:>14.1f}"
         )
+    for db in databases:
+        rates = [r.rate for r in results if r.database == db]
+        print(f"{db}: median {statistics.median(rates):.0f} submissions/s over {len(rates)} run(s)")
 
 
-def run(
-    db: str, jobs: int, clients: int, workers: int
-) -> tuple[float, int, int, float, str, float]:
+def run(db: str, index: int, args: argparse.Namespace) -> Result:
     data = Path(tempfile.mkdtemp(prefix="aipaas-bench-"))
     postgres = ThrowawayPostgres() if db == "postgresql" else None
     port = _free_port()
@@ -77,11 +112,12 @@ def run(
         "--log-level",
         "warning",
         "--workers",
-        str(workers),
+        str(args.workers),
     ]
     if postgres is not None:
         command += ["--db", postgres.start()]
-    command += os.environ.get("BENCH_EXTRA", "").split()
+    if args.no_controller:
+        command.append("--no-controller")
     server = subprocess.Popen(
         command,
         env={**os.environ, "AIPAAS_BOOTSTRAP_TOKEN": TOKEN},
@@ -92,25 +128,29 @@ def run(
     url = f"http://127.0.0.1:{port}"
     try:
         _wait_ready(url)
+        if args.workers > 1:  # /readyz answers once one worker is up; the others bind later
+            time.sleep(WORKER_SETTLE_SECONDS)
         headers = {"Authorization": f"Bearer {TOKEN}"}
         httpx.post(url + "/api/v1/apply", content=SETUP, headers=headers).raise_for_status()
         errors: list[str] = []
+        asyncio.run(_submit_all(port, "warm", args.warmup, args.clients, errors))
         cpu_before = _cpu_by_group(server.pid)
         started = time.monotonic()
-        asyncio.run(_submit_all(port, jobs, clients, errors))
+        asyncio.run(_submit_all(port, "b", args.jobs, args.clients, errors))
         elapsed = time.monotonic() - started
-        rate = jobs / elapsed
         cpu_after = _cpu_by_group(server.pid)
-        spent = {group: cpu_after[group] - cpu_before.get(group, 0.0) for group in cpu_after}
-        print(
-            f"{db}: {elapsed:.2f} s of submissions; CPU ms per job: "
-            + ", ".join(f"{group} {1000 * seconds / jobs:.2f}" for group, seconds in spent.items())
-        )
-        placed = _wait_placed(url, jobs) - started if "--no-controller" not in command else 0.0
-        mean, p95 = _latency(httpx.get(url + "/metrics").text) if placed else (0.0, "-")
+        cpu_ms = {g: 1000 * (cpu_after[g] - cpu_before[g]) / args.jobs for g in cpu_after}
+        total = args.jobs + args.warmup
+        if args.no_controller:
+            placed, mean, p95 = 0.0, 0.0, "-"
+        else:
+            placed = _wait_placed(url, total) - started
+            mean, p95 = _latency(httpx.get(url + "/metrics").text)
         listed = httpx.get(url + "/api/v1/jobs", params={"tenant": "acme"}, headers=headers)
-        stored = len(listed.raise_for_status().json()["items"])
-        return rate, len(errors), stored, mean, p95, placed
+        stored = len(listed.raise_for_status().json()["items"]) - args.warmup
+        return Result(
+            db, index, args.jobs / elapsed, len(errors), stored, cpu_ms, mean, p95, placed
+        )
     finally:
         server.send_signal(signal.SIGTERM)
         server.wait(30)
@@ -118,12 +158,12 @@ def run(
             postgres.stop()
 
 
-async def _submit_all(port: int, jobs: int, clients: int, errors: list[str]) -> None:
+async def _submit_all(port: int, prefix: str, jobs: int, clients: int, errors: list[str]) -> None:
     shares = [jobs // clients + (1 if c < jobs % clients else 0) for c in range(clients)]
-    await asyncio.gather(*(_submit(port, c, n, errors) for c, n in enumerate(shares)))
+    await asyncio.gather(*(_submit(port, prefix, c, n, errors) for c, n in enumerate(shares)))
 
 
-async def _submit(port: int, client_index: int, count: int, errors: list[str]) -> None:
+async def _submit(port: int, prefix: str, client_index: int, count: int, errors: list[str]) -> None:
     """One client: a keep-alive HTTP/1.1 connection submitting one job after another.
 
     Written on asyncio streams rather than an HTTP library so that the client, which shares
@@ -132,7 +172,7 @@ async def _submit(port: int, client_index: int, count: int, errors: list[str]) -
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     try:
         for index in range(count):
-            body = json.dumps(_job(f"b-{client_index}-{index}")).encode()
+            body = json.dumps(_job(f"{prefix}-{client_index}-{index}")).encode()
             writer.write(
                 b"POST /api/v1/apply HTTP/1.1\r\nHost: bench\r\n"
                 + f"Authorization: Bearer {TOKEN}\r\n".encode()

@@ -3,7 +3,10 @@ is killed, the other takes over."""
 
 from __future__ import annotations
 
+import os
+import signal
 import sys
+import time
 from pathlib import Path
 
 import httpx
@@ -62,3 +65,51 @@ def test_several_api_workers(tmp_path: Path) -> None:
             assert 'aipaas_queue_pending_jobs{queue="research",tenant="acme"} 0.0' in text, text
     finally:
         server.stop()
+
+
+def _ready(url: str) -> bool:
+    try:
+        return httpx.get(url + "/readyz", timeout=5).status_code == 200
+    except httpx.TransportError:  # no worker listening yet
+        return False
+
+
+def _children(pid: int) -> set[int]:
+    """The pool's processes (multiprocessing's own resource tracker aside)."""
+    found: set[int] = set()
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        for child in (task / "children").read_text().split():
+            try:
+                command = Path(f"/proc/{child}/cmdline").read_bytes()
+            except OSError:
+                continue
+            if b"spawn_main" in command:
+                found.add(int(child))
+    return found
+
+
+def test_the_worker_pool_replaces_killed_processes_and_stops_them_all(tmp_path: Path) -> None:
+    server = ServerProcess(tmp_path / "data", extra=["--workers", "2"]).start()
+    assert server.process is not None
+    try:
+        server.cli("apply", "-f", "-", input=SETUP)
+        first = _children(server.process.pid)
+        assert len(first) == 2  # two API workers (the controller runs in one of them)
+        for pid in first:
+            os.kill(pid, signal.SIGKILL)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            now = _children(server.process.pid)
+            if len(now) == 2 and not now & first:
+                break
+            time.sleep(0.2)
+        replaced = _children(server.process.pid)
+        assert len(replaced) == 2 and not replaced & first
+        while not _ready(server.url):
+            assert time.monotonic() < deadline, "the replaced processes never became ready"
+            time.sleep(0.2)
+        server.cli("apply", "-f", "-", input=JOB.format(name="after", python=sys.executable))
+        server.wait_phase("after", "Succeeded")
+    finally:
+        server.stop()
+    assert not [pid for pid in replaced if Path(f"/proc/{pid}").exists()]
