@@ -39,7 +39,9 @@ def test_pending_per_queue_is_counted_and_a_drained_queue_reads_zero(
 def test_preparing_workers_empties_the_directory_and_names_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.delenv(MULTIPROCESS_ENV, raising=False)
+    # Recorded so that the variable prepare_multiprocess sets is gone after the test.
+    monkeypatch.setenv(MULTIPROCESS_ENV, "before")
+    monkeypatch.delenv(MULTIPROCESS_ENV)
     directory = tmp_path / "metrics"
     directory.mkdir()
     (directory / "gauge_mostrecent_123.db").write_bytes(b"stale")
@@ -47,4 +49,7 @@ def test_preparing_workers_empties_the_directory_and_names_it(
     prepare_multiprocess(directory)
     assert sorted(p.name for p in directory.iterdir()) == ["keep.txt"]
     assert metrics_module.os.environ[MULTIPROCESS_ENV] == str(directory)
-    monkeypatch.delenv(MULTIPROCESS_ENV)
+
+
+def test_no_test_leaves_the_multiprocess_directory_set() -> None:
+    assert MULTIPROCESS_ENV not in metrics_module.os.environ
