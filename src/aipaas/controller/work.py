@@ -69,6 +69,41 @@ def job_status(item: JobWork, now_text: str) -> JobStatus:
         )
         for r in item.records
     ]
+    phase, reason, message = _phase_and_reason(item, old)
+    return JobStatus(
+        phase=phase,
+        reason=reason,
+        message=message,
+        tasks=tasks,
+        start_time=old.start_time or (now if phase is JobPhase.RUNNING else None),
+        completion_time=old.completion_time or (now if phase.finished else None),
+    )
+
+
+def status_unchanged(item: JobWork) -> bool:
+    """Whether ``job_status`` would give the job's stored status back, decided without building
+    it: the controller asks this of every unfinished job every cycle, and most have not moved."""
+    old = item.job.status
+    if old is None or old.model_extra or (old.tasks and old.tasks[0].model_extra):
+        return False
+    phase, reason, message = _phase_and_reason(item, old)
+    if (phase, reason, message) != (old.phase, old.reason, old.message):
+        return False
+    if (phase is JobPhase.RUNNING and old.start_time is None) or (
+        phase.finished and old.completion_time is None
+    ):
+        return False
+    if len(old.tasks) != len(item.records):
+        return False
+    return all(
+        (t.name, t.phase.value, t.node, t.gpus, t.exit_code, t.restarts, t.message)
+        == (r.name, r.phase, r.node, list(r.gpus), r.exit_code, r.attempt, r.message)
+        and not t.model_extra
+        for t, r in zip(old.tasks, item.records, strict=True)
+    )
+
+
+def _phase_and_reason(item: JobWork, old: JobStatus) -> tuple[JobPhase, str, str]:
     phase = item.phase
     if phase is None:
         # Running once a task really runs; placed-and-starting tasks leave it Pending (Scheduled).
@@ -79,14 +114,7 @@ def job_status(item: JobWork, now_text: str) -> JobStatus:
         reason, message = (old.reason, old.message) if phase == old.phase else (phase.value, "")
     if phase is JobPhase.RUNNING and reason in WAITING:
         reason, message = "Running", ""
-    return JobStatus(
-        phase=phase,
-        reason=reason,
-        message=message,
-        tasks=tasks,
-        start_time=old.start_time or (now if phase is JobPhase.RUNNING else None),
-        completion_time=old.completion_time or (now if phase.finished else None),
-    )
+    return phase, reason, message
 
 
 def job_usage(job: Job) -> Usage:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from aipaas.api.job import Job, JobPhase, JobStatus
 from aipaas.clock import Clock, isoformat
 from aipaas.controller.placement import Placer
-from aipaas.controller.work import JobWork, job_status, status_events
+from aipaas.controller.work import JobWork, job_status, status_events, status_unchanged
 from aipaas.metering.metrics import Metrics
 from aipaas.store import Store, TaskRepository
 
@@ -24,13 +24,17 @@ def write_back(store: Store, tasks: TaskRepository, clock: Clock, work: list[Job
     statuses: list[tuple[Job, JobStatus]] = []
     events: list[tuple[Job, str, str, bool]] = []
     deleted: list[Job] = []
+    now = isoformat(clock.now())
     for item in work:
-        status = job_status(item, isoformat(clock.now()))
-        if (item.job.status.model_dump(mode="json") if item.job.status else None) != (
-            status.model_dump(mode="json")
-        ):
-            statuses.append((item.job, status))
-            status_events(item, status)
+        if item.job.status is not None and status_unchanged(item):
+            status = item.job.status
+        else:
+            status = job_status(item, now)
+            if (item.job.status.model_dump(mode="json") if item.job.status else None) != (
+                status.model_dump(mode="json")
+            ):
+                statuses.append((item.job, status))
+                status_events(item, status)
         events.extend((item.job, *event) for event in item.events)
         if DELETE_ANNOTATION in item.job.metadata.annotations and status.phase.finished:
             deleted.append(item.job)
