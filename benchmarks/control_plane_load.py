@@ -7,7 +7,8 @@ the scheduling latency (submission to gang placed) that the server's /metrics hi
 
 Each run starts a fresh server (and a throwaway PostgreSQL), submits ``--warmup`` jobs untimed,
 then times the ``--jobs`` submissions; it also prints the CPU each process group spent per timed
-submission (server, PostgreSQL, this client), read from /proc, since this machine's speed varies.
+submission (server, PostgreSQL, this client), read from /proc, and a yardstick (a fixed piece of
+pure-Python work timed just before), since this machine's speed varies.
 
 Targets from issue 3: 500 submissions/s (SQLite) and 1,000/s (PostgreSQL).
 """
@@ -53,6 +54,7 @@ class Result:
     latency_mean: float
     latency_p95: str
     placed_seconds: float
+    host_ms: float  # the fixed pure-Python yardstick, timed just before the run
 
 
 def main() -> None:
@@ -83,13 +85,14 @@ def main() -> None:
     print(
         f"{'database':<12}{'run':>4}{'submit/s':>10}{'errors':>8}{'stored':>8}"
         f"{'CPU ms/job: server':>20}{'db':>6}{'client':>8}"
-        f"{'sched mean s':>14}{'sched p95 s':>13}{'all placed s':>14}"
+        f"{'sched mean s':>14}{'sched p95 s':>13}{'all placed s':>14}{'yardstick ms':>14}"
     )
     for r in results:
         print(
             f"{r.database:<12}{r.run:>4}{r.rate:>10.0f}{r.errors:>8}{r.stored:>8}"
             f"{r.cpu_ms['server']:>20.2f}{r.cpu_ms['postgresql']:>6.2f}{r.cpu_ms['client']:>8.2f}"
             f"{r.latency_mean:>14.2f}{r.latency_p95:>13}{r.placed_seconds:>14.1f}"
+            f"{r.host_ms:>14.0f}"
         )
     for db in databases:
         rates = [r.rate for r in results if r.database == db]
@@ -134,6 +137,7 @@ def run(db: str, index: int, args: argparse.Namespace) -> Result:
         httpx.post(url + "/api/v1/apply", content=SETUP, headers=headers).raise_for_status()
         errors: list[str] = []
         asyncio.run(_submit_all(port, "warm", args.warmup, args.clients, errors))
+        host_ms = _yardstick()
         cpu_before = _cpu_by_group(server.pid)
         started = time.monotonic()
         asyncio.run(_submit_all(port, "b", args.jobs, args.clients, errors))
@@ -149,7 +153,7 @@ def run(db: str, index: int, args: argparse.Namespace) -> Result:
         listed = httpx.get(url + "/api/v1/jobs", params={"tenant": "acme"}, headers=headers)
         stored = len(listed.raise_for_status().json()["items"]) - args.warmup
         return Result(
-            db, index, args.jobs / elapsed, len(errors), stored, cpu_ms, mean, p95, placed
+            db, index, args.jobs / elapsed, len(errors), stored, cpu_ms, mean, p95, placed, host_ms
         )
     finally:
         server.send_signal(signal.SIGTERM)
@@ -210,6 +214,20 @@ def _job(name: str) -> dict[str, object]:
             ],
         },
     }
+
+
+def _yardstick() -> float:
+    """Milliseconds this machine takes for a fixed piece of pure-Python work (dicts, strings,
+    JSON), the kind the server does. The host is shared and its speed varies: read a run's
+    submissions/s beside this (higher is a slower host at that moment)."""
+    started = time.perf_counter()
+    for round_ in range(3000):
+        document = {
+            "name": f"job-{round_}",
+            "tasks": [{"cpu": i, "name": str(i)} for i in range(8)],
+        }
+        json.loads(json.dumps(document))
+    return 1000 * (time.perf_counter() - started)
 
 
 def _cpu_by_group(server_session: int) -> dict[str, float]:
