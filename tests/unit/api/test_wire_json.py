@@ -11,23 +11,7 @@ from aipaas.api.registry import load_documents, load_objects
 from aipaas.errors import InvalidObject
 
 EXAMPLES = Path(__file__).parents[3] / "examples"
-UNUSUAL = """
-apiVersion: aipaas/v1
-kind: Job
-metadata:
-  name: unusual
-  tenant: acme
-  annotations: {note: "Grüße, 東京 \\"quoted\\" \\\\ back\\nslash", ratio: "0.1"}
-spec:
-  queue: research
-  priority: -3
-  tasks:
-    - name: w
-      replicas: 3
-      command: [python3, -c, "print('é')"]
-      env: {EMPTY: ""}
-      resources: {cpu: 250m, memory: 1.5Gi, gpu: 0.25}
-"""
+UNUSUAL = (Path(__file__).parents[2] / "data" / "manifests" / "unusual.yaml").read_text()
 
 
 def _manifests() -> list[str]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -136,9 +137,9 @@ def test_insert_later_outside_a_batch_runs_at_once(store: Store) -> None:
         assert store.find("Tenant", "", "now", conn=tx) is not None
 
 
-def _hold_the_writer(commit: GroupCommit) -> tuple[threading.Thread, threading.Event]:
-    """Start a slow write so that the writes queued next form one batch; set the event to end
-    it."""
+def _as_one_batch(commit: GroupCommit, calls: list[Callable[[], object]]) -> None:
+    """Run each call in a thread of its own, their writes queued in this order behind a slow
+    write, so that they form one batch once it ends."""
     release, inside = threading.Event(), threading.Event()
 
     def slow(tx: Connection) -> None:
@@ -148,15 +149,18 @@ def _hold_the_writer(commit: GroupCommit) -> tuple[threading.Thread, threading.E
     holder = threading.Thread(target=lambda: commit.run(slow))
     holder.start()
     assert inside.wait(5)
-    return holder, release
-
-
-def _wait_queued(commit: GroupCommit, count: int) -> None:
-    for _ in range(500):
-        if commit._waiting.qsize() == count:
-            return
-        threading.Event().wait(0.01)
-    raise AssertionError(f"{commit._waiting.qsize()} writes queued, not {count}")
+    threads = []
+    for queued, call in enumerate(calls, start=1):
+        threads.append(threading.Thread(target=call))
+        threads[-1].start()
+        for _ in range(500):
+            if commit._waiting.qsize() == queued:
+                break
+            threading.Event().wait(0.01)
+        assert commit._waiting.qsize() == queued
+    release.set()
+    for thread in (holder, *threads):
+        thread.join(5)
 
 
 def test_a_batch_looks_up_the_keys_of_all_its_writes_in_one_query(store: Store) -> None:
@@ -171,7 +175,6 @@ def test_a_batch_looks_up_the_keys_of_all_its_writes_in_one_query(store: Store) 
 
     commit: GroupCommit = store._group_commit
     commit._look_up = counting
-    holder, release = _hold_the_writer(commit)
     found: dict[str, list[str]] = {}
 
     def lookup_write(name: str) -> None:
@@ -182,13 +185,7 @@ def test_a_batch_looks_up_the_keys_of_all_its_writes_in_one_query(store: Store) 
 
         store.write_together(write, keys)
 
-    writers = [threading.Thread(target=lookup_write, args=(n,)) for n in ("b", "c", "d")]
-    for thread in writers:
-        thread.start()
-    _wait_queued(commit, 3)
-    release.set()
-    for thread in (holder, *writers):
-        thread.join(5)
+    _as_one_batch(commit, [lambda n=n: lookup_write(n) for n in ("b", "c", "d")])
     assert found == {"b": ["a", "b"], "c": ["a"], "d": ["a"]}
     assert len(asked) == 1  # one query for the three writes, each key once
     assert sorted(asked[0]) == sorted({("Tenant", "", n) for n in "abcd"})  # type: ignore[type-var]
@@ -196,32 +193,20 @@ def test_a_batch_looks_up_the_keys_of_all_its_writes_in_one_query(store: Store) 
 
 def test_a_lookup_outside_what_the_batch_asked_goes_to_the_database(store: Store) -> None:
     _create(store, "elsewhere")
-    commit: GroupCommit = store._group_commit
-    holder, release = _hold_the_writer(commit)
     seen: list[list[str]] = []
 
     def write(tx: Connection) -> None:
         other = store.find_each([("Tenant", "", "elsewhere")], conn=tx)  # not named below
         seen.append([obj.name for obj in other.values()])
 
-    writers = [
-        threading.Thread(target=lambda: store.write_together(write, [("Tenant", "", "x")]))
-        for _ in range(2)
-    ]
-    for thread in writers:
-        thread.start()
-    _wait_queued(commit, 2)
-    release.set()
-    for thread in (holder, *writers):
-        thread.join(5)
+    call = lambda: store.write_together(write, [("Tenant", "", "x")])  # noqa: E731
+    _as_one_batch(store._group_commit, [call, call])
     assert seen == [["elsewhere"], ["elsewhere"]]
 
 
 def test_a_reference_created_in_the_same_batch_is_seen_on_the_rerun(store: Store) -> None:
     """The batch's lookups predate its writes: a write that needs what an earlier write of its
     batch creates fails there, and the one-by-one rerun gives it the right answer."""
-    commit: GroupCommit = store._group_commit
-    holder, release = _hold_the_writer(commit)
     outcomes: dict[str, str] = {}
     parent, child = ("Tenant", "", "parent"), ("Tenant", "", "child")
 
@@ -234,21 +219,21 @@ def test_a_reference_created_in_the_same_batch_is_seen_on_the_rerun(store: Store
             raise LookupError("parent missing")
         store.create(Tenant(metadata=ObjectMeta(name="child")), conn=tx, later=True)
 
-    def run(name: str, write: object, keys: list[tuple[str, str, str]]) -> None:
+    def run(
+        name: str, write: Callable[[Connection], None], keys: list[tuple[str, str, str]]
+    ) -> None:
         try:
-            store.write_together(write, keys)  # type: ignore[arg-type]
+            store.write_together(write, keys)
             outcomes[name] = "created"
         except LookupError as err:
             outcomes[name] = str(err)
 
-    first = threading.Thread(target=run, args=("parent", create_parent, [parent]))
-    first.start()
-    _wait_queued(commit, 1)
-    second = threading.Thread(target=run, args=("child", create_child, [parent, child]))
-    second.start()
-    _wait_queued(commit, 2)
-    release.set()
-    for thread in (holder, first, second):
-        thread.join(5)
+    _as_one_batch(
+        store._group_commit,
+        [
+            lambda: run("parent", create_parent, [parent]),
+            lambda: run("child", create_child, [parent, child]),
+        ],
+    )
     assert outcomes == {"parent": "created", "child": "created"}
     assert store.find("Tenant", "", "child") is not None

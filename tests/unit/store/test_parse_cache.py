@@ -13,38 +13,7 @@ from aipaas.api.registry import load_objects
 from aipaas.store import Store, tables
 from aipaas.store.store import _PARSED, _parse
 
-EXAMPLES = Path(__file__).parents[3] / "examples"
-MANIFESTS = """
-apiVersion: aipaas/v1
-kind: Tenant
-metadata: {name: acme, labels: {team: ml}}
-spec: {quota: {gpu: 8, cpu: 64, memory: 512Gi}}
----
-apiVersion: aipaas/v1
-kind: Queue
-metadata: {name: research, tenant: acme}
-spec: {weight: 2, quota: {gpu: 4}}
----
-apiVersion: aipaas/v1
-kind: Job
-metadata:
-  name: unusual
-  tenant: acme
-  annotations: {note: "Grüße, 東京", sim.aipaas.dev/duration: "1.5"}
-spec:
-  queue: research
-  priority: -3
-  minAvailable: 2
-  tasks:
-    - name: w
-      replicas: 3
-      command: [python3, -c, "print('é')"]
-      env: {EMPTY: ""}
-      resources: {cpu: 250m, memory: 1.5Gi, gpu: 0.25}
-    - name: ps
-      command: ["true"]
-      resources: {gpu: {count: 1, model: H100}}
-"""
+MANIFESTS = (Path(__file__).parents[2] / "data" / "manifests" / "unusual.yaml").read_text()
 
 
 def _row_object(store: Store, obj: Object) -> Object:
