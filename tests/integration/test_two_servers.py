@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
+import subprocess
 import sys
 import time
 from pathlib import Path
 
 import httpx
-from server_process import ServerProcess
+from server_process import AIPAAS, ServerProcess
 
 SETUP = """apiVersion: aipaas/v1
 kind: Tenant
@@ -113,3 +115,20 @@ def test_the_worker_pool_replaces_killed_processes_and_stops_them_all(tmp_path: 
     finally:
         server.stop()
     assert not [pid for pid in replaced if Path(f"/proc/{pid}").exists()]
+
+
+def test_workers_on_a_busy_port_fail_with_the_reason(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        command = [AIPAAS, "server", "--data-dir", str(tmp_path), "--port", str(port)]
+        result = subprocess.run(
+            [*command, "--workers", "2", "--backend", "sim"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    assert result.returncode == 1
+    assert f"cannot listen on 127.0.0.1:{port}: Address already in use" in result.stderr
+    assert "Traceback" not in result.stderr

@@ -90,8 +90,13 @@ def up(
 
 def _serve(settings: Settings, *, log_level: str, announce: bool = False) -> None:
     from aipaas.cli import control_runtime
+    from aipaas.cli.worker_pool import CannotListen
 
-    control_runtime.serve(settings, log_level=log_level, announce=announce)
+    try:
+        control_runtime.serve(settings, log_level=log_level, announce=announce)
+    except CannotListen as err:
+        typer.echo(str(err), err=True)
+        raise typer.Exit(1) from err
 
 
 def _port_free(host: str, port: int) -> bool:

@@ -21,6 +21,12 @@ from typing import Any
 import uvicorn
 
 log = logging.getLogger(__name__)
+
+
+class CannotListen(Exception):
+    """The address cannot be bound (in use, not this machine's, no permission)."""
+
+
 RESTART_PAUSE_SECONDS = 1.0
 STOP_GRACE_SECONDS = 15.0
 
@@ -29,7 +35,10 @@ def serve_in_processes(factory: str, count: int, options: dict[str, Any]) -> Non
     """Run ``count`` uvicorn servers of the app ``factory`` ("module:function") on
     ``options["host"]:options["port"]`` until a stop signal; the environment is theirs too."""
     host, port = str(options["host"]), int(options["port"])
-    reservation = _reuse_port_socket(host, port)  # bound, never listening: no connection lands
+    try:
+        reservation = _reuse_port_socket(host, port)  # bound, never listening: gets no connection
+    except OSError as err:
+        raise CannotListen(f"cannot listen on {host}:{port}: {err.strerror or err}") from err
     context = multiprocessing.get_context("spawn")
     stopping = False
 
