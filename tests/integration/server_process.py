@@ -15,6 +15,15 @@ from typing import Any
 import httpx
 
 AIPAAS = str(Path(sys.executable).parent / "aipaas")
+# A tenant and its queue: what most tests apply first.
+SETUP = """apiVersion: aipaas/v1
+kind: Tenant
+metadata: {name: acme}
+---
+apiVersion: aipaas/v1
+kind: Queue
+metadata: {name: research, tenant: acme}
+"""
 ADMIN = "integration-admin-token"
 
 

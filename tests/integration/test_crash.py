@@ -8,18 +8,10 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-from server_process import ServerProcess
+from server_process import SETUP, ServerProcess
 
 CLUSTER = """nodes:
   - {name: dgx, count: 2, cpu: 64, memory: 512Gi, gpus: {count: 8, model: H100, memory: 80Gi}}
-"""
-SETUP = """apiVersion: aipaas/v1
-kind: Tenant
-metadata: {name: acme}
----
-apiVersion: aipaas/v1
-kind: Queue
-metadata: {name: research, tenant: acme}
 """
 LOCAL_JOB = """---
 apiVersion: aipaas/v1

@@ -14,18 +14,10 @@ from typing import Any
 
 import pynvml
 import pytest
-from server_process import ServerProcess
+from server_process import SETUP, ServerProcess
 
 pytestmark = pytest.mark.gpu
 
-SETUP = """apiVersion: aipaas/v1
-kind: Tenant
-metadata: {name: acme}
----
-apiVersion: aipaas/v1
-kind: Queue
-metadata: {name: research, tenant: acme}
-"""
 PROBE = r"""
 import json, os, time
 started = time.time()

@@ -12,16 +12,7 @@ from pathlib import Path
 from types import ModuleType
 
 import httpx
-from server_process import ServerProcess
-
-SETUP = """apiVersion: aipaas/v1
-kind: Tenant
-metadata: {name: acme}
----
-apiVersion: aipaas/v1
-kind: Queue
-metadata: {name: research, tenant: acme}
-"""
+from server_process import SETUP, ServerProcess
 
 
 def bad_manifests() -> ModuleType:

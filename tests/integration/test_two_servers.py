@@ -12,16 +12,8 @@ import time
 from pathlib import Path
 
 import httpx
-from server_process import AIPAAS, ServerProcess
+from server_process import AIPAAS, SETUP, ServerProcess
 
-SETUP = """apiVersion: aipaas/v1
-kind: Tenant
-metadata: {name: acme}
----
-apiVersion: aipaas/v1
-kind: Queue
-metadata: {name: research, tenant: acme}
-"""
 JOB = """apiVersion: aipaas/v1
 kind: Job
 metadata: {{name: {name}, tenant: acme}}

@@ -21,7 +21,7 @@ from aipaas.api.job import Job, JobPhase, TaskPhase
 from aipaas.api.queue import Queue
 from aipaas.api.tenancy import Tenant
 from aipaas.controller.launch import log_path, request_id
-from aipaas.controller.placement import Placer
+from aipaas.controller.placement import Placer, Slot
 from aipaas.controller.work import JobWork, fair_order, job_usage
 from aipaas.store import TaskRecord
 from aipaas.tenancy.quota import Usage, exceeded
@@ -83,14 +83,7 @@ def _place_stragglers(ctl: Controller, item: JobWork, placer: Placer) -> None:
             return
         slot = result[0]
         ctl.claims.record_allocated(item.job, record.name, slot.allocations)
-        placed = record.with_(
-            node=slot.node,
-            node_index=slot.node_index,
-            gpus=slot.gpus,
-            gpu_milli=slot.gpu_milli,
-            phase=TaskPhase.STARTING.value,
-        )
-        placed = placed.with_(request_id=request_id(placed))
+        placed = _starting_on(record, slot)
         item.set(placed)
         ctl.save_records(item)
         ctl.start_task(item, placed)
@@ -150,14 +143,7 @@ def _admit(
         slot = placed.get(record.name)
         if slot is None:
             continue
-        record = record.with_(
-            node=slot.node,
-            node_index=slot.node_index,
-            gpus=slot.gpus,
-            gpu_milli=slot.gpu_milli,
-            phase=TaskPhase.STARTING.value,
-        )
-        records[index] = record.with_(request_id=request_id(record))
+        records[index] = _starting_on(record, slot)
     item.records = records
     item.changed = {r.name for r in records}
     tenant_use[job.tenant] += wanted
@@ -171,6 +157,18 @@ def _admit(
     item.event("Scheduled", item.message)
     item.changed.clear()
     return True
+
+
+def _starting_on(record: TaskRecord, slot: Slot) -> TaskRecord:
+    """The record of a task placed in ``slot``, to be started under its request id."""
+    placed = record.with_(
+        node=slot.node,
+        node_index=slot.node_index,
+        gpus=slot.gpus,
+        gpu_milli=slot.gpu_milli,
+        phase=TaskPhase.STARTING.value,
+    )
+    return placed.with_(request_id=request_id(placed))
 
 
 def _dependencies_met(ctl: Controller, item: JobWork) -> bool:
