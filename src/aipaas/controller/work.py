@@ -84,7 +84,7 @@ def status_unchanged(item: JobWork) -> bool:
     """Whether ``job_status`` would give the job's stored status back, decided without building
     it: the controller asks this of every unfinished job every cycle, and most have not moved."""
     old = item.job.status
-    if old is None or old.model_extra or (old.tasks and old.tasks[0].model_extra):
+    if old is None or old.model_extra:
         return False
     phase, reason, message = _phase_and_reason(item, old)
     if (phase, reason, message) != (old.phase, old.reason, old.message):

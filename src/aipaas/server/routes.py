@@ -46,9 +46,12 @@ def _store(request: Request) -> Store:
 
 
 def _service(request: Request, caller: Principal) -> ObjectService:
-    return ObjectService(
-        _store(request), caller, identity_changed=principal_cache(request).forget_all
-    )
+    return _service_of(_store(request), caller, principal_cache(request))
+
+
+def _service_of(store: Store, caller: Principal, cache: PrincipalCache) -> ObjectService:
+    """The caller's service; a write to a user or tenant makes this process forget callers."""
+    return ObjectService(store, caller, identity_changed=cache.forget_all)
 
 
 def _kind(plural: str) -> str:
@@ -88,7 +91,7 @@ async def apply_small(
 ) -> list[Applied]:
     """The hot path, a small submission by a known caller: validated on the event loop (well
     under a millisecond) and committed with others while the coroutine waits, no thread held."""
-    service = ObjectService(store, caller, identity_changed=cache.forget_all)
+    service = _service_of(store, caller, cache)
     return [await service.apply_async(obj) for obj in service.prepare_text(body)]
 
 

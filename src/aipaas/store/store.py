@@ -583,11 +583,7 @@ def _remember(obj: Object) -> None:
 def _remember_written(obj: Object, status: Any) -> None:
     version = int(obj.metadata.resource_version or 0) + 1
     meta = obj.metadata.model_copy(update={"resource_version": str(version)})
-    if len(_PARSED) >= _PARSED_MAX:
-        _PARSED.clear()
-    _PARSED[(obj.metadata.uid or "", version)] = obj.model_copy(
-        update={"metadata": meta, "status": status}
-    )
+    _remember(obj.model_copy(update={"metadata": meta, "status": status}))
 
 
 def _parse(row: Any) -> Object:
