@@ -5,7 +5,8 @@
 3. advance: per job, carry out cancellation, restarts with backoff, failure and completion;
 4. admit and place: pending jobs in priority order (fair between queues) pass quotas, then the
    scheduler places their gang; records are committed before the backend is asked to start
-   anything (controller/admission.py, with DRA claims in controller/claims.py);
+   anything (controller/admission.py, with DRA claims in controller/claims.py); a task the
+   backend already runs when asked right after is Running in this same cycle;
 5. write back job status and events (only what changed), and metrics
    (controller/write_back.py).
 
@@ -68,6 +69,7 @@ class Controller:
         self.inventory = NodeInventory(store, backend, self.clock, inventory_seconds)
         self.claims = ClaimBook(store)
         self.cycles = 0
+        self.started_now: list[tuple[JobWork, TaskRecord]] = []  # asked to start this cycle
 
     @property
     def nodes(self) -> list[NodeInfo]:
@@ -93,12 +95,14 @@ class Controller:
             for j in self.store.list_objects("Job", None, exclude_phases=FINISHED)
             if isinstance(j, Job)
         ]
-        records = self.tasks.for_jobs([j.metadata.uid or "" for j in jobs])
-        work = [JobWork(j, records[j.metadata.uid or ""]) for j in jobs]
+        records = self.tasks.of_jobs_not_in(FINISHED)
+        work = [JobWork(j, records.get(j.metadata.uid or "", [])) for j in jobs]
         self._observe(work)
         for item in work:
             self._advance(item)
+        self.started_now = []
         placer = admission.place(self, work)
+        self._observe_started()
         write_back(self.store, self.tasks, self.clock, work)
         self.inventory.write_status(placer)
         publish_metrics(self.metrics, self.store, work, placer)
@@ -152,6 +156,23 @@ class Controller:
                 item.event(
                     "TaskFailed", f"{record.name} {phase.value.lower()}: {answer.message}", True
                 )
+
+    def _observe_started(self) -> None:
+        """Step 4's end: a task the backend already runs counts as Running in the cycle that
+        started it, so its job goes from Pending to Running with one status write, not two."""
+        asked = [
+            (item, record)
+            for item, record in self.started_now
+            if record.request_id and record in item.records
+        ]
+        self.started_now = []
+        if not asked:
+            return
+        answers = self.backend.status([r.request_id or "" for _, r in asked])
+        now = self.clock.now()
+        for item, record in asked:
+            if answers[record.request_id or ""].state is TaskState.RUNNING:
+                item.set(record.with_(phase=TaskPhase.RUNNING.value, started_at=now))
 
     def _advance(self, item: JobWork) -> None:
         """Step 3: cancel, restart with backoff, fail or complete one job."""
@@ -231,6 +252,7 @@ class Controller:
         request = make_request(item.job, record, item.records, backends, devices)
         try:
             self.backend.start(request)
+            self.started_now.append((item, record))
         except (OSError, ValueError) as err:
             log.warning("starting %s of job %s failed: %s", record.name, item.job.name, err)
             item.set(record.with_(phase=TaskPhase.LOST.value, message=f"start failed: {err}"))

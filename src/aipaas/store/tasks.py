@@ -108,24 +108,17 @@ class TaskRepository:
             )
         return [_record(row) for row in rows]
 
-    def for_jobs(self, job_uids: Sequence[str]) -> dict[str, list[TaskRecord]]:
-        result: dict[str, list[TaskRecord]] = {uid: [] for uid in job_uids}
-        if not job_uids:
-            return result
-        uids = list(job_uids)
+    def of_jobs_not_in(self, phases: Sequence[str]) -> dict[str, list[TaskRecord]]:
+        """The records of every job whose phase is none of ``phases``, by job uid, in rank order.
+
+        One statement of fixed text however many jobs there are: the driver converts and
+        caches its text once (an IN list of the jobs' uids was converted anew on every call,
+        a fifth of the controller's time with two thousand jobs in flight)."""
+        result: dict[str, list[TaskRecord]] = {}
         with self.store.transaction(write=False) as tx:
-            for start in range(0, len(uids), 500):
-                rows = (
-                    tx.execute(
-                        select(tables.tasks)
-                        .where(tables.tasks.c.job_uid.in_(uids[start : start + 500]))
-                        .order_by(tables.tasks.c.rank)
-                    )
-                    .mappings()
-                    .all()
-                )
-                for row in rows:
-                    result[row["job_uid"]].append(_record(row))
+            rows = tx.execute(_OF_JOBS_NOT_IN, {"phases": list(phases)}).mappings().all()
+        for row in rows:
+            result.setdefault(row["job_uid"], []).append(_record(row))
         return result
 
     def started(self, tenant: str | None = None) -> list[TaskRecord]:
@@ -158,6 +151,20 @@ class TaskRepository:
                 tx.execute(statement)
         else:
             conn.execute(statement)
+
+
+_OF_JOBS_NOT_IN = (
+    select(tables.tasks)
+    .where(
+        tables.tasks.c.job_uid.in_(
+            select(tables.objects.c.uid).where(
+                tables.objects.c.kind == "Job",
+                tables.objects.c.phase.not_in(bindparam("phases", expanding=True)),
+            )
+        )
+    )
+    .order_by(tables.tasks.c.job_uid, tables.tasks.c.rank)
+)
 
 
 def _row(record: TaskRecord) -> dict[str, Any]:

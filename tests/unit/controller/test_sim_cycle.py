@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from ctl_world import World
 from prometheus_client import generate_latest
 
+from aipaas.backends.base import Backend, Inventory, LaunchRequest, TaskState, TaskStatus
 from aipaas.backends.sim import SimBackend, load_cluster
 from aipaas.clock import VirtualClock
 from aipaas.controller.cycle import Controller
@@ -29,9 +32,11 @@ class TestGang:
         controller, clock = sim(world)
         world.submit("train", GPU_TASKS.format(replicas=2, gpu=4))
         controller.run_cycle()
+        # The sim runs a task as soon as it is started: Running in the cycle that placed it.
         tasks = world.job("train").status.tasks  # type: ignore[union-attr]
-        assert [t.phase.value for t in tasks] == ["Starting", "Starting"]
+        assert [t.phase.value for t in tasks] == ["Running", "Running"]
         assert all(len(t.gpus) == 4 for t in tasks)
+        assert world.phase("train") == "Running"
         controller.run_cycle()
         assert world.phase("train") == "Running"
         clock.advance(11)
@@ -46,6 +51,25 @@ class TestGang:
             "Succeeded",
         ]
         assert controller.metrics.gpus_total._value.get() == 16  # type: ignore[attr-defined]
+
+    def test_a_task_not_yet_reported_running_stays_starting(self, world: World) -> None:
+        """A backend that has not reported a started task yet (a cluster's pod still being
+        created): the task stays Starting, is not started twice, and runs once reported."""
+        world.setup()
+        controller, _ = sim(world)
+        quiet = _QuietAtFirst(controller.backend)
+        controller.backend = quiet
+        world.submit("train", GPU_TASKS.format(replicas=2, gpu=4))
+        controller.run_cycle()
+        status = world.job("train").status
+        assert status is not None and status.phase.value == "Pending"
+        assert status.reason == "Scheduled"
+        assert [t.phase.value for t in status.tasks] == ["Starting", "Starting"]
+        quiet.reporting = True
+        controller.run_cycle()
+        assert world.phase("train") == "Running"
+        assert quiet.starts == 2
+        assert world.reasons("train") == ["Created", "Scheduled", "Running"]
 
     def test_gang_is_all_or_nothing(self, world: World) -> None:
         world.setup("{gpu: 100}")
@@ -295,3 +319,31 @@ class TestNodeStatus:
         controller.run_cycle()
         nodes = {n.name: n for n in world.store.list_objects("Node", "")}
         assert [n.status.allocated_gpus for n in nodes.values()] == [0, 0]  # type: ignore[attr-defined]
+
+
+class _QuietAtFirst:
+    """A backend that answers Unknown for every task until ``reporting`` is set."""
+
+    def __init__(self, inner: Backend) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.reporting = False
+        self.starts = 0
+
+    def inventory(self) -> Inventory:
+        return self.inner.inventory()
+
+    def start(self, request: LaunchRequest) -> None:
+        self.starts += 1
+        self.inner.start(request)
+
+    def stop(self, request_id: str, grace_seconds: float = 5.0) -> None:
+        self.inner.stop(request_id, grace_seconds)
+
+    def status(self, request_ids: Sequence[str]) -> dict[str, TaskStatus]:
+        if not self.reporting:
+            return {rid: TaskStatus(rid, TaskState.UNKNOWN) for rid in request_ids}
+        return self.inner.status(request_ids)
+
+    def close(self) -> None:
+        self.inner.close()

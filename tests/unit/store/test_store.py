@@ -152,9 +152,27 @@ class TestEventsTokensTasks:
         assert [r.name for r in tasks.for_job("u1")] == ["w-0", "w-1"]
         assert [r.gpus for r in tasks.active()] == [(0, 3)]
         tasks.save(record.with_(phase="Succeeded", exit_code=0))
-        assert tasks.for_jobs(["u1"])["u1"][0].exit_code == 0
+        assert tasks.for_job("u1")[0].exit_code == 0
         tasks.delete_job("u1")
         assert tasks.for_job("u1") == []
+
+    def test_records_of_unfinished_jobs_only(self, store: Store) -> None:
+        tasks = TaskRepository(store)
+        running, done = store.create(make_job("running")), store.create(make_job("done"))
+        with store.transaction() as tx:
+            store.write_status(done, JobStatus(phase=JobPhase.SUCCEEDED), conn=tx)
+        for job in (running, done):
+            uid = job.metadata.uid or ""
+            tasks.insert_many(
+                [
+                    TaskRecord(uid, "acme", job.name, f"w-{rank}", "w", rank, rank)
+                    for rank in (1, 0)
+                ]
+            )
+        tasks.insert_many([TaskRecord("no-such-job", "acme", "gone", "w-0", "w", 0, 0)])
+        found = tasks.of_jobs_not_in(["Succeeded", "Failed", "Cancelled"])
+        assert list(found) == [running.metadata.uid]
+        assert [r.name for r in found[running.metadata.uid or ""]] == ["w-0", "w-1"]
 
 
 def test_migrations_are_idempotent(store: Store) -> None:
