@@ -6,10 +6,10 @@ their write to one writer thread, which runs every write waiting at that moment 
 transaction. A write that fails makes the writer roll the batch back and run each of its
 writes again in a transaction of its own, so every caller gets exactly the result, or the
 error, it would have got alone; a write must therefore touch nothing but the connection.
-A write may leave its inserts for the end of the batch (``insert_later``): the batch's inserts of
-one statement then go in one round trip. A write does not see what another write of its batch
-left for later; if that makes it fail (a duplicate name in one batch), the one-by-one rerun
-gives the right answer.
+A write may leave its inserts for the end of the batch (``insert_later``): the batch's inserts
+into one table then go in one statement (store/bulk.py). A write does not see what another
+write of its batch left for later; if that makes it fail (a duplicate name in one batch), the
+one-by-one rerun gives the right answer.
 A write may also name the keys it will look up (``lookups``): the batch looks up all of its
 writes' keys in one query before the first write runs, and a lookup within the batch whose keys
 were all looked up is answered from that (``prefetched``). Without it, a batch of N writes made N
@@ -27,7 +27,9 @@ from concurrent.futures import Future
 from contextlib import AbstractContextManager
 from typing import Any, Final, TypeVar
 
-from sqlalchemy import Connection
+from sqlalchemy import Connection, Table, insert
+
+from aipaas.store.bulk import insert_rows
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +53,7 @@ class GroupCommit:
         self._start_lock = threading.Lock()
         self._closed = False
         # Inserts that the writes of the running batch left for its end (writer thread only).
-        self._later: list[tuple[Any, dict[str, Any]]] | None = None
+        self._later: list[tuple[Table, dict[str, Any]]] | None = None
         # The running batch's lookups: the keys asked and what was found (writer thread only).
         self._prefetch: tuple[set[Hashable], dict[Any, Any]] | None = None
         self.batches = 0  # how many transactions carried writes (for tests and curiosity)
@@ -84,13 +86,13 @@ class GroupCommit:
             return None
         return {key: found[key] for key in keys if key in found}
 
-    def insert_later(self, conn: Connection, statement: Any, row: dict[str, Any]) -> None:
-        """Within a batch, run this insert with the batch's others of the same statement at its
-        end (one round trip for them all); outside a batch, now."""
+    def insert_later(self, conn: Connection, table: Table, row: dict[str, Any]) -> None:
+        """Within a batch, insert this row with the batch's other rows of the table at its end
+        (one statement for them all); outside a batch, now."""
         if self._later is not None and threading.current_thread() is self._thread:
-            self._later.append((statement, row))
+            self._later.append((table, row))
         else:
-            conn.execute(statement, row)
+            conn.execute(insert(table), row)
 
     def close(self) -> None:
         """Finish the writes queued so far; a write that arrives later is refused."""
@@ -173,13 +175,13 @@ class GroupCommit:
         return set(keys), self._look_up(tx, list(keys))
 
     @staticmethod
-    def _insert_all(tx: Connection, inserts: list[tuple[Any, dict[str, Any]]]) -> None:
-        """One executemany per statement, statements in the order they first came."""
-        by_statement: dict[int, tuple[Any, list[dict[str, Any]]]] = {}
-        for statement, row in inserts:
-            by_statement.setdefault(id(statement), (statement, []))[1].append(row)
-        for statement, rows in by_statement.values():
-            tx.execute(statement, rows)
+    def _insert_all(tx: Connection, inserts: list[tuple[Table, dict[str, Any]]]) -> None:
+        """One statement per table (and set of columns), in the order they first came."""
+        by_table: dict[tuple[str, tuple[str, ...]], tuple[Table, list[dict[str, Any]]]] = {}
+        for table, row in inserts:
+            by_table.setdefault((table.name, tuple(row)), (table, []))[1].append(row)
+        for table, rows in by_table.values():
+            insert_rows(tx, table, rows)
 
     def _alone(self, write: Callable[[Connection], T]) -> T:
         with self._transaction() as tx:

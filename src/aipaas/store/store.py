@@ -35,6 +35,7 @@ from aipaas.clock import Clock, SystemClock, isoformat
 from aipaas.errors import AlreadyExists, Conflict, NotFound
 from aipaas.store import tables
 from aipaas.store.batch import GroupCommit
+from aipaas.store.bulk import insert_rows, update_rows
 from aipaas.store.database import make_engine, migrate
 from aipaas.store.writers import WriterQueue
 
@@ -47,26 +48,6 @@ _SELECT_ONE = select(tables.objects).where(
 _INSERT_OBJECT = insert(tables.objects)
 _INSERT_EVENT = insert(tables.events)
 _FIND_TOKEN = select(tables.tokens).where(tables.tokens.c.token_hash == bindparam("b_hash"))
-
-
-_STATUS_VALUES: dict[str, Any] = {
-    "phase": bindparam("b_phase"),
-    "status": bindparam("b_status"),
-    "updated_at": bindparam("b_now"),
-}
-_STATUS_IF_UNCHANGED = (
-    update(tables.objects)
-    .where(
-        tables.objects.c.uid == bindparam("b_uid"),
-        tables.objects.c.resource_version == bindparam("b_version"),
-    )
-    .values(resource_version=bindparam("b_version") + 1, **_STATUS_VALUES)
-)
-_STATUS_ANY_VERSION = (
-    update(tables.objects)
-    .where(tables.objects.c.uid == bindparam("b_uid"))
-    .values(resource_version=tables.objects.c.resource_version + 1, **_STATUS_VALUES)
-)
 
 
 # The objects of a list of (kind, tenant, name) keys: one statement whatever their number.
@@ -173,7 +154,7 @@ class Store:
                 with self.transaction() as tx:
                     tx.execute(_INSERT_OBJECT, row)
             elif later:
-                self._group_commit.insert_later(conn, _INSERT_OBJECT, row)
+                self._group_commit.insert_later(conn, tables.objects, row)
             else:
                 conn.execute(_INSERT_OBJECT, row)
         except IntegrityError as err:
@@ -333,34 +314,40 @@ class Store:
         now = self.clock.now()
         rows = [
             {
-                "b_uid": obj.metadata.uid,
-                "b_version": int(obj.metadata.resource_version or 0),
-                "b_phase": str(getattr(status, "phase", "") or ""),
-                "b_status": json.dumps(
+                "uid": obj.metadata.uid,
+                "resource_version": int(obj.metadata.resource_version or 0),
+                "phase": str(getattr(status, "phase", "") or ""),
+                "status": json.dumps(
                     status.model_dump(mode="json", by_alias=True), separators=(",", ":")
                 ),
-                "b_now": now,
+                "updated_at": now,
             }
             for obj, status in changes
         ]
-        if self.engine.dialect.supports_sane_multi_rowcount and conn.execute(
-            _STATUS_IF_UNCHANGED, rows
-        ).rowcount == len(rows):
+        unchanged = update_rows(
+            conn,
+            tables.objects,
+            rows,
+            match=("uid", "resource_version"),
+            increment=("resource_version",),
+        )
+        if unchanged == len(rows):
             for obj, status in changes:
                 _remember_written(obj, status)
             return
         # Someone wrote a row in between (an annotation): set every status regardless.
-        conn.execute(_STATUS_ANY_VERSION, rows)
+        for row in rows:
+            del row["resource_version"]
+        update_rows(conn, tables.objects, rows, match=("uid",), increment=("resource_version",))
 
     def record_events(
         self, events: Sequence[tuple[Object, str, str, bool]], *, conn: Connection
     ) -> None:
         """Many ``(object, reason, message, warning)`` events in one statement."""
-        if not events:
-            return
         now = self.clock.now()
-        conn.execute(
-            insert(tables.events),
+        insert_rows(
+            conn,
+            tables.events,
             [
                 {
                     "kind": obj.kind,
@@ -464,7 +451,7 @@ class Store:
             with self.transaction() as tx:
                 tx.execute(_INSERT_EVENT, values)
         elif later:
-            self._group_commit.insert_later(conn, _INSERT_EVENT, values)
+            self._group_commit.insert_later(conn, tables.events, values)
         else:
             conn.execute(_INSERT_EVENT, values)
 

@@ -12,9 +12,10 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, bindparam, delete, insert, select, update
+from sqlalchemy import Connection, bindparam, delete, select, update
 
 from aipaas.store import tables
+from aipaas.store.bulk import insert_rows, update_rows
 from aipaas.store.store import Store
 
 ACTIVE_PHASES = ("Starting", "Running")
@@ -57,9 +58,9 @@ class TaskRepository:
         rows = [_row(record) for record in records]
         if conn is None:
             with self.store.transaction() as tx:
-                tx.execute(insert(tables.tasks), rows)
+                insert_rows(tx, tables.tasks, rows)
         else:
-            conn.execute(insert(tables.tasks), rows)
+            insert_rows(conn, tables.tasks, rows)
 
     def save(self, record: TaskRecord, *, conn: Connection | None = None) -> None:
         statement = (
@@ -75,25 +76,7 @@ class TaskRepository:
 
     def save_many(self, records: Sequence[TaskRecord], *, conn: Connection) -> None:
         """``save`` for many records in one statement."""
-        if not records:
-            return
-        columns = _row(records[0]).keys()
-        statement = (
-            update(tables.tasks)
-            .where(
-                tables.tasks.c.job_uid == bindparam("k_job_uid"),
-                tables.tasks.c.name == bindparam("k_name"),
-            )
-            .values({column: bindparam(f"v_{column}") for column in columns})
-        )
-        conn.execute(
-            statement,
-            [
-                {"k_job_uid": r.job_uid, "k_name": r.name}
-                | {f"v_{key}": value for key, value in _row(r).items()}
-                for r in records
-            ],
-        )
+        update_rows(conn, tables.tasks, [_row(r) for r in records], match=("job_uid", "name"))
 
     def for_job(self, job_uid: str) -> list[TaskRecord]:
         with self.store.transaction(write=False) as tx:

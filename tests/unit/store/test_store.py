@@ -164,10 +164,7 @@ class TestEventsTokensTasks:
         for job in (running, done):
             uid = job.metadata.uid or ""
             tasks.insert_many(
-                [
-                    TaskRecord(uid, "acme", job.name, f"w-{rank}", "w", rank, rank)
-                    for rank in (1, 0)
-                ]
+                [TaskRecord(uid, "acme", job.name, f"w-{rank}", "w", rank, rank) for rank in (1, 0)]
             )
         tasks.insert_many([TaskRecord("no-such-job", "acme", "gone", "w-0", "w", 0, 0)])
         found = tasks.of_jobs_not_in(["Succeeded", "Failed", "Cancelled"])
