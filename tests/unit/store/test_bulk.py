@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 from sqlalchemy import select
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import IntegrityError, StatementError
 
 from aipaas.store import Store, tables
 from aipaas.store.bulk import insert_rows, update_rows
@@ -120,3 +120,9 @@ def test_update_matches_on_every_match_column(store: Store) -> None:
             == 0
         )
     assert stored_tasks(store)["w-0"]["phase"] == "Pending"
+
+
+def test_a_value_the_database_cannot_hold_is_refused_and_nothing_written(store: Store) -> None:
+    with pytest.raises((TypeError, StatementError)), store.transaction() as tx:
+        insert_rows(tx, tables.tasks, [task_row("w-0"), task_row("w-1", message={"a"})])
+    assert stored_tasks(store) == {}

@@ -172,6 +172,17 @@ class TestEventsTokensTasks:
         assert [r.name for r in found[running.metadata.uid or ""]] == ["w-0", "w-1"]
 
 
+def test_a_task_record_copy_changes_only_what_it_names() -> None:
+    record = TaskRecord("u1", "acme", "hello", "w-0", "w", 0, 0)
+    running = record.with_(phase="Running", gpus=(1, 2))
+    assert running == TaskRecord(
+        "u1", "acme", "hello", "w-0", "w", 0, 0, phase="Running", gpus=(1, 2)
+    )
+    assert record.phase == "Pending" and record.gpus == ()
+    with pytest.raises(TypeError, match="no field nope"):
+        record.with_(nope=1)
+
+
 def test_migrations_are_idempotent(store: Store) -> None:
     migrate(store.engine)
     migrate(store.engine)

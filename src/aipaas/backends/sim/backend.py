@@ -45,6 +45,7 @@ class SimBackend:
         self._records: dict[str, dict[str, Any]] = {}
         self._journal = str(self.run_dir / "journal.jsonl")
         self._read_to = 0  # the journal is read up to here
+        self._fd: int | None = None  # the journal, open for appending while in use
         self._log_dirs: set[str] = set()
         self._load_task_files()
         self._catch_up()
@@ -92,7 +93,14 @@ class SimBackend:
         return {rid: self._status(rid) for rid in request_ids}
 
     def close(self) -> None:
-        return None
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    def _journal_fd(self) -> int:
+        if self._fd is None:
+            self._fd = os.open(self._journal, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        return self._fd
 
     def _status(self, request_id: str) -> TaskStatus:
         data = self._records.get(request_id)
@@ -119,13 +127,10 @@ class SimBackend:
         line = json.dumps({"id": request_id, **data}, separators=(",", ":")) + "\n"
         self._catch_up()
         encoded = line.encode()
-        fd = os.open(self._journal, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        try:
-            os.write(fd, encoded)  # one write: appends of processes never interleave
-            if os.fstat(fd).st_size == self._read_to + len(encoded):
-                self._read_to += len(encoded)  # no one else appended: no need to read it back
-        finally:
-            os.close(fd)
+        fd = self._journal_fd()
+        os.write(fd, encoded)  # one write: appends of processes never interleave
+        if os.fstat(fd).st_size == self._read_to + len(encoded):
+            self._read_to += len(encoded)  # no one else appended: no need to read it back
         self._records[request_id] = data
 
     def _append_log(self, path: str, line: str) -> None:
@@ -146,10 +151,7 @@ class SimBackend:
 
     def _catch_up(self) -> None:
         """Read what was appended since last time (by this process or another)."""
-        try:
-            size = os.stat(self._journal).st_size
-        except FileNotFoundError:
-            return
+        size = os.fstat(self._journal_fd()).st_size
         if size <= self._read_to:
             return
         with open(self._journal, "rb") as handle:
@@ -169,11 +171,7 @@ class SimBackend:
             self._end_half_line()
 
     def _end_half_line(self) -> None:
-        fd = os.open(self._journal, os.O_WRONLY | os.O_APPEND)
-        try:
-            os.write(fd, b"\n")
-        finally:
-            os.close(fd)
+        os.write(self._journal_fd(), b"\n")
 
     def _load_task_files(self) -> None:
         """Records of the file-per-task layout of earlier versions."""
