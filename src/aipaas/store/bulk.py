@@ -19,7 +19,20 @@ from datetime import datetime
 from functools import lru_cache
 from typing import Any
 
-from sqlalchemy import Connection, Dialect, Table, TextClause, bindparam, insert, text, update
+from sqlalchemy import (
+    Connection,
+    Dialect,
+    RowMapping,
+    Table,
+    TextClause,
+    TextualSelect,
+    bindparam,
+    insert,
+    select,
+    text,
+    tuple_,
+    update,
+)
 
 
 def insert_rows(conn: Connection, table: Table, rows: Sequence[dict[str, Any]]) -> None:
@@ -70,6 +83,27 @@ def update_rows(
     return int(updated) if conn.dialect.supports_sane_multi_rowcount else -1
 
 
+def rows_with_keys(
+    conn: Connection, table: Table, columns: tuple[str, ...], keys: Sequence[tuple[Any, ...]]
+) -> Sequence[RowMapping]:
+    """The rows of ``table`` whose ``columns`` equal one of ``keys``, in one statement of fixed
+    text (an IN list is rendered, and on PostgreSQL converted by the driver, anew for every
+    number of keys)."""
+    if not keys:
+        return []
+    if conn.dialect.name != "postgresql":
+        found = select(table).where(
+            tuple_(*(table.c[name] for name in columns)).in_(bindparam("keys", expanding=True))
+        )
+        return conn.execute(found, {"keys": list(keys)}).mappings().all()
+    rows = [dict(zip(columns, key, strict=True)) for key in keys]
+    return (
+        conn.execute(_json_select(conn.dialect, table, columns), {"rows": _as_json(rows)})
+        .mappings()
+        .all()
+    )
+
+
 def _as_json(rows: Sequence[dict[str, Any]]) -> str:
     return json.dumps(rows, separators=(",", ":"), default=_iso_time)
 
@@ -83,6 +117,16 @@ def _iso_time(value: object) -> str:
 
 def _recordset(dialect: Dialect, table: Table) -> str:
     return f"json_populate_recordset(NULL::{dialect.identifier_preparer.quote(table.name)}, :rows)"
+
+
+@lru_cache(maxsize=64)
+def _json_select(dialect: Dialect, table: Table, columns: tuple[str, ...]) -> TextualSelect:
+    quote = dialect.identifier_preparer.quote
+    target = quote(table.name)
+    matched = " AND ".join(f"{target}.{quote(n)} = k.{quote(n)}" for n in columns)
+    return text(
+        f"SELECT {target}.* FROM {target} JOIN {_recordset(dialect, table)} AS k ON {matched}"
+    ).columns(*table.c)
 
 
 @lru_cache(maxsize=64)

@@ -23,7 +23,6 @@ from sqlalchemy import (
     func,
     insert,
     select,
-    tuple_,
     update,
 )
 from sqlalchemy.exc import IntegrityError
@@ -35,7 +34,7 @@ from aipaas.clock import Clock, SystemClock, isoformat
 from aipaas.errors import AlreadyExists, Conflict, NotFound
 from aipaas.store import tables
 from aipaas.store.batch import GroupCommit
-from aipaas.store.bulk import insert_rows, update_rows
+from aipaas.store.bulk import insert_rows, rows_with_keys, update_rows
 from aipaas.store.database import make_engine, migrate
 from aipaas.store.writers import WriterQueue
 
@@ -50,12 +49,6 @@ _INSERT_EVENT = insert(tables.events)
 _FIND_TOKEN = select(tables.tokens).where(tables.tokens.c.token_hash == bindparam("b_hash"))
 
 
-# The objects of a list of (kind, tenant, name) keys: one statement whatever their number.
-_SELECT_EACH = select(tables.objects).where(
-    tuple_(tables.objects.c.kind, tables.objects.c.tenant, tables.objects.c.name).in_(
-        bindparam("keys", expanding=True)
-    )
-)
 ObjectKey = tuple[str, str, str]
 
 
@@ -195,7 +188,7 @@ class Store:
 
     @staticmethod
     def _find_each_now(conn: Connection, keys: Sequence[ObjectKey]) -> dict[ObjectKey, Object]:
-        rows = conn.execute(_SELECT_EACH, {"keys": list(keys)}).mappings().all()
+        rows = rows_with_keys(conn, tables.objects, ("kind", "tenant", "name"), keys)
         found = (_to_object(row) for row in rows)
         return {(obj.kind, obj.tenant, obj.name): obj for obj in found}
 

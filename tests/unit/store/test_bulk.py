@@ -10,7 +10,7 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError, StatementError
 
 from aipaas.store import Store, tables
-from aipaas.store.bulk import insert_rows, update_rows
+from aipaas.store.bulk import insert_rows, rows_with_keys, update_rows
 
 WHEN = datetime(2026, 11, 23, 1, 2, 3, tzinfo=UTC)
 
@@ -126,3 +126,14 @@ def test_a_value_the_database_cannot_hold_is_refused_and_nothing_written(store: 
     with pytest.raises((TypeError, StatementError)), store.transaction() as tx:
         insert_rows(tx, tables.tasks, [task_row("w-0"), task_row("w-1", message={"a"})])
     assert stored_tasks(store) == {}
+
+
+def test_rows_with_keys_finds_exactly_the_keys_that_exist(store: Store) -> None:
+    with store.transaction() as tx:
+        insert_rows(tx, tables.tasks, [task_row("w-0"), task_row("w-1"), task_row("w-2")])
+    with store.transaction(write=False) as tx:
+        found = rows_with_keys(
+            tx, tables.tasks, ("job_uid", "name"), [("u1", "w-2"), ("u1", "w-0"), ("u2", "w-1")]
+        )
+        assert sorted(row["name"] for row in found) == ["w-0", "w-2"]
+        assert rows_with_keys(tx, tables.tasks, ("job_uid", "name"), []) == []
