@@ -124,8 +124,11 @@ def _json_select(dialect: Dialect, table: Table, columns: tuple[str, ...]) -> Te
     quote = dialect.identifier_preparer.quote
     target = quote(table.name)
     matched = " AND ".join(f"{target}.{quote(n)} = k.{quote(n)}" for n in columns)
+    # A lateral subquery that cannot be flattened (OFFSET 0): one index lookup per key. As a
+    # plain join the planner, which guesses a hundred keys, scanned the whole table instead.
     return text(
-        f"SELECT {target}.* FROM {target} JOIN {_recordset(dialect, table)} AS k ON {matched}"
+        f"SELECT found.* FROM {_recordset(dialect, table)} AS k CROSS JOIN LATERAL "
+        f"(SELECT * FROM {target} WHERE {matched} OFFSET 0) AS found"
     ).columns(*table.c)
 
 
