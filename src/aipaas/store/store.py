@@ -310,9 +310,7 @@ class Store:
                 "uid": obj.metadata.uid,
                 "resource_version": int(obj.metadata.resource_version or 0),
                 "phase": str(getattr(status, "phase", "") or ""),
-                "status": json.dumps(
-                    status.model_dump(mode="json", by_alias=True), separators=(",", ":")
-                ),
+                "status": _status_json(status),
                 "updated_at": now,
             }
             for obj, status in changes
@@ -362,7 +360,7 @@ class Store:
         Safe without CAS because the controller is the only writer of status, and the row's
         spec and metadata are left as they are.
         """
-        dumped = json.dumps(status.model_dump(mode="json", by_alias=True), separators=(",", ":"))
+        dumped = _status_json(status)
         phase = getattr(status, "phase", None)
         conn.execute(
             update(tables.objects)
@@ -530,7 +528,12 @@ def _status(obj: Object) -> str | None:
     status = getattr(obj, "status", None)
     if status is None:
         return None
-    return json.dumps(status.model_dump(mode="json", by_alias=True), separators=(",", ":"))
+    return _status_json(status)
+
+
+def _status_json(status: Any) -> str:
+    """A status as stored: compact JSON by wire names, written by pydantic's own serialiser."""
+    return str(status.model_dump_json(by_alias=True))
 
 
 _PARSED: dict[tuple[str, int], Object] = {}
