@@ -1,4 +1,5 @@
-"""Run a function in a fresh process and report its wall time and the process's peak RSS."""
+"""Helpers of the benchmarks: a function run in a fresh process (its peak RSS reported), and
+the databases a run can use."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ import resource
 import sys
 from collections.abc import Callable
 from typing import Any
+
+from aipaas.store.pgtest import unavailable_reason
 
 
 def _child(target: Callable[..., dict[str, Any]], args: tuple[Any, ...], queue: Any) -> None:
@@ -25,3 +28,15 @@ def in_fresh_process(target: Callable[..., dict[str, Any]], *args: Any) -> dict[
     result: dict[str, Any] = queue.get()
     process.join()
     return result
+
+
+def usable_databases(spec: str) -> list[str]:
+    """The databases of a comma-separated ``--db`` that can run here; PostgreSQL is left out,
+    saying why, when its server binaries are missing."""
+    usable = []
+    for db in spec.split(","):
+        if db == "postgresql" and unavailable_reason():
+            print(f"postgresql skipped: {unavailable_reason()}")
+            continue
+        usable.append(db)
+    return usable

@@ -32,7 +32,8 @@ from pathlib import Path
 
 import httpx
 
-from aipaas.store.pgtest import ThrowawayPostgres, unavailable_reason
+from _measure import usable_databases
+from aipaas.store.pgtest import ThrowawayPostgres
 
 AIPAAS = str(Path(sys.executable).parent / "aipaas")
 TOKEN = "benchmark-admin-token"
@@ -71,12 +72,7 @@ def main() -> None:
         "--no-controller", action="store_true", help="the API alone (nothing is placed)"
     )
     args = parser.parse_args()
-    databases = []
-    for db in args.db.split(","):
-        if db == "postgresql" and unavailable_reason():
-            print(f"postgresql skipped: {unavailable_reason()}")
-            continue
-        databases.append(db)
+    databases = usable_databases(args.db)
     results = [run(db, index + 1, args) for index in range(args.repeat) for db in databases]
     print(
         f"\n{args.jobs} submissions from {args.clients} clients after {args.warmup} untimed, "
