@@ -90,7 +90,8 @@ class SimBackend:
 
     def status(self, request_ids: Sequence[str]) -> dict[str, TaskStatus]:
         self._catch_up()
-        return {rid: self._status(rid) for rid in request_ids}
+        now = self.clock.now().timestamp()
+        return {rid: self._status(rid, now) for rid in request_ids}
 
     def close(self) -> None:
         if self._fd is not None:
@@ -102,11 +103,10 @@ class SimBackend:
             self._fd = os.open(self._journal, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         return self._fd
 
-    def _status(self, request_id: str) -> TaskStatus:
+    def _status(self, request_id: str, now: float) -> TaskStatus:
         data = self._records.get(request_id)
         if data is None:
             return TaskStatus(request_id, TaskState.UNKNOWN)
-        now = self.clock.now().timestamp()
         if data.get("stopped") is not None:
             return TaskStatus(request_id, TaskState.FAILED, 143, "stopped")
         if now - data["start"] < data["duration"]:
