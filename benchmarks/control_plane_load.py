@@ -134,12 +134,12 @@ def run(db: str, index: int, args: argparse.Namespace) -> Result:
         errors: list[str] = []
         asyncio.run(_submit_all(port, "warm", args.warmup, args.clients, errors))
         host_ms = _yardstick()
-        cpu_before = _cpu_by_group(server.pid)
+        cpu_before = _cpu_by_process(server.pid)
         started = time.monotonic()
         asyncio.run(_submit_all(port, "b", args.jobs, args.clients, errors))
         elapsed = time.monotonic() - started
-        cpu_after = _cpu_by_group(server.pid)
-        cpu_ms = {g: 1000 * (cpu_after[g] - cpu_before[g]) / args.jobs for g in cpu_after}
+        spent = _cpu_between(cpu_before, _cpu_by_process(server.pid))
+        cpu_ms = {g: 1000 * seconds / args.jobs for g, seconds in spent.items()}
         total = args.jobs + args.warmup
         if args.no_controller:
             placed, mean, p95 = 0.0, 0.0, "-"
@@ -226,11 +226,11 @@ def _yardstick() -> float:
     return 1000 * (time.perf_counter() - started)
 
 
-def _cpu_by_group(server_session: int) -> dict[str, float]:
-    """CPU seconds (user + system) used so far by the server's processes, PostgreSQL's, this
-    client and everything else on the machine, read from /proc."""
+def _cpu_by_process(server_session: int) -> dict[int, tuple[str, float]]:
+    """Per process: its group (the server's processes, PostgreSQL's, this client, everything
+    else on the machine) and the CPU seconds (user + system) it used so far, from /proc."""
     tick = os.sysconf("SC_CLK_TCK")
-    groups = {"server": 0.0, "postgresql": 0.0, "client": 0.0, "other": 0.0}
+    processes: dict[int, tuple[str, float]] = {}
     for stat_path in Path("/proc").glob("[0-9]*/stat"):
         try:
             stat = stat_path.read_text()
@@ -241,13 +241,26 @@ def _cpu_by_group(server_session: int) -> dict[str, float]:
         seconds = (int(fields[11]) + int(fields[12])) / tick
         pid = int(stat_path.parent.name)
         if int(fields[3]) == server_session:
-            groups["server"] += seconds
+            group = "server"
         elif command.startswith("postgres"):
-            groups["postgresql"] += seconds
+            group = "postgresql"
         elif pid == os.getpid():
-            groups["client"] += seconds
+            group = "client"
         else:
-            groups["other"] += seconds
+            group = "other"
+        processes[pid] = (group, seconds)
+    return processes
+
+
+def _cpu_between(
+    before: dict[int, tuple[str, float]], after: dict[int, tuple[str, float]]
+) -> dict[str, float]:
+    """CPU seconds each group used between two readings; a process that ended in between is
+    left out (what it used is gone from /proc), one that started counts from zero."""
+    groups = {"server": 0.0, "postgresql": 0.0, "client": 0.0, "other": 0.0}
+    for pid, (group, seconds) in after.items():
+        earlier = before.get(pid)
+        groups[group] += seconds - (earlier[1] if earlier is not None else 0.0)
     return groups
 
 

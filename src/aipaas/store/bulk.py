@@ -23,9 +23,11 @@ from sqlalchemy import (
     Connection,
     Dialect,
     RowMapping,
+    Select,
     Table,
     TextClause,
     TextualSelect,
+    Update,
     bindparam,
     insert,
     select,
@@ -67,14 +69,7 @@ def update_rows(
             {"rows": _as_json(rows)},
         )
         return int(result.rowcount)
-    statement = (
-        update(table)
-        .where(*(table.c[name] == bindparam(f"m_{name}") for name in match))
-        .values(
-            {name: bindparam(f"v_{name}") for name in columns if name not in match}
-            | {name: table.c[name] + 1 for name in increment}
-        )
-    )
+    statement = _update_each(table, columns, match, increment)
     parameters = [
         {f"m_{name}" if name in match else f"v_{name}": value for name, value in row.items()}
         for row in rows
@@ -92,15 +87,32 @@ def rows_with_keys(
     if not keys:
         return []
     if conn.dialect.name != "postgresql":
-        found = select(table).where(
-            tuple_(*(table.c[name] for name in columns)).in_(bindparam("keys", expanding=True))
-        )
-        return conn.execute(found, {"keys": list(keys)}).mappings().all()
+        return conn.execute(_select_in(table, columns), {"keys": list(keys)}).mappings().all()
     rows = [dict(zip(columns, key, strict=True)) for key in keys]
     return (
         conn.execute(_json_select(conn.dialect, table, columns), {"rows": _as_json(rows)})
         .mappings()
         .all()
+    )
+
+
+@lru_cache(maxsize=64)
+def _select_in(table: Table, columns: tuple[str, ...]) -> Select[Any]:
+    keyed = tuple_(*(table.c[name] for name in columns))
+    return select(table).where(keyed.in_(bindparam("keys", expanding=True)))
+
+
+@lru_cache(maxsize=64)
+def _update_each(
+    table: Table, columns: tuple[str, ...], match: tuple[str, ...], increment: tuple[str, ...]
+) -> Update:
+    return (
+        update(table)
+        .where(*(table.c[name] == bindparam(f"m_{name}") for name in match))
+        .values(
+            {name: bindparam(f"v_{name}") for name in columns if name not in match}
+            | {name: table.c[name] + 1 for name in increment}
+        )
     )
 
 
