@@ -6,9 +6,9 @@ to the C JSON encoder on this side. The driver's executemany sends a statement p
 each costs both sides more than the row itself; arrays per column (unnest) cost the server
 as little, but the driver quotes every text element of an array in Python, which for a
 kilobyte of job body cost more than executemany. Measured on 10,000 object rows with a job's
-body, in transactions of 100: executemany 47 us of client and 37-40 us of server CPU per row,
-arrays 109-154 and 31-34, JSON 22-25 and 31-33. SQLite's executemany runs in C inside the
-process and stays as it is.
+body, in transactions of 100 (four runs of each): executemany 37-48 us of client and 27-40 us
+of server CPU per row, JSON 13-25 and 22-33; arrays (two runs) 109-154 and 31-34. SQLite's
+executemany runs in C inside the process and stays as it is.
 """
 
 from __future__ import annotations
@@ -81,9 +81,9 @@ def update_rows(
 def rows_with_keys(
     conn: Connection, table: Table, columns: tuple[str, ...], keys: Sequence[tuple[Any, ...]]
 ) -> Sequence[RowMapping]:
-    """The rows of ``table`` whose ``columns`` equal one of ``keys``, in one statement of fixed
-    text (an IN list is rendered, and on PostgreSQL converted by the driver, anew for every
-    number of keys)."""
+    """The rows of ``table`` whose ``columns`` equal one of ``keys``, in one statement: on
+    PostgreSQL of fixed text (an IN list was rendered, and converted by the driver, anew for
+    every number of keys), elsewhere an IN list."""
     if not keys:
         return []
     if conn.dialect.name != "postgresql":
