@@ -160,10 +160,13 @@ class Controller:
     def _observe_started(self) -> None:
         """Step 4's end: a task the backend already runs counts as Running in the cycle that
         started it, so its job goes from Pending to Running with one status write, not two."""
-        asked = [
+        current: dict[int, dict[str, TaskRecord]] = {}
+        for item, _ in self.started_now:
+            current.setdefault(id(item), {r.name: r for r in item.records})
+        asked = [  # unless something else became of it since (a start that failed: Lost)
             (item, record)
             for item, record in self.started_now
-            if record.request_id and record in item.records
+            if record.request_id and current[id(item)].get(record.name) is record
         ]
         self.started_now = []
         if not asked:

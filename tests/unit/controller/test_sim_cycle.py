@@ -71,6 +71,19 @@ class TestGang:
         assert quiet.starts == 2
         assert world.reasons("train") == ["Created", "Scheduled", "Running"]
 
+    def test_a_start_that_fails_at_once_is_lost_not_running(self, world: World) -> None:
+        world.setup()
+        controller, _ = sim(world)
+        controller.backend = _RefusesToStart(controller.backend)
+        world.submit("train", GPU_TASKS.format(replicas=2, gpu=4))
+        controller.run_cycle()
+        status = world.job("train").status
+        assert status is not None and status.phase.value == "Pending"
+        assert [t.phase.value for t in status.tasks] == ["Lost", "Lost"]
+        assert all("start failed: no such command" in t.message for t in status.tasks)
+        controller.run_cycle()
+        assert world.phase("train") == "Failed"  # restartPolicy Never
+
     def test_gang_is_all_or_nothing(self, world: World) -> None:
         world.setup("{gpu: 100}")
         controller, _ = sim(world)
@@ -347,3 +360,10 @@ class _QuietAtFirst:
 
     def close(self) -> None:
         self.inner.close()
+
+
+class _RefusesToStart(_QuietAtFirst):
+    """A backend on which no task can start."""
+
+    def start(self, request: LaunchRequest) -> None:
+        raise OSError("no such command")
