@@ -10,6 +10,7 @@ cost the controller a third of its time when thousands of short jobs arrived at 
 
 from __future__ import annotations
 
+import io
 import json
 import os
 from collections.abc import Sequence
@@ -45,7 +46,7 @@ class SimBackend:
         self._records: dict[str, dict[str, Any]] = {}
         self._journal = str(self.run_dir / "journal.jsonl")
         self._read_to = 0  # the journal is read up to here
-        self._fd: int | None = None  # the journal, open for appending while in use
+        self._appender: io.FileIO | None = None  # the journal, open for appending while in use
         self._log_dirs: set[str] = set()
         self._load_task_files()
         self._catch_up()
@@ -94,14 +95,14 @@ class SimBackend:
         return {rid: self._status(rid, now) for rid in request_ids}
 
     def close(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
+        if self._appender is not None:
+            self._appender.close()
+            self._appender = None
 
     def _journal_fd(self) -> int:
-        if self._fd is None:
-            self._fd = os.open(self._journal, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        return self._fd
+        if self._appender is None:
+            self._appender = io.FileIO(self._journal, "a")  # unbuffered: a write is one write
+        return self._appender.fileno()
 
     def _status(self, request_id: str, now: float) -> TaskStatus:
         data = self._records.get(request_id)
