@@ -265,7 +265,5 @@ class Controller:
         if not item.changed:
             return
         with self.store.transaction() as tx:
-            for record in item.records:
-                if record.name in item.changed:
-                    self.tasks.save(record, conn=tx)
+            self.tasks.save_many([r for r in item.records if r.name in item.changed], conn=tx)
         item.changed.clear()

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, fields
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, bindparam, delete, select, update
+from sqlalchemy import Connection, bindparam, delete, select
 
 from aipaas.store import tables
 from aipaas.store.bulk import insert_rows, update_rows
@@ -73,16 +73,11 @@ class TaskRepository:
             insert_rows(conn, tables.tasks, rows)
 
     def save(self, record: TaskRecord, *, conn: Connection | None = None) -> None:
-        statement = (
-            update(tables.tasks)
-            .where(tables.tasks.c.job_uid == record.job_uid, tables.tasks.c.name == record.name)
-            .values(**_row(record))
-        )
         if conn is None:
             with self.store.transaction() as tx:
-                tx.execute(statement)
+                self.save_many([record], conn=tx)
         else:
-            conn.execute(statement)
+            self.save_many([record], conn=conn)
 
     def save_many(self, records: Sequence[TaskRecord], *, conn: Connection) -> None:
         """``save`` for many records in one statement."""
