@@ -39,6 +39,21 @@ class Settings(BaseModel):
         default=None, description="Platform-admin token to create on first start (automation)."
     )
     max_body_bytes: int = Field(default=1 << 20, description="Largest request body accepted.")
+    log_max_bytes: int = Field(
+        default=8 << 20, ge=1024, description="Most bytes of log one answer carries (limitBytes)."
+    )
+    log_max_followers: int = Field(
+        default=256, ge=1, description="Log followers (logs -f) one process serves at once."
+    )
+    event_max_age_seconds: float = Field(
+        default=7 * 24 * 3600, gt=0, description="Events older than this are trimmed."
+    )
+    event_max_count: int = Field(
+        default=100_000, ge=1, description="Events beyond the newest this many are trimmed."
+    )
+    sim_journal_max_records: int = Field(
+        default=100_000, ge=1, description="Finished simulated tasks the sim journal keeps."
+    )
     workers: int = Field(
         default=1,
         ge=1,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 
 from aipaas.controller.cycle import Controller
 from aipaas.store.lease import Lease
@@ -14,11 +15,17 @@ log = logging.getLogger("aipaas.controller")
 
 class ControllerLoop:
     def __init__(
-        self, controller: Controller, period: float = 0.2, lease: Lease | None = None
+        self,
+        controller: Controller,
+        period: float = 0.2,
+        lease: Lease | None = None,
+        housekeeping: Callable[[], None] | None = None,
     ) -> None:
         self.controller = controller
         self.period = period
         self.lease = lease
+        # Run after each cycle by the lease holder only (trimming events: one process does it).
+        self.housekeeping = housekeeping
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.ready = threading.Event()
@@ -52,6 +59,8 @@ class ControllerLoop:
                 if self.lease is None or self.lease.acquire():
                     self.controller.run_cycle()
                     self.ready.set()
+                    if self.housekeeping is not None:
+                        self.housekeeping()
                 else:
                     self.ready.clear()  # another process runs the controller
             except Exception:

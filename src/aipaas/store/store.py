@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 from sqlalchemy import (
     Connection,
     Engine,
+    Table,
     and_,
     bindparam,
     delete,
@@ -36,6 +37,7 @@ from aipaas.store import tables
 from aipaas.store.batch import GroupCommit
 from aipaas.store.bulk import insert_rows, rows_with_keys, update_rows
 from aipaas.store.database import make_engine, migrate
+from aipaas.store.paging import Page
 from aipaas.store.writers import WriterQueue
 
 # Statements of the hot paths, built once: building a statement costs more than running it.
@@ -212,6 +214,24 @@ class Store:
         with self.transaction(write=False) as tx:
             rows = tx.execute(query).mappings().all()
         return [_to_object(row) for row in rows]
+
+    def list_page(
+        self, kind: str, tenant: str | None = None, *, limit: int, after: int = 0
+    ) -> Page[Object]:
+        """At most ``limit`` objects of a kind after row id ``after``, oldest first (the API's
+        paginated lists; the controller keeps ``list_objects``, which reads all at once)."""
+        objects = tables.objects
+        where = [objects.c.kind == kind, objects.c.id > bindparam("b_after")]
+        if tenant is not None:
+            where.append(objects.c.tenant == tenant)
+        query = select(objects).where(*where).order_by(objects.c.id).limit(limit + 1)
+        with self.transaction(write=False) as tx:
+            rows = tx.execute(query, {"b_after": after}).mappings().all()
+            more = len(rows) > limit
+            rows = rows[:limit]
+            last = int(rows[-1]["id"]) if more else None
+            remaining = _count_after(tx, objects, where, last) if last is not None else None
+        return Page([_to_object(row) for row in rows], last, remaining)
 
     def find_by_name(self, kind: str, name: str) -> list[Object]:
         """Objects of a kind with this name, in any tenant."""
@@ -467,18 +487,32 @@ class Store:
         query = query.order_by(tables.events.c.id.desc()).limit(limit)
         with self.transaction(write=False) as tx:
             rows = tx.execute(query).mappings().all()
-        return [
-            Event(
-                kind=row["kind"],
-                tenant=row["tenant"],
-                name=row["name"],
-                type=row["type"],
-                reason=row["reason"],
-                message=row["message"],
-                timestamp=isoformat(row["created_at"]),
-            )
-            for row in reversed(rows)
-        ]
+        return [_event(row) for row in reversed(rows)]
+
+    def events_page(
+        self,
+        *,
+        tenant: str | None = None,
+        kind: str | None = None,
+        name: str | None = None,
+        uid: str | None = None,
+        limit: int,
+        after: int = 0,
+    ) -> Page[Event]:
+        """At most ``limit`` events after row id ``after``, oldest first."""
+        events = tables.events
+        where = [events.c.id > bindparam("b_after")]
+        for column, value in (("tenant", tenant), ("kind", kind), ("name", name), ("uid", uid)):
+            if value is not None:
+                where.append(events.c[column] == value)
+        query = select(events).where(*where).order_by(events.c.id).limit(limit + 1)
+        with self.transaction(write=False) as tx:
+            rows = tx.execute(query, {"b_after": after}).mappings().all()
+            more = len(rows) > limit
+            rows = rows[:limit]
+            last = int(rows[-1]["id"]) if more else None
+            remaining = _count_after(tx, events, where, last) if last is not None else None
+        return Page([_event(row) for row in rows], last, remaining)
 
     # tokens -------------------------------------------------------------------------------
 
@@ -502,6 +536,24 @@ class Store:
     def count_tokens(self) -> int:
         with self.transaction(write=False) as tx:
             return int(tx.execute(select(func.count()).select_from(tables.tokens)).scalar_one())
+
+
+def _count_after(conn: Connection, table: Table, where: list[Any], last: int) -> int:
+    """Rows matching ``where`` (its ``id > b_after`` included) after row id ``last``."""
+    query = select(func.count()).select_from(table).where(*where)
+    return int(conn.execute(query, {"b_after": last}).scalar_one())
+
+
+def _event(row: Any) -> Event:
+    return Event(
+        kind=row["kind"],
+        tenant=row["tenant"],
+        name=row["name"],
+        type=row["type"],
+        reason=row["reason"],
+        message=row["message"],
+        timestamp=isoformat(row["created_at"]),
+    )
 
 
 def _describe(kind: str, tenant: str, name: str) -> str:
