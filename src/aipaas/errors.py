@@ -82,6 +82,13 @@ class Conflict(ClientError):
     http_status = 409
 
 
+class TooManyRequests(ClientError):
+    """A bounded resource (log followers) is full; the same request may succeed later."""
+
+    code = "TooManyRequests"
+    http_status = 429
+
+
 class ServerError(AipaasError):
     code = "Internal"
     http_status = 500
@@ -103,6 +110,7 @@ _BY_CODE: dict[str, type[AipaasError]] = {
         NotFound,
         AlreadyExists,
         Conflict,
+        TooManyRequests,
         ServerError,
         Unavailable,
     )
