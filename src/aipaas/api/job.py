@@ -9,10 +9,12 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import AfterValidator, Field, field_validator, model_validator
 
 from aipaas.api.meta import LenientModel, Model, Name, Object
+from aipaas.api.priority import BUILT_IN_VALUES, MAX_PRIORITY, MIN_PRIORITY
 from aipaas.api.resources import Amounts, TaskResources
 
 MAX_REPLICAS = 1000
-PRIORITY_NAMES = {"low": 0, "normal": 100, "high": 1000, "critical": 10000}
+# The older names of ``spec.priority``: the built-in priority classes (api/priority.py).
+PRIORITY_NAMES = BUILT_IN_VALUES
 CANCEL_ANNOTATION = "aipaas.dev/cancel-requested"
 SIM_DURATION_ANNOTATION = "sim.aipaas.dev/duration"
 _ENV_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -91,10 +93,25 @@ class TaskSpec(Model):
 
 class JobSpec(Model):
     queue: Name = "default"
-    priority: int = Field(default=100, ge=-100000, le=100000)
+    # The value of the job's priority class, filled in by the server; only a platform admin may
+    # give an integer of its own. ``priority: high`` is read as ``priorityClassName: high``.
+    priority: int = Field(default=100, ge=MIN_PRIORITY, le=MAX_PRIORITY)
+    priority_class_name: Name | None = None
     min_available: int | None = Field(default=None, ge=1, le=MAX_REPLICAS, strict=True)
     depends_on: list[Name] = Field(default_factory=list, max_length=32)
     tasks: list[TaskSpec] = Field(min_length=1, max_length=64)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _class_from_priority_name(cls, data: Any) -> Any:
+        """``priority: high`` names the class ``high`` (unless the job names one itself)."""
+        if not isinstance(data, dict):
+            return data
+        value = data.get("priority")
+        if isinstance(value, str) and value in PRIORITY_NAMES:
+            if "priorityClassName" not in data and "priority_class_name" not in data:
+                return {**data, "priorityClassName": value}
+        return data
 
     @field_validator("priority", mode="before")
     @classmethod
@@ -102,7 +119,8 @@ class JobSpec(Model):
         if isinstance(value, str) and not value.lstrip("-").isdigit():
             if value not in PRIORITY_NAMES:
                 raise ValueError(
-                    f"must be an integer or one of {', '.join(PRIORITY_NAMES)}, got {value!r}"
+                    f"must be an integer or one of {', '.join(PRIORITY_NAMES)}, got {value!r} "
+                    "(other priority classes go in spec.priorityClassName)"
                 )
             return PRIORITY_NAMES[value]
         return value

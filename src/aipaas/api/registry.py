@@ -1,4 +1,5 @@
-"""Kinds by name, and loading objects from YAML or JSON with clear, bounded errors.
+"""Kinds by name, and loading objects from YAML or JSON with clear, bounded errors (the
+parsing itself, bounded before any recursion, is api/parsing.py's).
 
 Who calls it: the server (request bodies), the SDK and CLI (manifest files), the store (reading
 stored blobs). Pure: no I/O beyond the text handed in.
@@ -6,11 +7,9 @@ stored blobs). Pure: no I/O beyond the text handed in.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from typing import Any
 
-import yaml
 from pydantic import ValidationError
 
 from aipaas.api.devices import API_VERSION as DEVICE_API_VERSION
@@ -19,43 +18,36 @@ from aipaas.api.errors import invalid
 from aipaas.api.job import Job
 from aipaas.api.meta import API_VERSION, Object
 from aipaas.api.node import Node
+from aipaas.api.parsing import (
+    MAX_DEPTH,
+    MAX_DOCUMENT_BYTES,
+    MAX_DOCUMENTS,
+    MAX_NODES,
+    load_documents,
+)
+from aipaas.api.priority import PriorityClass
 from aipaas.api.queue import Queue
 from aipaas.api.tenancy import Tenant, User
-from aipaas.errors import FieldError, InvalidObject, PayloadTooLarge
+from aipaas.errors import FieldError, InvalidObject
 
-# libyaml's safe loader when present (several times faster), else the pure-Python one.
-_BASE_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+__all__ = [
+    "KINDS",
+    "MAX_DEPTH",
+    "MAX_DOCUMENTS",
+    "MAX_DOCUMENT_BYTES",
+    "MAX_NODES",
+    "check_depth",
+    "iter_kinds",
+    "load_documents",
+    "load_objects",
+    "parse_object",
+    "resolve_kind",
+]
 
-
-class _Loader(_BASE_LOADER):  # type: ignore[misc]
-    """The safe loader, refusing a key given twice in one mapping (YAML says it is an error;
-    PyYAML would silently keep the last)."""
-
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
-        seen: set[Any] = set()
-        for key_node, _value in node.value:
-            key = self.construct_object(key_node, deep=deep)
-            if isinstance(key, str | int | float | bool) and key in seen:
-                raise yaml.constructor.ConstructorError(
-                    "while reading a mapping",
-                    node.start_mark,
-                    f"duplicate key {key!r}",
-                    key_node.start_mark,
-                )
-            seen.add(key)
-        mapping: dict[Any, Any] = super().construct_mapping(node, deep=deep)
-        return mapping
-
-
-_LOADER: Any = _Loader
 KINDS: dict[str, type[Object]] = {
-    cls.model_fields["kind"].default: cls for cls in (Tenant, User, Queue, Job, Node)
+    cls.model_fields["kind"].default: cls for cls in (Tenant, User, Queue, Job, Node, PriorityClass)
 }
 KINDS.update(DEVICE_KINDS)
-MAX_DOCUMENT_BYTES = 1 << 20
-MAX_DEPTH = 32
-MAX_NODES = 100_000
-MAX_DOCUMENTS = 1000
 
 _ALIASES: dict[str, str] = {}
 for _kind, _cls in KINDS.items():
@@ -124,69 +116,8 @@ def check_depth(data: Any, limit: int = MAX_DEPTH) -> None:
             stack.extend((value, depth + 1) for value in item)
 
 
-def load_documents(text: str | bytes) -> list[Any]:
-    """Parse multi-document YAML (or JSON) safely: bounded size, depth and alias expansion."""
-    if len(text) > MAX_DOCUMENT_BYTES:
-        raise PayloadTooLarge(f"manifest is {len(text)} bytes; the limit is {MAX_DOCUMENT_BYTES}")
-    if isinstance(text, bytes):
-        try:
-            text = text.decode("utf-8")
-        except UnicodeDecodeError as err:
-            raise InvalidObject([FieldError("", f"not UTF-8: {err}")]) from err
-    if text.lstrip().startswith("{"):
-        return [_load_json(text)]  # JSON, the SDK's wire form: no aliases, a fast parser
-    try:
-        roots = list(yaml.compose_all(text, Loader=_LOADER))
-    except yaml.YAMLError as err:
-        raise InvalidObject([FieldError("", f"not valid YAML: {err}")]) from err
-    if len(roots) > MAX_DOCUMENTS:
-        raise InvalidObject([FieldError("", f"more than {MAX_DOCUMENTS} documents")])
-    for root in roots:
-        _check_expanded_size(root)
-    try:
-        documents = [doc for doc in yaml.load_all(text, Loader=_LOADER) if doc is not None]
-    except yaml.YAMLError as err:
-        raise InvalidObject([FieldError("", f"not valid YAML: {err}")]) from err
-    return documents
-
-
-def _load_json(text: str) -> Any:
-    try:
-        document = json.loads(text)
-    except RecursionError as err:
-        raise InvalidObject([FieldError("", f"nested deeper than {MAX_DEPTH} levels")]) from err
-    except ValueError as err:
-        raise InvalidObject([FieldError("", f"not valid JSON: {err}")]) from err
-    if text.count("{") + text.count("[") > MAX_DEPTH:  # else it cannot nest that deep
-        check_depth(document)
-    return document
-
-
 def load_objects(text: str | bytes) -> list[Object]:
     return [parse_object(doc, index=i if i else None) for i, doc in enumerate(load_documents(text))]
-
-
-def _check_expanded_size(root: yaml.Node | None) -> None:
-    """Count nodes as if aliases were expanded: a 'billion laughs' document fails fast."""
-    if root is None:
-        return
-    seen = 0
-    stack: list[tuple[yaml.Node, int]] = [(root, 0)]
-    while stack:
-        node, depth = stack.pop()
-        seen += 1
-        if seen > MAX_NODES:
-            raise InvalidObject(
-                [FieldError("", f"document expands to more than {MAX_NODES} nodes (YAML bomb?)")]
-            )
-        if depth > MAX_DEPTH:
-            raise InvalidObject([FieldError("", f"nested deeper than {MAX_DEPTH} levels")])
-        if isinstance(node, yaml.MappingNode):
-            for key, value in node.value:
-                stack.append((key, depth + 1))
-                stack.append((value, depth + 1))
-        elif isinstance(node, yaml.SequenceNode):
-            stack.extend((item, depth + 1) for item in node.value)
 
 
 def iter_kinds() -> Iterator[type[Object]]:

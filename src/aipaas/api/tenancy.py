@@ -7,7 +7,9 @@ from typing import ClassVar, Literal
 
 from pydantic import Field
 
-from aipaas.api.meta import LenientModel, Model, Object
+from aipaas.api.meta import LenientModel, Model, Name, Object
+from aipaas.api.priority import DEFAULT_ALLOWED, DEFAULT_CLASS
+from aipaas.api.queue import MAX_WEIGHT
 from aipaas.api.resources import Quota
 
 
@@ -21,6 +23,18 @@ class Role(StrEnum):
 class TenantSpec(Model):
     quota: Quota = Field(default_factory=Quota)
     display_name: str | None = Field(default=None, max_length=256)
+    # The tenant's share in fair share across tenants; its queues divide it (api/queue.py).
+    weight: float = Field(default=1, gt=0, le=MAX_WEIGHT)
+    # The priority classes its members may name (None: DEFAULT_ALLOWED), and what a job that
+    # names none gets (always allowed).
+    allowed_priority_classes: list[Name] | None = Field(default=None, max_length=64)
+    default_priority_class: Name = DEFAULT_CLASS
+
+    def allows_priority_class(self, name: str) -> bool:
+        allowed = self.allowed_priority_classes
+        return name == self.default_priority_class or name in (
+            DEFAULT_ALLOWED if allowed is None else allowed
+        )
 
 
 class Tenant(Object):
