@@ -40,6 +40,7 @@ import cel
 from cel import stdlib as cel_stdlib
 
 from aipaas.api.quantity import QuantityError, parse_quantity
+from aipaas.devices.cel_types import CelTypeError, check_selector_types
 
 __all__ = [
     "COST_LIMIT",
@@ -140,6 +141,13 @@ def compile_selector(expression: str) -> CompiledSelector:
         raise _syntax_error(expression, str(err)) from err
     tokens = _tokenize(expression)
     _check_names(expression, tokens)
+    for literal in _literal_calls(tokens):
+        _check_literal(expression, literal)
+    try:
+        check_selector_types(tokens, len(expression))
+    except CelTypeError as err:
+        line, column = _position(expression, err.offset)
+        raise CelError(expression, err.reason, line, column) from err
     cost = _estimate_cost(tokens)
     if cost > COST_LIMIT:
         raise CelError(
@@ -151,8 +159,6 @@ def compile_selector(expression: str) -> CompiledSelector:
     compiled = CompiledSelector(
         expression, program, _read_paths(tokens), cost, context, _indexed_strings(tokens)
     )
-    for literal in _literal_calls(tokens):
-        _check_literal(expression, literal)
     if compiled.paths == ():
         # Constant expression: it must at least evaluate to a bool.
         try:
@@ -195,7 +201,7 @@ _SEMVER_RE: Final = re.compile(
 
 
 def _semver_tuple(text: str) -> tuple[int, int, int, tuple[tuple[int, int | str], ...]]:
-    match = _SEMVER_RE.match(text)
+    match = _SEMVER_RE.fullmatch(text)
     if match is None:
         raise ValueError(f"invalid semantic version {text!r}")
     pre = match.group(4)
@@ -234,7 +240,7 @@ def _is_quantity(text: Any) -> bool:
 
 
 def _is_semver(text: Any) -> bool:
-    return isinstance(text, str) and _SEMVER_RE.match(text) is not None
+    return isinstance(text, str) and _SEMVER_RE.fullmatch(text) is not None
 
 
 def _version_part(index: int) -> Callable[[Any], int]:
@@ -311,7 +317,12 @@ _KEYWORDS: Final = frozenset(
     {"true", "false", "null", "in", "int", "uint", "double", "string", "bytes", "bool",
      "list", "map", "type", "dyn", "null_type"}
 )  # fmt: skip
-_EMPTY_DEVICE: Final[dict[str, Any]] = {"driver": "", "attributes": {}, "capacity": {}}
+_EMPTY_DEVICE: Final[dict[str, Any]] = {
+    "driver": "",
+    "attributes": {},
+    "capacity": {},
+    "allowMultipleAllocations": False,
+}
 
 
 # --- static analysis of the token stream --------------------------------------------------------

@@ -418,7 +418,12 @@ def _device_record(item: ResourceSlice, slice_name: str, index: int) -> DeviceIn
         consumes=consumes,
         multiple=bool(device.allow_multiple_allocations),
         taints=tuple(device.taints),
-        cel_value={"driver": driver, "attributes": cel_attributes, "capacity": cel_capacity},
+        cel_value={
+            "driver": driver,
+            "attributes": cel_attributes,
+            "capacity": cel_capacity,
+            "allowMultipleAllocations": bool(device.allow_multiple_allocations),
+        },
         flat=flat,
         node_selector=selector,
         qualified={f"{d}/{n}": v for d, values in attributes.items() for n, v in values.items()},

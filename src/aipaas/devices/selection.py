@@ -109,8 +109,10 @@ def _prefilled(value: dict[str, Any], domains: tuple[str, ...]) -> dict[str, Any
     """The whole device, with every domain the expression names present (empty if absent)."""
     if not domains:
         return value
+    # A shallow copy keeps every field (allowMultipleAllocations too); the maps are copied
+    # before domains are added so the device's own value is left as it was.
     filled = {
-        "driver": value["driver"],
+        **value,
         "attributes": dict(value["attributes"]),
         "capacity": dict(value["capacity"]),
     }
