@@ -4,7 +4,8 @@ Who calls it: the API models (to refuse a bad expression when an object is loade
 allocator (to test devices). Pure; imports the `cel` library (a Rust CEL core) and
 aipaas.api.quantity.
 
-The environment: one variable, ``device``, with ``driver`` (string), ``attributes`` (a map of
+The environment: one variable, ``device``, with ``driver`` (string),
+``allowMultipleAllocations`` (bool), ``attributes`` (a map of
 domain to a map of name to int/bool/string/semver) and ``capacity`` (a map of domain to a map of
 name to quantity); ``quantity()``/``semver()`` and their methods (``compareTo``, ``isGreaterThan``,
 ``isLessThan``, ``sign``, ``add``, ``sub``, ``asInteger``, ``major``...); the cel-go strings
@@ -12,10 +13,11 @@ extension (``lowerAscii``, ``split``...).
 
 What the CEL library does not do, and what this module does instead:
 
-* Type checking: it has no checker. At compile time this module refuses undeclared
-  identifiers and unknown functions, with their line and column; the rest of the type errors
-  (``device.driver == 1``) surface at evaluation time as an evaluation error, not as ``false``
-  (where the library itself answers ``false`` to ``1 == "a"``, so does this module).
+* Type checking: it has no checker. :mod:`aipaas.devices.cel_types` checks the expression
+  against Kubernetes' typed DRA environment when it is compiled (a result that cannot be a bool,
+  an unknown device field, an operand of the wrong type: ``device.driver == 1``, which the
+  library would answer ``false``), and this module refuses undeclared identifiers and unknown
+  functions; all with their line and column.
 * Cost limit: it has none and cannot be interrupted. This module estimates a cost from the
   token stream before it accepts an expression: every token costs 1, and a token inside a
   comprehension macro (``all``, ``exists``, ``exists_one``, ``map``, ``filter``) costs
