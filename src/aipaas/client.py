@@ -84,11 +84,17 @@ class Client:
         result: dict[str, Any] = self._call("GET", f"/{_plural(kind)}/{name}", params=_t(tenant))
         return result
 
-    def list(self, kind: str, tenant: str | None = None) -> list[dict[str, Any]]:
-        items: list[dict[str, Any]] = self._call("GET", f"/{_plural(kind)}", params=_t(tenant))[
-            "items"
-        ]
-        return items
+    def list(
+        self, kind: str, tenant: str | None = None, *, page_size: int | None = None
+    ) -> list[dict[str, Any]]:
+        """Every object of a kind: the server's pages, their continue tokens followed."""
+        return builtins.list(self.iter_list(kind, tenant, page_size=page_size))
+
+    def iter_list(
+        self, kind: str, tenant: str | None = None, *, page_size: int | None = None
+    ) -> Iterator[dict[str, Any]]:
+        """``list``, a page at a time: no more than one page is held."""
+        return self._pages(f"/{_plural(kind)}", _t(tenant), page_size)
 
     def replace(self, manifest: str | bytes) -> dict[str, Any]:
         """Update one object; its metadata.resourceVersion must be the one read (else 409)."""
@@ -116,15 +122,20 @@ class Client:
         return items
 
     def events(
-        self, kind: str | None = None, name: str | None = None, tenant: str | None = None
+        self,
+        kind: str | None = None,
+        name: str | None = None,
+        tenant: str | None = None,
+        *,
+        page_size: int | None = None,
     ) -> builtins.list[dict[str, Any]]:
+        """Events, oldest first, every page of them."""
         params = _t(tenant)
         if kind:
             params["kind"] = resolve_kind(kind)
         if name:
             params["name"] = name
-        items: builtins.list[dict[str, Any]] = self._call("GET", "/events", params=params)["items"]
-        return items
+        return builtins.list(self._pages("/events", params, page_size))
 
     def logs(
         self,
@@ -133,13 +144,25 @@ class Client:
         task: str | None = None,
         follow: bool = False,
         tenant: str | None = None,
+        tail: int | None = None,
+        since_seconds: int | None = None,
+        limit_bytes: int | None = None,
     ) -> Iterator[str]:
-        """Lines of the job's task logs, each prefixed with its task name."""
+        """Lines of the job's task logs, each prefixed with its task name: the last ``tail``
+        of each task, of the tasks written to in the last ``since_seconds``, at most
+        ``limit_bytes`` in all (the server caps it too)."""
         params: dict[str, str] = _t(tenant)
         if task:
             params["task"] = task
         if follow:
             params["follow"] = "true"
+        for key, value in (
+            ("tail", tail),
+            ("sinceSeconds", since_seconds),
+            ("limitBytes", limit_bytes),
+        ):
+            if value is not None:
+                params[key] = str(value)
         timeout = None if follow else self.http.timeout
         try:
             with self.http.stream(
@@ -171,6 +194,21 @@ class Client:
         return result
 
     # transport ------------------------------------------------------------------------------
+
+    def _pages(
+        self, path: str, params: dict[str, str], page_size: int | None
+    ) -> Iterator[dict[str, Any]]:
+        """The items of every page of a list, following ``metadata.continue``."""
+        query = dict(params)
+        if page_size is not None:
+            query["limit"] = str(page_size)
+        while True:
+            answer = self._call("GET", path, params=query)
+            yield from answer["items"]
+            token = (answer.get("metadata") or {}).get("continue")
+            if not token:
+                return
+            query["continue"] = str(token)
 
     def _call(self, method: str, path: str, **kwargs: Any) -> Any:
         try:

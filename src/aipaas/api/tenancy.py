@@ -14,10 +14,21 @@ from aipaas.api.resources import Quota
 
 
 class Role(StrEnum):
+    """What a user may do. Ranked platform-admin > tenant-admin > member > viewer; nobody acts
+    on a user ranked above itself. A metrics-reader (a scraper's identity) may read /metrics
+    and nothing else; like a platform admin it belongs to no tenant, and only platform admins
+    manage it."""
+
     PLATFORM_ADMIN = "platform-admin"
     TENANT_ADMIN = "tenant-admin"
     MEMBER = "member"
     VIEWER = "viewer"
+    METRICS_READER = "metrics-reader"
+
+    @property
+    def tenantless(self) -> bool:
+        """Users of this role belong to no tenant (their User object has none)."""
+        return self in (Role.PLATFORM_ADMIN, Role.METRICS_READER)
 
 
 class TenantSpec(Model):
@@ -52,6 +63,9 @@ class UserSpec(Model):
 
 
 class User(Object):
+    """A person or a robot. Platform admins and metrics readers are stored without a tenant
+    (``metadata.tenant`` unset); every other role lives in exactly one tenant."""
+
     plural: ClassVar[str] = "users"
 
     kind: Literal["User"] = "User"

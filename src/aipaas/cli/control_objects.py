@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -156,6 +157,16 @@ def logs(
         bool, typer.Option("--follow", "-f", help="Stream until the job ends.")
     ] = False,
     tenant: Tenant = None,
+    tail: Annotated[
+        int | None, typer.Option("--tail", min=0, help="The last N lines of each task.")
+    ] = None,
+    since: Annotated[
+        str | None,
+        typer.Option("--since", help="Only tasks that wrote in this window: 30s, 10m, 2h, 1d."),
+    ] = None,
+    limit_bytes: Annotated[
+        int | None, typer.Option("--limit-bytes", min=1, help="At most this many bytes.")
+    ] = None,
 ) -> None:
     """Logs of every task of a job, each line prefixed with the task's name."""
     kind, _, job = target.partition("/")
@@ -164,9 +175,40 @@ def logs(
     if kind.lower() not in ("job", "jobs"):
         print("error: logs are kept for jobs: use job/NAME", file=sys.stderr)
         raise typer.Exit(2)
+    since_seconds = None
+    if since is not None:
+        since_seconds = duration_seconds(since)
+        if since_seconds is None:
+            print(f"error: --since {since!r}: use a duration such as 30s, 10m, 2h", file=sys.stderr)
+            raise typer.Exit(2)
     with _client() as client:
-        for line in client.logs(job, task=task, follow=follow, tenant=tenant):
+        lines = client.logs(
+            job,
+            task=task,
+            follow=follow,
+            tenant=tenant,
+            tail=tail,
+            since_seconds=since_seconds,
+            limit_bytes=limit_bytes,
+        )
+        for line in lines:
             print(line, flush=follow)
+
+
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def duration_seconds(text: str) -> int | None:
+    """``30s``, ``10m``, ``2h``, ``1d`` or ``1h30m`` (a bare number is seconds), in whole
+    seconds; None when it is not a positive duration."""
+    match = re.fullmatch(r"(?:(\d+)([smhd]))+|(\d+)", text.strip())
+    if match is None:
+        return None
+    if match.group(3) is not None:
+        total = int(match.group(3))
+    else:
+        total = sum(int(n) * _UNITS[u] for n, u in re.findall(r"(\d+)([smhd])", text))
+    return total if total > 0 else None
 
 
 def events(

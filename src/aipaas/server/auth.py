@@ -1,9 +1,12 @@
-"""Bearer-token authentication: the token's hash finds its user; the user's role applies.
+"""Bearer-token authentication: the token's hash finds the token, its owner's uid the user;
+the user's current role applies.
 
 Each API process keeps who a token is for a few seconds, because two store reads per request
-were the largest cost of a submission. A role change or a deleted user therefore takes effect
-within ``PRINCIPAL_TTL_SECONDS`` (at once in the process that made the change, which forgets
-everything it knew).
+were the largest cost of a submission. A role change, a deleted user or a revoked token
+therefore takes effect within ``PRINCIPAL_TTL_SECONDS`` in other processes (at once in the
+process that made the change, which forgets everything it knew); an entry never outlives its
+token's expiry. A token's last use is written at most once a minute (``LAST_USE_EVERY``), on
+a cache miss only: the hot path reads and writes nothing.
 """
 
 from __future__ import annotations
@@ -15,17 +18,18 @@ from typing import Final
 from fastapi import Request
 
 from aipaas.api.tenancy import Role, User
-from aipaas.errors import Unauthenticated
+from aipaas.errors import Forbidden, Unauthenticated
 from aipaas.store import Store
 from aipaas.tenancy.principal import Principal
-from aipaas.tenancy.tokens import hash_token
+from aipaas.tenancy.tokens import LAST_USE_EVERY, hash_token
 
 PRINCIPAL_TTL_SECONDS: Final = 2.0
 _CACHE_MAX: Final = 10_000
+METRICS_ROLES: Final = frozenset({Role.METRICS_READER, Role.PLATFORM_ADMIN})
 
 
 class PrincipalCache:
-    """Token hash -> principal, each entry kept ``ttl`` seconds."""
+    """Token hash -> principal, each entry kept ``ttl`` seconds (less if the token expires)."""
 
     def __init__(self, ttl: float = PRINCIPAL_TTL_SECONDS) -> None:
         self.ttl = ttl
@@ -38,11 +42,13 @@ class PrincipalCache:
             return None
         return entry[1]
 
-    def put(self, token_hash: str, principal: Principal) -> None:
+    def put(self, token_hash: str, principal: Principal, *, at_most: float | None = None) -> None:
+        """Remember ``principal`` for the TTL, or ``at_most`` seconds if that is shorter."""
+        keep = self.ttl if at_most is None else min(self.ttl, at_most)
         with self._lock:
             if len(self._entries) >= _CACHE_MAX:
                 self._entries.clear()
-            self._entries[token_hash] = (time.monotonic() + self.ttl, principal)
+            self._entries[token_hash] = (time.monotonic() + keep, principal)
 
     def forget_all(self) -> None:
         with self._lock:
@@ -52,13 +58,21 @@ class PrincipalCache:
 def authenticate(
     store: Store, header: str | None, cache: PrincipalCache | None = None
 ) -> Principal:
-    token_hash = _token_hash(header)
-    if cache is not None and (known := cache.get(token_hash)) is not None:
-        return known
-    principal = _look_up(store, token_hash)
-    if cache is not None:
-        cache.put(token_hash, principal)
-    return principal
+    """The caller of an API route.
+
+    Raises:
+        Unauthenticated: no token, or an unknown, revoked or expired one, or its user is gone.
+        Forbidden: a metrics reader (it may read /metrics only).
+    """
+    return _api_caller(_principal(store, header, cache))
+
+
+def metrics_reader(store: Store, header: str | None, cache: PrincipalCache) -> Principal:
+    """The caller of /metrics: a metrics reader or a platform admin (else 403)."""
+    caller = _principal(store, header, cache)
+    if caller.role not in METRICS_ROLES:
+        raise Forbidden(f"role {caller.role} may not read metrics")
+    return caller
 
 
 def remembered(header: str | None, cache: PrincipalCache) -> Principal | None:
@@ -66,8 +80,26 @@ def remembered(header: str | None, cache: PrincipalCache) -> Principal | None:
 
     Raises:
         Unauthenticated: no header, or not ``Bearer <token>``.
+        Forbidden: a remembered metrics reader.
     """
-    return cache.get(_token_hash(header))
+    known = cache.get(_token_hash(header))
+    return None if known is None else _api_caller(known)
+
+
+def _api_caller(principal: Principal) -> Principal:
+    if principal.role is Role.METRICS_READER:
+        raise Forbidden("role metrics-reader may read /metrics only")
+    return principal
+
+
+def _principal(store: Store, header: str | None, cache: PrincipalCache | None) -> Principal:
+    token_hash = _token_hash(header)
+    if cache is not None and (known := cache.get(token_hash)) is not None:
+        return known
+    principal, lifetime = _look_up(store, token_hash)
+    if cache is not None:
+        cache.put(token_hash, principal, at_most=lifetime)
+    return principal
 
 
 def _token_hash(header: str | None) -> str:
@@ -79,16 +111,23 @@ def _token_hash(header: str | None) -> str:
     return hash_token(token.strip())
 
 
-def _look_up(store: Store, token_hash: str) -> Principal:
-    record = store.find_token(token_hash)
-    if record is None:
+def _look_up(store: Store, token_hash: str) -> tuple[Principal, float | None]:
+    """The token's principal and how many seconds the token has left (None: no expiry)."""
+    found = store.token_and_owner(token_hash)
+    if found is None:
         raise Unauthenticated("invalid token")
-    if record.role == Role.PLATFORM_ADMIN and not record.tenant:
-        return Principal(record.user, "", Role.PLATFORM_ADMIN)
-    user = store.find("User", record.tenant, record.user)
-    if not isinstance(user, User):
+    record, owner = found
+    now = store.clock.now()
+    if record.revoked_at is not None:
+        raise Unauthenticated("the token was revoked")
+    if record.expires_at is not None and record.expires_at <= now:
+        raise Unauthenticated("the token has expired")
+    if not isinstance(owner, User):
         raise Unauthenticated(f"the token's user {record.user} no longer exists")
-    return Principal(user.name, record.tenant, user.spec.role)
+    if record.last_used_at is None or now - record.last_used_at >= LAST_USE_EVERY:
+        store.touch_token(record.id, now)
+    left = None if record.expires_at is None else (record.expires_at - now).total_seconds()
+    return Principal(owner.name, owner.tenant, owner.spec.role, owner.metadata.uid or ""), left
 
 
 def principal_cache(request: Request) -> PrincipalCache:

@@ -1,61 +1,124 @@
-"""Task logs: the controller records each task's log file; the server reads and streams them."""
+"""Task logs, read by range: the controller records each task's log file; the server reads it.
+
+Nothing here holds a whole log in memory: a tail is read from the end of the file in blocks
+until enough lines are found, anything else is streamed in blocks, and one answer carries at
+most ``limit_bytes`` (the caller's, capped by the server's setting). Lines go out as bytes,
+each prefixed with its task's name; a line longer than ``MAX_LINE`` is cut into pieces.
+"""
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import AsyncIterator, Callable, Sequence
-from pathlib import Path
+import os
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from datetime import datetime
 
 from aipaas.store import TaskRecord
 
 CHUNK = 1 << 16
-Snapshot = Callable[[], tuple[Sequence[TaskRecord], bool]]
+MAX_LINE = 1 << 18  # a longer line goes out in pieces rather than growing a buffer
 
 
-def read_lines(records: Sequence[TaskRecord]) -> list[str]:
-    """Every task's log, task by task, each line prefixed with the task's name."""
-    lines: list[str] = []
+@dataclass(frozen=True)
+class LogRange:
+    """Which part of the logs one answer carries."""
+
+    limit_bytes: int
+    tail: int | None = None  # the last lines of each task (None: every line)
+    # Only tasks whose log was written at or after this time (lines carry no time of their
+    # own: the backends write what the task prints, so a task is chosen by its file's mtime).
+    since: datetime | None = None
+
+
+def chosen(records: Sequence[TaskRecord], since: datetime | None) -> list[TaskRecord]:
+    """The records with a log file, written to since ``since`` when given."""
+    found = []
     for record in records:
         if not record.log_path:
             continue
-        path = Path(record.log_path)
-        if not path.exists():
+        try:
+            written = os.stat(record.log_path).st_mtime
+        except OSError:
             continue
-        with path.open("r", encoding="utf-8", errors="replace") as handle:
-            lines.extend(f"{record.name} | {line.rstrip(chr(10))}\n" for line in handle)
-    return lines
+        if since is None or written >= since.timestamp():
+            found.append(record)
+    return found
 
 
-async def follow(snapshot: Snapshot, poll_seconds: float = 0.3) -> AsyncIterator[str]:
-    """Yield new lines of every task as they are written, until the job is done and drained.
+def read(records: Sequence[TaskRecord], window: LogRange) -> Iterator[bytes]:
+    """Every chosen task's lines, task by task, until ``window.limit_bytes`` are given."""
+    budget = window.limit_bytes
+    for record in chosen(records, window.since):
+        assert record.log_path is not None
+        prefix = f"{record.name} | ".encode()
+        if window.tail is not None:
+            lines: Iterator[bytes] = iter(tail_lines(record.log_path, window.tail, budget))
+        else:
+            lines = stream_lines(record.log_path)
+        for line in lines:
+            out = prefix + line + b"\n"
+            if len(out) > budget:
+                return
+            budget -= len(out)
+            yield out
 
-    ``snapshot()`` (run in a thread: it reads the store) returns the tasks and whether the job
-    has finished.
-    """
-    offsets: dict[str, int] = {}
-    partial: dict[str, str] = {}
-    while True:
-        records, done = await asyncio.to_thread(snapshot)
-        wrote = False
-        for record in records:
-            if not record.log_path or not Path(record.log_path).exists():
-                continue
-            with Path(record.log_path).open("rb") as handle:
-                handle.seek(offsets.get(record.name, 0))
-                data = handle.read(CHUNK)
-            if not data:
-                continue
-            wrote = True
-            offsets[record.name] = offsets.get(record.name, 0) + len(data)
-            text = partial.pop(record.name, "") + data.decode("utf-8", errors="replace")
-            *complete, rest = text.split("\n")
-            if rest:
-                partial[record.name] = rest
+
+def tail_lines(path: str, count: int, max_bytes: int, *, end: int | None = None) -> list[bytes]:
+    """The last ``count`` lines of a file (of its first ``end`` bytes when given), read
+    backwards in blocks; no more than about ``max_bytes`` of it are read (older lines beyond
+    that are left out)."""
+    if count <= 0:
+        return []
+    try:
+        handle = open(path, "rb")  # noqa: SIM115 (closed below, in every path)
+    except OSError:
+        return []
+    with handle:
+        size = handle.seek(0, os.SEEK_END)
+        end = size if end is None else min(end, size)
+        position = end
+        blocks: list[bytes] = []
+        newlines = 0
+        # A final newline ends the last line; it does not start another.
+        while position > 0 and newlines <= count and end - position < max_bytes + CHUNK:
+            step = min(CHUNK, position)
+            position -= step
+            handle.seek(position)
+            block = handle.read(step)
+            blocks.append(block)
+            newlines += block.count(b"\n")
+    data = b"".join(reversed(blocks))
+    if data.endswith(b"\n"):
+        data = data[:-1]
+    lines = data.split(b"\n")
+    if position > 0:
+        lines = lines[1:]  # the first piece is the end of a line that began further back
+    return [piece for line in lines[-count:] for piece in _pieces(line)]
+
+
+def stream_lines(path: str, start: int = 0) -> Iterator[bytes]:
+    """The lines of a file from byte ``start``, read a block at a time."""
+    try:
+        handle = open(path, "rb")  # noqa: SIM115 (closed by the with below)
+    except OSError:
+        return
+    with handle:
+        handle.seek(start)
+        rest = b""
+        while block := handle.read(CHUNK):
+            *complete, rest = (rest + block).split(b"\n")
             for line in complete:
-                yield f"{record.name} | {line}\n"
-        if done and not wrote:
-            for name, rest in partial.items():
-                yield f"{name} | {rest}\n"
-            return
-        if not wrote:
-            await asyncio.sleep(poll_seconds)
+                yield from _pieces(line)
+            while len(rest) >= MAX_LINE:
+                yield rest[:MAX_LINE]
+                rest = rest[MAX_LINE:]
+        if rest:
+            yield rest
+
+
+def _pieces(line: bytes) -> Iterator[bytes]:
+    if len(line) <= MAX_LINE:
+        yield line
+        return
+    for at in range(0, len(line), MAX_LINE):
+        yield line[at : at + MAX_LINE]

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
+from datetime import timedelta
+from functools import partial
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request
@@ -10,14 +13,14 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel, Field
 from starlette.concurrency import run_in_threadpool
 
-from aipaas.api.job import Job
+from aipaas.api.job import Job, JobPhase
 from aipaas.api.meta import Name, Object
 from aipaas.api.node import Node
 from aipaas.api.registry import KINDS, resolve_kind
 from aipaas.api.tenancy import User
 from aipaas.errors import Forbidden, InvalidObject, NotFound, PayloadTooLarge
 from aipaas.metering.usage import usage
-from aipaas.server import logs
+from aipaas.server import logs, reads
 from aipaas.server.auth import (
     PrincipalCache,
     authenticate,
@@ -26,8 +29,10 @@ from aipaas.server.auth import (
     remembered,
 )
 from aipaas.server.devices import device_listing
+from aipaas.server.log_watch import JobLogs
 from aipaas.server.service import Applied, ObjectService
 from aipaas.store import Store, TaskRepository
+from aipaas.store.followed import followed_jobs
 from aipaas.tenancy.principal import Principal, Verb
 from aipaas.tenancy.tokens import hash_token, new_token
 
@@ -38,6 +43,17 @@ Caller = Annotated[Principal, Depends(principal_of)]
 # Bodies up to this size are parsed on the event loop; larger ones in the thread pool.
 SMALL_BODY_BYTES = 16 * 1024
 TenantQuery = Annotated[str | None, Query(max_length=63, description="Tenant (admins)")]
+LimitQuery = Annotated[
+    int, Query(ge=1, le=reads.MAX_LIMIT, description="Most items in one answer (a page).")
+]
+ContinueQuery = Annotated[
+    str | None,
+    Query(
+        alias="continue",
+        max_length=200,
+        description="metadata.continue of the previous page: the next page.",
+    ),
+]
 
 
 def _store(request: Request) -> Store:
@@ -106,13 +122,23 @@ def applied_response(results: list[Applied]) -> Response:
     return Response(f'{{"items":[{items}]}}', media_type="application/json")
 
 
-@generic.get("/{plural}")
+@generic.get("/{plural}", summary="A page of objects of a kind; follow metadata.continue")
 def list_objects(
-    plural: str, request: Request, caller: Caller, tenant: TenantQuery = None
+    plural: str,
+    request: Request,
+    caller: Caller,
+    tenant: TenantQuery = None,
+    limit: LimitQuery = reads.DEFAULT_LIMIT,
+    continue_: ContinueQuery = None,
 ) -> dict[str, Any]:
     kind = _kind(plural)
-    items = _service(request, caller).list_objects(kind, tenant)
-    return {"kind": f"{kind}List", "items": [item.to_wire() for item in items]}
+    after = reads.decode_continue(continue_)
+    page = _service(request, caller).list_page(kind, tenant, limit=limit, after=after)
+    return {
+        "kind": f"{kind}List",
+        "metadata": reads.list_metadata(page),
+        "items": [item.to_wire() for item in page.items],
+    }
 
 
 @generic.get("/{plural}/{name}")
@@ -153,7 +179,7 @@ def cancel_job(
     return job.to_wire()
 
 
-@router.get("/jobs/{name}/logs")
+@router.get("/jobs/{name}/logs", summary="Task logs, by range (tail, since, limitBytes)")
 async def job_logs(
     name: str,
     request: Request,
@@ -161,45 +187,75 @@ async def job_logs(
     tenant: TenantQuery = None,
     task: Annotated[str | None, Query(max_length=80)] = None,
     follow: bool = False,
+    tail: Annotated[
+        int | None, Query(ge=0, le=1_000_000, description="The last lines of each task.")
+    ] = None,
+    since_seconds: Annotated[
+        int | None,
+        Query(
+            alias="sinceSeconds",
+            ge=1,
+            le=10 * 365 * 24 * 3600,
+            description="Only tasks whose log was written in the last so many seconds.",
+        ),
+    ] = None,
+    limit_bytes: Annotated[
+        int | None,
+        Query(alias="limitBytes", ge=1, description="Most bytes (capped by the server's)."),
+    ] = None,
 ) -> StreamingResponse:
     store = _store(request)
     service = _service(request, caller)
     job = await run_in_threadpool(service.get, "Job", name, tenant)
     assert isinstance(job, Job)
-    repository = TaskRepository(store)
-    uid = job.metadata.uid or ""
-
-    def snapshot() -> tuple[list[Any], bool]:
-        records = [r for r in repository.for_job(uid) if task is None or r.name == task]
-        current = store.find("Job", job.tenant, job.name)
-        done = current is None or (
-            isinstance(current, Job)
-            and current.status is not None
-            and current.status.phase.finished
-        )
-        return records, done
-
-    records, _ = await run_in_threadpool(snapshot)
     if task is not None and task not in _task_names(job):
         raise NotFound(f"job {name} has no task {task} (tasks: {', '.join(_task_names(job))})")
+    cap = reads.limits_of(request).log_max_bytes
+    window = logs.LogRange(
+        limit_bytes=min(limit_bytes or cap, cap),
+        tail=tail,
+        since=None
+        if since_seconds is None
+        else store.clock.now() - timedelta(seconds=since_seconds),
+    )
+    uid = job.metadata.uid or ""
     if follow:
-        return StreamingResponse(logs.follow(snapshot), media_type="text/plain")
-    lines = await run_in_threadpool(logs.read_lines, records)
-    return StreamingResponse(iter(lines), media_type="text/plain")
+        read_jobs = partial(_followed, store)
+        watch = reads.log_watch(request, read_jobs)
+        state = (await run_in_threadpool(read_jobs, [uid])).get(uid, JobLogs((), True))
+        follower = watch.join(uid, task, window, state)
+        return StreamingResponse(watch.stream(follower), media_type="text/plain")
+    records = await run_in_threadpool(TaskRepository(store).for_job, uid)
+    chosen = [r for r in records if task is None or r.name == task]
+    return StreamingResponse(logs.read(chosen, window), media_type="text/plain")
+
+
+def _followed(store: Store, uids: Sequence[str]) -> dict[str, JobLogs]:
+    """The log watcher's one read for all followers: the jobs' tasks and whether each is done."""
+    return {
+        uid: JobLogs(job.tasks, job.phase in _FINISHED)
+        for uid, job in followed_jobs(store, uids).items()
+    }
+
+
+_FINISHED = frozenset(phase.value for phase in JobPhase if phase.finished)
 
 
 def _task_names(job: Job) -> list[str]:
     return [f"{t.name}-{i}" for t in job.spec.tasks for i in range(t.replicas)]
 
 
-@router.get("/events")
+@router.get("/events", summary="A page of events, oldest first; follow metadata.continue")
 def list_events(
     request: Request,
     caller: Caller,
     tenant: TenantQuery = None,
     kind: Annotated[str | None, Query(max_length=32)] = None,
     name: Annotated[str | None, Query(max_length=63)] = None,
+    limit: LimitQuery = reads.DEFAULT_LIMIT,
+    continue_: ContinueQuery = None,
 ) -> dict[str, Any]:
+    after = reads.decode_continue(continue_)
     store = _store(request)
     resolved = resolve_kind(kind) if kind else None
     scope = tenant if caller.is_platform_admin else (tenant or caller.tenant)
@@ -210,8 +266,13 @@ def list_events(
         obj = _service(request, caller).get(resolved, name, tenant)
         uid = obj.metadata.uid
         scope = obj.tenant
-    events = store.list_events(tenant=scope, kind=resolved, name=name, uid=uid)
-    return {"items": [event.model_dump(mode="json") for event in events]}
+    page = store.events_page(
+        tenant=scope, kind=resolved, name=name, uid=uid, limit=limit, after=after
+    )
+    return {
+        "metadata": reads.list_metadata(page),
+        "items": [event.model_dump(mode="json") for event in page.items],
+    }
 
 
 @router.get("/devices", summary="Every published device, its attributes and who holds it")

@@ -21,6 +21,7 @@ from aipaas.clock import isoformat
 from aipaas.errors import Conflict, FieldError, Forbidden, InvalidObject, NotFound
 from aipaas.metering.usage import SUBMITTER_ANNOTATION
 from aipaas.store import Store, TaskRepository
+from aipaas.store.paging import Page
 from aipaas.tenancy.principal import Principal, Verb
 
 DELETE_ANNOTATION = "aipaas.dev/delete-requested"
@@ -84,6 +85,21 @@ class ObjectService:
         if tenant is None and self.caller.is_platform_admin:
             return self.store.list_objects(kind, None)
         return self.store.list_objects(kind, self._scope(cls, tenant))
+
+    def list_page(self, kind: str, tenant: str | None, *, limit: int, after: int) -> Page[Object]:
+        """``list_objects`` a page at a time (the API's lists; see store/paging.py)."""
+        cls = KINDS[kind]
+        if kind == "Tenant":
+            page = self.store.list_page("Tenant", "", limit=limit, after=after)
+            seen = [t for t in page.items if self.caller.sees_tenant(t.name)]
+            return Page(seen, page.next_after, page.remaining)
+        if not cls.namespaced:
+            scope: str | None = ""
+        elif tenant is None and self.caller.is_platform_admin:
+            scope = None
+        else:
+            scope = self._scope(cls, tenant)
+        return self.store.list_page(kind, scope, limit=limit, after=after)
 
     # writes -------------------------------------------------------------------------------
 

@@ -96,6 +96,18 @@ class TaskRepository:
             )
         return [_record(row) for row in rows]
 
+    def for_jobs(self, job_uids: Sequence[str], *, conn: Connection) -> dict[str, list[TaskRecord]]:
+        """The records of several jobs, by job uid, in rank order (the log followers' read)."""
+        query = (
+            select(tables.tasks)
+            .where(tables.tasks.c.job_uid.in_(list(job_uids)))
+            .order_by(tables.tasks.c.job_uid, tables.tasks.c.rank)
+        )
+        result: dict[str, list[TaskRecord]] = {}
+        for row in conn.execute(query).mappings():
+            result.setdefault(row["job_uid"], []).append(_record(row))
+        return result
+
     def of_jobs_not_in(self, phases: Sequence[str]) -> dict[str, list[TaskRecord]]:
         """The records of every job whose phase is none of ``phases``, by job uid, in rank order.
 

@@ -1,0 +1,220 @@
+"""Log followers (``logs -f``): one watcher per process serves them all.
+
+The watcher reads the followed jobs' phases and task records from the database once per
+``refresh`` seconds for every follower together (one read, however many follow), and wakes
+the followers every ``tick`` seconds; a woken follower looks at the sizes of its tasks' log
+files (local I/O) and reads only what was appended. The number of followers is bounded: one
+more is refused with 429 (TooManyRequests) rather than served slowly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import os
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass, field
+
+from aipaas.errors import TooManyRequests
+from aipaas.server.logs import CHUNK, MAX_LINE, LogRange, chosen, tail_lines
+from aipaas.store import TaskRecord
+
+log = logging.getLogger("aipaas.server.logs")
+
+READ_PER_WAKE = 4 * CHUNK  # per task and wake-up; a follower with more to read comes back
+
+
+@dataclass(frozen=True)
+class JobLogs:
+    """What the watcher knows of a followed job."""
+
+    tasks: Sequence[TaskRecord]
+    done: bool  # finished (or deleted): followers drain the files and end
+
+
+ReadJobs = Callable[[Sequence[str]], dict[str, JobLogs]]  # job uids -> those that still exist
+
+
+@dataclass(eq=False)
+class Follower:
+    job_uid: str
+    task: str | None
+    window: LogRange
+    state: JobLogs
+    wake: asyncio.Event = field(default_factory=asyncio.Event)
+    offsets: dict[str, int] = field(default_factory=dict)  # by log path: a new attempt, a new file
+    partial: dict[str, bytes] = field(default_factory=dict)
+    sent: int = 0
+
+    def records(self) -> list[TaskRecord]:
+        return [r for r in self.state.tasks if r.log_path and self.task in (None, r.name)]
+
+
+class LogWatch:
+    def __init__(
+        self,
+        read_jobs: ReadJobs,
+        *,
+        max_followers: int,
+        tick: float = 0.2,
+        refresh: float = 1.0,
+    ) -> None:
+        self.read_jobs = read_jobs
+        self.max_followers = max_followers
+        self.tick = tick
+        self.refresh = refresh
+        self.reads = 0  # database reads made, for the tests and the curious
+        self._followers: set[Follower] = set()
+        self._task: asyncio.Task[None] | None = None
+
+    @property
+    def followers(self) -> int:
+        return len(self._followers)
+
+    def join(self, job_uid: str, task: str | None, window: LogRange, state: JobLogs) -> Follower:
+        """Admit one follower (429 when full); call from the event loop."""
+        if len(self._followers) >= self.max_followers:
+            raise TooManyRequests(
+                f"this server already serves {self.max_followers} log followers; "
+                "try again later, or read without follow"
+            )
+        follower = Follower(job_uid, task, window, state)
+        self._followers.add(follower)
+        if self._task is None or self._task.done():
+            self._task = asyncio.get_running_loop().create_task(self._watch())
+        return follower
+
+    async def stream(self, follower: Follower) -> AsyncIterator[bytes]:
+        """The follower's lines: the tail first (when asked), then what is appended, until the
+        job is done and its files drained, the byte limit is reached, or the client leaves."""
+        try:
+            if follower.window.tail is not None:
+                for out in await asyncio.to_thread(_tail_and_mark, follower):
+                    yield out
+            else:
+                _mark_since(follower)
+            while True:
+                state = follower.state
+                chunks, more = await asyncio.to_thread(_read_new, follower)
+                for out in chunks:
+                    yield out
+                if follower.sent >= follower.window.limit_bytes:
+                    return
+                if more:
+                    continue
+                if state.done:
+                    for out in _flush(follower):
+                        yield out
+                    return
+                await follower.wake.wait()
+                follower.wake.clear()
+        finally:
+            self._followers.discard(follower)
+
+    async def _watch(self) -> None:
+        last_read = -math.inf
+        loop = asyncio.get_running_loop()
+        while self._followers:
+            if loop.time() - last_read >= self.refresh:
+                last_read = loop.time()
+                await self._refresh()
+            for follower in list(self._followers):
+                follower.wake.set()
+            await asyncio.sleep(self.tick)
+
+    async def _refresh(self) -> None:
+        uids = sorted({f.job_uid for f in self._followers})
+        try:
+            found = await asyncio.to_thread(self.read_jobs, uids)
+        except Exception:
+            log.exception("reading the followed jobs failed; trying again")
+            return
+        finally:
+            self.reads += 1
+        for follower in list(self._followers):
+            # A deleted job is done: its followers drain what they know of and end.
+            follower.state = found.get(follower.job_uid, JobLogs(follower.state.tasks, True))
+
+
+def _mark_since(follower: Follower) -> None:
+    """With ``since``: the files of tasks not written since then are skipped to their end."""
+    if follower.window.since is None:
+        return
+    recent = {r.log_path for r in chosen(follower.records(), follower.window.since)}
+    for record in follower.records():
+        assert record.log_path is not None
+        if record.log_path not in recent:
+            follower.offsets[record.log_path] = _size(record.log_path)
+
+
+def _tail_and_mark(follower: Follower) -> list[bytes]:
+    out: list[bytes] = []
+    window = follower.window
+    for record in chosen(follower.records(), window.since):
+        assert record.log_path is not None and window.tail is not None
+        end = _size(record.log_path)
+        follower.offsets[record.log_path] = end
+        room = window.limit_bytes - follower.sent
+        for line in tail_lines(record.log_path, window.tail, room, end=end):
+            if not _take(follower, record.name, line, out):
+                return out
+    _mark_since(follower)
+    return out
+
+
+def _read_new(follower: Follower) -> tuple[list[bytes], bool]:
+    """What was appended to the follower's files since last time (at most READ_PER_WAKE of
+    each); ``True`` as second value when some file has more."""
+    out: list[bytes] = []
+    more = False
+    for record in follower.records():
+        path = record.log_path
+        assert path is not None
+        offset = follower.offsets.get(path, 0)
+        size = _size(path)
+        if size <= offset:
+            continue
+        with open(path, "rb") as handle:
+            handle.seek(offset)
+            data = handle.read(min(READ_PER_WAKE, size - offset))
+        follower.offsets[path] = offset + len(data)
+        more = more or offset + len(data) < size
+        *complete, rest = (follower.partial.pop(path, b"") + data).split(b"\n")
+        if len(rest) >= MAX_LINE:
+            complete.append(rest)
+            rest = b""
+        if rest:
+            follower.partial[path] = rest
+        for line in complete:
+            if not _take(follower, record.name, line, out):
+                return out, False
+    return out, more
+
+
+def _flush(follower: Follower) -> list[bytes]:
+    out: list[bytes] = []
+    names = {r.log_path: r.name for r in follower.records()}
+    for path, rest in follower.partial.items():
+        if not _take(follower, names.get(path, "?"), rest, out):
+            break
+    follower.partial.clear()
+    return out
+
+
+def _take(follower: Follower, name: str, line: bytes, out: list[bytes]) -> bool:
+    """Add one line to ``out`` if the byte limit allows (else mark the follower full)."""
+    text = f"{name} | ".encode() + line + b"\n"
+    if follower.sent + len(text) > follower.window.limit_bytes:
+        follower.sent = follower.window.limit_bytes
+        return False
+    follower.sent += len(text)
+    out.append(text)
+    return True
+
+
+def _size(path: str) -> int:
+    try:
+        return os.stat(path).st_size
+    except OSError:
+        return 0
