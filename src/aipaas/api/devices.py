@@ -36,7 +36,7 @@ _C_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
 
 
 def _check_dns_label(value: str) -> str:
-    if not _DNS_LABEL.match(value):
+    if not _DNS_LABEL.fullmatch(value):
         raise ValueError(
             f"{value!r} is not a DNS label (lower case letters, digits and '-', at most 63)"
         )
@@ -44,7 +44,7 @@ def _check_dns_label(value: str) -> str:
 
 
 def _check_dns_subdomain(value: str) -> str:
-    if len(value) > 253 or not _DNS_SUBDOMAIN.match(value):
+    if len(value) > 253 or not _DNS_SUBDOMAIN.fullmatch(value):
         raise ValueError(f"{value!r} is not a DNS subdomain (lower case, digits, '-' and '.')")
     return value
 
@@ -54,7 +54,7 @@ def _check_qualified_name(value: str) -> str:
     domain, _, name = value.rpartition("/")
     if domain:
         _check_dns_subdomain(domain)
-    if not _C_IDENTIFIER.match(name):
+    if not _C_IDENTIFIER.fullmatch(name):
         raise ValueError(
             f"{value!r} is not a qualified name: 'domain/name' or 'name', where name is a "
             "C identifier (letters, digits, '_') of at most 64 characters"
@@ -181,7 +181,7 @@ _SEMVER = re.compile(
 
 
 def _check_semver(value: str) -> str:
-    if not _SEMVER.match(value):
+    if not _SEMVER.fullmatch(value):
         raise ValueError(f"{value!r} is not a semantic version like 1.2.3")
     return value
 

@@ -55,7 +55,7 @@ def _check_env(value: dict[str, str]) -> dict[str, str]:
     if len(value) > 256:
         raise ValueError("at most 256 variables")
     for key, item in value.items():
-        if not _ENV_RE.match(key):
+        if not _ENV_RE.fullmatch(key):
             raise ValueError(f"{key!r} is not a valid environment variable name")
         if len(item) > 32768:
             raise ValueError(f"value of {key} is longer than 32768 characters")

@@ -13,9 +13,10 @@ from pydantic.alias_generators import to_camel
 
 API_VERSION = "aipaas/v1"
 NAME_MAX = 63
-_NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-_LABEL_KEY_RE = re.compile(r"^([a-z0-9.-]{1,253}/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
-_LABEL_VALUE_RE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
+# Used with fullmatch only: ``$`` also matches before a final newline, and "tn\n" got through.
+_NAME_RE = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+_LABEL_KEY_RE = re.compile(r"([a-z0-9.-]{1,253}/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?")
+_LABEL_VALUE_RE = re.compile(r"([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?")
 
 
 def check_name(value: str) -> str:
@@ -24,7 +25,7 @@ def check_name(value: str) -> str:
         raise ValueError("must not be empty")
     if len(value) > NAME_MAX:
         raise ValueError(f"must be at most {NAME_MAX} characters, got {len(value)}")
-    if not _NAME_RE.match(value):
+    if not _NAME_RE.fullmatch(value):
         raise ValueError(
             f"{value!r} is not a valid name: use lower case letters, digits and '-', "
             "starting and ending with a letter or digit"
@@ -39,9 +40,9 @@ def _check_labels(value: dict[str, str]) -> dict[str, str]:
     if len(value) > 64:
         raise ValueError("at most 64 entries")
     for key, item in value.items():
-        if not _LABEL_KEY_RE.match(key):
+        if not _LABEL_KEY_RE.fullmatch(key):
             raise ValueError(f"invalid key {key!r}")
-        if not _LABEL_VALUE_RE.match(item):
+        if not _LABEL_VALUE_RE.fullmatch(item):
             raise ValueError(f"invalid value {item!r} for key {key!r}")
     return value
 
@@ -50,7 +51,7 @@ def _check_annotations(value: dict[str, str]) -> dict[str, str]:
     if len(value) > 64:
         raise ValueError("at most 64 entries")
     for key, item in value.items():
-        if not _LABEL_KEY_RE.match(key):
+        if not _LABEL_KEY_RE.fullmatch(key):
             raise ValueError(f"invalid key {key!r}")
         if len(item) > 4096:
             raise ValueError(f"value of {key!r} is longer than 4096 characters")

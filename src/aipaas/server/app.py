@@ -6,12 +6,11 @@ the controller's start/stop to ``create_app`` as lifespan hooks.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from typing import Any
 
 from fastapi import FastAPI, Request
-from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST
 from sqlalchemy import text
@@ -19,14 +18,15 @@ from starlette.datastructures import Headers
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
-from aipaas.api.errors import field_path
-from aipaas.errors import AipaasError, InvalidObject
+from aipaas.errors import AipaasError
 from aipaas.metering.metrics import Metrics
-from aipaas.server import routes
-from aipaas.server.auth import PrincipalCache, remembered
+from aipaas.server import http_errors, openapi, routes, token_routes
+from aipaas.server.auth import PrincipalCache, metrics_reader, remembered
+from aipaas.server.body_limit import limit_body
 from aipaas.store import Store
 
 Hook = Callable[[], None]
+_log = logging.getLogger(__name__)
 APPLY_PATH = "/api/v1/apply"
 
 
@@ -38,6 +38,7 @@ def create_app(
     on_stop: Hook | None = None,
     is_ready: Callable[[], bool] | None = None,
     max_body_bytes: int = 1 << 20,
+    metrics_public: bool = False,
 ) -> FastAPI:
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
@@ -54,14 +55,16 @@ def create_app(
         version="v1",
         description="A shared, multi-tenant service for AI work on a pool of GPU machines.",
         lifespan=lifespan,
+        docs_url=None,  # openapi.install serves /docs from local files
+        redoc_url=None,
     )
     app.state.store = store
     app.state.metrics = metrics or Metrics()
     app.state.max_body_bytes = max_body_bytes
     app.state.principals = PrincipalCache()
 
-    app.add_exception_handler(AipaasError, _aipaas_error)  # type: ignore[arg-type]
-    app.add_exception_handler(RequestValidationError, _request_invalid)  # type: ignore[arg-type]
+    http_errors.install(app)
+    openapi.install(app)
 
     @app.get("/healthz", include_in_schema=False)
     def healthz() -> dict[str, str]:
@@ -69,61 +72,47 @@ def create_app(
 
     @app.get("/readyz", include_in_schema=False)
     def readyz() -> Response:
+        # Ready or not, nothing more: the cause goes to the server's log, not to the caller.
         try:
             with store.transaction(write=False) as conn:
                 conn.execute(text("SELECT 1"))
-        except Exception as err:
-            return JSONResponse({"status": "database unavailable", "error": str(err)}, 503)
+        except Exception:
+            _log.warning("not ready: the database does not answer", exc_info=True)
+            return JSONResponse({"status": "not ready"}, 503)
         if is_ready is not None and not is_ready():
-            return JSONResponse({"status": "controller starting"}, 503)
+            return JSONResponse({"status": "not ready"}, 503)
         return JSONResponse({"status": "ready"})
 
     @app.get("/metrics", include_in_schema=False)
-    def prometheus() -> Response:
+    def prometheus(request: Request) -> Response:
+        # Metrics name every tenant and queue: a metrics reader's or a platform admin's token,
+        # unless the operator made them public (Settings.metrics_public).
+        if not metrics_public:
+            metrics_reader(store, request.headers.get("authorization"), app.state.principals)
         return Response(app.state.metrics.exposition(), media_type=CONTENT_TYPE_LATEST)
 
     app.include_router(routes.router)
+    app.include_router(token_routes.router)
     app.include_router(routes.generic)
     return app
 
 
-def error_body(err: AipaasError) -> dict[str, Any]:
-    body: dict[str, Any] = {"code": err.code, "message": err.message}
-    if isinstance(err, InvalidObject):
-        body["fields"] = [{"path": f.path, "reason": f.reason} for f in err.fields]
-    return body
-
-
-async def _aipaas_error(_request: Request | None, err: AipaasError) -> JSONResponse:
-    headers = {"WWW-Authenticate": "Bearer"} if err.http_status == 401 else None
-    return JSONResponse(error_body(err), status_code=err.http_status, headers=headers)
-
-
-async def _request_invalid(_request: Request, err: RequestValidationError) -> JSONResponse:
-    fields = [
-        {
-            "path": field_path([p for p in e["loc"] if p not in ("query", "path", "body")]),
-            "reason": e["msg"],
-        }
-        for e in err.errors()
-    ]
-    message = "; ".join(f"{f['path']}: {f['reason']}" for f in fields)
-    return JSONResponse({"code": "Invalid", "message": message, "fields": fields}, 422)
-
-
 class _Application(FastAPI):
     """FastAPI, with one request answered before its middleware and router: a small
-    ``POST /api/v1/apply`` by a caller this process remembers (see ``_apply_fast``)."""
+    ``POST /api/v1/apply`` by a caller this process remembers (see ``_apply_fast``); every
+    other request goes through the body limit first (body_limit.py)."""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await super().__call__(scope, receive, send)
+            return
         if (
-            scope["type"] == "http"
-            and scope["method"] == "POST"
+            scope["method"] == "POST"
             and scope["path"] == APPLY_PATH
             and await _apply_fast(self, scope, receive, send)
         ):
             return
-        await super().__call__(scope, receive, send)
+        await limit_body(super().__call__, self.state.max_body_bytes, scope, receive, send)
 
 
 async def _apply_fast(app: FastAPI, scope: Scope, receive: Receive, send: Send) -> bool:
@@ -135,7 +124,8 @@ async def _apply_fast(app: FastAPI, scope: Scope, receive: Receive, send: Send) 
     """
     headers = Headers(scope=scope)
     length = headers.get("content-length", "")
-    if not length.isdigit() or int(length) > routes.SMALL_BODY_BYTES:
+    # A declared length, within the body limit: the server reads no more than that.
+    if not length.isdigit() or int(length) > min(routes.SMALL_BODY_BYTES, app.state.max_body_bytes):
         return False
     try:
         caller = remembered(headers.get("authorization"), app.state.principals)
@@ -157,6 +147,8 @@ async def _apply_fast(app: FastAPI, scope: Scope, receive: Receive, send: Send) 
         )
         response = routes.applied_response(results)
     except AipaasError as err:
-        response = await _aipaas_error(None, err)
+        response = await http_errors.aipaas_error(None, err)
+    except Exception as err:  # the route's catch-all does not reach this path: the same here
+        response = http_errors.internal(f"POST {APPLY_PATH}", err)
     await response(scope, receive, send)
     return True

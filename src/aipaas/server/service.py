@@ -16,12 +16,13 @@ from sqlalchemy import Connection
 from aipaas.api.job import CANCEL_ANNOTATION, Job, JobPhase, JobStatus
 from aipaas.api.meta import Object
 from aipaas.api.registry import KINDS, load_documents, parse_object
-from aipaas.api.tenancy import Role, Tenant, User
+from aipaas.api.tenancy import Tenant, User
 from aipaas.clock import isoformat
 from aipaas.errors import Conflict, FieldError, Forbidden, InvalidObject, NotFound
 from aipaas.metering.usage import SUBMITTER_ANNOTATION
 from aipaas.store import Store, TaskRepository
 from aipaas.store.paging import Page
+from aipaas.tenancy import users
 from aipaas.tenancy.principal import Principal, Verb
 
 DELETE_ANNOTATION = "aipaas.dev/delete-requested"
@@ -174,6 +175,10 @@ class ObjectService:
             for child in ("User", "Queue", "Job"):
                 if self.store.count(child, obj.name):
                     raise Conflict(f"tenant {name} still has {child.lower()}s; delete them first")
+        if isinstance(obj, User):
+            revoked = users.delete_user(self.store, self.caller, obj)  # ranks, last admin
+            self._identity_written(obj.kind)
+            return f"user {name} deleted ({revoked} token(s) revoked)"
         self.store.delete(obj.kind, obj.tenant, obj.name)
         self._identity_written(obj.kind)
         return f"{kind.lower()} {name} deleted"
@@ -240,6 +245,8 @@ class ObjectService:
 
     def _prepare(self, obj: Object) -> Object:
         """Fill the default tenant, check visibility, role and references; nothing is stored."""
+        if isinstance(obj, User):
+            return users.prepare_user(self.store, self.caller, obj)  # ranks, tenant-less roles
         cls = type(obj)
         if cls.namespaced:
             tenant = obj.metadata.tenant or self.caller.tenant
@@ -261,12 +268,6 @@ class ObjectService:
             # visibility of the tenant is considered.
             self._authorize_write(obj.kind)
         self._authorize_write(obj.kind)
-        if (
-            isinstance(obj, User)
-            and obj.spec.role is Role.PLATFORM_ADMIN
-            and not self.caller.is_platform_admin
-        ):
-            raise Forbidden("only a platform admin may create platform admins")
         if getattr(obj, "status", None) is not None:
             obj = obj.model_copy(update={"status": None})  # status is the controller's
         return obj
@@ -288,7 +289,7 @@ class ObjectService:
         tenant = ("Tenant", "", obj.tenant)
         queue = ("Queue", obj.tenant, obj.spec.queue) if isinstance(obj, Job) else None
         found = self.store.find_each(_reference_keys(obj), conn=tx)
-        if obj.namespaced and tenant not in found:
+        if obj.namespaced and obj.tenant and tenant not in found:  # "": tenant-less users
             raise InvalidObject(
                 [FieldError("metadata.tenant", f"tenant {obj.tenant} does not exist")]
             )

@@ -12,6 +12,7 @@ import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from sqlalchemy import (
@@ -49,6 +50,7 @@ _SELECT_ONE = select(tables.objects).where(
 _INSERT_OBJECT = insert(tables.objects)
 _INSERT_EVENT = insert(tables.events)
 _FIND_TOKEN = select(tables.tokens).where(tables.tokens.c.token_hash == bindparam("b_hash"))
+_SELECT_UID = select(tables.objects).where(tables.objects.c.uid == bindparam("b_uid"))
 
 
 ObjectKey = tuple[str, str, str]
@@ -59,9 +61,18 @@ T = TypeVar("T")
 
 @dataclass(frozen=True)
 class TokenRecord:
+    """A token as stored, without its hash. ``user`` and ``tenant`` are the owner's at
+    creation, for listing; ``owner_uid`` is who it belongs to."""
+
+    id: str
+    name: str
+    owner_uid: str
     user: str
     tenant: str
-    role: str
+    created_at: datetime
+    expires_at: datetime | None
+    last_used_at: datetime | None
+    revoked_at: datetime | None
 
 
 class Store:
@@ -516,22 +527,105 @@ class Store:
 
     # tokens -------------------------------------------------------------------------------
 
-    def add_token(self, token_hash: str, user: str, tenant: str, role: str) -> None:
+    def add_token(
+        self,
+        token_hash: str,
+        public_id: str,
+        owner: Object,
+        *,
+        name: str = "",
+        expires_at: datetime | None = None,
+    ) -> TokenRecord:
+        """A new token of ``owner`` (a User): it acts with that user's role, whatever it is."""
+        values = {
+            "token_hash": token_hash,
+            "public_id": public_id,
+            "name": name,
+            "owner_uid": owner.metadata.uid or "",
+            "user": owner.name,
+            "tenant": owner.tenant,
+            "created_at": self.clock.now(),
+            "expires_at": expires_at,
+        }
         with self.transaction() as tx:
-            tx.execute(
-                insert(tables.tokens).values(
-                    token_hash=token_hash,
-                    user=user,
-                    tenant=tenant,
-                    role=role,
-                    created_at=self.clock.now(),
-                )
-            )
+            tx.execute(insert(tables.tokens).values(values))
+        return _token({**values, "last_used_at": None, "revoked_at": None})
 
     def find_token(self, token_hash: str) -> TokenRecord | None:
         with self.transaction(write=False) as tx:
             row = tx.execute(_FIND_TOKEN, {"b_hash": token_hash}).mappings().first()
-        return None if row is None else TokenRecord(row["user"], row["tenant"], row["role"])
+        return None if row is None else _token(row)
+
+    def token_and_owner(self, token_hash: str) -> tuple[TokenRecord, Object | None] | None:
+        """The token of this hash and the object of its owner's uid (None when it is gone)."""
+        with self.transaction(write=False) as tx:
+            row = tx.execute(_FIND_TOKEN, {"b_hash": token_hash}).mappings().first()
+            if row is None:
+                return None
+            owner = (
+                tx.execute(_SELECT_UID, {"b_uid": row["owner_uid"]}).mappings().first()
+                if row["owner_uid"]
+                else None
+            )
+        return _token(row), None if owner is None else _to_object(owner)
+
+    def get_token(self, public_id: str) -> TokenRecord | None:
+        query = select(tables.tokens).where(tables.tokens.c.public_id == public_id)
+        with self.transaction(write=False) as tx:
+            row = tx.execute(query).mappings().first()
+        return None if row is None else _token(row)
+
+    def list_tokens(
+        self, *, tenant: str | None = None, owner_uid: str | None = None
+    ) -> list[TokenRecord]:
+        """Tokens, oldest first; of one tenant and/or one owner when given."""
+        query = select(tables.tokens).order_by(tables.tokens.c.id)
+        if tenant is not None:
+            query = query.where(tables.tokens.c.tenant == tenant)
+        if owner_uid is not None:
+            query = query.where(tables.tokens.c.owner_uid == owner_uid)
+        with self.transaction(write=False) as tx:
+            return [_token(row) for row in tx.execute(query).mappings()]
+
+    def touch_token(self, public_id: str, when: datetime) -> None:
+        """Record a use (the caller writes at most once a minute per token)."""
+        query = (
+            update(tables.tokens)
+            .where(tables.tokens.c.public_id == public_id)
+            .values(last_used_at=when)
+        )
+        with self.transaction() as tx:
+            tx.execute(query)
+
+    def revoke_token(self, public_id: str, when: datetime) -> bool:
+        """Revoke one token; False when it was revoked already."""
+        query = (
+            update(tables.tokens)
+            .where(tables.tokens.c.public_id == public_id, tables.tokens.c.revoked_at.is_(None))
+            .values(revoked_at=when)
+        )
+        with self.transaction() as tx:
+            return bool(tx.execute(query).rowcount)
+
+    def revoke_tokens_of(self, owner_uid: str, when: datetime, *, conn: Connection) -> int:
+        """Revoke every live token of one owner, in the caller's transaction."""
+        query = (
+            update(tables.tokens)
+            .where(tables.tokens.c.owner_uid == owner_uid, tables.tokens.c.revoked_at.is_(None))
+            .values(revoked_at=when)
+        )
+        return int(conn.execute(query).rowcount)
+
+    def adopt_tokens(self, owner: Object) -> int:
+        """Give ``owner`` the unrevoked tokens that have no owner (the bootstrap token of a
+        database from before tokens had owners, see migration 0003)."""
+        query = (
+            update(tables.tokens)
+            .where(tables.tokens.c.owner_uid == "", tables.tokens.c.revoked_at.is_(None))
+            .values(owner_uid=owner.metadata.uid or "", user=owner.name, tenant=owner.tenant)
+        )
+        with self.transaction() as tx:
+            return int(tx.execute(query).rowcount)
 
     def count_tokens(self) -> int:
         with self.transaction(write=False) as tx:
@@ -628,3 +722,26 @@ def _parse(row: Any) -> Object:
     if row["status"] is not None:
         data["status"] = json.loads(row["status"])
     return KINDS[row["kind"]].model_validate(data)
+
+
+def _token(row: Any) -> TokenRecord:
+    return TokenRecord(
+        id=row["public_id"],
+        name=row["name"],
+        owner_uid=row["owner_uid"],
+        user=row["user"],
+        tenant=row["tenant"],
+        created_at=_aware(row["created_at"]),
+        expires_at=_aware_or_none(row["expires_at"]),
+        last_used_at=_aware_or_none(row["last_used_at"]),
+        revoked_at=_aware_or_none(row["revoked_at"]),
+    )
+
+
+def _aware(moment: datetime) -> datetime:
+    """SQLite gives back naive datetimes; every one the store writes is UTC."""
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+
+
+def _aware_or_none(moment: datetime | None) -> datetime | None:
+    return None if moment is None else _aware(moment)

@@ -61,10 +61,18 @@ tokens = Table(
     metadata,
     Column("id", Integer, primary_key=True, autoincrement=True),
     Column("token_hash", String(64), nullable=False, unique=True),
+    Column("public_id", String(32), nullable=False),
+    Column("name", String(63), nullable=False, server_default=""),
+    Column("owner_uid", String(36), nullable=False, server_default=""),
     Column("user", String(63), nullable=False),
     Column("tenant", String(63), nullable=False),
-    Column("role", String(32), nullable=False),
     Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("expires_at", DateTime(timezone=True), nullable=True),
+    Column("last_used_at", DateTime(timezone=True), nullable=True),
+    Column("revoked_at", DateTime(timezone=True), nullable=True),
+    Index("ix_tokens_public_id", "public_id", unique=True),
+    Index("ix_tokens_owner_uid", "owner_uid"),
+    Index("ix_tokens_tenant", "tenant"),
 )
 
 # The controller's record of each task replica: where it runs, which attempt, what happened.

@@ -257,7 +257,8 @@ class TestServiceEndpoints:
     def test_health_ready_metrics_docs(self, api: Api) -> None:
         assert api.client.get("/healthz").json() == {"status": "ok"}
         assert api.client.get("/readyz").status_code == 200
-        assert "aipaas_jobs" in api.client.get("/metrics").text
+        assert api.client.get("/metrics").status_code == 401  # a token is needed (issue 10)
+        assert "aipaas_jobs" in api.client.get("/metrics", headers=api.as_("admin")).text
         assert api.client.get("/docs").status_code == 200
         paths = api.client.get("/openapi.json").json()["paths"]
         assert "/api/v1/apply" in paths

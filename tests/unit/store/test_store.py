@@ -123,13 +123,6 @@ class TestEventsTokensTasks:
         ]
         assert store.list_events(tenant="globex") == []
 
-    def test_tokens_by_hash(self, store: Store) -> None:
-        assert store.count_tokens() == 0
-        store.add_token("ab" * 32, "alice", "acme", "member")
-        record = store.find_token("ab" * 32)
-        assert record is not None and record.user == "alice" and record.role == "member"
-        assert store.find_token("cd" * 32) is None
-
     def test_task_records_round_trip(self, store: Store) -> None:
         tasks = TaskRepository(store)
         record = TaskRecord(
