@@ -39,6 +39,9 @@ class Settings(BaseModel):
         default=None, description="Platform-admin token to create on first start (automation)."
     )
     max_body_bytes: int = Field(default=1 << 20, description="Largest request body accepted.")
+    metrics_public: bool = Field(
+        default=False, description="Serve /metrics without a token (it names every tenant)."
+    )
     log_max_bytes: int = Field(
         default=8 << 20, ge=1024, description="Most bytes of log one answer carries (limitBytes)."
     )

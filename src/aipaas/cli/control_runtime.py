@@ -100,6 +100,7 @@ def make_app(settings: Settings) -> FastAPI:
         on_stop=stop,
         is_ready=loop.is_ready if loop else None,
         max_body_bytes=settings.max_body_bytes,
+        metrics_public=settings.metrics_public,
     )
 
 

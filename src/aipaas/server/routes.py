@@ -1,4 +1,5 @@
-"""REST routes under /api/v1: objects by plural kind, apply, cancel, logs, events, tokens."""
+"""REST routes under /api/v1: objects by plural kind, apply, cancel, logs, events (tokens:
+token_routes.py)."""
 
 from __future__ import annotations
 
@@ -10,15 +11,13 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
-from pydantic import BaseModel, Field
 from starlette.concurrency import run_in_threadpool
 
 from aipaas.api.job import Job, JobPhase
-from aipaas.api.meta import Name, Object
+from aipaas.api.meta import Object
 from aipaas.api.node import Node
 from aipaas.api.registry import KINDS, resolve_kind
-from aipaas.api.tenancy import User
-from aipaas.errors import Forbidden, InvalidObject, NotFound, PayloadTooLarge
+from aipaas.errors import InvalidObject, NotFound, PayloadTooLarge
 from aipaas.metering.usage import usage
 from aipaas.server import logs, reads
 from aipaas.server.auth import (
@@ -33,8 +32,7 @@ from aipaas.server.log_watch import JobLogs
 from aipaas.server.service import Applied, ObjectService
 from aipaas.store import Store, TaskRepository
 from aipaas.store.followed import followed_jobs
-from aipaas.tenancy.principal import Principal, Verb
-from aipaas.tenancy.tokens import hash_token, new_token
+from aipaas.tenancy.principal import Principal
 
 router = APIRouter(prefix="/api/v1")
 # Routes by plural kind go last so that /events, /tokens and /whoami win over /{plural}.
@@ -311,41 +309,6 @@ def usage_report(request: Request, caller: Caller, tenant: TenantQuery = None) -
             for r in rows
         ]
     }
-
-
-class TokenRequest(BaseModel):
-    user: Name
-    tenant: Name | None = None
-    model_config = {"extra": "forbid"}
-
-
-class TokenAnswer(BaseModel):
-    token: str = Field(description="Shown once; only its hash is stored.")
-    user: str
-    tenant: str
-    role: str
-
-
-@router.post("/tokens", status_code=201)
-def create_token(body: TokenRequest, request: Request, caller: Caller) -> TokenAnswer:
-    store = _store(request)
-    tenant = body.tenant or caller.tenant or None
-    if tenant is not None and not caller.sees_tenant(tenant):
-        raise NotFound(f"user {body.user} not found")
-    try:
-        # A platform admin naming no tenant finds the user by name, if only one has it.
-        user = _service(request, caller).get("User", body.user, tenant)
-    except NotFound as err:
-        raise NotFound(f"user {body.user} not found") from err
-    if not isinstance(user, User):
-        raise NotFound(f"user {body.user} not found")
-    tenant = user.tenant
-    if not caller.may(Verb.WRITE, "Token"):
-        raise Forbidden(f"role {caller.role} may not create tokens")
-    token = new_token()
-    store.add_token(hash_token(token), user.name, tenant, user.spec.role.value)
-    store.record_event(user, "TokenCreated", f"token created by {caller.user}")
-    return TokenAnswer(token=token, user=user.name, tenant=tenant, role=user.spec.role.value)
 
 
 async def _read_body(request: Request) -> bytes:

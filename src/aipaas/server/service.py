@@ -1,13 +1,15 @@
 """What the API does with objects, for one caller: the rules between routes and the store.
 
 Every call checks, in order: the kind exists; the caller may see the tenant (else 404); the
-role allows the verb (else 403); the object is valid against its references (tenant, queue).
+role allows the verb (else 403); the object is valid against its references (tenant, queue,
+priority class, the jobs it depends on) and says only what its author may say (system labels
+and annotations, priority numbers: server/submission.py), inside the transaction that stores it.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -15,18 +17,28 @@ from sqlalchemy import Connection
 
 from aipaas.api.job import CANCEL_ANNOTATION, Job, JobPhase, JobStatus
 from aipaas.api.meta import Object
+from aipaas.api.priority import PriorityClass
 from aipaas.api.registry import KINDS, load_documents, parse_object
 from aipaas.api.tenancy import Tenant, User
 from aipaas.clock import isoformat
 from aipaas.errors import Conflict, FieldError, Forbidden, InvalidObject, NotFound
 from aipaas.metering.usage import SUBMITTER_ANNOTATION
+from aipaas.server.submission import (
+    check_dependencies,
+    check_system_keys,
+    priority_class_keys,
+    resolve_priority,
+)
 from aipaas.store import Store, TaskRepository
 from aipaas.store.paging import Page
+from aipaas.store.store import ObjectKey
 from aipaas.tenancy import users
 from aipaas.tenancy.principal import Principal, Verb
 
 DELETE_ANNOTATION = "aipaas.dev/delete-requested"
 READ_ONLY_KINDS = frozenset({"Node"})
+# Cluster-wide policy only a platform admin writes, whatever the role table says.
+PLATFORM_ADMIN_KINDS = frozenset({"PriorityClass"})
 # Writing these changes who a token is or what it may do: cached principals must go.
 IDENTITY_KINDS = frozenset({"User", "Tenant"})
 
@@ -35,6 +47,14 @@ IDENTITY_KINDS = frozenset({"User", "Tenant"})
 class Applied:
     object: Object
     action: Literal["created", "configured", "unchanged"]
+
+
+@dataclass(frozen=True)
+class _Stored:
+    """An object of the name exists: ``current``; ``wanted`` is the request as resolved."""
+
+    current: Object
+    wanted: Object
 
 
 class ObjectService:
@@ -125,7 +145,7 @@ class ObjectService:
         outcome = await self.store.write_together_async(self._creation(obj), _reference_keys(obj))
         if isinstance(outcome, Applied):
             return outcome
-        return await asyncio.to_thread(self._settle, obj, outcome)
+        return await asyncio.to_thread(self._settle, outcome)
 
     def replace(self, kind: str, name: str, text: str | bytes) -> Object:
         """Update one existing object; ``metadata.resourceVersion`` is required (409 if stale)."""
@@ -147,8 +167,12 @@ class ObjectService:
                 [FieldError("metadata.resourceVersion", "required: the version you read")]
             )
         current = self.store.get(obj.kind, obj.tenant, obj.name)
-        if isinstance(obj, Job) and current.to_wire().get("spec") != obj.to_wire().get("spec"):
-            raise Conflict(f"job {name}: a job cannot change after submission")
+        obj = check_system_keys(obj, current)
+        if isinstance(obj, Job):
+            with self.store.transaction(write=False) as tx:
+                obj = self._resolved(obj, self.store.find_each(_reference_keys(obj), conn=tx), tx)
+            if current.to_wire().get("spec") != obj.to_wire().get("spec"):
+                raise Conflict(f"job {name}: a job cannot change after submission")
         updated = self.store.update(obj, expected_version=obj.metadata.resource_version)
         self._identity_written(updated.kind)
         self.store.record_event(updated, "Updated", f"updated by {self.caller.user}")
@@ -240,6 +264,10 @@ class ObjectService:
     def _authorize_write(self, kind: str) -> None:
         if kind in READ_ONLY_KINDS:
             raise Forbidden(f"{kind} objects are reported by backends and cannot be written")
+        if kind in PLATFORM_ADMIN_KINDS:
+            if not self.caller.is_platform_admin:
+                raise Forbidden(f"only a platform admin may write {kind} objects")
+            return
         if not self.caller.may(Verb.WRITE, kind):
             raise Forbidden(f"role {self.caller.role} may not write {kind} objects")
 
@@ -280,12 +308,12 @@ class ObjectService:
         meta = obj.metadata.model_copy(update={"annotations": annotations})
         return obj.model_copy(update={"metadata": meta, "status": JobStatus(reason="Submitted")})
 
-    def _check_references(self, obj: Object, tx: Connection) -> Object | None:
-        """Raise if the tenant or queue is missing; return the object stored under its name.
+    def _check_references(self, obj: Object, tx: Connection) -> dict[ObjectKey, Object]:
+        """Raise if the tenant or queue is missing; return what was found of the references
+        (the object stored under its name among them).
 
-        One query for the three, since every submission asks them (one for the whole batch,
+        One query for them all, since every submission asks them (one for the whole batch,
         inside a group commit)."""
-        own = (obj.kind, obj.tenant, obj.name)
         tenant = ("Tenant", "", obj.tenant)
         queue = ("Queue", obj.tenant, obj.spec.queue) if isinstance(obj, Job) else None
         found = self.store.find_each(_reference_keys(obj), conn=tx)
@@ -302,7 +330,30 @@ class ObjectService:
                     )
                 ]
             )
-        return found.get(own)
+        return found
+
+    def _resolved(self, job: Job, found: dict[ObjectKey, Object], tx: Connection) -> Job:
+        """The job with its priority class resolved (server/submission.py)."""
+        tenant = found.get(("Tenant", "", job.tenant))
+
+        def priority_class(name: str) -> PriorityClass | None:
+            key = ("PriorityClass", "", name)
+            stored = found[key] if key in found else self.store.find_each([key], conn=tx).get(key)
+            return stored if isinstance(stored, PriorityClass) else None
+
+        return resolve_priority(
+            job,
+            platform_admin=self.caller.is_platform_admin,
+            tenant=tenant if isinstance(tenant, Tenant) else None,
+            classes=priority_class,
+        )
+
+    def _jobs_named(self, tenant: str, tx: Connection) -> Callable[[Sequence[str]], dict[str, Job]]:
+        def jobs_named(names: Sequence[str]) -> dict[str, Job]:
+            found = self.store.find_each([("Job", tenant, name) for name in names], conn=tx)
+            return {obj.name: obj for obj in found.values() if isinstance(obj, Job)}
+
+        return jobs_named
 
     def _apply(self, obj: Object) -> Applied:
         """Check references, then create (with its event, in one transaction shared with other
@@ -310,24 +361,34 @@ class ObjectService:
         outcome = self.store.write_together(self._creation(obj), _reference_keys(obj))
         if isinstance(outcome, Applied):
             return outcome
-        return self._settle(obj, outcome)
+        return self._settle(outcome)
 
-    def _creation(self, obj: Object) -> Callable[[Connection], Object | Applied]:
-        """The write that creates ``obj`` unless an object of its name is stored (returned)."""
+    def _creation(self, obj: Object) -> Callable[[Connection], _Stored | Applied]:
+        """The write that creates ``obj`` unless an object of its name is stored (returned).
 
-        def create_unless_stored(tx: Connection) -> Object | Applied:
-            current = self._check_references(obj, tx)
+        A job's dependencies are read in the same transaction: a job it depends on that was
+        applied before it (an earlier document of the same request) is there."""
+
+        def create_unless_stored(tx: Connection) -> _Stored | Applied:
+            found = self._check_references(obj, tx)
+            wanted = self._resolved(obj, found, tx) if isinstance(obj, Job) else obj
+            current = found.get((obj.kind, obj.tenant, obj.name))
             if current is not None:
-                return current
-            created = self.store.create(self._as_submitted(obj), conn=tx, later=True)
+                return _Stored(current, wanted)
+            wanted = check_system_keys(wanted, None)
+            if isinstance(wanted, Job):
+                check_dependencies(wanted, self._jobs_named(wanted.tenant, tx))
+            created = self.store.create(self._as_submitted(wanted), conn=tx, later=True)
             message = f"created by {self.caller.user}"
             self.store.record_event(created, "Created", message, conn=tx, later=True)
             return Applied(created, "created")
 
         return create_unless_stored
 
-    def _settle(self, obj: Object, current: Object) -> Applied:
+    def _settle(self, stored: _Stored) -> Applied:
         """An object of this name exists: unchanged, refused (jobs) or updated."""
+        current = stored.current
+        obj = check_system_keys(stored.wanted, current)
         if isinstance(obj, Job):
             if current.to_wire().get("spec") == obj.to_wire().get("spec"):
                 return Applied(current, "unchanged")
@@ -343,13 +404,16 @@ class ObjectService:
         return Applied(updated, "configured")
 
 
-def _reference_keys(obj: Object) -> list[tuple[str, str, str]]:
-    """What creating ``obj`` looks up: an object of its name, its tenant, its job's queue."""
+def _reference_keys(obj: Object) -> list[ObjectKey]:
+    """What creating ``obj`` looks up: an object of its name, its tenant, its job's queue,
+    priority class and the jobs it depends on."""
     keys = [(obj.kind, obj.tenant, obj.name)]
     if obj.namespaced:
         keys.append(("Tenant", "", obj.tenant))
     if isinstance(obj, Job):
         keys.append(("Queue", obj.tenant, obj.spec.queue))
+        keys.extend(priority_class_keys(obj))
+        keys.extend(("Job", obj.tenant, name) for name in obj.spec.depends_on)
     return keys
 
 
