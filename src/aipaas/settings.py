@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
 
 class Settings(BaseModel):
@@ -30,6 +30,24 @@ class Settings(BaseModel):
     )
     local_cpus: float | None = Field(
         default=None, gt=0, description="CPU cores this machine offers; all of them if unset."
+    )
+    task_root: Path | None = Field(
+        default=None,
+        description=(
+            "Where local tasks get their working directories (one per tenant, one per task);"
+            " outside the data directory. '<data_dir>-tasks' if unset."
+        ),
+    )
+    task_user: str | None = Field(
+        default=None,
+        max_length=32,
+        description=(
+            "An existing unprivileged user every local task runs as (server as root); unset:"
+            " one user per tenant, created on demand (aipaas-t-<tenant>)."
+        ),
+    )
+    gpu_discovery_seconds: float = Field(
+        default=30, gt=0, le=3600, description="How often the local backend reads NVML again."
     )
     controller: bool = Field(default=True, description="Run the controller loop in this process.")
     tick_seconds: float = Field(
@@ -64,6 +82,17 @@ class Settings(BaseModel):
         description="API processes; each runs a controller loop but only the lease holder works.",
     )
 
+    @model_validator(mode="after")
+    def _tasks_outside_the_data(self) -> Settings:
+        if self.task_root is not None:
+            root, data = self.task_root.resolve(), self.data_dir.resolve()
+            if root == data or data in root.parents or root in data.parents:
+                raise ValueError(
+                    f"task_root {self.task_root} must lie outside the data directory {data}"
+                    " (tasks would reach the database and the tokens) and not contain it"
+                )
+        return self
+
     @property
     def database_url(self) -> str:
         return self.db_url or f"sqlite:///{self.data_dir.resolve() / 'aipaas.db'}"
@@ -79,6 +108,14 @@ class Settings(BaseModel):
     @property
     def run_dir(self) -> Path:
         return self.data_dir / "run"
+
+    @property
+    def task_dir(self) -> Path:
+        """Tasks' working directories: never inside the data directory (tokens, database)."""
+        if self.task_root is not None:
+            return self.task_root
+        data = self.data_dir.resolve()
+        return data.with_name(data.name + "-tasks")
 
 
 def env_overrides(environ: Mapping[str, str]) -> dict[str, object]:

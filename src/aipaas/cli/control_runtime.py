@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import sys
+import tempfile
 import uuid
 from pathlib import Path
 
 import uvicorn
+import yaml
 from fastapi import FastAPI
 
+from aipaas.backends.local import LocalOptions, TaskIsolation
 from aipaas.backends.registry import make_backend
 from aipaas.cli.worker_pool import serve_in_processes
-from aipaas.client import config_path, save_config
+from aipaas.client import config_path
 from aipaas.controller.cycle import Controller
 from aipaas.controller.loop import ControllerLoop
 from aipaas.metering.metrics import Metrics, prepare_multiprocess
@@ -31,16 +35,25 @@ SETTINGS_ENV = "AIPAAS_SERVER_SETTINGS"  # hands the settings to uvicorn's worke
 def serve(settings: Settings, *, log_level: str = "info", announce: bool = False) -> None:
     """Migrate, make the first admin token, then serve (in ``settings.workers`` processes)."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
-    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        local_options(settings)  # a wrong task user is an error now, not in every worker
+    except ValueError as err:
+        _err(f"aipaas server: {err}")
+        raise SystemExit(2) from err
+    _private_dir(settings.data_dir)
     store = Store.open(settings.database_url)
     token = ensure_admin_token(store, settings.token_file, settings.bootstrap_token)
     store.close()
+    if settings.token_file.exists():
+        os.chmod(settings.token_file, 0o600)  # one written by an older version, or by hand
     if token is not None:
         _err(f"created the platform-admin token; it is in {settings.token_file} (owner-only)")
     url = f"http://{settings.host}:{settings.port}"
     if announce:
         admin = token or _read(settings.token_file)
-        save_config(config_path(os.environ), url, admin or "")
+        # The CLI config of the person who started `up` (their own config directory), owner
+        # only; tasks never get that HOME (each has its own, and as root its own user).
+        _write_private(config_path(os.environ), yaml.safe_dump({"url": url, "token": admin or ""}))
         print(f"aipaas is up at {url} (API docs: {url}/docs)", flush=True)
         print(f"token: {admin or '(see ' + str(settings.token_file) + ')'}", flush=True)
         print(f"the CLI is configured ({config_path(os.environ)}); try:", flush=True)
@@ -83,6 +96,7 @@ def make_app(settings: Settings) -> FastAPI:
             settings.run_dir,
             sim_cluster=settings.sim_cluster,
             local_cpu_milli=int(settings.local_cpus * 1000) if settings.local_cpus else None,
+            local=local_options(settings),
         )
         controller = Controller(store, backend, log_dir=settings.log_dir, metrics=metrics)
         lease = Lease(store, holder_id(uuid.uuid4().hex[:8]))
@@ -102,6 +116,32 @@ def make_app(settings: Settings) -> FastAPI:
         max_body_bytes=settings.max_body_bytes,
         metrics_public=settings.metrics_public,
     )
+
+
+def local_options(settings: Settings) -> LocalOptions:
+    """Who local tasks run as and where, from the settings (``ValueError``: a bad task_user)."""
+    isolation = TaskIsolation.for_server(settings.task_dir, fixed_user=settings.task_user)
+    return {"isolation": isolation, "gpu_discovery_seconds": settings.gpu_discovery_seconds}
+
+
+def _private_dir(path: Path) -> None:
+    """The data directory (database, tokens, logs, run records): the server's user only."""
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    os.chmod(path, 0o700)
+
+
+def _write_private(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` with mode 0600 whatever was there (a new file, renamed)."""
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    descriptor, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(descriptor, "w") as handle:  # mkstemp makes it 0600
+            handle.write(text)
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
 
 
 def _read(path: Path) -> str | None:

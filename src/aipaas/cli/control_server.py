@@ -28,6 +28,14 @@ LocalCpus = Annotated[
     float | None, typer.Option("--local-cpus", help="CPU cores this machine offers to tasks.")
 ]
 LogLevel = Annotated[str, typer.Option("--log-level", help="uvicorn log level.")]
+TaskRoot = Annotated[
+    Path | None,
+    typer.Option("--task-root", help="Tasks' working directories (outside the data dir)."),
+]
+TaskUser = Annotated[
+    str | None,
+    typer.Option("--task-user", help="One unprivileged user for all tasks (default: per tenant)."),
+]
 
 
 def server(
@@ -41,9 +49,14 @@ def server(
     no_controller: Annotated[bool, typer.Option("--no-controller")] = False,
     tick: Annotated[float, typer.Option("--tick", help="Controller period, seconds.")] = 0.2,
     workers: Annotated[int, typer.Option("--workers", help="API processes.")] = 1,
+    task_root: TaskRoot = None,
+    task_user: TaskUser = None,
     log_level: LogLevel = "info",
 ) -> None:
-    """Serve the API (OpenAPI at /docs) with the controller in the same process."""
+    """Serve the API (OpenAPI at /docs) with the controller in the same process.
+
+    As root, local tasks run as one unprivileged user per tenant; otherwise as this user.
+    """
     settings = Settings(
         **{
             **env_overrides(os.environ),
@@ -57,6 +70,8 @@ def server(
             "controller": not no_controller,
             "tick_seconds": tick,
             "workers": workers,
+            **({"task_root": task_root} if task_root else {}),
+            **({"task_user": task_user} if task_user else {}),
         }
     )
     _serve(settings, log_level=log_level)

@@ -4,11 +4,18 @@ Each task has a directory under ``run_dir/<request_id>`` holding its pid and, on
 exit code (written by the runner, see runner.py). That directory is the backend's memory: a
 restarted server finds its running tasks again, and starting an id whose directory exists does
 nothing, so no task runs twice.
+
+Who a task runs as and where is isolation.py's business: as root the server gives each tenant an
+unprivileged user and a directory outside the data directory; otherwise tasks share the server's
+user, and the backend says so (a warning and an annotation on its Node). The GPUs are read again
+from NVML every ``gpu_discovery_seconds``; an NVML failure is logged and annotated, not hidden.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
+import logging
 import os
 import signal
 import subprocess
@@ -17,15 +24,35 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import BinaryIO, TypedDict
 
 from aipaas.api.devices import ResourceSlice
 from aipaas.backends.base import Inventory, LaunchRequest, NodeInfo, TaskState, TaskStatus
 from aipaas.backends.local import machine
+from aipaas.backends.local.isolation import (
+    ISOLATION_ANNOTATION,
+    LAUNCH_FILE,
+    IsolationError,
+    TaskIsolation,
+    TaskPlacer,
+)
 from aipaas.backends.local.machine import gpus_of
-from aipaas.backends.local.nvml import publish_slice, visible_devices
+from aipaas.backends.local.nvml import Discovery, discover, visible_devices
 
-# Variables a task inherits from the server's environment; nothing else (no tokens) leaks.
-INHERITED = ("PATH", "HOME", "LANG", "LC_ALL", "TZ", "TMPDIR", "USER", "LOGNAME", "SHELL")
+log = logging.getLogger(__name__)
+
+#: The annotation on the local Node that says what NVML found (or why it found nothing).
+GPU_ANNOTATION = "aipaas.dev/gpu-discovery"
+ANNOTATION_MAX = 1024  # an annotation holds 4096 characters; many failing GPUs say no more
+#: The runner's own environment (it runs as the server's user): nothing of the job's.
+RUNNER_PATH = "/usr/local/bin:/usr/bin:/bin"
+
+
+class LocalOptions(TypedDict, total=False):
+    """What a server's settings decide about its local backend (make_backend passes it on)."""
+
+    isolation: TaskIsolation
+    gpu_discovery_seconds: float
 
 
 class LocalBackend:
@@ -41,33 +68,52 @@ class LocalBackend:
         gpus: Sequence[machine.Gpu] | None = None,
         environ: Mapping[str, str] | None = None,
         published: ResourceSlice | None = None,
+        isolation: TaskIsolation | None = None,
+        gpu_discovery_seconds: float = 30.0,
+        nvml: object | None = None,
     ) -> None:
+        """Args (beyond the machine's description, which tests give):
+        isolation: who tasks run as and where; the server passes the policy of its settings.
+            None (embedding, tests): tasks run as this process's user, in directories beside
+            ``run_dir`` (``<run_dir>-tasks``).
+        gpu_discovery_seconds: how often NVML is read again (GPUs that appear or disappear).
+        nvml: the NVML module (default pynvml); tests pass a fake.
+        """
         self.run_dir = run_dir.resolve()  # tasks run elsewhere: paths must be absolute
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        name = node_name or machine.node_name()
+        self.isolation = isolation or TaskIsolation(
+            self.run_dir.with_name(self.run_dir.name + "-tasks"), separate=False
+        )
+        self.placer = TaskPlacer(self.isolation)
+        self.name_of_node = node_name or machine.node_name()
+        self._cpu_milli = cpu_milli or machine.cpu_milli()
+        self._memory_mib = memory_mib or machine.memory_mib()
+        self._nvml = nvml
+        self._discovery_seconds = gpu_discovery_seconds
+        self._discovered_at: float | None = None
+        self._problem: str | None = None
+        self._annotations = {ISOLATION_ANNOTATION: self.isolation.describe()}
+        if not self.isolation.separate:
+            log.warning("local backend: %s", self.isolation.describe())
         # This machine's GPUs as a DRA ResourceSlice (nvml.py); no GPU or no NVML: CPU-only.
         # ``published`` stands in for NVML (tests); ``gpus`` alone means no slice at all.
+        # Either one fixes the GPUs: only a backend reading NVML reads it again.
+        self._rediscover = published is None and gpus is None
         if published is not None:
-            self.slice: ResourceSlice | None = published
+            self._set_gpus(published, list(gpus_of(published)))
+        elif gpus is not None:
+            self._set_gpus(None, list(gpus))
         else:
-            self.slice = publish_slice(name) if gpus is None else None
-        self.gpus = list(gpus_of(self.slice) if self.slice is not None else gpus or [])
-        self.node = NodeInfo(
-            name=name,
-            backend=self.name,
-            cpu_milli=cpu_milli or machine.cpu_milli(),
-            memory_mib=memory_mib or machine.memory_mib(),
-            gpu_count=len(self.gpus),
-            gpu_model=self.gpus[0].model if self.gpus else "",
-            gpu_memory_mib=self.gpus[0].memory_mib if self.gpus else 0,
-            labels={"aipaas.dev/backend": "local"},
-        )
-        source = os.environ if environ is None else environ
-        self.base_env = {key: source[key] for key in INHERITED if key in source}
+            self._read_nvml()
+        self.base_env = dict(os.environ if environ is None else environ)
         self._children: dict[str, subprocess.Popen[bytes]] = {}
         self._lock = threading.Lock()
 
     def inventory(self) -> Inventory:
+        # A GPU that appears or disappears is seen at the next reading (the cache spares NVML).
+        last = self._discovered_at
+        if self._rediscover and last is not None and _since(last) >= self._discovery_seconds:
+            self._read_nvml()
         features = {"processes"} | ({"gpu"} if self.gpus else set())
         slices = (self.slice,) if self.slice is not None and self.slice.spec.devices else ()
         return Inventory((self.node,), frozenset(features), slices)
@@ -79,39 +125,46 @@ class LocalBackend:
         except FileExistsError:
             return
         log_path = Path(request.log_path)
-        log_path.parent.mkdir(parents=True, exist_ok=True)
-        env = dict(self.base_env)
-        env.update(request.env)
+        _private_dir(log_path.parent)
         try:
+            identity = self.placer.prepare(request.tenant, request.request_id)
             # A task sees only its GPUs; one that asked for none sees none ("" hides them all).
-            env["CUDA_VISIBLE_DEVICES"] = visible_devices(request, self.slice)
-        except ValueError as err:
-            with log_path.open("ab") as log:
-                log.write(f"aipaas: cannot start the task: {err}\n".encode())
-            (directory / "exit").write_text("127\n")
+            visible = visible_devices(request, self.slice)
+        except (IsolationError, ValueError) as err:
+            self._not_started(directory, log_path, str(err))
             return
+        env = self.placer.environment(identity, request.env, self.base_env)
+        env["CUDA_VISIBLE_DEVICES"] = visible
         env["PYTHONUNBUFFERED"] = "1"
-        cwd = request.working_dir or str(directory)
-        with log_path.open("ab") as log:
+        # An explicit workingDir is entered as the task's user (runner.py): it grants nothing
+        # that user could not reach anyway. HOME stays the task's own directory.
+        launch = {
+            "command": list(request.command),
+            "env": env,
+            "cwd": request.working_dir or str(identity.home),
+            "uid": identity.uid,
+            "gid": identity.gid,
+        }
+        _write_private(directory / LAUNCH_FILE, json.dumps(launch))
+        with _open_log(log_path) as log_file:
             try:
                 child = subprocess.Popen(
                     [
                         sys.executable,
+                        "-I",  # no PYTHON* variable, no user site: the runner may be root
                         "-m",
                         "aipaas.backends.local.runner",
                         str(directory),
-                        "--",
-                        *request.command,
                     ],
-                    env=env,
-                    cwd=cwd,
+                    env={"PATH": RUNNER_PATH, "LANG": "C.UTF-8"},
+                    cwd="/",
                     stdin=subprocess.DEVNULL,
-                    stdout=log,
+                    stdout=log_file,
                     stderr=subprocess.STDOUT,
                     start_new_session=True,
                 )
             except OSError as err:
-                log.write(f"aipaas: cannot start the task: {err}\n".encode())
+                log_file.write(f"aipaas: cannot start the task: {err}\n".encode())
                 (directory / "exit").write_text("127\n")
                 return
         (directory / "pid").write_text(f"{child.pid}\n")
@@ -139,6 +192,50 @@ class LocalBackend:
         self._reap()
 
     # helpers ------------------------------------------------------------------------------
+
+    def _not_started(self, directory: Path, log_path: Path, reason: str) -> None:
+        with _open_log(log_path) as log_file:
+            log_file.write(f"aipaas: cannot start the task: {reason}\n".encode())
+        (directory / "exit").write_text("127\n")
+
+    def _read_nvml(self) -> None:
+        found = discover(self.name_of_node, self._nvml)
+        self._discovered_at = time.monotonic()
+        self._report(found)
+        self._set_gpus(found.slice, list(gpus_of(found.slice)))
+
+    def _report(self, found: Discovery) -> None:
+        """Say what NVML found when it changes: a warning for an error, one line otherwise."""
+        gpus = len(gpus_of(found.slice))
+        if found.problem is not None and not found.quiet:
+            text = f"{found.problem}; this node offers {gpus} GPU(s) through NVML"
+            if text != self._problem:
+                log.warning("local backend: %s", text)
+        elif found.problem is not None:
+            text = f"no NVIDIA driver here ({found.problem}): CPU only"
+            if text != self._problem:
+                log.info("local backend: %s", text)
+        else:
+            text = f"{gpus} GPU(s) read through NVML"
+            if self._problem is not None and text != self._problem:
+                log.info("local backend: NVML answers again: %s", text)
+        self._problem = text
+        self._annotations[GPU_ANNOTATION] = text[:ANNOTATION_MAX]
+
+    def _set_gpus(self, published: ResourceSlice | None, gpus: list[machine.Gpu]) -> None:
+        self.slice: ResourceSlice | None = published
+        self.gpus = gpus
+        self.node = NodeInfo(
+            name=self.name_of_node,
+            backend=self.name,
+            cpu_milli=self._cpu_milli,
+            memory_mib=self._memory_mib,
+            gpu_count=len(gpus),
+            gpu_model=gpus[0].model if gpus else "",
+            gpu_memory_mib=gpus[0].memory_mib if gpus else 0,
+            labels={"aipaas.dev/backend": "local"},
+            annotations=dict(self._annotations),
+        )
 
     def _dir(self, request_id: str) -> Path:
         if "/" in request_id or request_id.startswith("."):
@@ -191,6 +288,35 @@ class LocalBackend:
             finished = [rid for rid, child in self._children.items() if child.poll() is not None]
             for rid in finished:
                 del self._children[rid]
+
+
+def _since(moment: float) -> float:
+    return time.monotonic() - moment
+
+
+def _private_dir(path: Path) -> None:
+    """A task's log directory (and any missing parent: the tenant's): the server's alone, 0700.
+
+    Tasks write their logs through the descriptor they inherit, never by path.
+    """
+    for directory in [*reversed(path.parents), path]:
+        if not directory.exists():
+            with contextlib.suppress(FileExistsError):
+                directory.mkdir(mode=0o700)
+    os.chmod(path, 0o700)
+
+
+def _open_log(path: Path) -> BinaryIO:
+    """The task's log, opened for appending by the server, mode 0600."""
+    handle = open(path, "ab", opener=lambda name, flags: os.open(name, flags, 0o600))  # noqa: SIM115
+    os.fchmod(handle.fileno(), 0o600)
+    return handle
+
+
+def _write_private(path: Path, text: str) -> None:
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(descriptor, "w") as handle:
+        handle.write(text)
 
 
 def _is_young(pid_file: Path, pid: int, seconds: float = 5.0) -> bool:

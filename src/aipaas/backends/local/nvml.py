@@ -1,7 +1,8 @@
 """This machine's NVIDIA GPUs as a resource.k8s.io/v1 ResourceSlice, read through NVML.
 
 Who calls it: the local backend's inventory. Reads NVML (the NVIDIA driver's library) and
-nothing else. Without the library or without a GPU it publishes an empty slice: nothing fails.
+nothing else. Without the library or without a GPU it publishes an empty slice; an NVML error
+is returned with the slice (``discover``), for the backend to report, never swallowed.
 
 Each GPU is a device ``gpu-<index>`` of driver ``gpu.nvidia.com`` with the attributes NVML
 gives: type, index, uuid, productName, model (short: "H100"), architecture,
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
@@ -25,7 +27,7 @@ from aipaas.api.devices import ResourceSlice
 from aipaas.backends.base import LaunchRequest
 from aipaas.backends.local.machine import short_model
 
-__all__ = ["DRIVER", "pcie_root", "publish_slice", "visible_devices"]
+__all__ = ["DRIVER", "Discovery", "discover", "pcie_root", "publish_slice", "visible_devices"]
 
 DRIVER: Final = "gpu.nvidia.com"
 _ARCHITECTURES: Final = {
@@ -35,6 +37,19 @@ _ARCHITECTURES: Final = {
 _MIG_PROFILE: Final = re.compile(r"MIG\s+(\d+g\.\d+gb)", re.IGNORECASE)
 
 
+@dataclass(frozen=True)
+class Discovery:
+    """What one reading of NVML found: the slice, and what went wrong if anything did.
+
+    ``problem`` names an NVML error that hid GPUs (the host may have GPUs it does not offer);
+    ``quiet`` is true when the reason is only that this machine has no NVIDIA driver at all.
+    """
+
+    slice: ResourceSlice
+    problem: str | None = None
+    quiet: bool = False
+
+
 def publish_slice(node: str, nvml: Any = None) -> ResourceSlice:
     """The slice of this node's GPUs (pool = node name); no GPU or no NVML: no devices.
 
@@ -42,29 +57,70 @@ def publish_slice(node: str, nvml: Any = None) -> ResourceSlice:
         node: the node name (a DNS label).
         nvml: the NVML module (default: pynvml); tests pass a fake.
     """
+    return discover(node, nvml).slice
+
+
+def discover(node: str, nvml: Any = None, devices_dir: Path = Path("/dev")) -> Discovery:
+    """Read NVML once: the slice and, when NVML failed, the error (never swallowed).
+
+    A missing NVML library on a machine with no NVIDIA device node is the ordinary CPU-only
+    case (``quiet``); any other failure, or a GPU NVML cannot read, is a ``problem``: the GPUs
+    read before it are still offered, the failing one is not.
+    """
     library = nvml if nvml is not None else pynvml
     devices: list[dict[str, Any]] = []
     try:
         library.nvmlInit()
-    except library.NVMLError:
-        return _slice(node, devices)
+    except library.NVMLError as err:
+        missing = _code(library, err) in _no_driver_codes(library)
+        quiet = missing and not any(devices_dir.glob("nvidia[0-9]*"))
+        return Discovery(_slice(node, devices), f"NVML could not start: {_reason(err)}", quiet)
+    problems: list[str] = []
     try:
         driver_version = _semver(_text(library.nvmlSystemGetDriverVersion()))
         for index in range(library.nvmlDeviceGetCount()):
-            handle = library.nvmlDeviceGetHandleByIndex(index)
-            device = _gpu(library, handle, index, driver_version)
-            if device["attributes"]["migEnabled"]["bool"]:
-                # CUDA cannot run on a MIG-enabled GPU whole: only its MIG devices are offered,
-                # so no claim can get the GPU while another holds one of its partitions.
-                devices.extend(_mig_devices(library, handle, index, device["attributes"]))
-            else:
-                devices.append(device)
-    except library.NVMLError:
-        devices = []
+            try:
+                handle = library.nvmlDeviceGetHandleByIndex(index)
+                device = _gpu(library, handle, index, driver_version)
+                if device["attributes"]["migEnabled"]["bool"]:
+                    # CUDA cannot run on a MIG-enabled GPU whole: only its MIG devices are
+                    # offered, so no claim gets the GPU while another holds a partition.
+                    devices.extend(_mig_devices(library, handle, index, device["attributes"]))
+                else:
+                    devices.append(device)
+            except library.NVMLError as err:
+                problems.append(f"GPU {index}: {_reason(err)}")
+    except library.NVMLError as err:
+        problems.append(_reason(err))
     finally:
         with contextlib.suppress(library.NVMLError):
             library.nvmlShutdown()
-    return _slice(node, devices)
+    problem = f"NVML failed: {'; '.join(problems)}" if problems else None
+    return Discovery(_slice(node, devices), problem)
+
+
+def _no_driver_codes(library: Any) -> set[int]:
+    return {
+        int(getattr(library, "NVML_ERROR_LIBRARY_NOT_FOUND", 12)),
+        int(getattr(library, "NVML_ERROR_DRIVER_NOT_LOADED", 9)),
+    }
+
+
+def _code(library: Any, err: Exception) -> int | None:
+    value = getattr(err, "value", None)
+    if isinstance(value, int):
+        return value
+    # A module without codes (a fake): read the message NVML would have given.
+    text = str(err).lower()
+    if "library not found" in text:
+        return int(getattr(library, "NVML_ERROR_LIBRARY_NOT_FOUND", 12))
+    if "driver not loaded" in text:
+        return int(getattr(library, "NVML_ERROR_DRIVER_NOT_LOADED", 9))
+    return None
+
+
+def _reason(err: Exception) -> str:
+    return str(err) or type(err).__name__
 
 
 def _gpu(library: Any, handle: Any, index: int, driver_version: str | None) -> dict[str, Any]:

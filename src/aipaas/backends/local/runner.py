@@ -1,32 +1,68 @@
-"""The supervisor of one task process: ``python -m aipaas.backends.local.runner DIR -- CMD...``.
+"""The supervisor of one task process: ``python -I -m aipaas.backends.local.runner DIR``.
 
-It runs in its own session (so it outlives a killed server), starts the command, forwards
-SIGTERM/SIGINT to it and, when it ends, writes its exit code to DIR/exit atomically. A
-directory with a pid but no exit file and no live runner is a task that was lost.
+It runs in its own session (so it outlives a killed server) and as the server's user (root when
+tasks are isolated: it must write the exit record in the root-only run directory). It reads
+what to start from DIR/launch.json (written by the backend: command, environment, working
+directory, uid and gid), starts the command as that user with no supplementary group, umask
+077, in that directory (entered as the user, so a working directory the user may not enter is
+refused by the system), forwards SIGTERM/SIGINT to it and, when it ends, writes its exit code to
+DIR/exit atomically. A directory with a pid but no exit file and no live runner is a task that
+was lost.
+
+The runner's own environment is the backend's minimal one, not the task's: a job's variables
+(PYTHONPATH, LD_PRELOAD...) never reach a process that runs as root.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
 import sys
 from pathlib import Path
 from types import FrameType
+from typing import Any
+
+from aipaas.backends.local.isolation import LAUNCH_FILE
+
+UMASK = 0o077
+EXIT_NOT_STARTED = 127
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) < 3 or argv[1] != "--":
-        print("usage: runner DIR -- COMMAND...", file=sys.stderr)
+    if len(argv) != 1:
+        print("usage: runner DIR (DIR holds launch.json)", file=sys.stderr)
         return 2
     directory = Path(argv[0])
-    command = argv[2:]
+    spec: dict[str, Any] = json.loads((directory / LAUNCH_FILE).read_text())
+    command = [str(part) for part in spec["command"]]
+    uid, gid = spec.get("uid"), spec.get("gid")
+    cwd = str(spec["cwd"])
+
+    def enter() -> None:
+        # After the uid change (subprocess sets groups, gid, uid before this hook): the
+        # directory is entered with the task's rights, not root's.
+        try:
+            os.chdir(cwd)
+        except OSError as err:
+            os.write(2, f"aipaas: cannot enter the working directory {cwd}: {err}\n".encode())
+            os._exit(EXIT_NOT_STARTED)
+
     try:
-        child = subprocess.Popen(command)  # stdio, env and cwd are the runner's own
-    except OSError as err:
+        child = subprocess.Popen(  # stdio are the runner's own (the task's log)
+            command,
+            env={str(k): str(v) for k, v in spec["env"].items()},
+            user=uid,
+            group=gid,
+            extra_groups=[] if uid is not None else None,
+            umask=UMASK,
+            preexec_fn=enter,  # the runner is single-threaded: the hook is safe here
+        )
+    except (OSError, subprocess.SubprocessError) as err:
         print(f"aipaas: cannot start {command[0]!r}: {err}", file=sys.stderr, flush=True)
-        _write_exit(directory, 127)
-        return 127
+        _write_exit(directory, EXIT_NOT_STARTED)
+        return EXIT_NOT_STARTED
 
     def forward(signum: int, _frame: FrameType | None) -> None:
         if child.poll() is None:
