@@ -8,6 +8,7 @@ from aipaas.backends.base import Backend
 from aipaas.backends.composite import CompositeBackend
 from aipaas.backends.local import LocalBackend
 from aipaas.backends.sim import SimBackend
+from aipaas.backends.sim.backend import DEFAULT_JOURNAL_RECORDS
 from aipaas.backends.sim.cluster import load_cluster_with_slices
 from aipaas.clock import Clock
 
@@ -21,21 +22,24 @@ def make_backend(
     sim_cluster: Path | None = None,
     local_cpu_milli: int | None = None,
     clock: Clock | None = None,
+    sim_journal_max_records: int = DEFAULT_JOURNAL_RECORDS,
 ) -> Backend:
     if name == "local":
         return LocalBackend(run_dir, cpu_milli=local_cpu_milli)
     if name == "sim":
-        return _sim(run_dir, sim_cluster, clock)
+        return _sim(run_dir, sim_cluster, clock, sim_journal_max_records)
     if name == "demo":
         return CompositeBackend(
             [
                 LocalBackend(run_dir, cpu_milli=local_cpu_milli),
-                _sim(run_dir, sim_cluster, clock),
+                _sim(run_dir, sim_cluster, clock, sim_journal_max_records),
             ]
         )
     raise ValueError(f"unknown backend {name!r}; known: {', '.join(NAMES)}")
 
 
-def _sim(run_dir: Path, sim_cluster: Path | None, clock: Clock | None) -> SimBackend:
+def _sim(
+    run_dir: Path, sim_cluster: Path | None, clock: Clock | None, journal_max_records: int
+) -> SimBackend:
     nodes, slices = load_cluster_with_slices(sim_cluster)
-    return SimBackend(run_dir, nodes, clock, slices=slices)
+    return SimBackend(run_dir, nodes, clock, slices=slices, journal_max_records=journal_max_records)

@@ -21,12 +21,14 @@ from aipaas.client import config_path
 from aipaas.controller.cycle import Controller
 from aipaas.controller.loop import ControllerLoop
 from aipaas.metering.metrics import Metrics, prepare_multiprocess
+from aipaas.server import reads
 from aipaas.server.app import create_app
 from aipaas.server.bootstrap import ensure_admin_token
 from aipaas.settings import Settings
 from aipaas.store import Store
 from aipaas.store.database import make_engine
 from aipaas.store.lease import Lease, holder_id
+from aipaas.store.trim import EventLimits, EventTrim
 
 GIL_SWITCH_INTERVAL_SECONDS = 0.0005
 SETTINGS_ENV = "AIPAAS_SERVER_SETTINGS"  # hands the settings to uvicorn's worker processes
@@ -97,17 +99,21 @@ def make_app(settings: Settings) -> FastAPI:
             sim_cluster=settings.sim_cluster,
             local_cpu_milli=int(settings.local_cpus * 1000) if settings.local_cpus else None,
             local=local_options(settings),
+            sim_journal_max_records=settings.sim_journal_max_records,
         )
         controller = Controller(store, backend, log_dir=settings.log_dir, metrics=metrics)
         lease = Lease(store, holder_id(uuid.uuid4().hex[:8]))
-        loop = ControllerLoop(controller, settings.tick_seconds, lease)
+        trim = EventTrim(
+            store, EventLimits(settings.event_max_age_seconds, settings.event_max_count)
+        )
+        loop = ControllerLoop(controller, settings.tick_seconds, lease, housekeeping=trim)
 
     def stop() -> None:
         if loop is not None:
             loop.stop()
         store.close()
 
-    return create_app(
+    app = create_app(
         store,
         metrics=metrics,
         on_start=loop.start if loop else None,
@@ -116,6 +122,8 @@ def make_app(settings: Settings) -> FastAPI:
         max_body_bytes=settings.max_body_bytes,
         metrics_public=settings.metrics_public,
     )
+    reads.configure(app, reads.ReadLimits(settings.log_max_bytes, settings.log_max_followers))
+    return app
 
 
 def local_options(settings: Settings) -> LocalOptions:

@@ -10,6 +10,7 @@ cost the controller a third of its time when thousands of short jobs arrived at 
 
 from __future__ import annotations
 
+import fcntl
 import io
 import json
 import os
@@ -19,9 +20,11 @@ from typing import Any
 
 from aipaas.api.devices import ResourceSlice
 from aipaas.backends.base import Inventory, LaunchRequest, NodeInfo, TaskState, TaskStatus
+from aipaas.backends.sim import journal
 from aipaas.clock import Clock, SystemClock, isoformat
 
 DEFAULT_DURATION = 5.0
+DEFAULT_JOURNAL_RECORDS = 100_000
 EXIT_CODE_ANNOTATION = "sim.aipaas.dev/exit-code"  # a simulated task ends with this code
 
 
@@ -35,6 +38,7 @@ class SimBackend:
         clock: Clock | None = None,
         default_duration: float = DEFAULT_DURATION,
         slices: Sequence[ResourceSlice] = (),
+        journal_max_records: int = DEFAULT_JOURNAL_RECORDS,
     ) -> None:
         self.run_dir = run_dir.resolve() / "sim"
         self.run_dir.mkdir(parents=True, exist_ok=True)
@@ -48,6 +52,11 @@ class SimBackend:
         self._read_to = 0  # the journal is read up to here
         self._appender: io.FileIO | None = None  # the journal, open for appending while in use
         self._log_dirs: set[str] = set()
+        # Finished tasks the journal keeps; it is rewritten when it has twice the lines it
+        # kept the last time (journal.py), so a rewrite costs O(1) a line over time.
+        self.journal_max_records = journal_max_records
+        self._lines = 0  # lines in the journal up to _read_to
+        self._kept = 0  # records the last rewrite kept
         self._load_task_files()
         self._catch_up()
 
@@ -92,7 +101,9 @@ class SimBackend:
     def status(self, request_ids: Sequence[str]) -> dict[str, TaskStatus]:
         self._catch_up()
         now = self.clock.now().timestamp()
-        return {rid: self._status(rid, now) for rid in request_ids}
+        answer = {rid: self._status(rid, now) for rid in request_ids}
+        self._trim_journal()
+        return answer
 
     def close(self) -> None:
         if self._appender is not None:
@@ -101,7 +112,7 @@ class SimBackend:
 
     def _journal_fd(self) -> int:
         if self._appender is None:
-            self._appender = io.FileIO(self._journal, "a")  # unbuffered: a write is one write
+            self._appender = io.FileIO(self._journal, "a+")  # unbuffered: a write is one write
         return self._appender.fileno()
 
     def _status(self, request_id: str, now: float) -> TaskStatus:
@@ -126,13 +137,41 @@ class SimBackend:
 
     def _save(self, request_id: str, data: dict[str, Any]) -> None:
         line = json.dumps({"id": request_id, **data}, separators=(",", ":")) + "\n"
-        self._catch_up()
         encoded = line.encode()
-        fd = self._journal_fd()
-        os.write(fd, encoded)  # one write: appends of processes never interleave
-        if os.fstat(fd).st_size == self._read_to + len(encoded):
-            self._read_to += len(encoded)  # no one else appended: no need to read it back
+        while True:
+            self._catch_up()
+            fd = self._journal_fd()
+            fcntl.flock(fd, fcntl.LOCK_SH)  # no rewrite of the journal while we append
+            if not journal.replaced(self._journal, fd):
+                break
+            fcntl.flock(fd, fcntl.LOCK_UN)  # rewritten meanwhile: catch up with the new one
+        try:
+            os.write(fd, encoded)  # one write: appends of processes never interleave
+            if os.fstat(fd).st_size == self._read_to + len(encoded):
+                self._read_to += len(encoded)  # no one else appended: no need to read it back
+                self._lines += 1
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
         self._records[request_id] = data
+
+    def _trim_journal(self) -> None:
+        """Rewrite the journal without the finished tasks it need not keep (journal.py)."""
+        if self._lines <= max(self.journal_max_records, 2 * self._kept):
+            return
+        fd = self._journal_fd()
+        with journal.locked(fd, exclusive=True):
+            if journal.replaced(self._journal, fd):
+                return  # another process rewrote it just now
+            self._catch_up()
+            now = self.clock.now().timestamp()
+            records = journal.kept(
+                self._records, now, self.journal_max_records, journal.DEFAULT_MAX_AGE_SECONDS
+            )
+            size = journal.rewrite(self._journal, records)
+        self.close()  # the appender is open on the file just replaced
+        self._records = records
+        self._read_to = size
+        self._lines = self._kept = len(records)
 
     def _append_log(self, path: str, line: str) -> None:
         directory = os.path.dirname(path)
@@ -152,12 +191,15 @@ class SimBackend:
 
     def _catch_up(self) -> None:
         """Read what was appended since last time (by this process or another)."""
-        size = os.fstat(self._journal_fd()).st_size
+        fd = self._journal_fd()
+        if journal.replaced(self._journal, fd):  # another process rewrote it: read it anew
+            self.close()
+            self._records, self._read_to, self._lines = {}, 0, 0
+            fd = self._journal_fd()
+        size = os.fstat(fd).st_size
         if size <= self._read_to:
             return
-        with open(self._journal, "rb") as handle:
-            handle.seek(self._read_to)
-            chunk = handle.read(size - self._read_to)
+        chunk = os.pread(fd, size - self._read_to, self._read_to)
         complete = chunk.rfind(b"\n") + 1  # a crash may have left half a line at the end
         if complete == 0:
             return
@@ -168,6 +210,7 @@ class SimBackend:
                 continue  # the half line a crash left; the next write starts a new line
             self._records[str(data.pop("id"))] = data
         self._read_to += complete
+        self._lines += chunk.count(b"\n", 0, complete)
         if complete < len(chunk):
             self._end_half_line()
 
