@@ -15,6 +15,7 @@ from aipaas.scheduler.framework.profile import load_profile
 from aipaas.scheduler.framework.registry import PluginContext
 from aipaas.scheduler.framework.runtime import Scheduler
 from aipaas.scheduler.framework.types import Placement, PodRequest
+from aipaas.scheduler.plugins import default_registry
 from aipaas.scheduler.plugins.fgd import FgdScore, typical_pods
 from aipaas.scheduler.plugins.fgd_stranding import (
     StrandingFgdScore,
@@ -143,16 +144,22 @@ def test_shared_pod_gpu_choice() -> None:
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        ({"weight": -1}, "weight: must be a number >= 0, got -1"),
-        ({"weight": "2"}, "weight: must be a number >= 0, got '2'"),
-        ({"weight": True}, "weight: must be a number >= 0, got True"),
-        ({"coverage": 0}, "coverage: must be within (0, 1], got 0.0"),
+        ({"weight": -1}, "args.weight: input should be greater than or equal to 0, got -1"),
+        ({"weight": 101}, "args.weight: input should be less than or equal to 100, got 101"),
+        ({"weight": "2"}, "args.weight: input should be a valid number, got '2'"),
+        ({"weight": True}, "args.weight: input should be a valid number, got True"),
+        ({"coverage": 0}, "args.coverage: input should be greater than 0, got 0"),
+        ({"weigth": 2}, "args.weigth: unknown argument of plugin FGDStranding"),
     ],
 )
 def test_bad_args(args: dict[str, object], message: str) -> None:
-    with pytest.raises(ValueError, match=r"FGDStranding args\.") as error:
-        new_stranding_fgd(PluginContext(args, np.random.default_rng(0), tuple(WHOLE_4C)))
+    context = PluginContext(args, np.random.default_rng(0), tuple(WHOLE_4C))
+    with pytest.raises(ValueError, match="FGDStranding") as error:
+        default_registry().build("FGDStranding", context)
     assert message in str(error.value)
+    # Called directly, the factory refuses them too (pydantic's own message).
+    with pytest.raises(ValueError, match="StrandingFgdArgs"):
+        new_stranding_fgd(context)
 
 
 def test_no_workload_means_no_stranding_term() -> None:

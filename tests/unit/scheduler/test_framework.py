@@ -183,7 +183,7 @@ class TestProfiles:
         path = write_profile(tmp_path, profile_dict(scores=[{"name": "BestFit", "weight": 0}]))
         with pytest.raises(ValueError) as error:
             load_profile(path)
-        assert "spec.scores.0.weight" in str(error.value)
+        assert "spec.scores[0].weight: " in str(error.value)
         assert "greater than or equal to 1" in str(error.value)
 
     def test_bad_metadata_name_and_kind(self, tmp_path: Path) -> None:
@@ -204,7 +204,10 @@ class TestProfiles:
     def test_unknown_plugin_in_profile(self, tmp_path: Path) -> None:
         path = write_profile(tmp_path, profile_dict(scores=[{"name": "Magic"}]))
         state = ClusterState([NodeSpec("n", 1, 1)])
-        with pytest.raises(ValueError, match="unknown plugin 'Magic'; known plugins: BestFit,"):
+        with pytest.raises(
+            ValueError,
+            match=r"spec\.scores\[0\]\.name: unknown plugin 'Magic' \(known plugins: BestFit,",
+        ):
             Scheduler(state, path)
 
     @pytest.mark.parametrize(

@@ -18,6 +18,7 @@ from aipaas.scheduler.framework.profile import SchedulerProfile, load_profile
 from aipaas.scheduler.framework.registry import PluginContext
 from aipaas.scheduler.framework.runtime import Scheduler
 from aipaas.scheduler.framework.types import Placement, PodRequest, Unschedulable
+from aipaas.scheduler.plugins import default_registry
 from aipaas.scheduler.plugins.fgd import NO_ROOM, FgdScore, TypicalPod, new_fgd, typical_pods
 from aipaas.scheduler.plugins.gpu_pickers import BestFitGpus, RandomGpus
 from aipaas.scheduler.plugins.simple_scores import (
@@ -643,14 +644,15 @@ class TestTypicalPods:
         plugin = new_fgd(PluginContext({"coverage": 1.0}, rng, tuple(SHARED_500)))
         assert plugin.pods == [TypicalPod(1000, 500, 1, (), 1.0)]
         for args, message in (
-            ({"coverage": 0}, "FGD args.coverage: must be within (0, 1], got 0.0"),
-            ({"coverage": 1.5}, "FGD args.coverage: must be within (0, 1], got 1.5"),
-            ({"resolution": 0}, "FGD args.resolution: must be a number > 0, got 0"),
-            ({"resolution": "x"}, "FGD args.resolution: must be a number > 0, got 'x'"),
+            ({"coverage": 0}, "args.coverage: input should be greater than 0, got 0"),
+            ({"coverage": 1.5}, "args.coverage: input should be less than or equal to 1, got 1.5"),
+            ({"resolution": 0}, "args.resolution: input should be greater than 0, got 0"),
+            ({"resolution": "x"}, "args.resolution: input should be a valid number, got 'x'"),
+            ({"tightGpuTies": 1}, "args.tightGpuTies: input should be a valid boolean, got 1"),
         ):
             with pytest.raises(ValueError) as error:
-                new_fgd(PluginContext(args, rng, ()))
-            assert str(error.value) == message
+                default_registry().build("FGD", PluginContext(args, rng, ()))
+            assert str(error.value) == f"{message} (argument of plugin FGD)"
 
 
 class TestPickers:

@@ -18,7 +18,7 @@ from aipaas.scheduler.framework.interfaces import (
     NormalizeScorePlugin,
     ScorePlugin,
 )
-from aipaas.scheduler.framework.profile import SchedulerProfile, load_profile
+from aipaas.scheduler.framework.profile import SchedulerProfile, check_profile, load_profile
 from aipaas.scheduler.framework.registry import PluginContext, Registry
 from aipaas.scheduler.framework.types import Placement, PodRequest, Unschedulable
 
@@ -53,7 +53,14 @@ class Scheduler:
         from aipaas.scheduler.plugins import default_registry
 
         self.state = state
-        self.profile = policy if isinstance(policy, SchedulerProfile) else load_profile(policy)
+        if isinstance(policy, SchedulerProfile):
+            # A profile made in code has been checked for shape only: check its plugins too.
+            self.profile = policy
+            check_profile(policy, registry or default_registry(), f"profile {policy.metadata.name}")
+        else:
+            # Without a registry of its own, a policy is checked against the built-in plugins
+            # when it is loaded (once for a built-in profile).
+            self.profile = load_profile(policy, registry)
         self.rng = np.random.default_rng(seed)
         registry = registry or default_registry()
 

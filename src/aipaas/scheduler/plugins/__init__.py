@@ -1,4 +1,7 @@
-"""Built-in scheduler plugins, listed explicitly: nothing registers itself at import time."""
+"""Built-in scheduler plugins, listed explicitly: nothing registers itself at import time.
+
+A plugin registered without an argument model takes no arguments (any argument is an error).
+"""
 
 from __future__ import annotations
 
@@ -25,8 +28,10 @@ def default_registry() -> Registry:
     registry.register("GpuClustering", simple_scores.new_gpu_clustering)
     registry.register("GpuPacking", simple_scores.new_gpu_packing)
     registry.register("CpuOnlyAwayFromIdleGpus", simple_scores.new_cpu_only_away_from_idle_gpus)
-    registry.register("FGD", fgd.new_fgd)
-    registry.register("FGDStranding", fgd_stranding.new_stranding_fgd)
+    registry.register("FGD", fgd.new_fgd, fgd.FgdArgs)
+    registry.register(
+        "FGDStranding", fgd_stranding.new_stranding_fgd, fgd_stranding.StrandingFgdArgs
+    )
     registry.register("DeviceClaims", device_claims.new_device_claims)
     registry.register("DeviceTopology", device_claims.new_device_topology)
     return registry

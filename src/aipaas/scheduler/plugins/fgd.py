@@ -20,6 +20,7 @@ from weakref import WeakKeyDictionary
 
 import numpy as np
 import numpy.typing as npt
+from pydantic import Field
 
 from aipaas.scheduler.framework.cluster import ClusterState, IntArray
 from aipaas.scheduler.framework.interfaces import (
@@ -28,7 +29,7 @@ from aipaas.scheduler.framework.interfaces import (
     ScorePlugin,
     lowest_free_whole_gpus,
 )
-from aipaas.scheduler.framework.registry import PluginContext
+from aipaas.scheduler.framework.registry import PluginArgs, PluginContext
 from aipaas.scheduler.framework.types import MILLI_PER_GPU, PodRequest
 
 FloatArray = npt.NDArray[np.float64]
@@ -308,12 +309,20 @@ class _GpuChoice:
         self.seen: IntArray = np.full(node_count, -1, dtype=np.int64)
 
 
+class FgdArgs(PluginArgs):
+    """FGD's arguments."""
+
+    #: Share of the workload the typical pods cover (the paper keeps the most frequent pods).
+    coverage: float = Field(default=0.95, gt=0, le=1)
+    #: Score the change of fragmentation in steps of this many milli-GPU (None: the paper's
+    #: score); more than a whole GPU would make every placement tie.
+    resolution: float | None = Field(default=None, gt=0, le=MILLI_PER_GPU)
+    #: Break ties between a node's GPUs by the tightest fit.
+    tightGpuTies: bool = False
+
+
 def new_fgd(context: PluginContext) -> FgdScore:
-    coverage = float(context.args.get("coverage", 0.95))
-    if not 0 < coverage <= 1:
-        raise ValueError(f"FGD args.coverage: must be within (0, 1], got {coverage}")
-    resolution = context.args.get("resolution")
-    if resolution is not None and not (isinstance(resolution, int | float) and resolution > 0):
-        raise ValueError(f"FGD args.resolution: must be a number > 0, got {resolution!r}")
-    tight = bool(context.args.get("tightGpuTies", False))
-    return FgdScore(typical_pods(context.workload, coverage), resolution, tight)
+    args = context.typed(FgdArgs)
+    return FgdScore(
+        typical_pods(context.workload, args.coverage), args.resolution, args.tightGpuTies
+    )

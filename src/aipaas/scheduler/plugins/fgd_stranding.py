@@ -26,9 +26,10 @@ from collections.abc import Sequence
 
 import numpy as np
 import numpy.typing as npt
+from pydantic import Field
 
 from aipaas.scheduler.framework.cluster import IntArray
-from aipaas.scheduler.framework.registry import PluginContext
+from aipaas.scheduler.framework.registry import PluginArgs, PluginContext
 from aipaas.scheduler.framework.types import PodRequest
 from aipaas.scheduler.plugins.fgd import (
     FgdScore,
@@ -40,6 +41,8 @@ from aipaas.scheduler.plugins.fgd import (
 )
 
 DEFAULT_WEIGHT = 2.0
+#: Far above any useful weight (the stranded term would drown FGD's own): a typo guard.
+MAX_WEIGHT = 100.0
 
 
 def cpu_per_gpu_milli(workload: Sequence[PodRequest]) -> float:
@@ -84,13 +87,19 @@ class StrandingFgdScore(FgdScore):
         return total
 
 
+class StrandingFgdArgs(PluginArgs):
+    """FGDStranding's arguments."""
+
+    #: As FGD's.
+    coverage: float = Field(default=0.95, gt=0, le=1)
+    #: How much a stranded milli-GPU counts against an ordinary fragment (0: plain FGD).
+    weight: float = Field(default=DEFAULT_WEIGHT, ge=0, le=MAX_WEIGHT)
+
+
 def new_stranding_fgd(context: PluginContext) -> StrandingFgdScore:
-    coverage = float(context.args.get("coverage", 0.95))
-    if not 0 < coverage <= 1:
-        raise ValueError(f"FGDStranding args.coverage: must be within (0, 1], got {coverage}")
-    weight = context.args.get("weight", DEFAULT_WEIGHT)
-    if isinstance(weight, bool) or not isinstance(weight, int | float) or weight < 0:
-        raise ValueError(f"FGDStranding args.weight: must be a number >= 0, got {weight!r}")
+    args = context.typed(StrandingFgdArgs)
     return StrandingFgdScore(
-        typical_pods(context.workload, coverage), cpu_per_gpu_milli(context.workload), weight
+        typical_pods(context.workload, args.coverage),
+        cpu_per_gpu_milli(context.workload),
+        args.weight,
     )
