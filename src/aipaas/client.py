@@ -182,11 +182,41 @@ class Client:
         ]
         return items
 
-    def create_token(self, user: str, tenant: str | None = None) -> dict[str, Any]:
-        body: dict[str, str] = {"user": user}
-        if tenant:
-            body["tenant"] = tenant
+    # tokens -------------------------------------------------------------------------------
+
+    def create_token(
+        self,
+        user: str,
+        tenant: str | None = None,
+        *,
+        name: str | None = None,
+        expires_in: str | int | None = None,
+        expires_at: str | None = None,
+    ) -> dict[str, Any]:
+        """A new token for ``user``; the answer's ``token`` is the secret, shown only now.
+        ``expires_in``: seconds or ``90s``/``30m``/``12h``/``90d``; ``expires_at``: RFC 3339."""
+        body: dict[str, Any] = {"user": user}
+        for key, value in (
+            ("tenant", tenant),
+            ("name", name),
+            ("expiresIn", expires_in),
+            ("expiresAt", expires_at),
+        ):
+            if value is not None and value != "":
+                body[key] = value
         result: dict[str, Any] = self._call("POST", "/tokens", json=body)
+        return result
+
+    def list_tokens(self, tenant: str | None = None) -> builtins.list[dict[str, Any]]:
+        """The tokens the caller may see (never their secrets)."""
+        items: builtins.list[dict[str, Any]] = self._call("GET", "/tokens", params=_t(tenant))[
+            "items"
+        ]
+        return items
+
+    def revoke_token(self, token_id: str) -> dict[str, Any]:
+        """Revoke a token by its id (``tok_...``); the token as it is now."""
+        result: dict[str, Any] = self._call("DELETE", f"/tokens/{token_id}")
         return result
 
     def whoami(self) -> dict[str, str]:

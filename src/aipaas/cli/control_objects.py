@@ -262,15 +262,79 @@ def usage(tenant: Tenant = None, output: Output = "table") -> None:
     Console(width=200).print(table)
 
 
+TOKEN_COLUMNS = ("ID", "NAME", "USER", "TENANT", "STATE", "CREATED", "EXPIRES", "LAST USED")
+
+
 @tokens_app.command("create")
 def create_token(
     user: Annotated[str, typer.Argument(help="The user the token acts as.")],
     tenant: Tenant = None,
+    name: Annotated[str | None, typer.Option("--name", help="What it is for (ci, laptop).")] = None,
+    expires_in: Annotated[
+        str | None, typer.Option("--expires-in", help="Lifetime: 3600, 90s, 30m, 12h, 90d.")
+    ] = None,
+    expires_at: Annotated[
+        str | None, typer.Option("--expires-at", help="Expiry, RFC 3339 with a zone.")
+    ] = None,
+    output: Annotated[
+        str, typer.Option("--output", "-o", help="token (the secret only) or json.")
+    ] = "token",
 ) -> None:
     """Create a token for USER and print it (only it, once) on standard output."""
+    if output not in ("token", "json"):
+        print("error: --output must be token or json", file=sys.stderr)
+        raise typer.Exit(2)
     with _client() as client:
-        answer = client.create_token(user, tenant)
-    print(answer["token"])
+        answer = client.create_token(
+            user, tenant, name=name, expires_in=expires_in, expires_at=expires_at
+        )
+    print(json.dumps(answer, indent=2) if output == "json" else answer["token"])
+
+
+@tokens_app.command("list")
+def list_tokens(tenant: Tenant = None, output: Output = "table") -> None:
+    """Tokens you may see: your own; a tenant admin its tenant's; a platform admin all."""
+    if output not in ("table", "json"):
+        print("error: --output must be table or json", file=sys.stderr)
+        raise typer.Exit(2)
+    with _client() as client:
+        items = client.list_tokens(tenant)
+    if output == "json":
+        print(json.dumps(items, indent=2))
+        return
+    table = Table(box=None)
+    for column in TOKEN_COLUMNS:
+        table.add_column(column)
+    for token in items:
+        table.add_row(*_token_row(token))
+    Console(width=200).print(table)
+
+
+@tokens_app.command("revoke")
+def revoke_token(
+    token_id: Annotated[str, typer.Argument(metavar="ID", help="The token's id (tok_...).")],
+    output: Output = "table",
+) -> None:
+    """Revoke the token ID: it stops working at once (within seconds on other servers)."""
+    with _client() as client:
+        answer = client.revoke_token(token_id)
+    if output == "json":
+        print(json.dumps(answer, indent=2))
+        return
+    print(f"token {answer['id']} revoked")
+
+
+def _token_row(token: dict[str, Any]) -> tuple[str, ...]:
+    return (
+        token["id"],
+        token["name"] or "-",
+        token["user"],
+        token["tenant"] or "-",
+        token["state"],
+        token["createdAt"],
+        token.get("expiresAt") or "never",
+        token.get("lastUsedAt") or "never",
+    )
 
 
 def _read(path: Path) -> str:

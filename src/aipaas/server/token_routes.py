@@ -124,7 +124,12 @@ def _create(store: Store, caller: Principal, wanted: TokenRequest) -> TokenAnswe
     expires_at = _expiry(wanted, now)
     secret = new_token()
     record = store.add_token(
-        hash_token(secret), new_token_id(), user, name=wanted.name or "", expires_at=expires_at
+        hash_token(secret),
+        new_token_id(),
+        user,
+        name=wanted.name or "",
+        expires_at=expires_at,
+        created_at=now,
     )
     store.record_event(user, "TokenCreated", f"token {record.id} created by {caller.user}")
     view = _view(record, now)

@@ -535,6 +535,7 @@ class Store:
         *,
         name: str = "",
         expires_at: datetime | None = None,
+        created_at: datetime | None = None,
     ) -> TokenRecord:
         """A new token of ``owner`` (a User): it acts with that user's role, whatever it is."""
         values = {
@@ -544,7 +545,7 @@ class Store:
             "owner_uid": owner.metadata.uid or "",
             "user": owner.name,
             "tenant": owner.tenant,
-            "created_at": self.clock.now(),
+            "created_at": created_at or self.clock.now(),
             "expires_at": expires_at,
         }
         with self.transaction() as tx:

@@ -23,6 +23,10 @@ def prepare_user(store: Store, caller: Principal, user: User) -> User:
     """``user`` as it will be written by ``caller``, in its tenant ("" for the tenant-less
     roles), with no status; refused if the caller may not write it."""
     role = user.spec.role
+    if not caller.may(Verb.WRITE, "User"):
+        raise Forbidden(f"role {caller.role} may not write User objects")
+    if not caller.may_act_on(role):
+        raise Forbidden(f"role {caller.role} may not give a user the role {role}")
     if role.tenantless:
         if user.metadata.tenant:
             raise InvalidObject(
@@ -37,10 +41,6 @@ def prepare_user(store: Store, caller: Principal, user: User) -> User:
             )
         if not caller.sees_tenant(tenant):
             raise NotFound(f"tenant {tenant} not found")
-    if not caller.may(Verb.WRITE, "User"):
-        raise Forbidden(f"role {caller.role} may not write User objects")
-    if not caller.may_act_on(role):
-        raise Forbidden(f"role {caller.role} may not give a user the role {role}")
     current = store.find("User", tenant, user.name)
     if isinstance(current, User):
         if not caller.may_act_on(current.spec.role):
