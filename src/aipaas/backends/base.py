@@ -5,7 +5,11 @@ Assumptions every backend states and the controller relies on (after Ray's insta
 - ``status`` is level-triggered: it reports what is true now for the ids asked about, including
   tasks started by an earlier process of the server (backends keep their records on disk).
 - ``stop`` is asynchronous: the task ends later and ``status`` then reports it.
-- Failures are data (``TaskState.LOST``, exit codes), not exceptions, except for bugs.
+- Failures are data (``TaskState.LOST``, exit codes), not exceptions, except for bugs. A
+  backend that cannot be asked (a remote one unreachable) may raise from ``inventory`` or
+  ``status``: the controller takes that as "unknown", never as "gone" or "lost".
+- ``start`` carries the controller lease's fencing token; a backend that keeps state refuses
+  (``FencingRefused``) a token lower than the highest it has seen (backends/fencing.py).
 Backends import neither the store, the scheduler nor the server.
 """
 
@@ -31,6 +35,9 @@ class NodeInfo:
     gpu_model: str = ""
     gpu_memory_mib: int = 0
     labels: Mapping[str, str] = field(default_factory=dict)
+    #: what the backend wants an operator to see on the Node (how tasks are isolated, a GPU
+    #: discovery error); stored as the Node's annotations
+    annotations: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -38,6 +45,16 @@ class Inventory:
     nodes: tuple[NodeInfo, ...]
     features: frozenset[str] = frozenset()
     slices: tuple[ResourceSlice, ...] = ()  # DRA devices per node, where the backend has them
+    #: nodes in ``nodes`` whose state could not be read now (their backend failed to answer):
+    #: known to exist, not ready; nothing new goes there and their tasks are not given up
+    unknown: frozenset[str] = frozenset()
+    #: False when part of the backend could not be read at all: a node missing from ``nodes``
+    #: may still exist (a composite whose member failed before it ever answered)
+    complete: bool = True
+
+
+class FencingRefused(Exception):
+    """A start from a controller whose lease was taken over (its fencing token is stale)."""
 
 
 @dataclass(frozen=True)
@@ -69,6 +86,11 @@ class LaunchRequest:
     #: the devices of the task's claims; a backend that runs on GPUs pins the task to them
     #: (when empty, ``gpus`` are its GPUs: the count-based path)
     devices: tuple[ClaimDevice, ...] = ()
+    #: the controller lease's fencing token (None: a controller without a lease, in tests)
+    fencing_token: int | None = None
+    #: the job asked for simulated nodes (``sim.aipaas.dev/duration``); a backend that mixes
+    #: real and simulated nodes starts a task on a simulated one only then
+    simulated: bool = False
 
 
 class TaskState(StrEnum):
@@ -77,6 +99,8 @@ class TaskState(StrEnum):
     SUCCEEDED = "Succeeded"
     FAILED = "Failed"
     LOST = "Lost"  # it was started but died without an exit code (killed, machine gone)
+    #: the backend could not be asked: nothing is known (never a reason to give a task up)
+    UNREACHABLE = "Unreachable"
 
 
 @dataclass(frozen=True)

@@ -1,28 +1,59 @@
-"""Several backends as one: each node belongs to one backend, requests go where their node is."""
+"""Several backends as one: each node belongs to one backend, requests go where their node is.
+
+A member that fails to answer does not make its nodes vanish: its last reported nodes stay in
+the inventory marked unknown (``Inventory.unknown``), and ``status`` answers ``UNREACHABLE``
+for the tasks no member that answered knows. Members given as ``on_request`` (the simulated
+cluster of the demo backend) label their nodes so that the controller places there only the
+jobs that ask for them, and a task that did not ask is never started on one.
+"""
 
 from __future__ import annotations
 
+import dataclasses
+import logging
 from collections.abc import Sequence
 
 from aipaas.api.devices import ResourceSlice
 from aipaas.backends.base import Backend, Inventory, LaunchRequest, NodeInfo, TaskState, TaskStatus
 
+log = logging.getLogger("aipaas.backends")
+
+#: a node with this label takes only tasks that ask for it (``LaunchRequest.simulated``)
+ON_REQUEST_LABEL = "aipaas.dev/on-request"
+
 
 class CompositeBackend:
     name = "composite"
 
-    def __init__(self, backends: Sequence[Backend]) -> None:
+    def __init__(self, backends: Sequence[Backend], on_request: Sequence[Backend] = ()) -> None:
         if not backends:
             raise ValueError("a composite backend needs at least one backend")
         self.backends = tuple(backends)
+        self._on_request = {id(b) for b in on_request}
         self._by_node: dict[str, Backend] = {}
+        self._last: dict[int, Inventory] = {}  # per member: its last inventory that answered
 
     def inventory(self) -> Inventory:
         nodes: list[NodeInfo] = []
         features: set[str] = set()
         slices: list[ResourceSlice] = []
+        unknown: set[str] = set()
+        complete = True
         for backend in self.backends:
-            inventory = backend.inventory()
+            try:
+                inventory = self._labelled(backend, backend.inventory())
+            except Exception as err:  # a member that cannot answer: its nodes are unknown
+                log.warning("inventory of backend %s failed: %s", backend.name, err)
+                last = self._last.get(id(backend))
+                if last is None:
+                    complete = False  # never answered: its nodes are not even known
+                    continue
+                inventory = last
+                unknown.update(n.name for n in last.nodes)
+            else:
+                self._last[id(backend)] = inventory
+                unknown.update(inventory.unknown)
+                complete = complete and inventory.complete
             for node in inventory.nodes:
                 if node.name in self._by_node and self._by_node[node.name] is not backend:
                     raise ValueError(f"node {node.name} is reported by two backends")
@@ -30,7 +61,31 @@ class CompositeBackend:
             nodes.extend(inventory.nodes)
             features |= inventory.features
             slices.extend(inventory.slices)
-        return Inventory(tuple(nodes), frozenset(features), tuple(slices))
+        return Inventory(
+            tuple(nodes),
+            frozenset(features),
+            tuple(slices),
+            unknown=frozenset(unknown),
+            complete=complete,
+        )
+
+    def _labelled(self, backend: Backend, inventory: Inventory) -> Inventory:
+        if id(backend) not in self._on_request:
+            return inventory
+        nodes = tuple(
+            NodeInfo(
+                name=n.name,
+                backend=n.backend,
+                cpu_milli=n.cpu_milli,
+                memory_mib=n.memory_mib,
+                gpu_count=n.gpu_count,
+                gpu_model=n.gpu_model,
+                gpu_memory_mib=n.gpu_memory_mib,
+                labels={**n.labels, ON_REQUEST_LABEL: "true"},
+            )
+            for n in inventory.nodes
+        )
+        return dataclasses.replace(inventory, nodes=nodes)
 
     def start(self, request: LaunchRequest) -> None:
         if request.node not in self._by_node:
@@ -38,18 +93,41 @@ class CompositeBackend:
         backend = self._by_node.get(request.node)
         if backend is None:
             raise ValueError(f"no backend has node {request.node}")
+        if id(backend) in self._on_request and not request.simulated:
+            # Never run a real command on a simulated node (it would "succeed" unrun).
+            raise ValueError(
+                f"node {request.node} takes only jobs that ask for it "
+                "(the sim.aipaas.dev/duration annotation)"
+            )
         backend.start(request)
 
     def stop(self, request_id: str, grace_seconds: float = 5.0) -> None:
+        failed: Exception | None = None
         for backend in self.backends:
-            backend.stop(request_id, grace_seconds)
+            try:
+                backend.stop(request_id, grace_seconds)
+            except Exception as err:  # the others are still asked; the caller hears of it
+                failed = err
+        if failed is not None:
+            raise failed
 
     def status(self, request_ids: Sequence[str]) -> dict[str, TaskStatus]:
         merged = {rid: TaskStatus(rid, TaskState.UNKNOWN) for rid in request_ids}
+        unreachable = False
         for backend in self.backends:
-            for rid, status in backend.status(request_ids).items():
+            try:
+                answers = backend.status(request_ids)
+            except Exception as err:  # who knows the task may be this one: not "unknown"
+                log.warning("status from backend %s failed: %s", backend.name, err)
+                unreachable = True
+                continue
+            for rid, status in answers.items():
                 if status.state is not TaskState.UNKNOWN:
                     merged[rid] = status
+        if unreachable:
+            for rid, status in merged.items():
+                if status.state is TaskState.UNKNOWN:
+                    merged[rid] = TaskStatus(rid, TaskState.UNREACHABLE, message="unreachable")
         return merged
 
     def close(self) -> None:

@@ -6,6 +6,7 @@ from pathlib import Path
 
 from aipaas.backends.base import Backend
 from aipaas.backends.composite import CompositeBackend
+from aipaas.backends.fencing import FENCING_FILE, Fenced, TokenFile
 from aipaas.backends.local import LocalBackend
 from aipaas.backends.sim import SimBackend
 from aipaas.backends.sim.backend import DEFAULT_JOURNAL_RECORDS
@@ -25,17 +26,21 @@ def make_backend(
     sim_journal_max_records: int = DEFAULT_JOURNAL_RECORDS,
 ) -> Backend:
     if name == "local":
-        return LocalBackend(run_dir, cpu_milli=local_cpu_milli)
+        return _local(run_dir, local_cpu_milli)
     if name == "sim":
         return _sim(run_dir, sim_cluster, clock, sim_journal_max_records)
     if name == "demo":
-        return CompositeBackend(
-            [
-                LocalBackend(run_dir, cpu_milli=local_cpu_milli),
-                _sim(run_dir, sim_cluster, clock, sim_journal_max_records),
-            ]
-        )
+        # Simulated nodes take only the jobs that ask for them: a real command never lands
+        # on one (it would be reported as succeeded without having run).
+        simulated = _sim(run_dir, sim_cluster, clock, sim_journal_max_records)
+        return CompositeBackend([_local(run_dir, local_cpu_milli), simulated], [simulated])
     raise ValueError(f"unknown backend {name!r}; known: {', '.join(NAMES)}")
+
+
+def _local(run_dir: Path, cpu_milli: int | None) -> Backend:
+    """The local backend, refusing starts from a controller whose lease was taken over."""
+    backend = LocalBackend(run_dir, cpu_milli=cpu_milli)
+    return Fenced(backend, TokenFile(backend.run_dir / FENCING_FILE))
 
 
 def _sim(

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
+from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING
 
@@ -22,7 +23,7 @@ from aipaas.api.queue import Queue
 from aipaas.api.tenancy import Tenant
 from aipaas.controller.launch import log_path, request_id
 from aipaas.controller.placement import Placer, Slot
-from aipaas.controller.work import JobWork, fair_order, job_usage
+from aipaas.controller.work import ACTIVE, JobWork, fair_order
 from aipaas.store import TaskRecord
 from aipaas.tenancy.quota import Usage, exceeded
 
@@ -34,89 +35,110 @@ log = logging.getLogger("aipaas.controller")
 
 def place(ctl: Controller, work: list[JobWork]) -> Placer:
     """Hold what placed tasks use, admit and place pending jobs, start what was placed."""
-    placer = Placer(ctl.nodes, ctl.policy, ctl.claims.devices(work))
+    placer = Placer(ctl.inventory.ready, ctl.policy, ctl.claims.devices(work))
     tenant_use: dict[str, Usage] = defaultdict(Usage)
     queue_use: dict[tuple[str, str], Usage] = defaultdict(Usage)
     for item in work:
         for record in item.records:
-            if record.node is None or TaskPhase(record.phase).finished:
+            if record.node is None or (TaskPhase(record.phase).finished and not record.stopping):
                 continue
             pod = ctl.claims.pod(item.job, record)
-            problem = placer.hold(pod, record.node, record.gpus, record.gpu_milli)
-            if problem is not None:
-                log.warning("cannot hold %s of job %s: %s", record.name, item.job.name, problem)
-                item.set(record.with_(phase=TaskPhase.LOST.value, message=problem))
-                continue
+            # Whatever becomes of the hold, the task counts against its quotas while it may
+            # run: on a node whose state is unknown, or while its stop is not yet confirmed.
             usage = Usage.of(pod.amounts)
             tenant_use[item.job.tenant] += usage
             queue_use[(item.job.tenant, item.job.spec.queue)] += usage
-    pending = [i for i in work if not i.records and i.phase is None]
+            problem = placer.hold(pod, record.node, record.gpus, record.gpu_milli)
+            if problem is None or record.stopping or record.phase not in ACTIVE:
+                continue
+            if not ctl.inventory.is_ready(record.node) and not ctl.inventory.is_gone(record.node):
+                continue  # its node's state is unknown: neither held anew nor given up
+            log.warning("cannot hold %s of job %s: %s", record.name, item.job.name, problem)
+            ctl.give_up(item, record, TaskPhase.LOST, problem)
+            item.event("TaskLost", f"{record.name}: {problem}", True)
+    pending = [i for i in work if not i.records and i.phase is None and not i.ending]
     tenants = {t.name: t for t in ctl.store.list_objects("Tenant", "") if isinstance(t, Tenant)}
     queues = {
         (q.tenant, q.name): q for q in ctl.store.list_objects("Queue", None) if isinstance(q, Queue)
     }
+    quotas = _Quotas(tenants, queues, tenant_use, queue_use)
     admitted: list[JobWork] = []
-    for item in fair_order(pending, queues, queue_use, placer.capacity()):
-        if _admit(ctl, item, placer, tenants, queues, tenant_use, queue_use):
+    for item in fair_order(pending, queues, queue_use, placer.capacity(), tenant_use):
+        if _admit(ctl, item, placer, quotas):
             admitted.append(item)
-    # The records of every admitted job are durable (one transaction) before the backend
-    # is asked to start anything: a crash in between is repaired by asking again.
-    with ctl.store.transaction() as tx:
-        ctl.tasks.insert_many([r for item in admitted for r in item.records], conn=tx)
+    # The records of every admitted job are durable (one transaction, fenced: refused if this
+    # controller lost its lease) before the backend is asked to start anything: a crash in
+    # between is repaired by asking again.
+    if admitted:
+        with ctl.fenced() as tx:
+            ctl.tasks.insert_many([r for item in admitted for r in item.records], conn=tx)
     for item in admitted:
         for record in list(item.records):
             if record.phase == TaskPhase.STARTING.value:
                 ctl.start_task(item, record)
     for item in work:
-        if item.phase is None:
-            _place_stragglers(ctl, item, placer)
+        if item.phase is None and not item.ending:
+            _place_stragglers(ctl, item, placer, quotas)
     return placer
 
 
-def _place_stragglers(ctl: Controller, item: JobWork, placer: Placer) -> None:
-    """Replicas beyond minAvailable start one by one as room appears."""
+@dataclass
+class _Quotas:
+    """Tenants and queues, and what each uses in this cycle (added to as tasks are placed)."""
+
+    tenants: dict[str, Tenant]
+    queues: dict[tuple[str, str], Queue]
+    tenant_use: dict[str, Usage]
+    queue_use: dict[tuple[str, str], Usage]
+
+    def why_not(self, job: Job, wanted: Usage) -> tuple[str, str] | None:
+        """(reason, message) when ``wanted`` more of ``job`` breaks a quota; None if it fits."""
+        tenant = self.tenants.get(job.tenant)
+        queue = self.queues.get((job.tenant, job.spec.queue))
+        if tenant is None or queue is None:
+            missing = f"tenant {job.tenant}" if tenant is None else f"queue {job.spec.queue}"
+            return "Waiting", f"{missing} does not exist"
+        why = exceeded(tenant.spec.quota, self.tenant_use[job.tenant], wanted)
+        if why is not None:
+            return "QuotaExceeded", f"tenant {job.tenant} quota: {why}"
+        why = exceeded(queue.spec.quota, self.queue_use[(job.tenant, job.spec.queue)], wanted)
+        if why is not None:
+            return "QuotaExceeded", f"queue {job.spec.queue} quota: {why}"
+        return None
+
+    def take(self, job: Job, used: Usage) -> None:
+        self.tenant_use[job.tenant] += used
+        self.queue_use[(job.tenant, job.spec.queue)] += used
+
+
+def _place_stragglers(ctl: Controller, item: JobWork, placer: Placer, quotas: _Quotas) -> None:
+    """Replicas beyond minAvailable start one by one as room appears, within the tenant's
+    and the queue's quotas like every other replica."""
     for record in list(item.records):
         if record.node is not None or record.phase != TaskPhase.PENDING.value:
             continue
-        result = placer.place([ctl.claims.pod(item.job, record)])
+        pod = ctl.claims.pod(item.job, record)
+        usage = Usage.of(pod.amounts)
+        if quotas.why_not(item.job, usage) is not None:
+            return
+        result = placer.place([pod])
         if isinstance(result, tuple):
             return
+        quotas.take(item.job, usage)
         slot = result[0]
         ctl.claims.record_allocated(item.job, record.name, slot.allocations)
         placed = _starting_on(record, slot)
         item.set(placed)
-        ctl.save_records(item)
+        ctl.save_records(item)  # fenced: checks the lease before this start
         ctl.start_task(item, placed)
 
 
-def _admit(
-    ctl: Controller,
-    item: JobWork,
-    placer: Placer,
-    tenants: dict[str, Tenant],
-    queues: dict[tuple[str, str], Queue],
-    tenant_use: dict[str, Usage],
-    queue_use: dict[tuple[str, str], Usage],
-) -> bool:
-    """Admit and place one pending job's gang; False with the reason on ``item`` if it waits."""
+def _admit(ctl: Controller, item: JobWork, placer: Placer, quotas: _Quotas) -> bool:
+    """Admit and place one pending job's gang; False with the reason on ``item`` if it waits.
+    The gang (minAvailable replicas) must fit the quotas; the others are placed later, each
+    within the quotas (``_place_stragglers``)."""
     job = item.job
     if job.spec.depends_on and not _dependencies_met(ctl, item):
-        return False
-    wanted = job_usage(job)
-    tenant = tenants.get(job.tenant)
-    queue = queues.get((job.tenant, job.spec.queue))
-    if tenant is None or queue is None:
-        missing = f"tenant {job.tenant}" if tenant is None else f"queue {job.spec.queue}"
-        item.reason, item.message = "Waiting", f"{missing} does not exist"
-        return False
-    why = exceeded(tenant.spec.quota, tenant_use[job.tenant], wanted)
-    if why is not None:
-        item.reason, item.message = "QuotaExceeded", f"tenant {job.tenant} quota: {why}"
-        return False
-    key = (job.tenant, job.spec.queue)
-    why = exceeded(queue.spec.quota, queue_use[key], wanted)
-    if why is not None:
-        item.reason, item.message = "QuotaExceeded", f"queue {job.spec.queue} quota: {why}"
         return False
     records = _new_records(ctl, job)
     gang = records[: job.spec.gang_size]
@@ -125,6 +147,13 @@ def _admit(
         item.reason, item.message = "Unschedulable", problem
         return False
     pods = [ctl.claims.pod(job, r) for r in gang]
+    wanted = Usage()
+    for pod in pods:
+        wanted += Usage.of(pod.amounts)
+    refused = quotas.why_not(job, wanted)
+    if refused is not None:
+        item.reason, item.message = refused
+        return False
     result = placer.place(pods)
     if isinstance(result, tuple):
         hint = [
@@ -146,8 +175,7 @@ def _admit(
         records[index] = _starting_on(record, slot)
     item.records = records
     item.changed = {r.name for r in records}
-    tenant_use[job.tenant] += wanted
-    queue_use[key] += wanted
+    quotas.take(job, wanted)
     created = job.metadata.creation_timestamp
     if created:
         latency = ctl.clock.now() - datetime.fromisoformat(created.replace("Z", "+00:00"))

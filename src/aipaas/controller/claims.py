@@ -33,7 +33,7 @@ from aipaas.api.dra import (
 )
 from aipaas.api.job import Job, TaskPhase
 from aipaas.api.resources import TaskClaim
-from aipaas.controller.launch import task_spec
+from aipaas.controller.launch import task_spec, wants_simulated
 from aipaas.controller.placement import Devices, Pod, SliceIndex
 from aipaas.controller.task_devices import (
     SHORT_FORM_ANNOTATION,
@@ -70,7 +70,7 @@ class ClaimBook:
             (item.job.metadata.uid or "", f"{item.job.name}/{record.name}")
             for item in work
             for record in item.records
-            if record.node is not None and not TaskPhase(record.phase).finished
+            if record.node is not None and (not TaskPhase(record.phase).finished or record.stopping)
         }
         allocated = []
         self._compiled_stored = set()
@@ -160,6 +160,7 @@ class ClaimBook:
             models,
             tuple(claims),
             gpu_claim=compiled is not None,
+            on_request=wants_simulated(job),
         )
 
     def problem(self, job: Job) -> str | None:

@@ -1,27 +1,45 @@
 """One controller cycle, in numbered steps (see ``Controller.run_cycle``).
 
 1. nodes: refresh the inventory from the backend and publish Node objects (controller/nodes.py);
-2. observe: ask the backend what became of every started task;
+   an inventory that cannot be read leaves the last known nodes, not ready (unknown);
+2. observe: ask the backend what became of every started task, and whether the attempts asked
+   to stop have stopped; a status call that fails tells nothing (no task is given up on it);
 3. advance: per job, carry out cancellation, restarts with backoff, failure and completion;
-4. admit and place: pending jobs in priority order (fair between queues) pass quotas, then the
-   scheduler places their gang; records are committed before the backend is asked to start
-   anything (controller/admission.py, with DRA claims in controller/claims.py); a task the
-   backend already runs when asked right after is Running in this same cycle;
+4. admit and place: pending jobs in fair order (tenants, then priority and queues within one)
+   pass quotas, then the scheduler places their gang; records are committed before the
+   backend is asked to start anything (controller/admission.py, with DRA claims in
+   controller/claims.py); a task the backend already runs when asked right after is Running
+   in this same cycle;
 5. write back job status and events (only what changed), and metrics
    (controller/write_back.py).
 
+At most once: an attempt the controller gives up on (lost, failed start, cancelled, its job
+ended) is asked to stop and marked ``stopping``; it keeps its resources, no replacement starts
+and its job does not finish until the backend confirms it no longer runs.
+
+Fencing: with a lease (store/lease.py), every write of the cycle that precedes a start or
+records its outcome is a transaction that first checks the lease is still this controller's
+(``fenced``); a lost lease raises ``LeaseLost`` and ends the cycle there. Every start carries
+the lease's token, which backends check (backends/fencing.py).
+
 Steps 2 and 3, and the task actions the other steps share (``finish``, ``start_task``,
-``save_records``), are here. Who calls it: controller/loop.py and cli/control_runtime.py.
+``save_records``, ``give_up``), are here. Who calls it: controller/loop.py and
+cli/control_runtime.py.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from datetime import timedelta
 from pathlib import Path
+
+from sqlalchemy import Connection
 
 from aipaas.api.devices import ResourceSlice
 from aipaas.api.job import CANCEL_ANNOTATION, Job, JobPhase, TaskPhase
-from aipaas.backends.base import Backend, NodeInfo, TaskState
+from aipaas.backends.base import Backend, FencingRefused, NodeInfo, TaskState, TaskStatus
 from aipaas.clock import Clock, SystemClock
 from aipaas.controller import admission
 from aipaas.controller.claims import ClaimBook
@@ -33,6 +51,7 @@ from aipaas.controller.work import ACTIVE, JobWork
 from aipaas.controller.write_back import publish_metrics, write_back
 from aipaas.metering.metrics import Metrics
 from aipaas.store import Store, TaskRecord, TaskRepository
+from aipaas.store.lease import Lease, LeaseLost
 
 log = logging.getLogger("aipaas.controller")
 
@@ -55,6 +74,7 @@ class Controller:
         backoff_max_seconds: float = 60.0,
         stop_grace_seconds: float = 5.0,
         inventory_seconds: float = 10.0,
+        lease: Lease | None = None,
     ) -> None:
         self.store = store
         self.tasks = TaskRepository(store)
@@ -70,6 +90,24 @@ class Controller:
         self.claims = ClaimBook(store)
         self.cycles = 0
         self.started_now: list[tuple[JobWork, TaskRecord]] = []  # asked to start this cycle
+        #: the lease this controller works under (ControllerLoop sets it); None: no fencing
+        self.lease = lease
+        # Attempts this process asked to stop: one still running after a restart of the
+        # controller is asked again (the SIGKILL after the grace period died with the process).
+        self._stop_asked: set[str] = set()
+
+    @property
+    def fencing_token(self) -> int | None:
+        return self.lease.token if self.lease is not None else None
+
+    @contextmanager
+    def fenced(self) -> Iterator[Connection]:
+        """A write transaction that first checks (and renews) the lease: ``LeaseLost`` when this
+        controller no longer holds it, and nothing of the transaction is written."""
+        with self.store.transaction() as tx:
+            if self.lease is not None:
+                self.lease.fence(tx)
+            yield tx
 
     @property
     def nodes(self) -> list[NodeInfo]:
@@ -103,34 +141,45 @@ class Controller:
         self.started_now = []
         placer = admission.place(self, work)
         self._observe_started()
-        write_back(self.store, self.tasks, self.clock, work)
+        write_back(self.store, self.tasks, self.clock, work, transaction=self.fenced)
         self.inventory.write_status(placer)
         publish_metrics(self.metrics, self.store, work, placer)
         self.cycles += 1
         self.metrics.cycle_seconds.observe(self.clock.monotonic() - started)
 
     def _observe(self, work: list[JobWork]) -> None:
-        """Step 2: record what the backend says became of each started task."""
-        started = [
-            (item, r) for item in work for r in item.records if r.phase in ACTIVE and r.request_id
+        """Step 2: record what the backend says became of each started task, and which of the
+        attempts asked to stop have stopped."""
+        asked = [
+            (item, r)
+            for item in work
+            for r in item.records
+            if r.request_id and (r.phase in ACTIVE or r.stopping)
         ]
-        if not started:
+        if not asked:
             return
-        answers = self.backend.status([r.request_id or "" for _, r in started])
+        answers = self.status([r.request_id or "" for _, r in asked])
         now = self.clock.now()
-        for item, record in started:
-            answer = answers[record.request_id or ""]
+        for item, record in asked:
+            rid = record.request_id or ""
+            answer = answers.get(rid) or TaskStatus(rid, TaskState.UNREACHABLE)
+            if answer.state is TaskState.UNREACHABLE:
+                continue  # nothing is known: nothing is concluded
+            if record.stopping:
+                if answer.state is TaskState.RUNNING:
+                    if rid not in self._stop_asked:
+                        self._ask_stop(rid)
+                    continue
+                record = record.with_(stopping=False)  # confirmed: no longer runs
+                item.set(record)
+                self._stop_asked.discard(rid)
+                if record.phase not in ACTIVE:
+                    continue
             if answer.state is TaskState.UNKNOWN:
                 if record.phase == TaskPhase.STARTING:
                     self.start_task(item, record)  # the start was lost in a crash: ask again
                 else:
-                    item.set(
-                        record.with_(
-                            phase=TaskPhase.LOST.value,
-                            finished_at=now,
-                            message="the backend does not know the task",
-                        )
-                    )
+                    self.give_up(item, record, TaskPhase.LOST, "the backend does not know the task")
                     item.event("TaskLost", f"{record.name}: the backend does not know it", True)
                 continue
             if answer.state is TaskState.RUNNING:
@@ -142,20 +191,56 @@ class Controller:
                 TaskState.FAILED: TaskPhase.FAILED,
                 TaskState.LOST: TaskPhase.LOST,
             }[answer.state]
-            item.set(
-                record.with_(
-                    phase=phase.value,
-                    exit_code=answer.exit_code,
-                    finished_at=now,
-                    message=answer.message,
-                )
+            ended = record.with_(
+                phase=phase.value,
+                exit_code=answer.exit_code,
+                finished_at=now,
+                message=answer.message,
             )
+            item.set(ended)
+            if phase is TaskPhase.LOST:
+                # Lost without an exit code: what is left of it (its process group) is stopped,
+                # and no replacement starts before the backend confirms.
+                self.give_up(item, ended, TaskPhase.LOST, answer.message)
             if phase is TaskPhase.SUCCEEDED:
                 item.event("TaskSucceeded", f"{record.name} exited with code 0")
             else:
                 item.event(
                     "TaskFailed", f"{record.name} {phase.value.lower()}: {answer.message}", True
                 )
+
+    def status(self, request_ids: Sequence[str]) -> dict[str, TaskStatus]:
+        """The backend's answers; a call that fails is "unreachable" for every id (unknown
+        state: no task is declared lost or confirmed stopped on it)."""
+        try:
+            return self.backend.status(request_ids)
+        except Exception as err:  # a backend that cannot answer now: try again next cycle
+            log.warning("status of %d tasks failed: %s", len(request_ids), err)
+            return {rid: TaskStatus(rid, TaskState.UNREACHABLE) for rid in request_ids}
+
+    def give_up(
+        self, item: JobWork, record: TaskRecord, phase: TaskPhase, message: str
+    ) -> TaskRecord:
+        """Stop an attempt the controller no longer counts on; it stays ``stopping`` (holding
+        its resources, blocking any replacement) until the backend confirms it has stopped."""
+        now = self.clock.now()
+        changed = record.with_(
+            phase=phase.value,
+            message=message,
+            finished_at=record.finished_at or now,
+            stopping=bool(record.request_id) or record.stopping,
+        )
+        if record.request_id:
+            self._ask_stop(record.request_id)
+        item.set(changed)
+        return changed
+
+    def _ask_stop(self, request_id: str) -> None:
+        try:
+            self.backend.stop(request_id, self.stop_grace_seconds)
+            self._stop_asked.add(request_id)
+        except Exception as err:  # asked again next cycle while it still runs
+            log.warning("stopping %s failed: %s", request_id, err)
 
     def _observe_started(self) -> None:
         """Step 4's end: a task the backend already runs counts as Running in the cycle that
@@ -171,10 +256,11 @@ class Controller:
         self.started_now = []
         if not asked:
             return
-        answers = self.backend.status([r.request_id or "" for _, r in asked])
+        answers = self.status([r.request_id or "" for _, r in asked])
         now = self.clock.now()
         for item, record in asked:
-            if answers[record.request_id or ""].state is TaskState.RUNNING:
+            answer = answers.get(record.request_id or "")
+            if answer is not None and answer.state is TaskState.RUNNING:
                 item.set(record.with_(phase=TaskPhase.RUNNING.value, started_at=now))
 
     def _advance(self, item: JobWork) -> None:
@@ -183,13 +269,18 @@ class Controller:
         if CANCEL_ANNOTATION in job.metadata.annotations:
             self.finish(item, JobPhase.CANCELLED, "Cancelled", "the job was cancelled")
             return
-        now = self.clock.monotonic()
+        now = self.clock.now()  # restart times are wall-clock: stored, read by any host
         for record in list(item.records):
             if record.phase in (TaskPhase.FAILED.value, TaskPhase.LOST.value):
                 spec = task_spec(job, record.group_name)
                 if spec.restart_policy == "OnFailure" and record.attempt < spec.backoff_limit:
                     delay = min(self.backoff_seconds * 2**record.attempt, self.backoff_max_seconds)
-                    item.set(record.with_(phase=TaskPhase.PENDING.value, restart_at=now + delay))
+                    item.set(
+                        record.with_(
+                            phase=TaskPhase.PENDING.value,
+                            restart_after=now + timedelta(seconds=delay),
+                        )
+                    )
                     item.event(
                         "TaskRestarting",
                         f"{record.name} restarts in {delay:g}s "
@@ -209,20 +300,24 @@ class Controller:
                     return
             elif (
                 record.phase == TaskPhase.PENDING.value
-                and record.restart_at is not None
-                and record.restart_at <= now
+                and record.restart_after is not None
+                and record.restart_after <= now
                 and record.node is not None
+                and not record.stopping  # the attempt before must be confirmed stopped
+                and self.inventory.is_ready(record.node)
             ):
                 restarted = record.with_(
                     attempt=record.attempt + 1,
-                    restart_at=None,
+                    restart_after=None,
                     exit_code=None,
                     message="",
                     phase=TaskPhase.STARTING.value,
+                    started_at=None,  # the new attempt's own times (usage ledger: E)
+                    finished_at=None,
                 )
                 restarted = restarted.with_(request_id=request_id(restarted))
                 item.set(restarted)
-                self.save_records(item)  # durable before the backend is asked
+                self.save_records(item)  # durable (and fenced) before the backend is asked
                 self.start_task(item, restarted)
         if item.records and all(r.phase == TaskPhase.SUCCEEDED.value for r in item.records):
             self.finish(
@@ -230,40 +325,74 @@ class Controller:
             )
 
     def finish(self, item: JobWork, phase: JobPhase, reason: str, message: str) -> None:
-        """End the job: stop what still runs, close every open task record."""
+        """End the job: stop what still runs, close every open task record. The job ends only
+        once the backend confirms every stopped attempt has stopped; until then it waits
+        (reason ``Stopping``) and this runs again next cycle."""
         now = self.clock.now()
-        for record in item.records:
+        stopped = []
+        for record in list(item.records):
             if record.phase in ACTIVE and record.request_id:
-                self.backend.stop(record.request_id, self.stop_grace_seconds)
+                record = self.give_up(item, record, TaskPhase.CANCELLED, message)
+                stopped.append(record)
             if not TaskPhase(record.phase).finished:
                 item.set(
                     record.with_(
                         phase=TaskPhase.CANCELLED.value,
                         finished_at=now,
-                        restart_at=None,
+                        restart_after=None,
                         message=message,
                     )
                 )
+        self._confirm_now(item, [r for r in item.records if r.stopping])
+        waiting = sum(r.stopping for r in item.records)
+        if waiting:
+            item.ending = True
+            item.reason = "Stopping"
+            item.message = f"{message}; waiting for {waiting} tasks to stop"
+            return
         item.phase, item.reason, item.message = phase, reason, message
         item.event(phase.value, message, phase is not JobPhase.SUCCEEDED)
 
+    def _confirm_now(self, item: JobWork, stopping: list[TaskRecord]) -> None:
+        """Ask right away whether the attempts asked to stop have stopped (a backend whose stop
+        is immediate lets the job end in this cycle)."""
+        if not stopping:
+            return
+        answers = self.status([r.request_id or "" for r in stopping])
+        for record in stopping:
+            answer = answers.get(record.request_id or "")
+            if answer is not None and answer.state not in (
+                TaskState.RUNNING,
+                TaskState.UNREACHABLE,
+            ):
+                item.set(record.with_(stopping=False))
+                self._stop_asked.discard(record.request_id or "")
+
     def start_task(self, item: JobWork, record: TaskRecord) -> None:
-        """Ask the backend to start a placed task (idempotent by its request id); a start that
-        fails at once marks the task lost, so the restart policy decides what follows."""
+        """Ask the backend to start a placed task (idempotent by its request id), under the
+        lease's fencing token; a start that fails at once marks the task lost (and asks the
+        backend to stop whatever it may have begun), so the restart policy decides what
+        follows. A start refused for a stale fencing token ends the cycle (``LeaseLost``)."""
         backends = {n.name: n.backend for n in self.nodes}
         devices = claim_devices(self.claims.allocations(item.job, record))
-        request = make_request(item.job, record, item.records, backends, devices)
+        request = make_request(
+            item.job, record, item.records, backends, devices, fencing_token=self.fencing_token
+        )
         try:
             self.backend.start(request)
             self.started_now.append((item, record))
-        except (OSError, ValueError) as err:
+        except FencingRefused as err:
+            if self.lease is not None:
+                self.lease.token = None  # whoever holds it now, it is not this controller
+            raise LeaseLost(str(err)) from err
+        except Exception as err:  # the backend could not start it: lost, and stopped
             log.warning("starting %s of job %s failed: %s", record.name, item.job.name, err)
-            item.set(record.with_(phase=TaskPhase.LOST.value, message=f"start failed: {err}"))
+            self.give_up(item, record, TaskPhase.LOST, f"start failed: {err}")
 
     def save_records(self, item: JobWork) -> None:
         """Make the job's changed records durable now, before the backend is asked."""
         if not item.changed:
             return
-        with self.store.transaction() as tx:
+        with self.fenced() as tx:
             self.tasks.save_many([r for r in item.records if r.name in item.changed], conn=tx)
         item.changed.clear()

@@ -27,6 +27,12 @@ def master_port(job_uid: str) -> int:
     return 20000 + int(hashlib.sha256(job_uid.encode()).hexdigest()[:8], 16) % 20000
 
 
+def wants_simulated(job: Job) -> bool:
+    """The job asks for simulated nodes (it declares a simulated duration): only such a job
+    goes to nodes that take work on request (the demo backend's simulated cluster)."""
+    return SIM_DURATION_ANNOTATION in job.metadata.annotations
+
+
 def task_spec(job: Job, group: str) -> TaskSpec:
     for task in job.spec.tasks:
         if task.name == group:
@@ -40,6 +46,8 @@ def make_request(
     records: Sequence[TaskRecord],
     node_backends: Mapping[str, str],
     devices: tuple[ClaimDevice, ...] = (),
+    *,
+    fencing_token: int | None = None,
 ) -> LaunchRequest:
     spec = task_spec(job, record.group_name)
     master = next((r for r in records if r.rank == 0), record)
@@ -78,6 +86,8 @@ def make_request(
         duration_seconds=_seconds(duration),
         annotations=dict(job.metadata.annotations),
         devices=devices,
+        fencing_token=fencing_token,
+        simulated=wants_simulated(job),
     )
 
 

@@ -8,7 +8,7 @@ import threading
 from collections.abc import Callable
 
 from aipaas.controller.cycle import Controller
-from aipaas.store.lease import Lease
+from aipaas.store.lease import Lease, LeaseLost
 
 log = logging.getLogger("aipaas.controller")
 
@@ -24,6 +24,8 @@ class ControllerLoop:
         self.controller = controller
         self.period = period
         self.lease = lease
+        if lease is not None:
+            controller.lease = lease  # its writes and starts are fenced with this lease
         # Run after each cycle by the lease holder only (trimming events: one process does it).
         self.housekeeping = housekeeping
         self._stop = threading.Event()
@@ -63,6 +65,11 @@ class ControllerLoop:
                         self.housekeeping()
                 else:
                     self.ready.clear()  # another process runs the controller
+            except LeaseLost as err:
+                # Another process took the lease over during this cycle: what this one would
+                # still have written or started was refused; the new holder carries on.
+                log.warning("%s; the cycle stops here", err)
+                self.ready.clear()
             except Exception:
                 log.exception("controller cycle failed")  # the loop's top-level guard
             # Rest at least as long as the cycle took: under load the API keeps half the time.

@@ -2,11 +2,19 @@
 and ResourceSlices becomes stored Node and ResourceSlice objects; each Node's status says
 whether it is ready and what is allocated on it.
 
+An inventory that cannot be read (the backend raises, or answers for part of itself) is not
+an empty cluster: the last known nodes stay, marked unknown (not ready): nothing new is placed
+on them and their tasks are not given up. A node is gone only when a complete inventory no
+longer reports it.
+
 Who calls it: controller/cycle.py (``refresh`` first in a cycle, ``write_status`` after the
-write-back). It asks the backend only for its inventory, at most every ``inventory_seconds``.
+write-back). It asks the backend only for its inventory, at most every ``inventory_seconds``
+(the controller's own timer: monotonic).
 """
 
 from __future__ import annotations
+
+import logging
 
 from aipaas.api.devices import ResourceSlice
 from aipaas.api.dra import wrap_device
@@ -16,6 +24,8 @@ from aipaas.backends.base import Backend, NodeInfo
 from aipaas.clock import Clock
 from aipaas.controller.placement import Placer
 from aipaas.store import Store
+
+log = logging.getLogger("aipaas.controller")
 
 PUBLISHED_LABEL = "aipaas.dev/published-by"
 
@@ -31,7 +41,12 @@ class NodeInventory:
         self.backend = backend
         self.clock = clock
         self.inventory_seconds = inventory_seconds
-        self.nodes: list[NodeInfo] = []
+        self.nodes: list[NodeInfo] = []  # last known, ready or not
+        #: last known nodes whose state is unknown now (not ready: nothing new goes there)
+        self.unknown: set[str] = set()
+        #: the last read reported everything: a node it lacks is gone (not merely unknown)
+        self.complete = False
+        self._names: set[str] = set()
         self.slices: list[ResourceSlice] = []
         self._node_objects: dict[str, Object] = {}
         self._node_status: dict[str, NodeStatus] = {}
@@ -42,13 +57,26 @@ class NodeInventory:
         if self._inventory_at is not None and now - self._inventory_at < self.inventory_seconds:
             return
         self._inventory_at = now
-        inventory = self.backend.inventory()
+        try:
+            inventory = self.backend.inventory()
+        except Exception as err:  # unknown, not empty: keep what was known, not ready
+            log.warning("inventory failed, %d nodes unknown: %s", len(self.nodes), err)
+            self.unknown = {n.name for n in self.nodes}
+            self.complete = False
+            return
+        self.unknown = set(inventory.unknown)
+        self.complete = inventory.complete
         self.nodes = list(inventory.nodes)
+        self._names = {n.name for n in self.nodes}
         self.slices = list(inventory.slices)
         self._publish_slices()
         for info in self.nodes:
             wanted = Node(
-                metadata=ObjectMeta(name=info.name, labels=dict(info.labels)),
+                metadata=ObjectMeta(
+                    name=info.name,
+                    labels=dict(info.labels),
+                    annotations=dict(info.annotations),  # what the backend says (isolation, GPUs)
+                ),
                 spec=NodeSpec(
                     backend=info.backend,
                     cpu=f"{info.cpu_milli}m"
@@ -68,13 +96,28 @@ class NodeInventory:
                 self.store.record_event(
                     current, "Registered", f"reported by backend {info.backend}"
                 )
-            elif current.to_wire().get("spec") != wanted.to_wire().get("spec"):
+            elif (
+                current.to_wire().get("spec") != wanted.to_wire().get("spec")
+                or current.metadata.annotations != wanted.metadata.annotations
+            ):
                 current = self.store.update(wanted)
             self._node_objects[info.name] = current
         reported = {info.name for info in self.nodes}
         for node in self.store.list_objects("Node", ""):
             if node.name not in reported:
                 self._node_objects[node.name] = node  # gone from the backend: not ready
+
+    @property
+    def ready(self) -> list[NodeInfo]:
+        """The nodes new work may go to: reported by the last read, state known."""
+        return [n for n in self.nodes if n.name not in self.unknown]
+
+    def is_ready(self, name: str) -> bool:
+        return name not in self.unknown and name in self._names
+
+    def is_gone(self, name: str) -> bool:
+        """A complete read did not report it: its tasks can be given up (and stopped)."""
+        return self.complete and name not in self._names
 
     def write_status(self, placer: Placer) -> None:
         """Node status: ready while reported; what is allocated (written when it changes)."""
@@ -112,5 +155,10 @@ class NodeInventory:
             elif current.to_wire().get("spec") != wanted.to_wire().get("spec"):
                 self.store.update(wanted)
         for stored in self.store.list_objects("ResourceSlice", ""):
-            if stored.metadata.labels.get(PUBLISHED_LABEL) and stored.name not in reported:
+            # Only a complete inventory tells a slice is gone (not a member that failed).
+            if (
+                self.complete
+                and stored.metadata.labels.get(PUBLISHED_LABEL)
+                and stored.name not in reported
+            ):
                 self.store.delete("ResourceSlice", "", stored.name)

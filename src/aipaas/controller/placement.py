@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from aipaas.api.devices import AllocationResult, DeviceClass, ResourceClaim, ResourceSlice
 from aipaas.api.resources import Amounts
 from aipaas.backends.base import NodeInfo
+from aipaas.backends.composite import ON_REQUEST_LABEL
 from aipaas.devices.inventory import Inventory, InventoryError
 from aipaas.devices.ledger import DeviceLedger
 from aipaas.scheduler.framework.cluster import ClusterState, NodeSpec
@@ -48,6 +49,8 @@ class Pod:
     #: the ``gpu:`` short form is one of ``claims``: the device allocator, not the GPU
     #: count, gives its GPUs (``amounts`` keep the count for quotas)
     gpu_claim: bool = False
+    #: the job asks for nodes that take work only on request (simulated ones)
+    on_request: bool = False
 
 
 @dataclass(frozen=True)
@@ -94,15 +97,11 @@ class SliceIndex:
         return self.inventory
 
 
-class Placer:
-    def __init__(
-        self,
-        nodes: Sequence[NodeInfo],
-        policy: str = "default",
-        devices: Devices | None = None,
-    ) -> None:
-        self.nodes = sorted(nodes, key=lambda n: n.name)
-        self.ledger = _ledger(devices or Devices())
+class _Pool:
+    """Nodes placed together: one ClusterState and its scheduler."""
+
+    def __init__(self, nodes: Sequence[NodeInfo], policy: str, ledger: DeviceLedger) -> None:
+        self.nodes = list(nodes)
         self.state = ClusterState(
             [
                 NodeSpec(
@@ -115,15 +114,38 @@ class Placer:
                 )
                 for n in self.nodes
             ],
-            devices=self.ledger,
+            devices=ledger,
         )
         self.scheduler = Scheduler(self.state, policy)
 
+
+class Placer:
+    """The cycle's cluster. Nodes labelled ``on-request`` (the demo backend's simulated ones)
+    form a pool of their own that only pods asking for it (``Pod.on_request``) go to; such a
+    pod goes to the ordinary nodes only where there is no such pool (the sim backend alone).
+    The pools share no node, so one GPU is never in two of them; DRA devices are one ledger."""
+
+    def __init__(
+        self,
+        nodes: Sequence[NodeInfo],
+        policy: str = "default",
+        devices: Devices | None = None,
+    ) -> None:
+        self.nodes = sorted(nodes, key=lambda n: n.name)
+        self.ledger = _ledger(devices or Devices())
+        on_request = [n for n in self.nodes if n.labels.get(ON_REQUEST_LABEL) == "true"]
+        ordinary = [n for n in self.nodes if n.labels.get(ON_REQUEST_LABEL) != "true"]
+        self.ordinary = _Pool(ordinary, policy, self.ledger)
+        self.on_request = _Pool(on_request, policy, self.ledger) if on_request else None
+        self._pools = [p for p in (self.ordinary, self.on_request) if p is not None]
+        self._pool_of = {n.name: pool for pool in self._pools for n in pool.nodes}
+
     def hold(self, pod: Pod, node: str, gpus: tuple[int, ...], gpu_milli: int) -> str | None:
         """Take back a running task's allocation; the reason when it cannot be held."""
-        index = self.state.index_of.get(node)
-        if index is None:
+        pool = self._pool_of.get(node)
+        if pool is None:
             return f"node {node} is gone"
+        index = pool.state.index_of[node]
         placement = Placement(
             pod=pod.name,
             node=node,
@@ -136,14 +158,18 @@ class Placer:
             memory_mib=pod.amounts.memory_mib,
         )
         try:
-            self.state.allocate(placement)
+            pool.state.allocate(placement)
         except ValueError as err:
             return str(err)
         return None
 
     def place(self, pods: Sequence[Pod]) -> list[Slot] | tuple[str, ...]:
         """All pods or none; the scheduler's reasons when they do not fit."""
-        result = self.scheduler.schedule_gang([_request(pod) for pod in pods])
+        on_request = all(pod.on_request for pod in pods) and self.on_request is not None
+        pool = self.on_request if on_request and self.on_request is not None else self.ordinary
+        if not pool.nodes:
+            return ("no node takes this job (simulated nodes take only jobs that ask for them)",)
+        result = pool.scheduler.schedule_gang([_request(pod) for pod in pods])
         if isinstance(result, Unschedulable):
             return result.reasons
         claims = {pod.name: pod.claims for pod in pods}
@@ -182,32 +208,42 @@ class Placer:
 
     def capacity(self) -> Usage:
         """What all nodes offer, in quota units."""
-        state = self.state
         return Usage(
-            int(state.cpu_capacity.sum()),
-            int(state.memory_capacity.sum()),
-            state.total_gpu_milli,
+            sum(int(p.state.cpu_capacity.sum()) for p in self._pools),
+            sum(int(p.state.memory_capacity.sum()) for p in self._pools),
+            sum(p.state.total_gpu_milli for p in self._pools),
         )
 
     def allocated(self) -> dict[str, tuple[int, int, float]]:
         """Per node: CPU millicores, memory MiB and GPUs (fractions count) in use."""
-        state = self.state
-        return {
-            node.name: (
-                int(state.cpu_capacity[i] - state.cpu_free[i]),
-                int(state.memory_capacity[i] - state.memory_free[i]),
-                (node.gpu_count * 1000 - int(state.gpu_free_total[i])) / 1000,
-            )
-            for i, node in enumerate(state.nodes)
-        }
+        out = {}
+        for pool in self._pools:
+            state = pool.state
+            for i, node in enumerate(state.nodes):
+                out[node.name] = (
+                    int(state.cpu_capacity[i] - state.cpu_free[i]),
+                    int(state.memory_capacity[i] - state.memory_free[i]),
+                    (node.gpu_count * 1000 - int(state.gpu_free_total[i])) / 1000,
+                )
+        return out
+
+    def held_gpus(self) -> dict[tuple[str, int], int]:
+        """Milli in use per (node, GPU index): what tests check nothing exceeds a GPU."""
+        out = {}
+        for pool in self._pools:
+            state = pool.state
+            for i, node in enumerate(state.nodes):
+                for g in range(node.gpu_count):
+                    out[(node.name, g)] = MILLI_PER_GPU - int(state.gpu_free[i, g])
+        return out
 
     @property
     def gpus_total(self) -> float:
-        return self.state.total_gpu_milli / 1000
+        return sum(p.state.total_gpu_milli for p in self._pools) / 1000
 
     @property
     def gpus_allocated(self) -> float:
-        return self.state.allocated_gpu_milli / 1000
+        return sum(p.state.allocated_gpu_milli for p in self._pools) / 1000
 
 
 def _request(pod: Pod) -> PodRequest:

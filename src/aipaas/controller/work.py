@@ -28,6 +28,8 @@ class JobWork:
     changed: set[str] = field(default_factory=set)
     events: list[tuple[str, str, bool]] = field(default_factory=list)
     phase: JobPhase | None = None
+    #: the job is ending but waits for stopped tasks to be confirmed: nothing new starts
+    ending: bool = False
     order: int = 0
     reason: str = ""
     message: str = ""
@@ -129,14 +131,19 @@ def fair_order(
     queues: dict[tuple[str, str], Queue],
     queue_use: dict[tuple[str, str], Usage],
     capacity: Usage,
+    tenant_use: dict[str, Usage] | None = None,
 ) -> Iterator[JobWork]:
     """Pending jobs in the order admission considers them.
 
-    Higher priority first; among equal priorities, the job whose queue has the smallest
-    weighted dominant share (its largest fraction of the cluster's GPUs, CPU or memory, divided
-    by the queue's weight) goes next, and shares are recomputed as jobs are admitted; oldest
-    first within a queue and priority. A job that cannot be admitted does not block the others.
+    Fair share across tenants first: the next job is of the tenant with the smallest dominant
+    share (its largest fraction of the cluster's GPUs, CPU or memory in use), so no tenant's
+    priorities can starve another. Within a tenant, higher priority first; among equal
+    priorities, the queue with the smallest weighted dominant share (divided by the queue's
+    weight); oldest first within a queue and priority. Shares are recomputed as jobs are
+    admitted (admission adds to ``tenant_use`` and ``queue_use``). A job that cannot be
+    admitted does not block the others.
     """
+    tenants = tenant_use if tenant_use is not None else {}
     lines: dict[tuple[str, str], list[JobWork]] = defaultdict(list)
     for index, item in enumerate(pending):
         item.order = index
@@ -145,21 +152,25 @@ def fair_order(
         line.sort(key=lambda item: (-item.job.spec.priority, item.order))
     heads = {key: 0 for key in lines}
 
-    def share(key: tuple[str, str]) -> float:
-        used = queue_use[key]
-        queue = queues.get(key)
-        weight = queue.spec.weight if queue is not None else 1.0
-        fractions = (
+    def dominant(used: Usage | None) -> float:
+        if used is None:
+            return 0.0
+        return max(
             used.gpu_milli / capacity.gpu_milli if capacity.gpu_milli else 0.0,
             used.cpu_milli / capacity.cpu_milli if capacity.cpu_milli else 0.0,
             used.memory_mib / capacity.memory_mib if capacity.memory_mib else 0.0,
         )
-        return max(fractions) / weight
+
+    def share(key: tuple[str, str]) -> float:
+        queue = queues.get(key)
+        weight = queue.spec.weight if queue is not None else 1.0
+        return dominant(queue_use.get(key)) / weight
 
     while heads:
         key = min(
             heads,
             key=lambda k: (
+                dominant(tenants.get(k[0])),
                 -lines[k][heads[k]].job.spec.priority,
                 share(k),
                 lines[k][heads[k]].order,

@@ -9,6 +9,11 @@ calls a backend.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+
+from sqlalchemy import Connection
+
 from aipaas.api.job import Job, JobPhase, JobStatus
 from aipaas.clock import Clock, isoformat
 from aipaas.controller.placement import Placer
@@ -19,8 +24,16 @@ from aipaas.store import Store, TaskRepository
 DELETE_ANNOTATION = "aipaas.dev/delete-requested"
 
 
-def write_back(store: Store, tasks: TaskRepository, clock: Clock, work: list[JobWork]) -> None:
-    """Task records, job status and events of the cycle, in one transaction."""
+def write_back(
+    store: Store,
+    tasks: TaskRepository,
+    clock: Clock,
+    work: list[JobWork],
+    *,
+    transaction: Callable[[], AbstractContextManager[Connection]] | None = None,
+) -> None:
+    """Task records, job status and events of the cycle, in one transaction: ``transaction``
+    (the controller's fenced one: refused when the lease was lost), else a plain one."""
     statuses: list[tuple[Job, JobStatus]] = []
     events: list[tuple[Job, str, str, bool]] = []
     deleted: list[Job] = []
@@ -38,7 +51,7 @@ def write_back(store: Store, tasks: TaskRepository, clock: Clock, work: list[Job
         events.extend((item.job, *event) for event in item.events)
         if DELETE_ANNOTATION in item.job.metadata.annotations and status.phase.finished:
             deleted.append(item.job)
-    with store.transaction() as tx:
+    with (transaction or store.transaction)() as tx:
         changed = [r for item in work for r in item.records if r.name in item.changed]
         tasks.save_many(changed, conn=tx)
         for item in work:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from sqlalchemy import (
     BigInteger,
+    Boolean,
     Column,
     DateTime,
     Float,
@@ -17,6 +18,7 @@ from sqlalchemy import (
     Table,
     Text,
     UniqueConstraint,
+    false,
 )
 
 metadata = MetaData()
@@ -95,11 +97,14 @@ tasks = Table(
     Column("gpu_milli", Integer, nullable=False, server_default="0"),
     Column("request_id", String(160), nullable=True),
     Column("exit_code", Integer, nullable=True),
-    Column("restart_at", Float, nullable=True),
+    # When a task may restart, in UTC: a wall-clock time, valid on any host and after a reboot.
+    Column("restart_after", DateTime(timezone=True), nullable=True),
     Column("log_path", Text, nullable=True),
     Column("message", Text, nullable=False, server_default=""),
     Column("started_at", DateTime(timezone=True), nullable=True),
     Column("finished_at", DateTime(timezone=True), nullable=True),
+    # Asked to stop, not yet confirmed stopped by the backend: no replacement starts until then.
+    Column("stopping", Boolean, nullable=False, server_default=false()),
     UniqueConstraint("job_uid", "name", name="uq_tasks_job_name"),
     Index("ix_tasks_phase", "phase"),
 )
@@ -111,4 +116,6 @@ leases = Table(
     Column("name", String(63), primary_key=True),
     Column("holder", String(128), nullable=False),
     Column("expires_at", Float, nullable=False),
+    # Raised on every takeover: a start or write carrying a lower one is refused (fencing).
+    Column("token", BigInteger, nullable=False, server_default="0"),
 )

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import Connection, bindparam, delete, select
@@ -38,11 +38,13 @@ class TaskRecord:
     gpu_milli: int = 0
     request_id: str | None = None
     exit_code: int | None = None
-    restart_at: float | None = None
+    restart_after: datetime | None = None  # UTC: a wall-clock time (any host, any boot)
     log_path: str | None = None
     message: str = ""
     started_at: datetime | None = None
     finished_at: datetime | None = None
+    #: asked to stop; the backend has not yet confirmed that this attempt no longer runs
+    stopping: bool = False
 
     def with_(self, **changes: Any) -> TaskRecord:
         """A copy with ``changes``; the controller makes several per task and cycle, and
@@ -184,11 +186,12 @@ def _row(record: TaskRecord) -> dict[str, Any]:
         "gpu_milli": record.gpu_milli,
         "request_id": record.request_id,
         "exit_code": record.exit_code,
-        "restart_at": record.restart_at,
+        "restart_after": record.restart_after,
         "log_path": record.log_path,
         "message": record.message,
         "started_at": record.started_at,
         "finished_at": record.finished_at,
+        "stopping": record.stopping,
     }
 
 
@@ -209,9 +212,17 @@ def _record(row: Any) -> TaskRecord:
         gpu_milli=row["gpu_milli"],
         request_id=row["request_id"],
         exit_code=row["exit_code"],
-        restart_at=row["restart_at"],
+        restart_after=_utc(row["restart_after"]),
         log_path=row["log_path"],
         message=row["message"],
         started_at=row["started_at"],
         finished_at=row["finished_at"],
+        stopping=bool(row["stopping"]),
     )
+
+
+def _utc(value: datetime | None) -> datetime | None:
+    """SQLite gives naive datetimes back: they were written in UTC."""
+    if value is not None and value.tzinfo is None:
+        return value.replace(tzinfo=UTC)
+    return value

@@ -86,8 +86,10 @@ class TestLocalJobs:
         assert len(pids) == 2
         world.service.cancel("long", "acme")
         controller.run_cycle()
-        assert world.phase("long") == "Cancelled"
-        cycle_until(controller, lambda: not any(_alive(pid) for pid in pids))
+        # Stopping: the job waits until the backend confirms its processes stopped.
+        assert world.job("long").status.reason == "Stopping"  # type: ignore[union-attr]
+        cycle_until(controller, lambda: world.phase("long") == "Cancelled")
+        assert not any(_alive(pid) for pid in pids)  # Cancelled only once they are gone
 
 
 class TestCrashRecovery:

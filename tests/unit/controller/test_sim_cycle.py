@@ -310,9 +310,13 @@ class TestDependencies:
         assert status.message == "job first failed"
 
     def test_a_missing_dependency_waits(self, world: World) -> None:
+        """Submission refuses a dependency on no job; one deleted since (or stored before that
+        check existed) leaves the job waiting with the reason."""
         world.setup()
         controller, _ = sim(world)
+        world.submit("nope", GPU_TASKS.format(replicas=1, gpu=1))
         world.submit("orphan", GPU_TASKS.format(replicas=1, gpu=1), extra="  dependsOn: [nope]\n")
+        world.store.delete("Job", "acme", "nope")
         controller.run_cycle()
         assert world.job("orphan").status.message == "job nope does not exist"  # type: ignore[union-attr]
 

@@ -32,7 +32,8 @@ def task_row(name: str, **changes: Any) -> dict[str, Any]:
         "gpu_milli": 0,
         "request_id": None,
         "exit_code": None,  # a column with no value in any row
-        "restart_at": None,
+        "restart_after": None,
+        "stopping": False,
         "log_path": None,
         "message": "",
         "started_at": None,
@@ -58,7 +59,7 @@ def test_inserted_rows_read_back_as_given(store: Store) -> None:
             node_index=3,
             gpus="0,1",
             gpu_milli=2500,
-            restart_at=12.5,
+            stopping=True,
             message="it's \"quoted\", {braced} and, comma'd",
             started_at=WHEN,
         ),

@@ -6,6 +6,9 @@ processes. A line is appended per change, the newest line of a task wins; every 
 with one write each and reads what others appended before it answers (a controller that takes
 the lease over sees its predecessor's tasks). One file rather than one per task: a file per task
 cost the controller a third of its time when thousands of short jobs arrived at once.
+
+Starts carry the controller lease's fencing token: one lower than the highest seen is refused
+(backends/fencing.py; the token file sits beside the journal).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from typing import Any
 from aipaas.api.devices import ResourceSlice
 from aipaas.backends.base import Inventory, LaunchRequest, NodeInfo, TaskState, TaskStatus
 from aipaas.backends.sim import journal
+from aipaas.backends.fencing import FENCING_FILE, TokenFile
 from aipaas.clock import Clock, SystemClock, isoformat
 
 DEFAULT_DURATION = 5.0
@@ -52,6 +56,8 @@ class SimBackend:
         self._read_to = 0  # the journal is read up to here
         self._appender: io.FileIO | None = None  # the journal, open for appending while in use
         self._log_dirs: set[str] = set()
+        # The highest fencing token seen, beside the journal: starts with a lower one refused.
+        self.fencing = TokenFile(self.run_dir / FENCING_FILE)
         # Finished tasks the journal keeps; it is rewritten when it has twice the lines it
         # kept the last time (journal.py), so a rewrite costs O(1) a line over time.
         self.journal_max_records = journal_max_records
@@ -67,6 +73,10 @@ class SimBackend:
         if request.node not in self._names:
             return
         _check_request_id(request.request_id)
+        with self.fencing.admit(request.fencing_token, request.request_id):
+            self._start(request)
+
+    def _start(self, request: LaunchRequest) -> None:
         self._catch_up()
         if request.request_id in self._records:
             return

@@ -1,0 +1,102 @@
+"""Fencing tokens on the backend side: a start whose token is lower than the highest seen is
+refused, so a controller that lost its lease (a slow cycle, a paused process) cannot start
+anything once its successor has.
+
+The highest token is kept in a file beside the backend's records, under an advisory lock
+(``flock``) held across the start itself: every process of a host that shares the run
+directory sees it, and a start with a lower token cannot slip in after a higher one.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+from aipaas.backends.base import Backend, FencingRefused, Inventory, LaunchRequest, TaskStatus
+
+log = logging.getLogger("aipaas.backends")
+
+#: the file beside a backend's records (no request id starts with a dot: never a task's)
+FENCING_FILE = ".fencing-token"
+
+
+class TokenFile:
+    """The highest fencing token a backend has accepted, persisted in ``path``."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+
+    @contextmanager
+    def admit(self, token: int | None, what: str) -> Iterator[None]:
+        """Hold the lock while the caller starts ``what``; raise ``FencingRefused`` when
+        ``token`` is below the highest seen. ``None`` (a controller without a lease) is let
+        through without raising the mark."""
+        if token is None:
+            yield
+            return
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            highest = _read(fd)
+            if token < highest:
+                log.warning(
+                    "fencing: start of %s with token %d refused (seen %d)", what, token, highest
+                )
+                raise FencingRefused(
+                    f"fencing: start of {what} carries token {token}, "
+                    f"but this backend has seen token {highest}"
+                )
+            if token > highest:
+                os.lseek(fd, 0, os.SEEK_SET)
+                os.ftruncate(fd, 0)
+                os.write(fd, f"{token}\n".encode())
+            yield
+        finally:
+            os.close(fd)  # closing the descriptor releases the lock
+
+    def highest(self) -> int:
+        try:
+            fd = os.open(self.path, os.O_RDONLY)
+        except FileNotFoundError:
+            return 0
+        try:
+            return _read(fd)
+        finally:
+            os.close(fd)
+
+
+def _read(fd: int) -> int:
+    os.lseek(fd, 0, os.SEEK_SET)
+    text = os.read(fd, 64).decode(errors="replace").strip()
+    return int(text) if text.isdigit() else 0
+
+
+class Fenced:
+    """Any backend with fencing on its starts (the local backend's token file sits in its
+    run directory)."""
+
+    def __init__(self, inner: Backend, tokens: TokenFile) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.tokens = tokens
+
+    def inventory(self) -> Inventory:
+        return self.inner.inventory()
+
+    def start(self, request: LaunchRequest) -> None:
+        with self.tokens.admit(request.fencing_token, request.request_id):
+            self.inner.start(request)
+
+    def stop(self, request_id: str, grace_seconds: float = 5.0) -> None:
+        self.inner.stop(request_id, grace_seconds)
+
+    def status(self, request_ids: Sequence[str]) -> dict[str, TaskStatus]:
+        return self.inner.status(request_ids)
+
+    def close(self) -> None:
+        self.inner.close()
