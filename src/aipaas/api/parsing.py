@@ -39,6 +39,7 @@ _STR, _SEQ, _MAP = (f"tag:yaml.org,2002:{name}" for name in ("str", "seq", "map"
 # None: no tag; "!": the non-specific tag, which makes a scalar a string.
 _PLAIN_TAGS: Final = frozenset({None, "!", _STR, _SEQ, _MAP})
 _TIMESTAMP: Final = "tag:yaml.org,2002:timestamp"
+_MERGE: Final = "tag:yaml.org,2002:merge"
 _NUMBER_TAGS: Final = frozenset({"tag:yaml.org,2002:int", "tag:yaml.org,2002:float"})
 _JSON_STRING: Final = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')
 _JSON_INNERMOST: Final = re.compile(r"\[[^\[\]{}]*\]|\{[^\[\]{}]*\}")
@@ -287,6 +288,8 @@ class _Loader(_BASE_LOADER):  # type: ignore[misc]
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen: set[Any] = set()
         for key_node, _value in node.value:
+            if key_node.tag == _MERGE:
+                continue  # ``<<: *base``: its keys may be overridden here, which is no duplicate
             key = self.construct_object(key_node, deep=deep)
             if isinstance(key, str | int | float | bool) and key in seen:
                 raise yaml.constructor.ConstructorError(
