@@ -7,7 +7,7 @@ from pathlib import Path
 from aipaas.backends.base import Backend
 from aipaas.backends.composite import CompositeBackend
 from aipaas.backends.fencing import FENCING_FILE, Fenced, TokenFile
-from aipaas.backends.local import LocalBackend
+from aipaas.backends.local import LocalBackend, LocalOptions
 from aipaas.backends.sim import SimBackend
 from aipaas.backends.sim.backend import DEFAULT_JOURNAL_RECORDS
 from aipaas.backends.sim.cluster import load_cluster_with_slices
@@ -23,23 +23,24 @@ def make_backend(
     sim_cluster: Path | None = None,
     local_cpu_milli: int | None = None,
     clock: Clock | None = None,
+    local: LocalOptions | None = None,
     sim_journal_max_records: int = DEFAULT_JOURNAL_RECORDS,
 ) -> Backend:
     if name == "local":
-        return _local(run_dir, local_cpu_milli)
+        return _local(run_dir, local_cpu_milli, local)
     if name == "sim":
         return _sim(run_dir, sim_cluster, clock, sim_journal_max_records)
     if name == "demo":
         # Simulated nodes take only the jobs that ask for them: a real command never lands
         # on one (it would be reported as succeeded without having run).
         simulated = _sim(run_dir, sim_cluster, clock, sim_journal_max_records)
-        return CompositeBackend([_local(run_dir, local_cpu_milli), simulated], [simulated])
+        return CompositeBackend([_local(run_dir, local_cpu_milli, local), simulated], [simulated])
     raise ValueError(f"unknown backend {name!r}; known: {', '.join(NAMES)}")
 
 
-def _local(run_dir: Path, cpu_milli: int | None) -> Backend:
+def _local(run_dir: Path, cpu_milli: int | None, options: LocalOptions | None) -> Backend:
     """The local backend, refusing starts from a controller whose lease was taken over."""
-    backend = LocalBackend(run_dir, cpu_milli=cpu_milli)
+    backend = LocalBackend(run_dir, cpu_milli=cpu_milli, **(options or {}))
     return Fenced(backend, TokenFile(backend.run_dir / FENCING_FILE))
 
 

@@ -383,8 +383,14 @@ class _Checker:
                 offset, f"the condition of '?:' must be a bool, got {condition.type}"
             )
         then = self._binary(depth)
-        self._take(":")
+        colon = self._take(":")
         otherwise = self.expression(depth + 1)
+        a, b = _kinds(then.type), _kinds(otherwise.type)
+        if a is not None and b is not None and not a & b and not {"null"} & (a | b):
+            raise CelTypeError(
+                colon.offset,
+                f"the branches of '?:' differ in type: {then.type} and {otherwise.type}",
+            )
         return _Typed(_join([then.type, otherwise.type]))
 
     def _binary(self, depth: int) -> _Typed:

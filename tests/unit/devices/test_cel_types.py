@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import pytest
 from devices_builders import gpu, node_slice
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from aipaas.devices import selection
 from aipaas.devices.cel import CelError, compile_selector
@@ -174,6 +176,12 @@ def test_accepts(expression: str) -> None:
             "true ? 1 : 2", None, "must evaluate to a bool, got int", id="ternary of ints"
         ),
         pytest.param(
+            "device.allowMultipleAllocations ? device.driver : 1 == 1",
+            ":",
+            r"the branches of '\?:' differ in type: string and bool",
+            id="ternary branches",
+        ),
+        pytest.param(
             "device.driver ? true : false",
             None,
             r"the condition of '\?:' must be a bool",
@@ -223,3 +231,62 @@ def test_allow_multiple_allocations_evaluates() -> None:
         devices,
     )
     assert [d.name for d in shared] == ["gpu-0"]
+
+
+_ATOMS = st.sampled_from(
+    [
+        "device.driver",
+        "device.drivr",
+        "device.allowMultipleAllocations",
+        f"{ATTR}.model",
+        f"{ATTR}.index",
+        f"{ATTR}.driverVersion",
+        f'{ATTR}["model"]',
+        f"{CAP}.memory",
+        "device.attributes",
+        'quantity("1Gi")',
+        'semver("1.2.3")',
+        '"H100"',
+        "1",
+        "2u",
+        "1.5",
+        "true",
+        "null",
+        "[1, 2]",
+        '{"a": 1}',
+    ]
+)
+
+
+def _grow(inner: st.SearchStrategy[str]) -> st.SearchStrategy[str]:
+    binary = st.tuples(
+        inner,
+        st.sampled_from(["==", "!=", "<", ">=", "&&", "||", "+", "-", "*", "in"]),
+        inner,
+    ).map(lambda t: f"({t[0]} {t[1]} {t[2]})")
+    unary = st.tuples(st.sampled_from(["!", "-"]), inner).map(lambda t: f"{t[0]}{t[1]}")
+    method = st.tuples(
+        inner,
+        st.sampled_from(["compareTo", "isGreaterThan", "lowerAscii", "size", "major", "foo"]),
+        st.lists(inner, max_size=1),
+    ).map(lambda t: f"{t[0]}.{t[1]}({', '.join(t[2])})")
+    macro = st.tuples(inner, st.sampled_from(["all", "exists", "filter", "map"]), inner).map(
+        lambda t: f"{t[0]}.{t[1]}(x, {t[2]})"
+    )
+    other = st.tuples(inner, inner, inner).map(lambda t: f"({t[0]} ? {t[1]} : {t[2]})")
+    return binary | unary | method | macro | other | inner.map(lambda e: f"has({e}.x)")
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.recursive(_ATOMS, _grow, max_leaves=8))
+def test_any_expression_is_accepted_or_refused_cleanly(expression: str) -> None:
+    """The checker never crashes: an expression compiles, or is a CelError with a position;
+    one that compiles evaluates to a bool or an evaluation error, never anything else."""
+    try:
+        compiled = compile_selector(expression)
+    except CelError as error:
+        assert error.reason
+        return
+    device = Inventory([node_slice("n", [gpu("gpu-0")])]).by_node["n"][0]
+    answer = selection.evaluate(compiled, device)
+    assert isinstance(answer, bool | str)
