@@ -19,6 +19,7 @@ from aipaas.clock import Clock, isoformat
 from aipaas.controller.placement import Placer
 from aipaas.controller.work import JobWork, job_status, status_events, status_unchanged
 from aipaas.metering.metrics import Metrics
+from aipaas.metering.usage import record_attempts
 from aipaas.store import Store, TaskRepository
 
 DELETE_ANNOTATION = "aipaas.dev/delete-requested"
@@ -54,6 +55,7 @@ def write_back(
     with (transaction or store.transaction)() as tx:
         changed = [r for item in work for r in item.records if r.name in item.changed]
         tasks.save_many(changed, conn=tx)
+        record_attempts(store, tx, changed, (item.job for item in work))  # usage ledger (E)
         for item in work:
             item.changed.clear()
         store.write_statuses(statuses, conn=tx)

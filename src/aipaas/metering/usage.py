@@ -1,22 +1,32 @@
-"""Usage records computed from what the controller recorded of each task.
+"""Usage: GPU-, CPU- and memory-hours by tenant, queue, submitting user and GPU model.
 
-A task counts from its start to its end (or now, while it runs): its GPUs times their share,
-its CPU cores. Attribution: the job's tenant and queue, the user who submitted it (annotation
-``aipaas.dev/submitted-by``), the GPU model of its node. Who calls it: the server's usage route.
+What is billed is the ledger (store/ledger.py): an entry per task attempt that ran, entered by
+the controller when the attempt ends (``record_attempts``, called in its write-back
+transaction), plus the platform admin's corrections; the attempts running now are counted live
+from their task records. A task counts from its start to its end: its GPUs times their share,
+its CPU cores, its memory. Attribution: the job's tenant and queue, the user who submitted it
+(annotation ``aipaas.dev/submitted-by``, which only the server writes), the GPU model of its
+node. The entries keep all of it: deleting the job, the queue or the user changes nothing.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from sqlalchemy import Connection
+
 from aipaas.api.job import Job
-from aipaas.api.resources import cpu_milli
-from aipaas.store import TaskRecord
+from aipaas.api.node import Node
+from aipaas.api.resources import cpu_milli, memory_mib
+from aipaas.store import Store, TaskRecord
+from aipaas.store.ledger import ATTEMPT, CORRECTION, LedgerEntry, insert_entries
 
 SUBMITTER_ANNOTATION = "aipaas.dev/submitted-by"
+CONTROLLER = "controller"  # who records attempts
+_ACTIVE = ("Starting", "Running")
 
 
 @dataclass(frozen=True)
@@ -27,42 +37,130 @@ class UsageRow:
     gpu_model: str
     gpu_hours: float
     cpu_hours: float
+    memory_gib_hours: float
     tasks: int
 
 
-def usage(
+def ended(record: TaskRecord) -> bool:
+    """Whether the record holds an attempt that ran and ended: a start and a later end, and not
+    running now. (A record waiting to restart still holds the attempt that failed; it enters
+    the ledger once, by its key. A restarted attempt starts without times of its own.)"""
+    return (
+        record.phase not in _ACTIVE
+        and record.started_at is not None
+        and record.finished_at is not None
+        and aware(record.finished_at) >= aware(record.started_at)
+    )
+
+
+def record_attempts(
+    store: Store, conn: Connection, changed: Sequence[TaskRecord], jobs: Iterable[Job]
+) -> None:
+    """The controller's hook: enter the attempts among ``changed`` that ended, in ``conn`` (the
+    transaction that saves them). ``jobs``: the cycle's jobs (read only when one ended)."""
+    done = [record for record in changed if ended(record)]
+    if not done:
+        return
+    wanted = {record.job_uid for record in done}
+    by_uid = {job.metadata.uid: job for job in jobs if job.metadata.uid in wanted}
+    models = node_models(store, conn, {r.node for r in done if r.node and r.gpus})
+    now = store.clock.now()
+    entries = [
+        attempt_entry(
+            by_uid.get(r.job_uid), r, models.get(r.node or "", ""), r.finished_at or now, now
+        )
+        for r in done
+    ]
+    insert_entries(conn, entries)
+
+
+def node_models(store: Store, conn: Connection | None, names: Iterable[str]) -> dict[str, str]:
+    """The GPU model of each named node that exists."""
+    keys = [("Node", "", name) for name in sorted(names)]
+    if not keys:
+        return {}
+    if conn is None:
+        with store.transaction(write=False) as tx:
+            found = store.find_each(keys, conn=tx)
+    else:
+        found = store.find_each(keys, conn=conn)
+    return {node.name: node.spec.gpus.model for node in found.values() if isinstance(node, Node)}
+
+
+def attempt_entry(
+    job: Job | None, record: TaskRecord, gpu_model: str, end: datetime, recorded_at: datetime
+) -> LedgerEntry:
+    """The ledger entry of one attempt of ``record``'s task, from its start to ``end``."""
+    start = aware(record.started_at or end)
+    hours = max((aware(end) - start).total_seconds(), 0.0) / 3600
+    spec = next((t for t in job.spec.tasks if t.name == record.group_name), None) if job else None
+    cpu = cpu_milli(spec.resources.cpu) if spec is not None else 0
+    memory = memory_mib(spec.resources.memory) if spec is not None else 0
+    gpu = len(record.gpus) * record.gpu_milli
+    return LedgerEntry(
+        kind=ATTEMPT,
+        tenant=record.tenant,
+        queue=job.spec.queue if job else "unknown",
+        user=job.metadata.annotations.get(SUBMITTER_ANNOTATION, "unknown") if job else "unknown",
+        job_name=record.job_name,
+        job_uid=record.job_uid,
+        task=record.name,
+        attempt=record.attempt,
+        gpu_model=gpu_model if record.gpus else "",
+        gpu_milli=gpu,
+        cpu_milli=cpu,
+        memory_mib=memory,
+        started_at=start,
+        ended_at=aware(end),
+        gpu_hours=hours * gpu / 1000,
+        cpu_hours=hours * cpu / 1000,
+        memory_gib_hours=hours * memory / 1024,
+        recorded_by=CONTROLLER,
+        recorded_at=recorded_at,
+        attempt_key=f"{record.job_uid}/{record.name}/{record.attempt}",
+    )
+
+
+def live_entries(
     records: Iterable[TaskRecord],
     jobs: Mapping[str, Job],
-    node_models: Mapping[str, str],
+    models: Mapping[str, str],
     now: datetime,
-) -> list[UsageRow]:
-    """Sum per (tenant, queue, user, GPU model); jobs are keyed by uid (deleted ones count
-    under queue and user "unknown")."""
+) -> list[LedgerEntry]:
+    """What the attempts running now have used so far (not stored: they enter the ledger when
+    they end). ``jobs`` by uid."""
+    return [
+        attempt_entry(jobs.get(r.job_uid), r, models.get(r.node or "", ""), now, now)
+        for r in records
+        if r.phase == "Running" and r.started_at is not None
+    ]
+
+
+def usage(entries: Iterable[LedgerEntry]) -> list[UsageRow]:
+    """Sum per (tenant, queue, user, GPU model); corrections add to the row of what they
+    correct and count no task."""
     gpu: dict[tuple[str, str, str, str], float] = defaultdict(float)
     cpu: dict[tuple[str, str, str, str], float] = defaultdict(float)
+    memory: dict[tuple[str, str, str, str], float] = defaultdict(float)
     count: dict[tuple[str, str, str, str], int] = defaultdict(int)
-    for record in records:
-        if record.started_at is None:
-            continue
-        end = record.finished_at or now
-        hours = max((_aware(end) - _aware(record.started_at)).total_seconds(), 0.0) / 3600
-        job = jobs.get(record.job_uid)
-        queue = job.spec.queue if job else "unknown"
-        user = job.metadata.annotations.get(SUBMITTER_ANNOTATION, "unknown") if job else "unknown"
-        model = node_models.get(record.node or "", "") if record.gpus else ""
-        key = (record.tenant, queue, user, model)
-        gpu[key] += hours * len(record.gpus) * record.gpu_milli / 1000
-        if job is not None:
-            spec = next((t for t in job.spec.tasks if t.name == record.group_name), None)
-            if spec is not None:
-                cpu[key] += hours * cpu_milli(spec.resources.cpu) / 1000
-        count[key] += 1
+    for entry in entries:
+        key = (entry.tenant, entry.queue, entry.user, entry.gpu_model)
+        gpu[key] += entry.gpu_hours
+        cpu[key] += entry.cpu_hours
+        memory[key] += entry.memory_gib_hours
+        count[key] += 0 if entry.kind == CORRECTION else 1
     return [
-        UsageRow(*key, gpu_hours=round(gpu[key], 6), cpu_hours=round(cpu[key], 6), tasks=count[key])
+        UsageRow(
+            *key,
+            gpu_hours=round(gpu[key], 6),
+            cpu_hours=round(cpu[key], 6),
+            memory_gib_hours=round(memory[key], 6),
+            tasks=count[key],
+        )
         for key in sorted(count)
     ]
 
 
-def _aware(moment: datetime) -> datetime:
+def aware(moment: datetime) -> datetime:
     """SQLite hands back naive datetimes (stored as UTC)."""
     return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)

@@ -15,11 +15,9 @@ from starlette.concurrency import run_in_threadpool
 
 from aipaas.api.job import Job, JobPhase
 from aipaas.api.meta import Object
-from aipaas.api.node import Node
 from aipaas.api.registry import KINDS, resolve_kind
 from aipaas.errors import InvalidObject, NotFound, PayloadTooLarge
-from aipaas.metering.usage import usage
-from aipaas.server import logs, reads
+from aipaas.server import logs, reads, usage_routes
 from aipaas.server.auth import (
     PrincipalCache,
     authenticate,
@@ -278,37 +276,8 @@ def list_devices(request: Request, caller: Caller) -> dict[str, Any]:
     return {"items": device_listing(_store(request), caller)}
 
 
-@router.get("/usage", summary="GPU-hours and CPU-hours by tenant, queue, user and GPU model")
-def usage_report(request: Request, caller: Caller, tenant: TenantQuery = None) -> dict[str, Any]:
-    store = _store(request)
-    scope = tenant if caller.is_platform_admin else (tenant or caller.tenant)
-    if scope is not None and not caller.sees_tenant(scope):
-        raise NotFound(f"tenant {scope} not found")
-    jobs = {
-        job.metadata.uid or "": job
-        for job in store.list_objects("Job", scope)
-        if isinstance(job, Job)
-    }
-    models = {
-        node.name: node.spec.gpus.model
-        for node in store.list_objects("Node", "")
-        if isinstance(node, Node)
-    }
-    rows = usage(TaskRepository(store).started(scope), jobs, models, store.clock.now())
-    return {
-        "items": [
-            {
-                "tenant": r.tenant,
-                "queue": r.queue,
-                "user": r.user,
-                "gpuModel": r.gpu_model,
-                "gpuHours": r.gpu_hours,
-                "cpuHours": r.cpu_hours,
-                "tasks": r.tasks,
-            }
-            for r in rows
-        ]
-    }
+# GPU-, CPU- and memory-hours: the report, the ledger, corrections (usage_routes.py).
+router.include_router(usage_routes.router)
 
 
 async def _read_body(request: Request) -> bytes:

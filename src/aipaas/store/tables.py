@@ -119,3 +119,37 @@ leases = Table(
     # Raised on every takeover: a start or write carrying a lower one is refused (fencing).
     Column("token", BigInteger, nullable=False, server_default="0"),
 )
+
+# Usage, append-only: an entry per task attempt that ran (written by the controller in the
+# transaction that records the attempt's end) and the platform admin's corrections (entries of
+# their own that name the entry they correct). Nothing here is updated or deleted, and nothing
+# refers to objects by row: usage outlives its job, queue and user.
+usage_ledger = Table(
+    "usage_ledger",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("kind", String(16), nullable=False),  # "attempt" or "correction"
+    # job uid / task / attempt: one entry per attempt however often it is seen.
+    Column("attempt_key", String(200), nullable=True, unique=True),
+    Column("tenant", String(63), nullable=False),
+    Column("queue", String(63), nullable=False),
+    Column("user", String(63), nullable=False),
+    Column("job_name", String(63), nullable=False),
+    Column("job_uid", String(36), nullable=False),
+    Column("task", String(80), nullable=False),
+    Column("attempt", Integer, nullable=False),
+    Column("gpu_model", String(64), nullable=False),
+    Column("gpu_milli", Integer, nullable=False),  # GPUs x their share, in thousandths
+    Column("cpu_milli", Integer, nullable=False),
+    Column("memory_mib", BigInteger, nullable=False),
+    Column("started_at", DateTime(timezone=True), nullable=True),
+    Column("ended_at", DateTime(timezone=True), nullable=True),
+    Column("gpu_hours", Float, nullable=False),
+    Column("cpu_hours", Float, nullable=False),
+    Column("memory_gib_hours", Float, nullable=False),
+    Column("corrects", Integer, nullable=True),  # the id of the entry a correction corrects
+    Column("reason", Text, nullable=False, server_default=""),
+    Column("recorded_by", String(63), nullable=False),
+    Column("recorded_at", DateTime(timezone=True), nullable=False),
+    Index("ix_usage_ledger_tenant", "tenant", "id"),
+)

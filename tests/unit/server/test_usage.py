@@ -1,15 +1,20 @@
-"""Usage through the API: GPU-hours by tenant, queue, user and model; filtered by tenant."""
+"""Usage through the API: the ledger and the running attempts, by tenant, queue, user and GPU
+model; it survives the deletion of the job, the queue and the user; only a platform admin
+corrects it, with entries of its own."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
+import pytest
 from api_world import Api
 
-from aipaas.api.job import Job
+from aipaas.api.job import Job, JobPhase, JobStatus
 from aipaas.api.meta import ObjectMeta
 from aipaas.api.node import Node, NodeGpus, NodeSpec
-from aipaas.metering.usage import usage
+from aipaas.clock import VirtualClock
+from aipaas.metering.usage import record_attempts
 from aipaas.store import TaskRecord, TaskRepository
 
 JOB = """apiVersion: aipaas/v1
@@ -17,15 +22,27 @@ kind: Job
 metadata: {name: train}
 spec:
   queue: research
-  tasks: [{name: w, replicas: 2, command: [x], resources: {cpu: 2, gpu: 4}}]
+  tasks: [{name: w, replicas: 2, command: [x], resources: {cpu: 2, memory: 8Gi, gpu: 4}}]
 """
+START = datetime(2026, 1, 1, tzinfo=UTC)
+ROW = {
+    "tenant": "acme",
+    "queue": "research",
+    "user": "alice",
+    "gpuModel": "H100",
+    "gpuHours": 16.0,
+    "cpuHours": 8.0,
+    "memoryGiBHours": 32.0,
+    "tasks": 2,
+}
 
 
-def test_usage_by_user_and_model(api: Api) -> None:
-    api.client.post("/api/v1/apply", content=JOB, headers=api.as_("alice"))
+def submitted(api: Api) -> Job:
+    assert (
+        api.client.post("/api/v1/apply", content=JOB, headers=api.as_("alice")).status_code == 200
+    )
     job = api.store.get("Job", "acme", "train")
     assert isinstance(job, Job)
-    assert job.metadata.annotations["aipaas.dev/submitted-by"] == "alice"
     api.store.create(
         Node(
             metadata=ObjectMeta(name="dgx"),
@@ -34,8 +51,11 @@ def test_usage_by_user_and_model(api: Api) -> None:
             ),
         )
     )
-    start = datetime(2026, 1, 1, tzinfo=UTC)
-    records = [
+    return job
+
+
+def records(job: Job, phase: str, hours: float | None) -> list[TaskRecord]:
+    return [
         TaskRecord(
             job_uid=job.metadata.uid or "",
             tenant="acme",
@@ -47,49 +67,133 @@ def test_usage_by_user_and_model(api: Api) -> None:
             node="dgx",
             gpus=(4 * i, 4 * i + 1, 4 * i + 2, 4 * i + 3),
             gpu_milli=1000,
-            phase="Succeeded",
-            started_at=start,
-            finished_at=start + timedelta(hours=2),
+            phase=phase,
+            started_at=START,
+            finished_at=None if hours is None else START + timedelta(hours=hours),
         )
         for i in range(2)
     ]
-    TaskRepository(api.store).insert_many(records)
-    answer = api.client.get("/api/v1/usage", headers=api.as_("alice")).json()["items"]
-    assert answer == [
-        {
-            "tenant": "acme",
-            "queue": "research",
-            "user": "alice",
-            "gpuModel": "H100",
-            "gpuHours": 16.0,
-            "cpuHours": 8.0,
-            "tasks": 2,
-        }
-    ]
-    assert api.client.get("/api/v1/usage", headers=api.as_("bob")).json()["items"] == []
+
+
+def ran_two_hours(api: Api) -> Job:
+    """Two replicas ran two hours each, as the controller records them."""
+    job = submitted(api)
+    done = records(job, "Succeeded", 2)
+    TaskRepository(api.store).insert_many(done)
+    with api.store.transaction() as tx:
+        record_attempts(api.store, tx, done, [job])
+    finished = api.store.get("Job", "acme", "train")
+    api.store.update_status(finished, JobStatus(phase=JobPhase.SUCCEEDED))
+    return job
+
+
+def report(api: Api, user: str = "alice", query: str = "") -> Any:
+    answer = api.client.get(f"/api/v1/usage{query}", headers=api.as_(user))
+    assert answer.status_code == 200, answer.text
+    return answer.json()["items"]
+
+
+def test_usage_by_user_and_model(api: Api) -> None:
+    ran_two_hours(api)
+    assert report(api) == [ROW]
+    assert report(api, "admin") == [ROW]
+    assert report(api, "bob") == []
     assert api.client.get("/api/v1/usage?tenant=acme", headers=api.as_("bob")).status_code == 404
 
 
-def test_a_running_task_counts_until_now() -> None:
-    start = datetime(2026, 1, 1, tzinfo=UTC)
-    record = TaskRecord(
-        job_uid="gone",
-        tenant="t",
-        job_name="j",
-        name="w-0",
-        group_name="w",
-        index=0,
-        rank=0,
-        node="n",
-        gpus=(0,),
-        gpu_milli=500,
-        phase="Running",
-        started_at=start,
+def test_a_running_task_counts_until_now(api: Api) -> None:
+    job = submitted(api)
+    api.store.clock = VirtualClock(START + timedelta(hours=3))
+    TaskRepository(api.store).insert_many(records(job, "Running", None))
+    (row,) = report(api)
+    assert (row["gpuHours"], row["cpuHours"], row["memoryGiBHours"], row["tasks"]) == (
+        24.0,
+        12.0,
+        48.0,
+        2,
     )
-    (row,) = usage([record], {}, {"n": "A100"}, start + timedelta(hours=3))
-    assert (row.queue, row.user, row.gpu_model, row.gpu_hours) == (
-        "unknown",
-        "unknown",
-        "A100",
-        1.5,
+
+
+DELETIONS = {
+    "job": [("alice", "/api/v1/jobs/train")],
+    "queue": [("alice", "/api/v1/jobs/train"), ("tad", "/api/v1/queues/research")],
+    "user": [("tad", "/api/v1/users/alice")],
+}
+
+
+@pytest.mark.parametrize("what", DELETIONS)
+def test_deleting_leaves_usage_unchanged(api: Api, what: str) -> None:
+    ran_two_hours(api)
+    for who, path in DELETIONS[what]:
+        answer = api.client.delete(path, headers=api.as_(who))
+        assert answer.status_code == 200, answer.text
+    if what != "user":  # the job went, and its task records with it
+        assert TaskRepository(api.store).started("acme") == []
+    assert report(api, "admin") == [ROW]
+
+
+def test_entries_are_listed_per_tenant(api: Api) -> None:
+    ran_two_hours(api)
+    items = api.client.get("/api/v1/usage/entries", headers=api.as_("vera")).json()["items"]
+    assert [(e["kind"], e["task"], e["user"], e["gpus"], e["gpuHours"]) for e in items] == [
+        ("attempt", "w-0", "alice", 4.0, 8.0),
+        ("attempt", "w-1", "alice", 4.0, 8.0),
+    ]
+    assert items[0]["startedAt"] == "2026-01-01T00:00:00+00:00"
+    assert api.client.get("/api/v1/usage/entries", headers=api.as_("bob")).json()["items"] == []
+
+
+def correction(entry: int, gpu_hours: float = -8.0) -> dict[str, Any]:
+    return {"corrects": entry, "reason": "node fault", "gpuHours": gpu_hours}
+
+
+@pytest.mark.parametrize("user", ["alice", "tad", "vera", "bob"])
+def test_only_a_platform_admin_corrects(api: Api, user: str) -> None:
+    ran_two_hours(api)
+    answer = api.client.post("/api/v1/usage/corrections", json=correction(1), headers=api.as_(user))
+    assert answer.status_code == 403
+    assert report(api) == [ROW]
+
+
+def test_a_correction_is_an_entry_of_its_own(api: Api) -> None:
+    ran_two_hours(api)
+    answer = api.client.post(
+        "/api/v1/usage/corrections", json=correction(1), headers=api.as_("admin")
     )
+    assert answer.status_code == 201, answer.text
+    made = answer.json()
+    assert (made["kind"], made["corrects"], made["reason"], made["recordedBy"]) == (
+        "correction",
+        1,
+        "node fault",
+        "admin",
+    )
+    assert (made["tenant"], made["user"], made["task"]) == ("acme", "alice", "w-0")
+    items = api.client.get("/api/v1/usage/entries", headers=api.as_("alice")).json()["items"]
+    assert [e["kind"] for e in items] == ["attempt", "attempt", "correction"]
+    assert items[0]["gpuHours"] == 8.0  # the corrected entry is unchanged
+    (row,) = report(api)
+    assert (row["gpuHours"], row["tasks"]) == (8.0, 2)
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        pytest.param(correction(99), None, id="no such entry"),
+        pytest.param({"corrects": 1, "gpuHours": 1}, "reason", id="no reason"),
+        pytest.param({**correction(1), "reason": " "}, "reason", id="blank reason"),
+        pytest.param({**correction(1), "gpuHours": 1e12}, "gpuHours", id="huge"),
+        pytest.param({**correction(1), "corrects": "1"}, "corrects", id="a string id"),
+        pytest.param({**correction(1), "extra": 1}, "extra", id="unknown field"),
+    ],
+)
+def test_bad_corrections_are_refused(api: Api, body: dict[str, Any], field: str | None) -> None:
+    ran_two_hours(api)
+    answer = api.client.post("/api/v1/usage/corrections", json=body, headers=api.as_("admin"))
+    if field is None:
+        assert answer.status_code == 404
+    else:
+        assert answer.status_code == 422, answer.text
+        assert [f["path"] for f in answer.json()["fields"]] == [field]
+    items = api.client.get("/api/v1/usage/entries", headers=api.as_("admin")).json()["items"]
+    assert len(items) == 2

@@ -290,8 +290,9 @@ class TestDependencies:
     def test_concurrent_submissions_in_one_batch(self, api: Api) -> None:
         """Writes of one group commit: b's check fails inside the batch, the batch runs again
         one by one, and b (after a) is stored."""
+        from aipaas.api.tenancy import Role
         from aipaas.server.service import ObjectService
-        from aipaas.tenancy.principal import Principal, Role
+        from aipaas.tenancy.principal import Principal
 
         service = ObjectService(api.store, Principal("alice", "acme", Role.MEMBER))
         (a,) = service.prepare_text(job("a"))

@@ -1,0 +1,210 @@
+"""Usage routes under /api/v1/usage: the report, the ledger's entries, corrections.
+
+The report sums the ledger (store/ledger.py) and the attempts running now; everyone reads its
+own tenant's (a platform admin any or all). Only a platform admin corrects, and a correction is
+an entry of its own that names the entry it corrects and why; nothing is ever removed.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Annotated, Any, Final
+
+from fastapi import APIRouter, Depends, Query, Request
+from pydantic import Field, ValidationError, field_validator
+from starlette.concurrency import run_in_threadpool
+
+from aipaas.api.errors import invalid
+from aipaas.api.job import Job
+from aipaas.api.meta import Model
+from aipaas.errors import Forbidden, NotFound, PayloadTooLarge
+from aipaas.metering.usage import aware, live_entries, node_models, usage
+from aipaas.server.auth import authenticate, principal_cache, principal_of
+from aipaas.store import Store, TaskRepository
+from aipaas.store.ledger import CORRECTION, LedgerEntry, add_correction, list_entries
+from aipaas.tenancy.principal import Principal
+
+# Included by routes.router (under /api/v1).
+router = APIRouter(tags=["usage"])
+Caller = Annotated[Principal, Depends(principal_of)]
+TenantQuery = Annotated[str | None, Query(max_length=63, description="Tenant (admins)")]
+MAX_CORRECTION_BYTES: Final = 4096
+MAX_ENTRIES: Final = 1000
+# A correction moves at most this many hours of each kind (a year of a thousand GPUs).
+MAX_CORRECTION_HOURS: Final = 1000 * 24 * 366
+
+
+class Correction(Model):
+    """A correction of ledger entry ``corrects``: hours to add (negative: to take away)."""
+
+    corrects: int = Field(ge=1, strict=True, description="The id of the entry corrected.")
+    reason: str = Field(min_length=1, max_length=1024, description="Why; kept with the entry.")
+    gpu_hours: float = Field(default=0, ge=-MAX_CORRECTION_HOURS, le=MAX_CORRECTION_HOURS)
+    cpu_hours: float = Field(default=0, ge=-MAX_CORRECTION_HOURS, le=MAX_CORRECTION_HOURS)
+    memory_gib_hours: float = Field(
+        default=0, ge=-MAX_CORRECTION_HOURS, le=MAX_CORRECTION_HOURS, alias="memoryGiBHours"
+    )
+
+    @field_validator("gpu_hours", "cpu_hours", "memory_gib_hours")
+    @classmethod
+    def _finite(cls, value: float) -> float:
+        if not math.isfinite(value):
+            raise ValueError("must be a finite number")
+        return value
+
+    @field_validator("reason")
+    @classmethod
+    def _printable(cls, value: str) -> str:
+        if not value.strip() or any(ord(c) < 32 and c not in "\t\n" for c in value):
+            raise ValueError("must be printable text, not blank")
+        return value
+
+
+def _store(request: Request) -> Store:
+    store: Store = request.app.state.store
+    return store
+
+
+def _scope(caller: Principal, tenant: str | None) -> str | None:
+    scope = tenant if caller.is_platform_admin else (tenant or caller.tenant)
+    if scope is not None and not caller.sees_tenant(scope):
+        raise NotFound(f"tenant {scope} not found")
+    return scope
+
+
+@router.get("/usage", summary="GPU-, CPU- and memory-hours by tenant, queue, user and GPU model")
+def usage_report(request: Request, caller: Caller, tenant: TenantQuery = None) -> dict[str, Any]:
+    store = _store(request)
+    scope = _scope(caller, tenant)
+    running = [r for r in TaskRepository(store).active() if scope is None or r.tenant == scope]
+    uids = {r.job_uid for r in running}
+    jobs = {
+        job.metadata.uid or "": job
+        for job in (store.list_objects("Job", scope) if uids else [])
+        if isinstance(job, Job) and job.metadata.uid in uids
+    }
+    models = node_models(store, None, {r.node for r in running if r.node and r.gpus})
+    live = live_entries(running, jobs, models, store.clock.now())
+    rows = usage([*list_entries(store, scope), *live])
+    return {
+        "items": [
+            {
+                "tenant": r.tenant,
+                "queue": r.queue,
+                "user": r.user,
+                "gpuModel": r.gpu_model,
+                "gpuHours": r.gpu_hours,
+                "cpuHours": r.cpu_hours,
+                "memoryGiBHours": r.memory_gib_hours,
+                "tasks": r.tasks,
+            }
+            for r in rows
+        ]
+    }
+
+
+@router.get("/usage/entries", summary="The usage ledger: attempts and corrections, in order")
+def usage_entries(
+    request: Request,
+    caller: Caller,
+    tenant: TenantQuery = None,
+    after: Annotated[int, Query(ge=0, le=2**62, description="Entries after this id.")] = 0,
+    limit: Annotated[int, Query(ge=1, le=MAX_ENTRIES)] = MAX_ENTRIES,
+) -> dict[str, Any]:
+    entries = list_entries(_store(request), _scope(caller, tenant), after=after, limit=limit)
+    return {"items": [entry_view(e) for e in entries]}
+
+
+@router.post(
+    "/usage/corrections",
+    status_code=201,
+    summary="Correct a usage entry (platform admins): a new entry that names it",
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "content": {
+                "application/json": {"schema": Correction.model_json_schema(by_alias=True)}
+            },
+        }
+    },
+)
+async def correct_usage(request: Request) -> dict[str, Any]:
+    store = _store(request)
+    header = request.headers.get("authorization")
+    caller = await run_in_threadpool(authenticate, store, header, principal_cache(request))
+    if not caller.is_platform_admin:
+        raise Forbidden("only a platform admin may correct usage")
+    body = await _small_body(request)
+    try:
+        wanted = Correction.model_validate_json(body or b"null")
+    except ValidationError as err:
+        raise invalid(err, what="usage correction") from err
+    now = store.clock.now()
+    correction = LedgerEntry(
+        kind=CORRECTION,
+        tenant="",
+        queue="",
+        user="",
+        job_name="",
+        job_uid="",
+        task="",
+        attempt=0,
+        gpu_model="",
+        gpu_milli=0,
+        cpu_milli=0,
+        memory_mib=0,
+        started_at=None,
+        ended_at=None,
+        gpu_hours=wanted.gpu_hours,
+        cpu_hours=wanted.cpu_hours,
+        memory_gib_hours=wanted.memory_gib_hours,
+        recorded_by=caller.user,
+        recorded_at=now,
+        corrects=wanted.corrects,
+        reason=wanted.reason,
+    )
+    stored = await run_in_threadpool(add_correction, store, correction)
+    return entry_view(stored)
+
+
+def entry_view(entry: LedgerEntry) -> dict[str, Any]:
+    return {
+        "id": entry.id,
+        "kind": entry.kind,
+        "tenant": entry.tenant,
+        "queue": entry.queue,
+        "user": entry.user,
+        "job": entry.job_name,
+        "jobUid": entry.job_uid,
+        "task": entry.task,
+        "attempt": entry.attempt,
+        "gpuModel": entry.gpu_model,
+        "gpus": entry.gpu_milli / 1000,
+        "cpu": entry.cpu_milli / 1000,
+        "memoryMiB": entry.memory_mib,
+        "startedAt": aware(entry.started_at).isoformat() if entry.started_at else None,
+        "endedAt": aware(entry.ended_at).isoformat() if entry.ended_at else None,
+        "gpuHours": entry.gpu_hours,
+        "cpuHours": entry.cpu_hours,
+        "memoryGiBHours": entry.memory_gib_hours,
+        "corrects": entry.corrects,
+        "reason": entry.reason,
+        "recordedBy": entry.recorded_by,
+        "recordedAt": aware(entry.recorded_at).isoformat(),
+    }
+
+
+async def _small_body(request: Request) -> bytes:
+    declared = request.headers.get("content-length")
+    if declared and declared.isdigit() and int(declared) > MAX_CORRECTION_BYTES:
+        raise PayloadTooLarge(
+            f"request body is {declared} bytes; the limit is {MAX_CORRECTION_BYTES}"
+        )
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > MAX_CORRECTION_BYTES:
+            raise PayloadTooLarge(f"request body is over {MAX_CORRECTION_BYTES} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
