@@ -35,7 +35,8 @@ class Settings(BaseModel):
         default=None,
         description=(
             "Where local tasks get their working directories (one per tenant, one per task);"
-            " outside the data directory. '<data_dir>-tasks' if unset."
+            " outside the data directory. Unset: /var/lib/aipaas-tasks/<data dir>-<hash> for a"
+            " root server (a path every task user can reach), '<data_dir>-tasks' otherwise."
         ),
     )
     task_user: str | None = Field(
@@ -108,14 +109,6 @@ class Settings(BaseModel):
     @property
     def run_dir(self) -> Path:
         return self.data_dir / "run"
-
-    @property
-    def task_dir(self) -> Path:
-        """Tasks' working directories: never inside the data directory (tokens, database)."""
-        if self.task_root is not None:
-            return self.task_root
-        data = self.data_dir.resolve()
-        return data.with_name(data.name + "-tasks")
 
 
 def env_overrides(environ: Mapping[str, str]) -> dict[str, object]:

@@ -15,6 +15,7 @@ import yaml
 from fastapi import FastAPI
 
 from aipaas.backends.local import LocalOptions, TaskIsolation
+from aipaas.backends.local.isolation import default_task_root
 from aipaas.backends.registry import make_backend
 from aipaas.cli.worker_pool import serve_in_processes
 from aipaas.client import config_path
@@ -128,7 +129,8 @@ def make_app(settings: Settings) -> FastAPI:
 
 def local_options(settings: Settings) -> LocalOptions:
     """Who local tasks run as and where, from the settings (``ValueError``: a bad task_user)."""
-    isolation = TaskIsolation.for_server(settings.task_dir, fixed_user=settings.task_user)
+    root = settings.task_root or default_task_root(settings.data_dir)
+    isolation = TaskIsolation.for_server(root, fixed_user=settings.task_user)
     return {"isolation": isolation, "gpu_discovery_seconds": settings.gpu_discovery_seconds}
 
 

@@ -24,6 +24,7 @@ from aipaas.backends.local.isolation import (
     USER_NAME_MAX,
     IsolationError,
     TaskPlacer,
+    default_task_root,
     user_name,
 )
 from aipaas.settings import Settings
@@ -109,7 +110,14 @@ class TestPolicy:
             Settings(data_dir=tmp_path / "data", task_root=tmp_path / "data" / "tasks")
         with pytest.raises(ValidationError, match="task_root"):
             Settings(data_dir=tmp_path / "data", task_root=tmp_path)
-        assert Settings(data_dir=tmp_path / "data").task_dir == tmp_path / "data-tasks"
+
+    def test_the_default_task_root(self, tmp_path: Path) -> None:
+        data = tmp_path / ".aipaas"
+        assert default_task_root(data, server_uid=1000) == tmp_path / ".aipaas-tasks"
+        # Root: a place every task user can walk to (pytest's tmp, like /root, is private).
+        as_root = default_task_root(data, server_uid=0)
+        assert as_root.parent == Path("/var/lib/aipaas-tasks")
+        assert as_root.name.startswith("aipaas-") and as_root != default_task_root(tmp_path, 0)
 
 
 def test_a_server_that_is_not_root_says_so(

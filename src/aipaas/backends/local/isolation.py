@@ -44,7 +44,7 @@ USER_NAME_MAX: Final = 32  # useradd's limit on Debian (and utmp's)
 #: What a task under another user finds on its PATH (the server's PATH may point into the
 #: server's home, which that user cannot enter and should not learn about).
 TASK_PATH: Final = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-TASK_UMASK: Final = 0o077
+SHARED_TASK_ROOT: Final = Path("/var/lib/aipaas-tasks")
 #: What the runner starts, written by the backend into the task's run directory (root's).
 LAUNCH_FILE: Final = "launch.json"
 #: The annotation on the local Node that says how tasks are isolated.
@@ -100,6 +100,21 @@ class TaskIsolation:
         if self.fixed_user is not None:
             return f"user {self.fixed_user}: every task runs as this unprivileged user"
         return f"per-tenant users ({USER_PREFIX}<tenant>), directories under {self.task_root}"
+
+
+def default_task_root(data_dir: Path, server_uid: int | None = None) -> Path:
+    """Where tasks' directories go when the settings do not say.
+
+    A root server's tasks run as other users, who must be able to walk down to their
+    directories: a data directory's neighbour may lie under a private one (``/root/.aipaas``),
+    so they go under /var/lib, named after the data directory. Otherwise: beside it.
+    """
+    data = data_dir.resolve()
+    uid = os.geteuid() if server_uid is None else server_uid
+    if uid != 0:
+        return data.with_name(data.name + "-tasks")
+    digest = hashlib.sha256(str(data).encode()).hexdigest()[:8]
+    return SHARED_TASK_ROOT / f"{data.name.lstrip('.') or 'data'}-{digest}"
 
 
 def user_name(tenant: str) -> str:
