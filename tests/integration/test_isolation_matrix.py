@@ -1,0 +1,349 @@
+"""Who gets what, on every route: a table of expected answers against one real server.
+
+Callers: a platform admin, a tenant admin, a member and a viewer (of tenant acme), a metrics
+reader (no tenant), and three tokens that must not work: an unknown one, a revoked one and an
+expired one. Every route of the application has a row (``test_every_route_has_a_row`` fails
+on a route without one, or a row without a route); each row gives one request per caller and
+the answer expected. Cross-tenant rows check that acme's callers find nothing of globex (404).
+
+Requests that change something act on an object of the caller's own (``{who}`` in the path or
+body), so the rows do not depend on the order they run in.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from server_process import ADMIN, ServerProcess
+
+from aipaas.server.app import create_app
+from aipaas.store import Store
+
+REAL = ("admin", "tad", "alice", "vera")  # platform admin, tenant admin, member, viewer
+CALLERS = (*REAL, "scraper", "bad", "revoked", "expired")
+NOT_TOKENS = ("bad", "revoked", "expired")
+# Jobs run on simulated nodes for an hour: they stay Running while the rows are asked.
+SIM = 'sim.aipaas.dev/duration: "3600"'
+
+SETUP = (
+    """apiVersion: aipaas/v1
+kind: Tenant
+metadata: {name: acme}
+---
+apiVersion: aipaas/v1
+kind: Tenant
+metadata: {name: globex}
+---
+apiVersion: aipaas/v1
+kind: User
+metadata: {name: scraper}
+spec: {role: metrics-reader}
+"""
+    + "".join(
+        f"""---
+apiVersion: aipaas/v1
+kind: Queue
+metadata: {{name: {name}, tenant: {tenant}}}
+"""
+        for tenant, name in [("acme", "research"), ("globex", "research")]
+        + [("acme", f"q-{who}") for who in REAL]
+    )
+    + "".join(
+        f"""---
+apiVersion: aipaas/v1
+kind: User
+metadata: {{name: {name}, tenant: {tenant}}}
+spec: {{role: {role}}}
+"""
+        for name, tenant, role in [
+            ("tad", "acme", "tenant-admin"),
+            ("alice", "acme", "member"),
+            ("vera", "acme", "viewer"),
+            ("bob", "globex", "member"),
+        ]
+        + [(f"del-{who}", "acme", "viewer") for who in REAL]
+    )
+    + "".join(
+        f"""---
+apiVersion: aipaas/v1
+kind: Job
+metadata: {{name: {name}, tenant: {tenant}, annotations: {{{SIM}}}}}
+spec: {{queue: research, tasks: [{{name: w, command: ["true"]}}]}}
+"""
+        for name, tenant in [("j-acme", "acme"), ("secret", "globex")]
+        + [(f"cancel-{who}", "acme") for who in REAL]
+    )
+)
+
+
+def job(name: str, tenant: str = "acme") -> str:
+    return (
+        f"apiVersion: aipaas/v1\nkind: Job\n"
+        f"metadata: {{name: {name}, tenant: {tenant}, annotations: {{{SIM}}}}}\n"
+        'spec: {queue: research, tasks: [{name: w, command: ["true"]}]}\n'
+    )
+
+
+@dataclass(frozen=True)
+class Call:
+    """One request; ``{who}`` in the path or body is the caller's name."""
+
+    method: str
+    path: str
+    params: dict[str, str] = field(default_factory=dict)
+    json: Any = None
+    content: str | None = None
+    queue_body: bool = False  # PUT: the body is the caller's queue as stored now
+
+
+@dataclass(frozen=True)
+class Row:
+    call: Call
+    want: dict[str, int]
+
+
+def api(admin: int, tad: int, alice: int, vera: int) -> dict[str, int]:
+    """An API route: a metrics reader is refused (403), the tokens that do not work are 401."""
+    return {
+        "admin": admin,
+        "tad": tad,
+        "alice": alice,
+        "vera": vera,
+        "scraper": 403,
+        **dict.fromkeys(NOT_TOKENS, 401),
+    }
+
+
+PUBLIC = dict.fromkeys(CALLERS, 200)
+ACME = {"tenant": "acme"}
+
+# (method, route as the application declares it) -> the row.
+MATRIX: dict[tuple[str, str], Row] = {
+    ("GET", "/healthz"): Row(Call("GET", "/healthz"), PUBLIC),
+    ("GET", "/readyz"): Row(Call("GET", "/readyz"), PUBLIC),
+    ("GET", "/openapi.json"): Row(Call("GET", "/openapi.json"), PUBLIC),
+    ("GET", "/docs"): Row(Call("GET", "/docs"), PUBLIC),
+    ("GET", "/docs/assets"): Row(Call("GET", "/docs/assets/swagger-ui.css"), PUBLIC),
+    ("GET", "/metrics"): Row(
+        Call("GET", "/metrics"),
+        {
+            "admin": 200,
+            "scraper": 200,
+            "tad": 403,
+            "alice": 403,
+            "vera": 403,
+            **dict.fromkeys(NOT_TOKENS, 401),
+        },
+    ),
+    ("GET", "/api/v1/whoami"): Row(Call("GET", "/api/v1/whoami"), api(200, 200, 200, 200)),
+    ("POST", "/api/v1/apply"): Row(
+        Call("POST", "/api/v1/apply", content=job("apply-{who}")), api(200, 200, 200, 403)
+    ),
+    ("POST", "/api/v1/jobs/{name}/cancel"): Row(
+        Call("POST", "/api/v1/jobs/cancel-{who}/cancel", ACME), api(200, 200, 200, 403)
+    ),
+    ("GET", "/api/v1/jobs/{name}/logs"): Row(
+        Call("GET", "/api/v1/jobs/j-acme/logs", ACME), api(200, 200, 200, 200)
+    ),
+    ("GET", "/api/v1/events"): Row(Call("GET", "/api/v1/events", ACME), api(200, 200, 200, 200)),
+    ("GET", "/api/v1/devices"): Row(Call("GET", "/api/v1/devices"), api(200, 200, 200, 200)),
+    ("GET", "/api/v1/usage"): Row(Call("GET", "/api/v1/usage", ACME), api(200, 200, 200, 200)),
+    ("GET", "/api/v1/usage/entries"): Row(
+        Call("GET", "/api/v1/usage/entries", ACME), api(200, 200, 200, 200)
+    ),
+    # The admin passes the role check and is told the entry does not exist.
+    ("POST", "/api/v1/usage/corrections"): Row(
+        Call("POST", "/api/v1/usage/corrections", json={"corrects": 999999, "reason": "test"}),
+        api(404, 403, 403, 403),
+    ),
+    ("POST", "/api/v1/tokens"): Row(
+        Call("POST", "/api/v1/tokens", json={"user": "alice", "tenant": "acme"}),
+        api(201, 201, 403, 403),
+    ),
+    ("GET", "/api/v1/tokens"): Row(Call("GET", "/api/v1/tokens"), api(200, 200, 200, 200)),
+    ("GET", "/api/v1/tokens/{token_id}"): Row(
+        Call("GET", "/api/v1/tokens/{alice-token}"), api(200, 200, 200, 404)
+    ),
+    # Each caller revokes a spare token of alice's of its own.
+    ("DELETE", "/api/v1/tokens/{token_id}"): Row(
+        Call("DELETE", "/api/v1/tokens/{spare}"), api(200, 200, 200, 404)
+    ),
+    ("GET", "/api/v1/{plural}"): Row(Call("GET", "/api/v1/jobs", ACME), api(200, 200, 200, 200)),
+    ("GET", "/api/v1/{plural}/{name}"): Row(
+        Call("GET", "/api/v1/jobs/j-acme", ACME), api(200, 200, 200, 200)
+    ),
+    ("PUT", "/api/v1/{plural}/{name}"): Row(
+        Call("PUT", "/api/v1/queues/q-{who}", queue_body=True), api(200, 200, 403, 403)
+    ),
+    ("DELETE", "/api/v1/{plural}/{name}"): Row(
+        Call("DELETE", "/api/v1/users/del-{who}", ACME), api(200, 200, 403, 403)
+    ),
+}
+
+# Reads of every kind, and acme's callers against globex: nothing of it exists for them.
+GLOBEX = {"tenant": "globex"}
+EXTRA: list[tuple[str, Call, dict[str, int]]] = [
+    (f"list {plural}", Call("GET", f"/api/v1/{plural}", ACME), api(200, 200, 200, 200))
+    for plural in ("users", "queues", "jobs", "tenants", "nodes", "deviceclasses")
+] + [
+    (
+        f"globex: {label}",
+        call,
+        {"admin": admin_answer, "tad": 404, "alice": 404, "vera": 404},
+    )
+    for label, call, admin_answer in [
+        ("list jobs", Call("GET", "/api/v1/jobs", GLOBEX), 200),
+        ("get job", Call("GET", "/api/v1/jobs/secret", GLOBEX), 200),
+        ("job logs", Call("GET", "/api/v1/jobs/secret/logs", GLOBEX), 200),
+        ("events", Call("GET", "/api/v1/events", GLOBEX), 200),
+        ("usage", Call("GET", "/api/v1/usage", GLOBEX), 200),
+        ("usage entries", Call("GET", "/api/v1/usage/entries", GLOBEX), 200),
+        ("tokens", Call("GET", "/api/v1/tokens", GLOBEX), 200),
+        ("bob's token", Call("GET", "/api/v1/tokens/{bob-token}"), 200),
+        ("tenant", Call("GET", "/api/v1/tenants/globex"), 200),
+        ("user", Call("GET", "/api/v1/users/bob", GLOBEX), 200),
+        ("submit", Call("POST", "/api/v1/apply", content=job("x-{who}", "globex")), 200),
+        ("cancel", Call("POST", "/api/v1/jobs/secret/cancel", GLOBEX), 200),
+        (
+            "token for bob",
+            Call("POST", "/api/v1/tokens", json={"user": "bob", "tenant": "globex"}),
+            201,
+        ),
+        ("delete bob", Call("DELETE", "/api/v1/users/bob", GLOBEX), 200),
+    ]
+]
+
+
+class World:
+    def __init__(self, server: ServerProcess) -> None:
+        self.server = server
+        self.tokens: dict[str, str] = {"admin": ADMIN, "bad": "aip_not-a-token"}
+        self.ids: dict[str, str] = {}
+        self.http = httpx.Client(base_url=server.url, timeout=30)
+
+    def mint(self, user: str, tenant: str | None, **extra: Any) -> dict[str, Any]:
+        body = {"user": user, **({"tenant": tenant} if tenant else {}), **extra}
+        answer = self.http.post("/api/v1/tokens", json=body, headers=self.auth("admin"))
+        assert answer.status_code == 201, answer.text
+        made: dict[str, Any] = answer.json()
+        return made
+
+    def auth(self, who: str) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.tokens[who]}"}
+
+    def request(self, who: str, call: Call) -> httpx.Response:
+        names = {"who": who, **self.ids, "spare": self.ids[f"spare-{who}"]}
+        path = call.path
+        for key, value in names.items():
+            path = path.replace("{" + key + "}", value)
+        content = call.content.replace("{who}", who) if call.content is not None else None
+        body = call.json
+        if call.queue_body:
+            # The queue as stored (the callers refused before any lookup have none).
+            stored = self.http.get(path, params=ACME, headers=self.auth("admin"))
+            body = {k: v for k, v in stored.json().items() if k != "status"}
+            if stored.status_code == 404:
+                body = {
+                    "apiVersion": "aipaas/v1",
+                    "kind": "Queue",
+                    "metadata": {"name": f"q-{who}", "tenant": "acme", "resourceVersion": "1"},
+                }
+        return self.http.request(
+            call.method,
+            path,
+            params=call.params,
+            json=body,
+            content=content,
+            headers=self.auth(who),
+        )
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
+    server = ServerProcess(tmp_path_factory.mktemp("matrix") / "data", backend="sim").start()
+    world = World(server)
+    try:
+        answer = world.http.post("/api/v1/apply", content=SETUP, headers=world.auth("admin"))
+        assert answer.status_code == 200, answer.text
+        expired = world.mint("alice", "acme", expiresIn="1s")
+        made_at = time.monotonic()
+        world.tokens["expired"] = expired["token"]
+        for who, tenant in (
+            ("tad", "acme"),
+            ("alice", "acme"),
+            ("vera", "acme"),
+            ("scraper", None),
+        ):
+            made = world.mint(who, tenant)
+            world.tokens[who] = made["token"]
+            world.ids[f"{who}-token"] = made["id"]
+        world.ids["bob-token"] = world.mint("bob", "globex")["id"]
+        for who in CALLERS:
+            world.ids[f"spare-{who}"] = world.mint("alice", "acme", name=f"spare-{who}")["id"]
+        revoked = world.mint("alice", "acme")
+        gone = world.http.delete(f"/api/v1/tokens/{revoked['id']}", headers=world.auth("admin"))
+        assert gone.status_code == 200, gone.text
+        world.tokens["revoked"] = revoked["token"]
+        time.sleep(max(0.0, made_at + 1.2 - time.monotonic()))  # the expired one has expired
+        yield world
+    finally:
+        world.http.close()
+        server.stop()
+
+
+def declared_routes(server_url: str, tmp_path: Path) -> set[tuple[str, str]]:
+    """Every route: the server's OpenAPI document, and the routes kept out of it (health,
+    metrics, docs) as the application object lists them."""
+    document = httpx.get(server_url + "/openapi.json", timeout=30).json()
+    routes = {
+        (method.upper(), path)
+        for path, operations in document["paths"].items()
+        for method in operations
+        if method.upper() in {"GET", "POST", "PUT", "DELETE", "PATCH"}
+    }
+    store = Store.open(f"sqlite:///{tmp_path / 'routes.db'}")
+    try:
+        for route in create_app(store).routes:
+            if getattr(route, "include_in_schema", False) or not hasattr(route, "path"):
+                continue
+            methods = getattr(route, "methods", None) or {"GET"}  # a Mount serves GETs
+            routes |= {(m, route.path) for m in methods if m != "HEAD"}
+    finally:
+        store.close()
+    return routes
+
+
+def test_every_route_has_a_row(world: World, tmp_path: Path) -> None:
+    routes = declared_routes(world.server.url, tmp_path)
+    assert sorted(routes - MATRIX.keys()) == [], "routes without a row in MATRIX"
+    assert sorted(MATRIX.keys() - routes) == [], "rows for routes that do not exist"
+
+
+@pytest.mark.parametrize("who", CALLERS)
+@pytest.mark.parametrize("route", list(MATRIX), ids=[f"{m} {p}" for m, p in MATRIX])
+def test_matrix(world: World, route: tuple[str, str], who: str) -> None:
+    row = MATRIX[route]
+    answer = world.request(who, row.call)
+    assert answer.status_code == row.want[who], answer.text[:300]
+    if answer.status_code == 401:
+        body = answer.json()
+        assert body["code"] == "Unauthenticated"
+        assert who != "revoked" or "revoked" in body["message"]
+        assert who != "expired" or "expired" in body["message"]
+
+
+@pytest.mark.parametrize("who", CALLERS)
+@pytest.mark.parametrize(
+    ("call", "want"), [(c, w) for _, c, w in EXTRA], ids=[label for label, _, _ in EXTRA]
+)
+def test_reads_and_other_tenants(world: World, call: Call, want: dict[str, int], who: str) -> None:
+    if who not in want:
+        want = {**want, "scraper": 403, **dict.fromkeys(NOT_TOKENS, 401)}
+    answer = world.request(who, call)
+    assert answer.status_code == want[who], answer.text[:300]
