@@ -50,6 +50,9 @@ def test_device_class_with_a_badly_typed_selector_is_422(
     body = answer.json()
     assert "spec.selectors[1].cel.expression" in body["message"]
     assert reason in body["message"]
+    [field] = body["fields"]
+    assert field["path"] == "spec.selectors[1].cel.expression"
+    assert field["reason"].startswith("CEL line 1, column ") and reason in field["reason"]
     stored = api.client.get("/api/v1/deviceclasses/typed.example.com", headers=api.as_("admin"))
     assert stored.status_code == 404
 
