@@ -21,6 +21,10 @@ from aipaas.errors import AipaasError, InvalidObject
 T = TypeVar("T")
 Tenant = Annotated[str | None, typer.Option("--tenant", "-t", help="Tenant (platform admins).")]
 Output = Annotated[str, typer.Option("--output", "-o", help="table, json or yaml.")]
+ChunkSize = Annotated[
+    int | None,
+    typer.Option("--chunk-size", min=1, max=5000, help="Items per request (pages are followed)."),
+]
 
 tokens_app = typer.Typer(help="Bearer tokens.", no_args_is_help=True)
 
@@ -77,6 +81,7 @@ def get(
     name: Annotated[str | None, typer.Argument()] = None,
     output: Output = "table",
     tenant: Tenant = None,
+    chunk_size: ChunkSize = None,
 ) -> None:
     """List objects of a kind, or show one."""
     kind, name = _split(kind, name)
@@ -92,7 +97,7 @@ def get(
             obj = client.get(kind, name, tenant)
             _print([obj], output, single=True)
         else:
-            _print(client.list(kind, tenant), output, single=False)
+            _print(client.list(kind, tenant, page_size=chunk_size), output, single=False)
 
 
 def describe(
@@ -216,12 +221,13 @@ def events(
     name: Annotated[str | None, typer.Argument()] = None,
     tenant: Tenant = None,
     output: Output = "table",
+    chunk_size: ChunkSize = None,
 ) -> None:
     """What happened, oldest first; all of a tenant's, or one object's."""
     if kind:
         kind, name = _split(kind, name)
     with _client() as client:
-        items = client.events(kind, name, tenant)
+        items = client.events(kind, name, tenant, page_size=chunk_size)
     if output == "json":
         print(json.dumps(items, indent=2))
         return

@@ -13,7 +13,7 @@ import asyncio
 import logging
 import math
 import os
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncGenerator, Callable, Sequence
 from dataclasses import dataclass, field
 
 from aipaas.errors import TooManyRequests
@@ -85,7 +85,7 @@ class LogWatch:
             self._task = asyncio.get_running_loop().create_task(self._watch())
         return follower
 
-    async def stream(self, follower: Follower) -> AsyncIterator[bytes]:
+    async def stream(self, follower: Follower) -> AsyncGenerator[bytes, None]:
         """The follower's lines: the tail first (when asked), then what is appended, until the
         job is done and its files drained, the byte limit is reached, or the client leaves."""
         try:

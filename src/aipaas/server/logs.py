@@ -65,8 +65,8 @@ def read(records: Sequence[TaskRecord], window: LogRange) -> Iterator[bytes]:
 
 def tail_lines(path: str, count: int, max_bytes: int, *, end: int | None = None) -> list[bytes]:
     """The last ``count`` lines of a file (of its first ``end`` bytes when given), read
-    backwards in blocks; no more than about ``max_bytes`` of it are read (older lines beyond
-    that are left out)."""
+    backwards in blocks: at most ``max_bytes`` of lines, the newest (no more than a block
+    beyond ``max_bytes`` of the file is read)."""
     if count <= 0:
         return []
     try:
@@ -80,7 +80,7 @@ def tail_lines(path: str, count: int, max_bytes: int, *, end: int | None = None)
         blocks: list[bytes] = []
         newlines = 0
         # A final newline ends the last line; it does not start another.
-        while position > 0 and newlines <= count and end - position < max_bytes + CHUNK:
+        while position > 0 and newlines <= count and end - position < max_bytes:
             step = min(CHUNK, position)
             position -= step
             handle.seek(position)
@@ -93,7 +93,13 @@ def tail_lines(path: str, count: int, max_bytes: int, *, end: int | None = None)
     lines = data.split(b"\n")
     if position > 0:
         lines = lines[1:]  # the first piece is the end of a line that began further back
-    return [piece for line in lines[-count:] for piece in _pieces(line)]
+    newest = [piece for line in lines[-count:] for piece in _pieces(line)]
+    size = sum(len(line) + 1 for line in newest)
+    first = 0
+    while size > max_bytes and first < len(newest):  # keep the newest lines within the bytes
+        size -= len(newest[first]) + 1
+        first += 1
+    return newest[first:]
 
 
 def stream_lines(path: str, start: int = 0) -> Iterator[bytes]:

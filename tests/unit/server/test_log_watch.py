@@ -1,0 +1,143 @@
+"""Log followers: one watcher reads the database for all of them; followers are bounded."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
+
+import pytest
+
+from aipaas.errors import TooManyRequests
+from aipaas.server.log_watch import JobLogs, LogWatch
+from aipaas.server.logs import LogRange
+from aipaas.store import TaskRecord
+
+
+class Jobs:
+    """The database as the watcher sees it, with its reads counted."""
+
+    def __init__(self, tasks: Sequence[TaskRecord]) -> None:
+        self.tasks = list(tasks)
+        self.done = False
+        self.reads = 0
+        self.uids_per_read: list[int] = []
+
+    def read(self, uids: Sequence[str]) -> dict[str, JobLogs]:
+        self.reads += 1
+        self.uids_per_read.append(len(uids))
+        return {uid: JobLogs(self.tasks, self.done) for uid in uids}
+
+
+def task(name: str, path: Path, uid: str = "job-0") -> TaskRecord:
+    return TaskRecord(uid, "acme", "job", name, "w", 0, 0, log_path=str(path))
+
+
+async def collect(watch: LogWatch, uid: str, window: LogRange, state: JobLogs) -> bytes:
+    follower = watch.join(uid, None, window, state)
+    return b"".join([chunk async for chunk in watch.stream(follower)])
+
+
+def test_many_followers_cost_one_read_per_refresh(tmp_path: Path) -> None:
+    log = tmp_path / "w-0.log"
+    log.write_bytes(b"first\n")
+    jobs = Jobs([task("w-0", log)])
+    watch = LogWatch(jobs.read, max_followers=100, tick=0.01, refresh=0.05)
+    followers = 40
+
+    async def scenario() -> list[bytes]:
+        state = JobLogs(jobs.tasks, False)
+        running = [
+            asyncio.create_task(collect(watch, f"job-{i % 4}", LogRange(1 << 20), state))
+            for i in range(followers)
+        ]
+        await asyncio.sleep(0.2)
+        with log.open("ab") as handle:
+            handle.write(b"second\nthird")  # the last line still open
+        await asyncio.sleep(0.2)
+        jobs.done = True
+        return await asyncio.wait_for(asyncio.gather(*running), 5)
+
+    outputs = asyncio.run(scenario())
+    assert outputs == [b"w-0 | first\nw-0 | second\nw-0 | third\n"] * followers
+    # About 0.4 s at one read per 0.05 s, for all 40 followers together (not 40 per refresh).
+    assert 3 <= jobs.reads <= 20, jobs.reads
+    assert max(jobs.uids_per_read) == 4  # one read names every followed job
+    assert watch.followers == 0
+
+
+def test_the_follower_bound_answers_too_many_requests(tmp_path: Path) -> None:
+    log = tmp_path / "w-0.log"
+    log.write_bytes(b"")
+    jobs = Jobs([task("w-0", log)])
+    watch = LogWatch(jobs.read, max_followers=3, tick=0.01, refresh=0.02)
+
+    async def scenario() -> None:
+        state = JobLogs(jobs.tasks, False)
+        running = [
+            asyncio.create_task(collect(watch, "job-0", LogRange(1 << 20), state)) for _ in range(3)
+        ]
+        await asyncio.sleep(0.05)
+        with pytest.raises(TooManyRequests, match="3 log followers"):
+            watch.join("job-0", None, LogRange(1 << 20), state)
+        jobs.done = True
+        await asyncio.wait_for(asyncio.gather(*running), 5)
+        # Those that ended made room.
+        again = asyncio.create_task(collect(watch, "job-0", LogRange(1 << 20), state))
+        assert await asyncio.wait_for(again, 5) == b""
+
+    asyncio.run(scenario())
+
+
+def test_a_follower_that_leaves_frees_its_place(tmp_path: Path) -> None:
+    log = tmp_path / "w-0.log"
+    log.write_bytes(b"x\n")
+    jobs = Jobs([task("w-0", log)])
+    watch = LogWatch(jobs.read, max_followers=1, tick=0.01, refresh=0.02)
+
+    async def scenario() -> None:
+        follower = watch.join("job-0", None, LogRange(1 << 20), JobLogs(jobs.tasks, False))
+        stream = watch.stream(follower)
+        assert await anext(stream) == b"w-0 | x\n"
+        await stream.aclose()  # the client went away
+        assert watch.followers == 0
+        watch.join("job-0", None, LogRange(1 << 20), JobLogs(jobs.tasks, False))
+
+    asyncio.run(scenario())
+
+
+def test_follow_with_tail_starts_at_the_end_and_stops_at_the_byte_limit(tmp_path: Path) -> None:
+    log = tmp_path / "w-0.log"
+    log.write_bytes(b"".join(b"old %d\n" % i for i in range(100)))
+    jobs = Jobs([task("w-0", log)])
+    watch = LogWatch(jobs.read, max_followers=5, tick=0.01, refresh=0.02)
+
+    async def scenario() -> bytes:
+        follower = watch.join("job-0", None, LogRange(60, tail=2), JobLogs(jobs.tasks, False))
+        running = asyncio.create_task(
+            asyncio.wait_for(_drain(watch.stream(follower)), 5)  # ends at 60 bytes
+        )
+        await asyncio.sleep(0.05)
+        with log.open("ab") as handle:
+            handle.write(b"".join(b"new %d\n" % i for i in range(10)))
+        return await running
+
+    out = asyncio.run(scenario())
+    assert out == b"w-0 | old 98\nw-0 | old 99\nw-0 | new 0\nw-0 | new 1\n"
+
+
+def test_a_deleted_job_ends_its_followers_after_draining(tmp_path: Path) -> None:
+    log = tmp_path / "w-0.log"
+    log.write_bytes(b"a\n")
+    tasks = [task("w-0", log)]
+    watch = LogWatch(lambda uids: {}, max_followers=5, tick=0.01, refresh=0.02)
+
+    async def scenario() -> bytes:
+        follower = watch.join("job-0", None, LogRange(1 << 20), JobLogs(tasks, False))
+        return await asyncio.wait_for(_drain(watch.stream(follower)), 5)
+
+    assert asyncio.run(scenario()) == b"w-0 | a\n"
+
+
+async def _drain(stream: AsyncIterator[bytes]) -> bytes:
+    return b"".join([chunk async for chunk in stream])
