@@ -144,6 +144,7 @@ class _Frame:
     index: int = 0  # sequences: the next item's index
     expect_key: bool = True  # mappings: is the next node a key?
     key: str = ""  # mappings: the current value's key
+    keys: set[tuple[str, bool]] = field(default_factory=set)  # mappings: (text, plain) seen
 
 
 @dataclass
@@ -192,16 +193,22 @@ class _Scan:
         if self.frames and depth > self.frames[-1].deepest:
             self.frames[-1].deepest = depth
 
-    def done(self, key: str | None = None) -> None:
-        """A node is complete: move its parent on to the next key, value or item."""
+    def done(self, key: tuple[str, bool] | None = None) -> None:
+        """A node is complete: move its parent on to the next key, value or item. A scalar
+        key given twice in one mapping is refused here, where its path is known (``<<``, a
+        merge, may be overridden; the loader also compares keys by value: ``1`` and ``01``)."""
         if not self.frames:
             return
         frame = self.frames[-1]
         if not frame.is_map:
             frame.index += 1
         elif frame.expect_key:
-            frame.key = key if key is not None else "?"
+            frame.key = key[0] if key is not None else "?"
             frame.expect_key = False
+            if key is not None and key != ("<<", True):
+                if key in frame.keys:
+                    raise self.refuse(f"key {key[0]!r} given twice in one mapping")
+                frame.keys.add(key)
         else:
             frame.expect_key = True
 
@@ -231,7 +238,7 @@ def _step(scan: _Scan, event: yaml.Event) -> None:
         scan.count(1, 0)
         if event.anchor:
             scan.anchors[event.anchor] = _Anchor(1, 0, False)
-        scan.done(value)
+        scan.done((value, bool(event.implicit[0])))
     elif isinstance(event, yaml.CollectionStartEvent):
         _check_tag(scan, event)
         if scan.in_key():

@@ -17,6 +17,7 @@ from starlette.concurrency import run_in_threadpool
 
 from aipaas.api.errors import invalid
 from aipaas.api.meta import Model, Name
+from aipaas.api.parsing import load_json
 from aipaas.api.tenancy import Role, User
 from aipaas.errors import FieldError, Forbidden, InvalidObject, NotFound, PayloadTooLarge
 from aipaas.server.auth import authenticate, principal_cache, principal_of
@@ -231,8 +232,14 @@ def _expiry(wanted: TokenRequest, now: datetime) -> datetime | None:
 
 
 def _token_request(body: bytes) -> TokenRequest:
+    # Parsed as every JSON body is (api/parsing.py): a key given twice is refused, not the
+    # last silently kept; NaN and deep nesting too.
     try:
-        return TokenRequest.model_validate_json(body or b"null")
+        data = load_json(body.decode("utf-8")) if body.strip() else None
+    except UnicodeDecodeError as err:
+        raise InvalidObject([FieldError("", f"not UTF-8: {err}")]) from err
+    try:
+        return TokenRequest.model_validate(data)
     except ValidationError as err:
         raise invalid(err, what="token request") from err
 

@@ -195,7 +195,7 @@ CASES: list[tuple[str, str, list[str]]] = [
     (
         "duplicate key",
         "apiVersion: aipaas/v1\nkind: Queue\nmetadata: {name: q, tenant: acme}\nkind: Job\n",
-        ["duplicate key 'kind'"],
+        ["kind: key 'kind' given twice"],
     ),
     (
         "depends on itself",
