@@ -46,7 +46,22 @@ def chosen(records: Sequence[TaskRecord], since: datetime | None) -> list[TaskRe
 
 
 def read(records: Sequence[TaskRecord], window: LogRange) -> Iterator[bytes]:
-    """Every chosen task's lines, task by task, until ``window.limit_bytes`` are given."""
+    """Every chosen task's lines, task by task, until ``window.limit_bytes`` are given; in
+    pieces of about ``CHUNK`` bytes (each piece is a hop to a worker thread for the server)."""
+    pending: list[bytes] = []
+    size = 0
+    for line in _lines(records, window):
+        pending.append(line)
+        size += len(line)
+        if size >= CHUNK:
+            yield b"".join(pending)
+            pending.clear()
+            size = 0
+    if pending:
+        yield b"".join(pending)
+
+
+def _lines(records: Sequence[TaskRecord], window: LogRange) -> Iterator[bytes]:
     budget = window.limit_bytes
     for record in chosen(records, window.since):
         assert record.log_path is not None

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from aipaas.server.logs import MAX_LINE, LogRange, read, stream_lines, tail_lines
+from aipaas.server.logs import CHUNK, MAX_LINE, LogRange, read, stream_lines, tail_lines
 from aipaas.store import TaskRecord
 
 BIG = 50 * 1024 * 1024
@@ -132,3 +132,13 @@ def test_missing_files_and_records_without_logs_give_nothing(tmp_path: Path) -> 
     none = TaskRecord("uid", "acme", "job", "w-1", "w", 1, 1)
     assert list(read([gone, none], LogRange(1 << 20))) == []
     assert tail_lines(str(tmp_path / "gone.log"), 5, 100) == []
+
+
+def test_an_answer_goes_in_blocks_not_line_by_line(tmp_path: Path) -> None:
+    path = tmp_path / "x.log"
+    path.write_bytes(b"".join(b"line %d\n" % i for i in range(50_000)))
+    chunks = list(read([record("w-0", path)], LogRange(1 << 30)))
+    total = sum(len(c) for c in chunks)
+    assert total == path.stat().st_size + 50_000 * len(b"w-0 | ")
+    assert len(chunks) <= total // CHUNK + 1
+    assert b"".join(chunks).splitlines()[-1] == b"w-0 | line 49999"
