@@ -4,12 +4,11 @@ quotas, isolation, and errors on standard error."""
 from __future__ import annotations
 
 import json
-import sys
 import time
 from pathlib import Path
 
 import httpx
-from server_process import ServerProcess
+from server_process import TASK_PYTHON, ServerProcess, shared_dir
 
 EXAMPLES = Path(__file__).parents[2] / "examples"
 
@@ -47,10 +46,9 @@ def test_hello_and_a_writer_through_the_cli(server: ServerProcess, tmp_path: Pat
     assert token.count("\n") == 1 and token.startswith("aip_")
     alice = token.strip()
 
-    out = tmp_path / "out"
-    out.mkdir()
+    out = shared_dir()  # the tasks run as the tenant's user: pytest's tmp is not theirs
     manifest = tmp_path / "writer.yaml"
-    manifest.write_text(WRITER.format(python=sys.executable, out=str(out)))
+    manifest.write_text(WRITER.format(python=TASK_PYTHON, out=str(out)))
     assert server.cli("apply", "-f", str(manifest), token=alice).stdout == "job/writer created\n"
 
     hello = server.wait_phase("hello", "Succeeded")
@@ -140,13 +138,13 @@ spec:
     sqlite_server.wait_phase("second", "Succeeded")
 
 
-def test_cancel_stops_the_processes(sqlite_server: ServerProcess, tmp_path: Path) -> None:
+def test_cancel_stops_the_processes(sqlite_server: ServerProcess) -> None:
     sqlite_server.cli("apply", "-f", str(EXAMPLES / "hello.yaml"))
-    marker = tmp_path / "finished"
+    marker = shared_dir() / "finished"
     job = (
         f"apiVersion: aipaas/v1\nkind: Job\nmetadata: {{name: long, tenant: acme}}\n"
         f"spec:\n  queue: research\n  tasks:\n    - name: w\n"
-        f'      command: [{sys.executable}, -c, "import time; time.sleep(20); '
+        f'      command: [{TASK_PYTHON}, -c, "import time; time.sleep(20); '
         f"open({str(marker)!r}, 'w')\"]\n"
     )
     sqlite_server.cli("apply", "-f", "-", input=job)
@@ -197,7 +195,11 @@ def test_isolation_between_tenants(server: ServerProcess) -> None:
         assert client.post("/apply", content=job).status_code == 403
     with server.http("not-a-token") as client:
         assert client.get("/jobs").status_code == 401
-    assert httpx.get(server.url + "/metrics").status_code == 200
+    assert httpx.get(server.url + "/metrics").status_code == 401  # a token is needed
+    with server.http(vic) as client:  # a viewer's is not enough
+        assert httpx.get(server.url + "/metrics", headers=client.headers).status_code == 403
+    with server.http() as client:  # the platform admin's is
+        assert httpx.get(server.url + "/metrics", headers=client.headers).status_code == 200
 
 
 def _zombie(pid: int) -> bool:
@@ -213,7 +215,7 @@ def test_logs_follow_a_running_job(sqlite_server: ServerProcess) -> None:
     job = (
         "apiVersion: aipaas/v1\nkind: Job\nmetadata: {name: talk, tenant: acme}\n"
         f"spec:\n  queue: research\n  tasks:\n    - name: w\n"
-        f"      command: [{sys.executable}, -c, {json.dumps(script)}]\n"
+        f"      command: [{TASK_PYTHON}, -c, {json.dumps(script)}]\n"
     )
     sqlite_server.cli("apply", "-f", "-", input=job)
     sqlite_server.wait_phase("talk", "Running")

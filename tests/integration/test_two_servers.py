@@ -7,12 +7,11 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import httpx
-from server_process import AIPAAS, SETUP, ServerProcess
+from server_process import ADMIN, AIPAAS, SETUP, TASK_PYTHON, ServerProcess
 
 JOB = """apiVersion: aipaas/v1
 kind: Job
@@ -29,13 +28,13 @@ def test_one_controller_and_a_takeover(tmp_path: Path) -> None:
     second = ServerProcess(data).start()
     try:
         second.cli(
-            "apply", "-f", "-", input=SETUP + "---\n" + JOB.format(name="a", python=sys.executable)
+            "apply", "-f", "-", input=SETUP + "---\n" + JOB.format(name="a", python=TASK_PYTHON)
         )
         second.wait_phase("a", "Succeeded")
         events = [e["reason"] for e in second.cli_json("events", "job", "a", "-t", "acme")]
         assert events.count("Scheduled") == 1 and events.count("TaskSucceeded") == 2
         first.kill9()
-        second.cli("apply", "-f", "-", input=JOB.format(name="b", python=sys.executable))
+        second.cli("apply", "-f", "-", input=JOB.format(name="b", python=TASK_PYTHON))
         second.wait_phase("b", "Succeeded")
     finally:
         first.stop()
@@ -46,13 +45,14 @@ def test_several_api_workers(tmp_path: Path) -> None:
     server = ServerProcess(tmp_path / "data", extra=["--workers", "2"]).start()
     try:
         server.cli(
-            "apply", "-f", "-", input=SETUP + "---\n" + JOB.format(name="w", python=sys.executable)
+            "apply", "-f", "-", input=SETUP + "---\n" + JOB.format(name="w", python=TASK_PYTHON)
         )
         server.wait_phase("w", "Succeeded")
         events = [e["reason"] for e in server.cli_json("events", "job", "w", "-t", "acme")]
         assert events.count("Scheduled") == 1
         # Whichever worker a scrape reaches, it reports what the controller's worker saw.
-        scrapes = [httpx.get(server.url + "/metrics").text for _ in range(12)]
+        admin = {"Authorization": f"Bearer {ADMIN}"}
+        scrapes = [httpx.get(server.url + "/metrics", headers=admin).text for _ in range(12)]
         for text in scrapes:
             assert 'aipaas_jobs{phase="Succeeded"} 1.0' in text, text
             assert "aipaas_scheduling_latency_seconds_count 1.0" in text, text
@@ -102,7 +102,7 @@ def test_the_worker_pool_replaces_killed_processes_and_stops_them_all(tmp_path: 
         while not _ready(server.url):
             assert time.monotonic() < deadline, "the replaced processes never became ready"
             time.sleep(0.2)
-        server.cli("apply", "-f", "-", input=JOB.format(name="after", python=sys.executable))
+        server.cli("apply", "-f", "-", input=JOB.format(name="after", python=TASK_PYTHON))
         server.wait_phase("after", "Succeeded")
     finally:
         server.stop()
