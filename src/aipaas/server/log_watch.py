@@ -205,7 +205,10 @@ def _flush(follower: Follower) -> list[bytes]:
 def _take(follower: Follower, name: str, line: bytes, out: list[bytes]) -> bool:
     """Add one line to ``out`` if the byte limit allows (else mark the follower full)."""
     text = f"{name} | ".encode() + line + b"\n"
-    if follower.sent + len(text) > follower.window.limit_bytes:
+    room = follower.window.limit_bytes - follower.sent
+    if len(text) >= room:
+        if room > 0:
+            out.append(text[:room])  # the last line may be cut short, as in logs.read
         follower.sent = follower.window.limit_bytes
         return False
     follower.sent += len(text)

@@ -2,8 +2,9 @@
 
 Nothing here holds a whole log in memory: a tail is read from the end of the file in blocks
 until enough lines are found, anything else is streamed in blocks, and one answer carries at
-most ``limit_bytes`` (the caller's, capped by the server's setting). Lines go out as bytes,
-each prefixed with its task's name; a line longer than ``MAX_LINE`` is cut into pieces.
+most ``limit_bytes`` (the caller's, capped by the server's setting; the last line may be cut
+short, as Kubernetes does). Lines go out as bytes, each prefixed with its task's name; a line
+longer than ``MAX_LINE`` is cut into pieces.
 """
 
 from __future__ import annotations
@@ -72,7 +73,8 @@ def _lines(records: Sequence[TaskRecord], window: LogRange) -> Iterator[bytes]:
             lines = stream_lines(record.log_path)
         for line in lines:
             out = prefix + line + b"\n"
-            if len(out) > budget:
+            if len(out) >= budget:
+                yield out[:budget]  # as Kubernetes does: the last line may be cut short
                 return
             budget -= len(out)
             yield out
