@@ -37,7 +37,7 @@ MAX_CORRECTION_HOURS: Final = 1000 * 24 * 366
 class Correction(Model):
     """A correction of ledger entry ``corrects``: hours to add (negative: to take away)."""
 
-    corrects: int = Field(ge=1, strict=True, description="The id of the entry corrected.")
+    corrects: int = Field(ge=1, le=2**31 - 1, strict=True, description="The entry corrected.")
     reason: str = Field(min_length=1, max_length=1024, description="Why; kept with the entry.")
     gpu_hours: float = Field(default=0, ge=-MAX_CORRECTION_HOURS, le=MAX_CORRECTION_HOURS)
     cpu_hours: float = Field(default=0, ge=-MAX_CORRECTION_HOURS, le=MAX_CORRECTION_HOURS)
@@ -108,7 +108,7 @@ def usage_entries(
     request: Request,
     caller: Caller,
     tenant: TenantQuery = None,
-    after: Annotated[int, Query(ge=0, le=2**62, description="Entries after this id.")] = 0,
+    after: Annotated[int, Query(ge=0, le=2**31 - 1, description="Entries after this id.")] = 0,
     limit: Annotated[int, Query(ge=1, le=MAX_ENTRIES)] = MAX_ENTRIES,
 ) -> dict[str, Any]:
     entries = list_entries(_store(request), _scope(caller, tenant), after=after, limit=limit)
