@@ -37,6 +37,7 @@ from aipaas.store.pgtest import ThrowawayPostgres
 
 AIPAAS = str(Path(sys.executable).parent / "aipaas")
 TOKEN = "benchmark-admin-token"
+ADMIN_HEADERS = {"Authorization": f"Bearer {TOKEN}"}  # /metrics needs a token too
 WORKER_SETTLE_SECONDS = 3.0
 SETUP = (
     "apiVersion: aipaas/v1\nkind: Tenant\nmetadata: {name: acme}\n---\n"
@@ -145,7 +146,7 @@ def run(db: str, index: int, args: argparse.Namespace) -> Result:
             placed, mean, p95 = 0.0, 0.0, "-"
         else:
             placed = _wait_placed(url, total) - started
-            mean, p95 = _latency(httpx.get(url + "/metrics").text)
+            mean, p95 = _latency(httpx.get(url + "/metrics", headers=headers).text)
         listed = httpx.get(url + "/api/v1/jobs", params={"tenant": "acme"}, headers=headers)
         stored = len(listed.raise_for_status().json()["items"]) - args.warmup
         return Result(
@@ -267,7 +268,7 @@ def _cpu_between(
 def _wait_placed(url: str, jobs: int, timeout: float = 600) -> float:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        text = httpx.get(url + "/metrics").text
+        text = httpx.get(url + "/metrics", headers=ADMIN_HEADERS).text
         match = re.search(r"^aipaas_scheduling_latency_seconds_count ([0-9.e+]+)$", text, re.M)
         if match and float(match.group(1)) >= jobs:
             return time.monotonic()

@@ -12,6 +12,7 @@ body), so the rows do not depend on the order they run in.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -347,3 +348,33 @@ def test_reads_and_other_tenants(world: World, call: Call, want: dict[str, int],
         want = {**want, "scraper": 403, **dict.fromkeys(NOT_TOKENS, 401)}
     answer = world.request(who, call)
     assert answer.status_code == want[who], answer.text[:300]
+
+
+def test_cli_tokens_create_list_revoke(world: World) -> None:
+    server = world.server
+    made = json.loads(
+        server.cli(
+            "tokens",
+            "create",
+            "vera",
+            "-t",
+            "acme",
+            "--name",
+            "laptop",
+            "--expires-in",
+            "7d",
+            "-o",
+            "json",
+        ).stdout
+    )
+    assert made["id"].startswith("tok_") and made["name"] == "laptop" and made["token"]
+    secret_only = server.cli("tokens", "create", "vera", "-t", "acme").stdout.strip()
+    assert secret_only.startswith("aip_") and "\n" not in secret_only
+    mine = json.loads(server.cli("tokens", "list", "-o", "json", token=made["token"]).stdout)
+    assert {t["name"] for t in mine} == {"laptop", ""} and all("token" not in t for t in mine)
+    table = server.cli("tokens", "list", "-t", "acme").stdout
+    assert made["id"] in table and "laptop" in table and made["token"] not in table
+    revoked = server.cli("tokens", "revoke", made["id"], token=made["token"]).stdout
+    assert made["id"] in revoked and "revoked" in revoked
+    refused = server.cli("tokens", "list", token=made["token"], check=False)
+    assert refused.returncode == 1 and "revoked" in refused.stderr

@@ -11,6 +11,8 @@ import pytest
 from api_world import ADMIN, Api
 from fastapi.testclient import TestClient
 
+from aipaas.api.meta import ObjectMeta
+from aipaas.api.tenancy import Role, User, UserSpec
 from aipaas.server.app import create_app
 from aipaas.server.auth import PrincipalCache
 from aipaas.tenancy.tokens import hash_token
@@ -39,7 +41,8 @@ def bearer(token: str) -> dict[str, str]:
 
 
 def apply(api: Api, who: str, text: str) -> int:
-    return api.client.post("/api/v1/apply", content=text, headers=api.as_(who)).status_code
+    answer = api.client.post("/api/v1/apply", content=text, headers=api.as_(who))
+    return int(answer.status_code)
 
 
 def listed(api: Api, who: str, **params: str) -> list[dict[str, Any]]:
@@ -241,6 +244,22 @@ class TestRoleHierarchy:
             api.client.post(TOKENS, json={"user": "vera"}, headers=api.as_("alice")).status_code
             == 403
         )
+
+    def test_a_platform_admin_left_in_a_tenant_is_still_out_of_a_tenant_admins_reach(
+        self, api: Api
+    ) -> None:
+        # A database from before issue 10 may hold one (the write is refused now).
+        legacy = User(
+            metadata=ObjectMeta(name="oldroot", tenant="acme"),
+            spec=UserSpec(role=Role.PLATFORM_ADMIN),
+        )
+        api.store.create(legacy)
+        minted = api.client.post(TOKENS, json={"user": "oldroot"}, headers=api.as_("tad"))
+        assert minted.status_code == 403
+        assert apply(api, "tad", user("oldroot", "viewer")) == 403
+        deleted = api.client.delete("/api/v1/users/oldroot", headers=api.as_("tad"))
+        assert deleted.status_code == 403
+        assert api.store.find("User", "acme", "oldroot") is not None
 
     def test_a_metrics_reader_reads_metrics_and_nothing_else(self, api: Api) -> None:
         assert apply(api, "admin", user("scraper", "metrics-reader", tenant=None)) == 200
