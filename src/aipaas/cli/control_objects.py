@@ -246,14 +246,15 @@ def events(
 
 
 def usage(tenant: Tenant = None, output: Output = "table") -> None:
-    """GPU-hours and CPU-hours by tenant, queue, user and GPU model."""
+    """GPU-, CPU- and memory-hours by tenant, queue, user and GPU model (the usage ledger)."""
     with _client() as client:
         items = client.usage(tenant)
     if output == "json":
         print(json.dumps(items, indent=2))
         return
     table = Table(box=None)
-    for column in ("TENANT", "QUEUE", "USER", "GPU MODEL", "GPU-HOURS", "CPU-HOURS", "TASKS"):
+    columns = ("TENANT", "QUEUE", "USER", "GPU MODEL", "GPU-HOURS", "CPU-HOURS", "MEM GIB-HOURS")
+    for column in (*columns, "TASKS"):
         table.add_column(column)
     for row in items:
         table.add_row(
@@ -263,6 +264,7 @@ def usage(tenant: Tenant = None, output: Output = "table") -> None:
             row["gpuModel"] or "-",
             f"{row['gpuHours']:.3f}",
             f"{row['cpuHours']:.3f}",
+            f"{row.get('memoryGiBHours', 0):.3f}",
             str(row["tasks"]),
         )
     Console(width=200).print(table)
