@@ -25,6 +25,7 @@ from server_process import ADMIN, ServerProcess
 
 from aipaas.server.app import create_app
 from aipaas.store import Store
+from aipaas.store.pgtest import ThrowawayPostgres
 
 REAL = ("admin", "tad", "alice", "vera")  # platform admin, tenant admin, member, viewer
 CALLERS = (*REAL, "scraper", "bad", "revoked", "expired")
@@ -265,9 +266,17 @@ class World:
         )
 
 
-@pytest.fixture(scope="module")
-def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
-    server = ServerProcess(tmp_path_factory.mktemp("matrix") / "data", backend="sim").start()
+@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+def world(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[World]:
+    db = None
+    if request.param == "postgresql":
+        postgres: ThrowawayPostgres = request.getfixturevalue("postgres_server")
+        postgres.reset()
+        db = postgres.url
+    data = tmp_path_factory.mktemp("matrix") / "data"
+    server = ServerProcess(data, backend="sim", db=db).start()
     world = World(server)
     try:
         answer = world.http.post("/api/v1/apply", content=SETUP, headers=world.auth("admin"))
