@@ -108,9 +108,9 @@ class JobSpec(Model):
         if not isinstance(data, dict):
             return data
         value = data.get("priority")
-        if isinstance(value, str) and value in PRIORITY_NAMES:
-            if "priorityClassName" not in data and "priority_class_name" not in data:
-                return {**data, "priorityClassName": value}
+        named = "priorityClassName" in data or "priority_class_name" in data
+        if isinstance(value, str) and value in PRIORITY_NAMES and not named:
+            return {**data, "priorityClassName": value}
         return data
 
     @field_validator("priority", mode="before")

@@ -15,7 +15,7 @@ from typing import ClassVar, Final, Literal
 
 from pydantic import Field
 
-from aipaas.api.meta import LenientModel, Model, ObjectMeta, Object
+from aipaas.api.meta import LenientModel, Model, Object, ObjectMeta
 
 MIN_PRIORITY: Final = -1_000_000
 MAX_PRIORITY: Final = 1_000_000
