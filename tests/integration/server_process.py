@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
+import stat
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -27,6 +30,38 @@ metadata: {name: research, tenant: acme}
 ADMIN = "integration-admin-token"
 
 
+def _reachable_by_all(path: Path) -> bool:
+    """Every directory on the way can be entered and the file run by any user."""
+    resolved = path.resolve()
+    try:
+        modes = [p.stat().st_mode for p in resolved.parents] + [resolved.stat().st_mode]
+    except OSError:
+        return False
+    return all(mode & stat.S_IXOTH for mode in modes)
+
+
+def task_python() -> str:
+    """A Python a task can run: as root the server runs tasks as unprivileged users, who cannot
+    enter an interpreter under /root (pyenv) or a private virtual environment."""
+    for candidate in (sys.executable, shutil.which("python3", path="/usr/local/bin:/usr/bin")):
+        if candidate and _reachable_by_all(Path(candidate)):
+            return candidate
+    raise RuntimeError(
+        f"no Python that an unprivileged task user can run ({sys.executable} is not reachable "
+        "by other users, and there is no python3 in /usr/local/bin or /usr/bin)"
+    )
+
+
+TASK_PYTHON = task_python()
+
+
+def shared_dir() -> Path:
+    """A directory tasks may write to whatever user they run as (pytest's tmp is 0700 root)."""
+    path = Path(tempfile.mkdtemp(prefix="aipaas-test-"))
+    path.chmod(0o1777)
+    return path
+
+
 def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -41,11 +76,15 @@ class ServerProcess:
         backend: str = "local",
         db: str | None = None,
         extra: list[str] | None = None,
+        env: dict[str, str] | None = None,
+        verb: str = "server",
     ) -> None:
         self.data_dir = data_dir
         self.backend = backend
         self.db = db
         self.extra = extra or []
+        self.env = env or {}
+        self.verb = verb  # "up" for the embedded defaults that also write the CLI config
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.process: subprocess.Popen[bytes] | None = None
@@ -55,7 +94,7 @@ class ServerProcess:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         command = [
             AIPAAS,
-            "server",
+            self.verb,
             "--data-dir",
             str(self.data_dir),
             "--host",
@@ -72,7 +111,7 @@ class ServerProcess:
         ]
         if self.db:
             command += ["--db", self.db]
-        env = {**os.environ, "AIPAAS_BOOTSTRAP_TOKEN": ADMIN}
+        env = {**os.environ, "AIPAAS_BOOTSTRAP_TOKEN": ADMIN, **self.env}
         with self.log.open("ab") as log:
             self.process = subprocess.Popen(
                 command, env=env, stdout=log, stderr=log, start_new_session=True

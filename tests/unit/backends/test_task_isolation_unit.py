@@ -239,3 +239,16 @@ def test_as_root_the_task_runs_as_the_tenants_user(tmp_path: Path) -> None:
         assert annotation.startswith("per-tenant users")
     finally:
         shutil.rmtree(root, ignore_errors=True)
+
+
+def test_a_stop_during_start_up_leaves_nothing_running(
+    backend: LocalBackend, tmp_path: Path
+) -> None:
+    """The runner takes the stop at any moment of its start: the command never gets to run."""
+    marker = tmp_path / "ran"
+    backend.start(request(tmp_path, "early", ["sh", "-c", f"sleep 1; touch {marker}"]))
+    backend.stop("early", grace_seconds=2)
+    assert finished(backend, "early") is TaskState.FAILED
+    assert backend.status(["early"])["early"].exit_code == 143
+    time.sleep(1.5)
+    assert not marker.exists()

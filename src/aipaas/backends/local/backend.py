@@ -28,16 +28,19 @@ from typing import BinaryIO, TypedDict
 
 from aipaas.api.devices import ResourceSlice
 from aipaas.backends.base import Inventory, LaunchRequest, NodeInfo, TaskState, TaskStatus
-from aipaas.backends.local import machine
+from aipaas.backends.local import machine, runner
 from aipaas.backends.local.isolation import (
     ISOLATION_ANNOTATION,
-    LAUNCH_FILE,
     IsolationError,
     TaskIsolation,
     TaskPlacer,
 )
 from aipaas.backends.local.machine import gpus_of
 from aipaas.backends.local.nvml import Discovery, discover, visible_devices
+from aipaas.backends.local.runner import LAUNCH_FILE
+
+# The runner runs as a file (not ``-m``): it needs nothing of the package, so it starts fast.
+RUNNER = str(Path(runner.__file__).resolve())
 
 log = logging.getLogger(__name__)
 
@@ -151,9 +154,8 @@ class LocalBackend:
                 child = subprocess.Popen(
                     [
                         sys.executable,
-                        "-I",  # no PYTHON* variable, no user site: the runner may be root
-                        "-m",
-                        "aipaas.backends.local.runner",
+                        "-I",  # no PYTHON* variable, no user site, no script dir: may be root
+                        RUNNER,
                         str(directory),
                     ],
                     env={"PATH": RUNNER_PATH, "LANG": "C.UTF-8"},

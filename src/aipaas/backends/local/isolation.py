@@ -45,8 +45,6 @@ USER_NAME_MAX: Final = 32  # useradd's limit on Debian (and utmp's)
 #: server's home, which that user cannot enter and should not learn about).
 TASK_PATH: Final = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 SHARED_TASK_ROOT: Final = Path("/var/lib/aipaas-tasks")
-#: What the runner starts, written by the backend into the task's run directory (root's).
-LAUNCH_FILE: Final = "launch.json"
 #: The annotation on the local Node that says how tasks are isolated.
 ISOLATION_ANNOTATION: Final = "aipaas.dev/task-isolation"
 
@@ -92,10 +90,14 @@ class TaskIsolation:
     def describe(self) -> str:
         """One line for the log and the Node annotation."""
         if not self.separate:
+            advice = (
+                "no isolation was asked for (an embedded backend)"
+                if os.geteuid() == 0
+                else "run the server as root to give each tenant its own unprivileged user"
+            )
             return (
-                f"shared: tasks run as the server's own user ({_user_name(os.geteuid())}); they "
-                "can read whatever the server can. Run the server as root to give each tenant "
-                "its own unprivileged user."
+                f"shared: tasks run as the server's own user ({_user_name(os.geteuid())}) and "
+                f"can read whatever the server can; {advice}"
             )
         if self.fixed_user is not None:
             return f"user {self.fixed_user}: every task runs as this unprivileged user"
