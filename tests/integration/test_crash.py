@@ -3,12 +3,11 @@ no task runs twice at once, no GPU is allocated twice."""
 
 from __future__ import annotations
 
-import sys
 import time
 from collections import defaultdict
 from pathlib import Path
 
-from server_process import SETUP, ServerProcess
+from server_process import SETUP, TASK_PYTHON, ServerProcess, shared_dir
 
 CLUSTER = """nodes:
   - {name: dgx, count: 2, cpu: 64, memory: 512Gi, gpus: {count: 8, model: H100, memory: 80Gi}}
@@ -71,17 +70,14 @@ def check_gpus_unique(server: ServerProcess) -> int:
 def test_kill_9_and_restart(tmp_path: Path, db_url: str | None) -> None:
     cluster = tmp_path / "cluster.yaml"
     cluster.write_text(CLUSTER)
-    out = tmp_path / "out"
-    out.mkdir()
+    out = shared_dir()  # tasks run as the tenant's user: pytest's tmp is not theirs
     data = tmp_path / "data"
     options = ["--sim-cluster", str(cluster)]
     first = ServerProcess(data, backend="demo", db=db_url, extra=options).start()
     try:
         manifest = (
             SETUP
-            + "".join(
-                LOCAL_JOB.format(index=i, python=sys.executable, out=str(out)) for i in range(3)
-            )
+            + "".join(LOCAL_JOB.format(index=i, python=TASK_PYTHON, out=str(out)) for i in range(3))
             + "".join(GPU_JOB.format(index=i) for i in range(4))
         )
         first.cli("apply", "-f", "-", input=manifest)

@@ -8,13 +8,12 @@ would see (CUDA_VISIBLE_DEVICES) and NVML's own view.
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
 import pynvml
 import pytest
-from server_process import SETUP, ServerProcess
+from server_process import SETUP, TASK_PYTHON, ServerProcess
 
 pytestmark = pytest.mark.gpu
 
@@ -53,7 +52,7 @@ def _gpu_uuids() -> list[str]:
 
 
 def _job(name: str, gpu: str, hold: float) -> str:
-    command = json.dumps([sys.executable, "-c", PROBE])
+    command = json.dumps([TASK_PYTHON, "-c", PROBE])  # one the tenant's user may run
     return (
         "apiVersion: aipaas/v1\nkind: Job\n"
         f"metadata: {{name: {name}, tenant: acme}}\n"
