@@ -129,6 +129,24 @@ class TestPriorityClasses:
             "description": "urgent",
         }
 
+    def test_only_a_platform_admin_deletes_them(self, api: Api) -> None:
+        assert apply(api, "admin", PRIORITY_CLASS.format(name="urgent", value=5)).status_code == 200
+        path = "/api/v1/priorityclasses/urgent"
+        assert api.client.delete(path, headers=api.as_("tad")).status_code == 403
+        assert api.client.get(path, headers=api.as_("vera")).status_code == 200
+        assert api.client.delete(path, headers=api.as_("admin")).status_code == 200
+        assert api.client.get(path, headers=api.as_("vera")).status_code == 404
+
+    def test_a_default_class_that_does_not_exist(self, api: Api) -> None:
+        tenant = (
+            "apiVersion: aipaas/v1\nkind: Tenant\nmetadata: {name: acme}\n"
+            "spec: {defaultPriorityClass: gone}\n"
+        )
+        assert apply(api, "admin", tenant).status_code == 200
+        answer = apply(api, "alice", job("plain"))
+        assert answer.status_code == 422
+        assert "default priority class gone does not exist" in answer.json()["message"]
+
     @pytest.mark.parametrize("value", ["1000001", "-1000001", "1.5", '"high"'])
     def test_value_is_bounded(self, api: Api, value: str) -> None:
         answer = apply(api, "admin", PRIORITY_CLASS.format(name="big", value=value))
