@@ -116,10 +116,9 @@ class Client:
         result: dict[str, Any] = self._call("POST", f"/jobs/{name}/cancel", params=_t(tenant))
         return result
 
-    def devices(self) -> builtins.list[dict[str, Any]]:
+    def devices(self, *, page_size: int | None = None) -> builtins.list[dict[str, Any]]:
         """Every published device: node, driver, pool, attributes, capacity, state, holders."""
-        items: builtins.list[dict[str, Any]] = self._call("GET", "/devices")["items"]
-        return items
+        return builtins.list(self._pages("/devices", {}, page_size))
 
     def events(
         self,

@@ -90,7 +90,7 @@ def get(
         raise typer.Exit(2)
     if kind.lower() in ("device", "devices"):
         with _client() as client:
-            _print_devices(client.devices(), output)
+            _print_devices(client.devices(page_size=chunk_size), output)
         return
     with _client() as client:
         if name:

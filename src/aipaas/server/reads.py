@@ -21,7 +21,7 @@ from aipaas.store.paging import Page
 DEFAULT_LIMIT = 500
 MAX_LIMIT = 5000
 _VERSION = 1
-_TOKEN_MAX = 200  # characters: a real token is about 30
+_TOKEN_MAX = 1000  # characters: a row id's token is about 30, a device's a few hundred
 
 
 @dataclass(frozen=True)
@@ -60,20 +60,44 @@ def decode_continue(token: str | None) -> int:
     token this server did not give out."""
     if not token:
         return 0
-    bad = InvalidObject([FieldError("continue", "not a continue token given by this server")])
+    after = _document(token).get("after")
+    if type(after) is not int or after < 0:
+        raise _bad_token()
+    return after
+
+
+def _document(token: str) -> dict[str, Any]:
     if len(token) > _TOKEN_MAX:
-        raise bad
+        raise _bad_token()
     try:
         raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
         document = json.loads(raw)
     except (binascii.Error, ValueError) as err:
-        raise bad from err
+        raise _bad_token() from err
     if not isinstance(document, dict) or document.get("v") != _VERSION:
-        raise bad
-    after = document.get("after")
-    if type(after) is not int or after < 0:
-        raise bad
-    return after
+        raise _bad_token()
+    return document
+
+
+def _bad_token() -> InvalidObject:
+    return InvalidObject([FieldError("continue", "not a continue token given by this server")])
+
+
+def encode_continue_key(key: list[str]) -> str:
+    """A token for lists keyed by names rather than row ids (devices: node, driver, pool,
+    device)."""
+    document = json.dumps({"v": _VERSION, "key": key}, separators=(",", ":"))
+    return base64.urlsafe_b64encode(document.encode()).decode().rstrip("=")
+
+
+def decode_continue_key(token: str | None) -> list[str] | None:
+    """The key a token continues after (None with no token); 422 naming ``continue`` else."""
+    if not token:
+        return None
+    key = _document(token).get("key")
+    if not isinstance(key, list) or not key or not all(isinstance(k, str) for k in key):
+        raise _bad_token()
+    return key
 
 
 def list_metadata(page: Page[Any]) -> dict[str, Any]:

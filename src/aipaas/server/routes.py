@@ -46,7 +46,7 @@ ContinueQuery = Annotated[
     str | None,
     Query(
         alias="continue",
-        max_length=200,
+        max_length=1000,
         description="metadata.continue of the previous page: the next page.",
     ),
 ]
@@ -271,9 +271,29 @@ def list_events(
     }
 
 
-@router.get("/devices", summary="Every published device, its attributes and who holds it")
-def list_devices(request: Request, caller: Caller) -> dict[str, Any]:
-    return {"items": device_listing(_store(request), caller)}
+@router.get("/devices", summary="Published devices, their attributes and who holds them")
+def list_devices(
+    request: Request,
+    caller: Caller,
+    limit: LimitQuery = reads.DEFAULT_LIMIT,
+    continue_: ContinueQuery = None,
+) -> dict[str, Any]:
+    # The listing is computed whole (holders need every claim); pages bound the answer.
+    after = reads.decode_continue_key(continue_)
+    rows = sorted(device_listing(_store(request), caller), key=_device_key)
+    rest = rows if after is None else [r for r in rows if _device_key(r) > after]
+    page = rest[:limit]
+    metadata: dict[str, Any] = {}
+    if len(rest) > limit:
+        metadata = {
+            "continue": reads.encode_continue_key(_device_key(page[-1])),
+            "remainingItemCount": len(rest) - limit,
+        }
+    return {"metadata": metadata, "items": page}
+
+
+def _device_key(row: dict[str, Any]) -> list[str]:
+    return [str(row["node"]), str(row["driver"]), str(row["pool"]), str(row["device"])]
 
 
 # GPU-, CPU- and memory-hours: the report, the ledger, corrections (usage_routes.py).

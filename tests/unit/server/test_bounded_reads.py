@@ -113,7 +113,9 @@ class TestListPages:
             pytest.param(base64.urlsafe_b64encode(b'{"v":1,"after":-3}').decode(), id="negative"),
             pytest.param(base64.urlsafe_b64encode(b'{"v":1,"after":"7"}').decode(), id="string"),
             pytest.param(base64.urlsafe_b64encode(b'{"v":9,"after":7}').decode(), id="version"),
-            pytest.param("A" * 201, id="too long"),
+            pytest.param("A" * 1001, id="too long"),
+            pytest.param("A" * 999, id="long garbage"),
+            pytest.param(base64.urlsafe_b64encode(b'{"v":1,"key":["n"]}').decode(), id="a key"),
         ],
     )
     @pytest.mark.parametrize("path", ["/api/v1/queues", "/api/v1/events"])
@@ -141,6 +143,39 @@ class TestEventPages:
         assert [e["message"] for e in items if e["reason"] == "Said"] == [f"m{i}" for i in range(7)]
         assert len(items) == before + 7
         assert metas[0]["remainingItemCount"] == before + 7 - 3
+
+
+SLICE = """apiVersion: resource.k8s.io/v1
+kind: ResourceSlice
+metadata: {{name: {node}-gpu}}
+spec:
+  driver: gpu.nvidia.com
+  nodeName: {node}
+  pool: {{name: {node}, generation: 1, resourceSliceCount: 1}}
+  devices: [{devices}]
+"""
+
+
+class TestDevicePages:
+    def test_every_device_once_in_pages(self, api: Api, cli: list[str]) -> None:
+        for node in ("node-b", "node-a"):
+            devices = ", ".join(f"{{name: gpu-{i}}}" for i in range(3))
+            body = SLICE.format(node=node, devices=devices)
+            answer = api.client.post("/api/v1/apply", content=body, headers=api.as_("admin"))
+            assert answer.status_code == 200, answer.text
+        items, metas = walk(api, "/api/v1/devices", 4)
+        assert [(d["node"], d["device"]) for d in items] == [
+            (node, f"gpu-{i}") for node in ("node-a", "node-b") for i in range(3)
+        ]
+        assert metas[0]["remainingItemCount"] == 2 and metas[-1] == {}
+        out = run_cli("get", "devices", "--chunk-size", "5", "-o", "json")
+        assert len(json.loads(out)) == 6
+        assert len(cli) == 2
+        bad = api.client.get(
+            "/api/v1/devices?continue=eyJ2IjoxLCJhZnRlciI6Mn0", headers=api.as_("admin")
+        )
+        assert bad.status_code == 422  # a token of another kind of list
+        assert [f["path"] for f in bad.json()["fields"]] == ["continue"]
 
 
 @pytest.fixture
