@@ -23,8 +23,8 @@ from typing import Any
 
 from aipaas.api.devices import ResourceSlice
 from aipaas.backends.base import Inventory, LaunchRequest, NodeInfo, TaskState, TaskStatus
-from aipaas.backends.sim import journal
 from aipaas.backends.fencing import FENCING_FILE, TokenFile
+from aipaas.backends.sim import journal
 from aipaas.clock import Clock, SystemClock, isoformat
 
 DEFAULT_DURATION = 5.0
@@ -56,13 +56,13 @@ class SimBackend:
         self._read_to = 0  # the journal is read up to here
         self._appender: io.FileIO | None = None  # the journal, open for appending while in use
         self._log_dirs: set[str] = set()
-        # The highest fencing token seen, beside the journal: starts with a lower one refused.
-        self.fencing = TokenFile(self.run_dir / FENCING_FILE)
         # Finished tasks the journal keeps; it is rewritten when it has twice the lines it
         # kept the last time (journal.py), so a rewrite costs O(1) a line over time.
         self.journal_max_records = journal_max_records
         self._lines = 0  # lines in the journal up to _read_to
         self._kept = 0  # records the last rewrite kept
+        # The highest fencing token seen, beside the journal: starts with a lower one refused.
+        self.fencing = TokenFile(self.run_dir / FENCING_FILE)
         self._load_task_files()
         self._catch_up()
 
