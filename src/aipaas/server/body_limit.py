@@ -20,6 +20,9 @@ from aipaas.errors import PayloadTooLarge
 from aipaas.server.http_errors import error_body
 
 
+_CLOSE = (b"connection", b"close")
+
+
 class _TooLarge(PayloadTooLarge):
     """Raised out of ``receive`` to stop whatever is reading the body (an AipaasError, so that
     the handlers below answer it quietly rather than log it as a fault; that answer is dropped)."""
@@ -34,6 +37,10 @@ def declared_length(scope: Scope) -> int | None:
     return None
 
 
+def _streamed(scope: Scope) -> bool:
+    return any(name == b"transfer-encoding" for name, _value in scope["headers"])
+
+
 async def limit_body(app: ASGIApp, limit: int, scope: Scope, receive: Receive, send: Send) -> None:
     """Run ``app`` for one HTTP request with its body limited to ``limit`` bytes."""
     declared = declared_length(scope)
@@ -43,12 +50,17 @@ async def limit_body(app: ASGIApp, limit: int, scope: Scope, receive: Receive, s
     received = 0
     over = False
     started = False
+    # Has the application read the whole body? A route that answers without reading it (a
+    # GET, a 401) leaves the rest to the HTTP server, which would go on reading a stream of
+    # any length to discard it: such an answer closes the connection instead.
+    finished = not _streamed(scope) and not declared
 
     async def limited_receive() -> Message:
-        nonlocal received, over
+        nonlocal received, over, finished
         message = await receive()
         if message["type"] == "http.request":
             received += len(message.get("body", b""))
+            finished = finished or not message.get("more_body", False)
             if received > limit:
                 over = True
                 raise _TooLarge(f"request body is over the limit of {limit} bytes")
@@ -60,6 +72,8 @@ async def limit_body(app: ASGIApp, limit: int, scope: Scope, receive: Receive, s
             return  # whatever the application makes of the interruption, the 413 is the answer
         if message["type"] == "http.response.start":
             started = True
+            if not finished:
+                message = {**message, "headers": [*message.get("headers", []), _CLOSE]}
         await send(message)
 
     try:
@@ -81,7 +95,7 @@ async def _refuse(send: Send, message: str) -> None:
             "headers": [
                 (b"content-type", b"application/json"),
                 (b"content-length", str(len(body)).encode()),
-                (b"connection", b"close"),
+                _CLOSE,
             ],
         }
     )
