@@ -152,7 +152,7 @@ class SimBackend:
             self._catch_up()
             fd = self._journal_fd()
             fcntl.flock(fd, fcntl.LOCK_SH)  # no rewrite of the journal while we append
-            if not journal.replaced(self._journal, fd):
+            if not journal.replaced(fd):
                 break
             fcntl.flock(fd, fcntl.LOCK_UN)  # rewritten meanwhile: catch up with the new one
         try:
@@ -170,7 +170,7 @@ class SimBackend:
             return
         fd = self._journal_fd()
         with journal.locked(fd, exclusive=True):
-            if journal.replaced(self._journal, fd):
+            if journal.replaced(fd):
                 return  # another process rewrote it just now
             self._catch_up()
             now = self.clock.now().timestamp()
@@ -202,11 +202,13 @@ class SimBackend:
     def _catch_up(self) -> None:
         """Read what was appended since last time (by this process or another)."""
         fd = self._journal_fd()
-        if journal.replaced(self._journal, fd):  # another process rewrote it: read it anew
+        found = os.fstat(fd)
+        if found.st_nlink == 0:  # another process rewrote it (journal.replaced): read it anew
             self.close()
             self._records, self._read_to, self._lines = {}, 0, 0
             fd = self._journal_fd()
-        size = os.fstat(fd).st_size
+            found = os.fstat(fd)
+        size = found.st_size
         if size <= self._read_to:
             return
         chunk = os.pread(fd, size - self._read_to, self._read_to)

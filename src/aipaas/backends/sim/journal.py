@@ -76,9 +76,7 @@ def locked(fd: int, exclusive: bool) -> Iterator[None]:
         fcntl.flock(fd, fcntl.LOCK_UN)
 
 
-def replaced(path: str, fd: int) -> bool:
-    """Whether the file open as ``fd`` is no longer the one at ``path`` (a rewrite replaced it)."""
-    try:
-        return os.stat(path).st_ino != os.fstat(fd).st_ino
-    except FileNotFoundError:
-        return True
+def replaced(fd: int) -> bool:
+    """Whether the file open as ``fd`` was replaced by a rewrite (or removed): it has no name
+    left. One ``fstat``, no path lookup: appends check it each time."""
+    return os.fstat(fd).st_nlink == 0
