@@ -19,7 +19,6 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from aipaas.errors import PayloadTooLarge
 from aipaas.server.http_errors import error_body
 
-
 _CLOSE = (b"connection", b"close")
 
 
