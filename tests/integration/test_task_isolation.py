@@ -108,6 +108,11 @@ def test_up_writes_an_owner_only_config_and_private_data(
     assert place.data.stat().st_mode & 0o777 == 0o700
     assert (place.data / "admin-token").stat().st_mode & 0o777 == 0o600
     assert not place.tasks.is_relative_to(place.data)
+    # The Node says how tasks are isolated and what NVML found.
+    (node,) = [n for n in server.cli_json("get", "nodes") if n["spec"]["backend"] == "local"]
+    annotations = node["metadata"]["annotations"]
+    assert annotations["aipaas.dev/task-isolation"].startswith("per-tenant users (aipaas-t-")
+    assert "NVML" in annotations["aipaas.dev/gpu-discovery"]  # its GPUs, or why none
 
 
 def test_a_task_reaches_no_secret(place: Place, server: ServerProcess) -> None:

@@ -27,6 +27,7 @@ from aipaas.backends.local.isolation import (
     default_task_root,
     user_name,
 )
+from aipaas.cli.control_runtime import _write_private
 from aipaas.settings import Settings
 
 
@@ -252,3 +253,29 @@ def test_a_stop_during_start_up_leaves_nothing_running(
     assert backend.status(["early"])["early"].exit_code == 143
     time.sleep(1.5)
     assert not marker.exists()
+
+
+def test_a_task_root_task_users_cannot_reach_is_said_at_start(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    private = tmp_path / "private"
+    private.mkdir(mode=0o700)
+    policy = TaskIsolation(private / "tasks", separate=True)
+    with caplog.at_level(logging.WARNING, logger="aipaas.backends.local.isolation"):
+        TaskPlacer(policy).check()
+    (said,) = [r.getMessage() for r in caplog.records]
+    assert "which other users cannot enter" in said and str(private / "tasks") in said
+    assert (private / "tasks").stat().st_mode & 0o777 == 0o711
+
+
+def test_the_cli_config_is_replaced_owner_only(tmp_path: Path) -> None:
+    """`aipaas up` writes the token into the config of whoever started it: 0600, even over a
+    file that was readable by others (written anew, never rewritten in place)."""
+    config = tmp_path / "config" / "aipaas" / "config.yaml"
+    config.parent.mkdir(parents=True)
+    config.write_text("token: old\n")
+    config.chmod(0o644)
+    _write_private(config, "token: new\n")
+    assert config.read_text() == "token: new\n"
+    assert config.stat().st_mode & 0o777 == 0o600
+    assert [p.name for p in config.parent.iterdir()] == ["config.yaml"]  # no temporary left

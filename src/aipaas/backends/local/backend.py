@@ -88,6 +88,7 @@ class LocalBackend:
             self.run_dir.with_name(self.run_dir.name + "-tasks"), separate=False
         )
         self.placer = TaskPlacer(self.isolation)
+        self.placer.check()
         self.name_of_node = node_name or machine.node_name()
         self._cpu_milli = cpu_milli or machine.cpu_milli()
         self._memory_mib = memory_mib or machine.memory_mib()

@@ -138,6 +138,10 @@ class TaskPlacer:
         self._lock = threading.Lock()
         self._root_ready = False
 
+    def check(self) -> None:
+        """Make the task root now (and warn now if task users could not reach it)."""
+        self._ensure_root()
+
     def prepare(self, tenant: str, request_id: str) -> TaskIdentity:
         """The task's identity and its directory (created, owned by the task's user).
 
@@ -176,16 +180,22 @@ class TaskPlacer:
         if self._root_ready:
             return
         root = self.isolation.task_root
-        root.mkdir(parents=True, exist_ok=True)
-        # Others may pass through (to reach their own tenant directory) but not list it.
-        os.chmod(root, 0o711 if self.isolation.separate else 0o700)
+        # Others may pass through (to reach their own tenant directory) but not list it; the
+        # parents made here get the same mode, whatever the server's umask.
+        mode = 0o711 if self.isolation.separate else 0o700
+        for directory in [*reversed(root.parents), root]:
+            if not directory.exists():
+                with contextlib.suppress(FileExistsError):
+                    directory.mkdir()
+                os.chmod(directory, mode)
+        os.chmod(root, mode)
         if self.isolation.separate:
             blocked = _not_traversable(root)
             if blocked is not None:
                 log.warning(
-                    "task root %s lies under %s, which other users cannot enter: tasks start "
-                    "in their directories but cannot reach them by absolute path (HOME); "
-                    "choose a task root under a directory with mode o+x",
+                    "task root %s lies under %s, which other users cannot enter: tasks cannot "
+                    "enter their directories and fail; choose a task root (task_root) under "
+                    "directories with mode o+x",
                     root,
                     blocked,
                 )
