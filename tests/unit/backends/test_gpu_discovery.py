@@ -162,7 +162,8 @@ class TestBackend:
             node = local.inventory().nodes[0]
         assert node.gpu_count == 2
         assert node.annotations[GPU_ANNOTATION] == "2 GPU(s) read through NVML"
-        assert ["NVML answers again" in r.getMessage() for r in caplog.records] == [True]
+        said = [(r.levelno, r.getMessage()) for r in caplog.records]
+        assert said == [(logging.INFO, "local backend: 2 GPU(s) read through NVML")]
 
     def test_given_gpus_are_not_read_again(self, tmp_path: Path) -> None:
         nvml = Nvml(count=1)

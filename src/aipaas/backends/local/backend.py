@@ -220,8 +220,8 @@ class LocalBackend:
                 log.info("local backend: %s", text)
         else:
             text = f"{gpus} GPU(s) read through NVML"
-            if self._problem is not None and text != self._problem:
-                log.info("local backend: NVML answers again: %s", text)
+            if text != self._problem:  # the first reading, a GPU come or gone, NVML back
+                log.info("local backend: %s", text)
         self._problem = text
         self._annotations[GPU_ANNOTATION] = text[:ANNOTATION_MAX]
 
