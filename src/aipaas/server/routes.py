@@ -197,7 +197,12 @@ async def job_logs(
     ] = None,
     limit_bytes: Annotated[
         int | None,
-        Query(alias="limitBytes", ge=1, description="Most bytes (capped by the server's)."),
+        Query(
+            alias="limitBytes",
+            ge=1,
+            le=1 << 40,
+            description="Most bytes (capped by the server's).",
+        ),
     ] = None,
 ) -> StreamingResponse:
     store = _store(request)
