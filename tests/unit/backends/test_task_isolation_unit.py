@@ -92,6 +92,10 @@ class TestUserNames:
         assert user_name(long_a) != user_name(long_b)
         assert user_name(long_a) == user_name(long_a)  # the same user every time
         assert user_name("x" * 63).startswith("aipaas-t-xxxx")
+        # A tenant named like another's shortened user does not get that user.
+        shortened = user_name(long_a).removeprefix("aipaas-t-")
+        assert user_name(shortened) != user_name(long_a)
+        assert len(user_name(shortened)) <= USER_NAME_MAX
 
 
 class TestPolicy:

@@ -28,6 +28,7 @@ import hashlib
 import logging
 import os
 import pwd
+import re
 import shutil
 import stat
 import subprocess
@@ -41,6 +42,7 @@ log = logging.getLogger(__name__)
 
 USER_PREFIX: Final = "aipaas-t-"
 USER_NAME_MAX: Final = 32  # useradd's limit on Debian (and utmp's)
+_SHORTENED: Final = re.compile(r".*-[0-9a-f]{8}")
 #: What a task under another user finds on its PATH (the server's PATH may point into the
 #: server's home, which that user cannot enter and should not learn about).
 TASK_PATH: Final = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -122,7 +124,9 @@ def default_task_root(data_dir: Path, server_uid: int | None = None) -> Path:
 def user_name(tenant: str) -> str:
     """``aipaas-t-<tenant>``, shortened with a hash when the tenant's name is long."""
     room = USER_NAME_MAX - len(USER_PREFIX)
-    if len(tenant) <= room:
+    # A short name that looks like a shortened one is shortened too: no tenant can be named
+    # into another's user.
+    if len(tenant) <= room and not _SHORTENED.fullmatch(tenant):
         return USER_PREFIX + tenant
     digest = hashlib.sha256(tenant.encode()).hexdigest()[:8]
     return f"{USER_PREFIX}{tenant[: room - 9].rstrip('-')}-{digest}"
