@@ -260,6 +260,11 @@ class TestRoleHierarchy:
         deleted = api.client.delete("/api/v1/users/oldroot", headers=api.as_("tad"))
         assert deleted.status_code == 403
         assert api.store.find("User", "acme", "oldroot") is not None
+        token = mint(api, "admin", user="oldroot", tenant="acme")
+        assert token["id"] not in {t["id"] for t in listed(api, "tad")}
+        assert token["id"] in {t["id"] for t in listed(api, "admin")}
+        shown = api.client.get(f"{TOKENS}/{token['id']}", headers=api.as_("tad"))
+        assert shown.status_code == 404
 
     def test_a_metrics_reader_reads_metrics_and_nothing_else(self, api: Api) -> None:
         assert apply(api, "admin", user("scraper", "metrics-reader", tenant=None)) == 200
