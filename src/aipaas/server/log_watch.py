@@ -23,6 +23,9 @@ from aipaas.store import TaskRecord
 log = logging.getLogger("aipaas.server.logs")
 
 READ_PER_WAKE = 4 * CHUNK  # per task and wake-up; a follower with more to read comes back
+# A follower whose stream never started (its client left before the answer began: the stream's
+# generator never runs, nor its cleanup) is let go after this long, so it holds no place.
+START_SECONDS = 10.0
 
 
 @dataclass(frozen=True)
@@ -46,6 +49,8 @@ class Follower:
     offsets: dict[str, int] = field(default_factory=dict)  # by log path: a new attempt, a new file
     partial: dict[str, bytes] = field(default_factory=dict)
     sent: int = 0
+    joined_at: float = 0.0  # the event loop's time
+    started: bool = False
 
     def records(self) -> list[TaskRecord]:
         return [r for r in self.state.tasks if r.log_path and self.task in (None, r.name)]
@@ -80,6 +85,7 @@ class LogWatch:
                 "try again later, or read without follow"
             )
         follower = Follower(job_uid, task, window, state)
+        follower.joined_at = asyncio.get_running_loop().time()
         self._followers.add(follower)
         if self._task is None or self._task.done():
             self._task = asyncio.get_running_loop().create_task(self._watch())
@@ -88,6 +94,7 @@ class LogWatch:
     async def stream(self, follower: Follower) -> AsyncGenerator[bytes, None]:
         """The follower's lines: the tail first (when asked), then what is appended, until the
         job is done and its files drained, the byte limit is reached, or the client leaves."""
+        follower.started = True
         try:
             if follower.window.tail is not None:
                 for out in await asyncio.to_thread(_tail_and_mark, follower):
@@ -116,6 +123,9 @@ class LogWatch:
         last_read = -math.inf
         loop = asyncio.get_running_loop()
         while self._followers:
+            for follower in [f for f in self._followers if not f.started]:
+                if loop.time() - follower.joined_at > START_SECONDS:
+                    self._followers.discard(follower)
             if loop.time() - last_read >= self.refresh:
                 last_read = loop.time()
                 await self._refresh()

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from aipaas.errors import TooManyRequests
+from aipaas.server import log_watch
 from aipaas.server.log_watch import JobLogs, LogWatch
 from aipaas.server.logs import LogRange
 from aipaas.store import TaskRecord
@@ -100,6 +101,24 @@ def test_a_follower_that_leaves_frees_its_place(tmp_path: Path) -> None:
         stream = watch.stream(follower)
         assert await anext(stream) == b"w-0 | x\n"
         await stream.aclose()  # the client went away
+        assert watch.followers == 0
+        watch.join("job-0", None, LogRange(1 << 20), JobLogs(jobs.tasks, False))
+
+    asyncio.run(scenario())
+
+
+def test_a_follower_whose_stream_never_starts_is_let_go(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(log_watch, "START_SECONDS", 0.05)
+    jobs = Jobs([task("w-0", tmp_path / "w-0.log")])
+    watch = LogWatch(jobs.read, max_followers=1, tick=0.01, refresh=0.02)
+
+    async def scenario() -> None:
+        watch.join("job-0", None, LogRange(1 << 20), JobLogs(jobs.tasks, False))  # never read
+        with pytest.raises(TooManyRequests):
+            watch.join("job-0", None, LogRange(1 << 20), JobLogs(jobs.tasks, False))
+        await asyncio.sleep(0.2)
         assert watch.followers == 0
         watch.join("job-0", None, LogRange(1 << 20), JobLogs(jobs.tasks, False))
 
