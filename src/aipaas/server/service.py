@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from sqlalchemy import Connection
 
-from aipaas.api.job import CANCEL_ANNOTATION, Job, JobPhase, JobStatus
+from aipaas.api.job import CANCEL_ANNOTATION, Job, JobPhase, JobSpec, JobStatus
 from aipaas.api.meta import Object
 from aipaas.api.priority import PriorityClass
 from aipaas.api.registry import KINDS, load_documents, parse_object
@@ -170,7 +170,8 @@ class ObjectService:
         obj = check_system_keys(obj, current)
         if isinstance(obj, Job):
             with self.store.transaction(write=False) as tx:
-                obj = self._resolved(obj, self.store.find_each(_reference_keys(obj), conn=tx), tx)
+                found = self.store.find_each(_reference_keys(obj), conn=tx)
+                obj = obj.model_copy(update={"spec": self._resolved(obj, found, tx)})
             if current.to_wire().get("spec") != obj.to_wire().get("spec"):
                 raise Conflict(f"job {name}: a job cannot change after submission")
         updated = self.store.update(obj, expected_version=obj.metadata.resource_version)
@@ -300,15 +301,21 @@ class ObjectService:
             obj = obj.model_copy(update={"status": None})  # status is the controller's
         return obj
 
-    def _as_submitted(self, obj: Object) -> Object:
-        """A new job shows a phase from the start, and who submitted it (for metering)."""
+    def _as_submitted(self, obj: Object, spec: JobSpec | None) -> Object:
+        """A new job shows a phase from the start, who submitted it (for metering) and its
+        resolved ``spec`` (one copy of the object for all three)."""
         if not isinstance(obj, Job):
             return obj
         annotations = {**obj.metadata.annotations, SUBMITTER_ANNOTATION: self.caller.user}
         meta = obj.metadata.model_copy(update={"annotations": annotations})
-        return obj.model_copy(update={"metadata": meta, "status": JobStatus(reason="Submitted")})
+        update: dict[str, Any] = {"metadata": meta, "status": JobStatus(reason="Submitted")}
+        if spec is not None and spec is not obj.spec:
+            update["spec"] = spec
+        return obj.model_copy(update=update)
 
-    def _check_references(self, obj: Object, tx: Connection) -> dict[ObjectKey, Object]:
+    def _check_references(
+        self, obj: Object, tx: Connection, keys: list[ObjectKey]
+    ) -> dict[ObjectKey, Object]:
         """Raise if the tenant or queue is missing; return what was found of the references
         (the object stored under its name among them).
 
@@ -316,7 +323,7 @@ class ObjectService:
         inside a group commit)."""
         tenant = ("Tenant", "", obj.tenant)
         queue = ("Queue", obj.tenant, obj.spec.queue) if isinstance(obj, Job) else None
-        found = self.store.find_each(_reference_keys(obj), conn=tx)
+        found = self.store.find_each(keys, conn=tx)
         if obj.namespaced and obj.tenant and tenant not in found:  # "": tenant-less users
             raise InvalidObject(
                 [FieldError("metadata.tenant", f"tenant {obj.tenant} does not exist")]
@@ -332,8 +339,8 @@ class ObjectService:
             )
         return found
 
-    def _resolved(self, job: Job, found: dict[ObjectKey, Object], tx: Connection) -> Job:
-        """The job with its priority class resolved (server/submission.py)."""
+    def _resolved(self, job: Job, found: dict[ObjectKey, Object], tx: Connection) -> JobSpec:
+        """The job's spec with its priority class resolved (server/submission.py)."""
         tenant = found.get(("Tenant", "", job.tenant))
 
         def priority_class(name: str) -> PriorityClass | None:
@@ -369,16 +376,19 @@ class ObjectService:
         A job's dependencies are read in the same transaction: a job it depends on that was
         applied before it (an earlier document of the same request) is there."""
 
+        keys = _reference_keys(obj)
+
         def create_unless_stored(tx: Connection) -> _Stored | Applied:
-            found = self._check_references(obj, tx)
-            wanted = self._resolved(obj, found, tx) if isinstance(obj, Job) else obj
-            current = found.get((obj.kind, obj.tenant, obj.name))
+            found = self._check_references(obj, tx, keys)
+            spec = self._resolved(obj, found, tx) if isinstance(obj, Job) else None
+            current = found.get(keys[0])
             if current is not None:
+                wanted = obj if spec is None else obj.model_copy(update={"spec": spec})
                 return _Stored(current, wanted)
-            wanted = check_system_keys(wanted, None)
-            if isinstance(wanted, Job):
-                check_dependencies(wanted, self._jobs_named(wanted.tenant, tx))
-            created = self.store.create(self._as_submitted(wanted), conn=tx, later=True)
+            check_system_keys(obj, None)  # raises for any: a new object has none stored
+            if isinstance(obj, Job):
+                check_dependencies(obj, self._jobs_named(obj.tenant, tx))
+            created = self.store.create(self._as_submitted(obj, spec), conn=tx, later=True)
             message = f"created by {self.caller.user}"
             self.store.record_event(created, "Created", message, conn=tx, later=True)
             return Applied(created, "created")

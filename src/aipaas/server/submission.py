@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 
-from aipaas.api.job import Job
+from aipaas.api.job import Job, JobSpec
 from aipaas.api.meta import Object
 from aipaas.api.priority import (
     BUILT_IN,
@@ -81,8 +81,9 @@ def resolve_priority(
     platform_admin: bool,
     tenant: Tenant | None,
     classes: Callable[[str], PriorityClass | None],
-) -> Job:
-    """The job with its class named and the class's value in ``spec.priority``.
+) -> JobSpec:
+    """The job's spec with its class named and the class's value in ``spec.priority`` (the
+    spec itself when it has both already).
 
     ``classes`` finds a stored PriorityClass by name (one overrides a built-in). A platform
     admin may give a number of its own (kept) and use any class; anyone else gets the class's
@@ -92,7 +93,7 @@ def resolve_priority(
     given = "priority" in spec.model_fields_set
     named = spec.priority_class_name
     if named is None and given and platform_admin:
-        return job  # a raw number, the platform admin's alone
+        return spec  # a raw number, the platform admin's alone
     default = tenant.spec.default_priority_class if tenant is not None else DEFAULT_CLASS
     name = named or default
     # ``priority: high`` (the older form) names the class: errors name what the user wrote.
@@ -142,9 +143,8 @@ def resolve_priority(
                 ]
             )
     if spec.priority == value and named == name:
-        return job
-    resolved = spec.model_copy(update={"priority": value, "priority_class_name": name})
-    return job.model_copy(update={"spec": resolved})
+        return spec
+    return spec.model_copy(update={"priority": value, "priority_class_name": name})
 
 
 def check_dependencies(
