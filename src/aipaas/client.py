@@ -206,12 +206,11 @@ class Client:
         result: dict[str, Any] = self._call("POST", "/tokens", json=body)
         return result
 
-    def list_tokens(self, tenant: str | None = None) -> builtins.list[dict[str, Any]]:
-        """The tokens the caller may see (never their secrets)."""
-        items: builtins.list[dict[str, Any]] = self._call("GET", "/tokens", params=_t(tenant))[
-            "items"
-        ]
-        return items
+    def list_tokens(
+        self, tenant: str | None = None, *, page_size: int | None = None
+    ) -> builtins.list[dict[str, Any]]:
+        """The tokens the caller may see (never their secrets), every page of them."""
+        return builtins.list(self._pages("/tokens", _t(tenant), page_size))
 
     def revoke_token(self, token_id: str) -> dict[str, Any]:
         """Revoke a token by its id (``tok_...``); the token as it is now."""

@@ -20,6 +20,7 @@ from aipaas.api.meta import Model, Name
 from aipaas.api.parsing import load_json
 from aipaas.api.tenancy import Role, User
 from aipaas.errors import FieldError, Forbidden, InvalidObject, NotFound, PayloadTooLarge
+from aipaas.server import reads
 from aipaas.server.auth import authenticate, principal_cache, principal_of
 from aipaas.server.service import ObjectService
 from aipaas.store import Store, TokenRecord
@@ -79,6 +80,9 @@ class TokenAnswer(TokenView):
 
 
 class TokenList(Model):
+    metadata: dict[str, str | int] = Field(
+        default_factory=dict, description="continue (and remainingItemCount) when more follow"
+    )
     items: list[TokenView]
 
 
@@ -137,30 +141,35 @@ def _create(store: Store, caller: Principal, wanted: TokenRequest) -> TokenAnswe
     return TokenAnswer(**view.model_dump(), token=secret, role=user.spec.role.value)
 
 
-@router.get("/tokens", response_model=TokenList, summary="Tokens the caller may see")
+@router.get("/tokens", response_model=TokenList, summary="A page of the tokens the caller may see")
 def list_tokens(
     request: Request,
     caller: Caller,
     tenant: Annotated[str | None, Query(max_length=63, description="Tenant (admins)")] = None,
+    limit: Annotated[
+        int, Query(ge=1, le=reads.MAX_LIMIT, description="Most items in one answer (a page).")
+    ] = reads.DEFAULT_LIMIT,
+    continue_: Annotated[
+        str | None,
+        Query(alias="continue", max_length=200, description="metadata.continue of the last page."),
+    ] = None,
 ) -> TokenList:
     store: Store = request.app.state.store
+    after = reads.decode_continue(continue_)
     now = store.clock.now()
+    if tenant is not None and not caller.sees_tenant(tenant):
+        raise NotFound(f"tenant {tenant} not found")
     if caller.is_platform_admin:
-        records = store.list_tokens(tenant=tenant)
+        page = store.tokens_page(limit=limit, after=after, tenant=tenant)
+        records = page.items
     elif caller.role is Role.TENANT_ADMIN:
-        if tenant is not None and not caller.sees_tenant(tenant):
-            raise NotFound(f"tenant {tenant} not found")
+        page = store.tokens_page(limit=limit, after=after, tenant=caller.tenant)
         roles = _owner_roles(store, caller.tenant)
-        records = [
-            r
-            for r in store.list_tokens(tenant=caller.tenant)
-            if caller.may_act_on(roles.get(r.owner_uid, Role.VIEWER))
-        ]
+        records = [r for r in page.items if caller.may_act_on(roles.get(r.owner_uid, Role.VIEWER))]
     else:
-        if tenant is not None and not caller.sees_tenant(tenant):
-            raise NotFound(f"tenant {tenant} not found")
-        records = store.list_tokens(owner_uid=caller.uid)
-    return TokenList(items=[_view(r, now) for r in records])
+        page = store.tokens_page(limit=limit, after=after, owner_uid=caller.uid)
+        records = page.items
+    return TokenList(metadata=reads.list_metadata(page), items=[_view(r, now) for r in records])
 
 
 @router.get("/tokens/{token_id}", response_model=TokenView, summary="One token, by its id")

@@ -588,6 +588,30 @@ class Store:
         with self.transaction(write=False) as tx:
             return [_token(row) for row in tx.execute(query).mappings()]
 
+    def tokens_page(
+        self,
+        *,
+        limit: int,
+        after: int = 0,
+        tenant: str | None = None,
+        owner_uid: str | None = None,
+    ) -> Page[TokenRecord]:
+        """At most ``limit`` tokens after row id ``after``, oldest first (the API's list)."""
+        tokens = tables.tokens
+        where = [tokens.c.id > bindparam("b_after")]
+        if tenant is not None:
+            where.append(tokens.c.tenant == tenant)
+        if owner_uid is not None:
+            where.append(tokens.c.owner_uid == owner_uid)
+        query = select(tokens).where(*where).order_by(tokens.c.id).limit(limit + 1)
+        with self.transaction(write=False) as tx:
+            rows = tx.execute(query, {"b_after": after}).mappings().all()
+            more = len(rows) > limit
+            rows = rows[:limit]
+            last = int(rows[-1]["id"]) if more else None
+            remaining = _count_after(tx, tokens, where, last) if last is not None else None
+        return Page([_token(row) for row in rows], last, remaining)
+
     def touch_token(self, public_id: str, when: datetime) -> None:
         """Record a use (the caller writes at most once a minute per token)."""
         query = (

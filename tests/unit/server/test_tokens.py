@@ -90,6 +90,21 @@ class TestCreateAndList:
             == 404
         )
 
+    def test_lists_come_in_pages(self, api: Api) -> None:
+        made = {mint(api, "tad", user="alice", name=f"t{i}")["id"] for i in range(5)}
+        seen: list[str] = []
+        params = {"limit": "2"}
+        for _ in range(10):
+            answer = api.client.get(TOKENS, headers=api.as_("alice"), params=params).json()
+            assert len(answer["items"]) <= 2
+            seen += [t["id"] for t in answer["items"]]
+            if "continue" not in answer["metadata"]:
+                break
+            params["continue"] = answer["metadata"]["continue"]
+        assert len(seen) == len(set(seen)) == 6 and made <= set(seen)  # and api_world's
+        bad = api.client.get(TOKENS, headers=api.as_("alice"), params={"continue": "x"})
+        assert bad.status_code == 422 and bad.json()["fields"][0]["path"] == "continue"
+
     @pytest.mark.parametrize(
         ("body", "field"),
         [
