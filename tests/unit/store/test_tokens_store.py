@@ -14,6 +14,7 @@ from sqlalchemy import Engine, text
 
 from aipaas.api.meta import ObjectMeta
 from aipaas.api.tenancy import Role, Tenant, User, UserSpec
+from aipaas.server.bootstrap import ensure_admin_token
 from aipaas.store import Store
 from aipaas.store.database import MIGRATIONS, make_engine, migrate
 from aipaas.store.pgtest import ThrowawayPostgres
@@ -106,7 +107,7 @@ def old_engine(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Engin
     engine.dispose()
 
 
-def test_migration_0003_gives_old_tokens_their_owners(old_engine: Engine) -> None:
+def test_migration_0003_gives_old_tokens_their_owners(old_engine: Engine, tmp_path: Path) -> None:
     _at_0002(old_engine)
     when = datetime(2026, 1, 1, tzinfo=UTC)
     with old_engine.connect().execution_options(immediate=True) as conn, conn.begin():
@@ -139,10 +140,14 @@ def test_migration_0003_gives_old_tokens_their_owners(old_engine: Engine) -> Non
     assert records["carol"].owner_uid == "" and records["carol"].revoked_at is not None
     assert len({t.id for t in records.values()}) == 3
     assert all(t.id.startswith("tok_") for t in records.values())
-    # The bootstrap adopts only the live ownerless token.
-    admin = _user(store, "admin", tenant=None, role=Role.PLATFORM_ADMIN)
-    assert store.adopt_tokens(admin) == 1
-    assert store.find_token("2" * 64) == store.get_token(records["admin"].id)
-    adopted = store.get_token(records["admin"].id)
-    assert adopted is not None and adopted.owner_uid == admin.metadata.uid
+    # The server's bootstrap makes the admin User and gives it the old admin token, which
+    # keeps working; no new token is made, since that one is live.
+    assert ensure_admin_token(store, tmp_path / "admin-token", None) is None
+    found = store.token_and_owner("2" * 64)
+    assert found is not None and isinstance(found[1], User)
+    assert found[1].spec.role is Role.PLATFORM_ADMIN and found[1].tenant == ""
+    assert found[0].owner_uid == found[1].metadata.uid and found[0].user == "admin"
+    carol = store.find_token("3" * 64)
+    assert carol is not None and carol.owner_uid == ""  # revoked ones stay ownerless
+    assert not (tmp_path / "admin-token").exists()
     store.close()
