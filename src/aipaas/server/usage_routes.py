@@ -17,7 +17,8 @@ from starlette.concurrency import run_in_threadpool
 from aipaas.api.errors import invalid
 from aipaas.api.job import Job
 from aipaas.api.meta import Model
-from aipaas.errors import Forbidden, NotFound, PayloadTooLarge
+from aipaas.api.parsing import load_json
+from aipaas.errors import FieldError, Forbidden, InvalidObject, NotFound, PayloadTooLarge
 from aipaas.metering.usage import aware, live_entries, node_models, usage
 from aipaas.server.auth import authenticate, principal_cache, principal_of
 from aipaas.store import Store, TaskRepository
@@ -135,8 +136,14 @@ async def correct_usage(request: Request) -> dict[str, Any]:
     if not caller.is_platform_admin:
         raise Forbidden("only a platform admin may correct usage")
     body = await _small_body(request)
+    # Parsed as every JSON body is (api/parsing.py): a key given twice is refused, not the
+    # last silently kept.
     try:
-        wanted = Correction.model_validate_json(body or b"null")
+        data = load_json(body.decode("utf-8")) if body.strip() else None
+    except UnicodeDecodeError as err:
+        raise InvalidObject([FieldError("", f"not UTF-8: {err}")]) from err
+    try:
+        wanted = Correction.model_validate(data)
     except ValidationError as err:
         raise invalid(err, what="usage correction") from err
     now = store.clock.now()
