@@ -58,6 +58,9 @@ events = Table(
     Index("ix_events_object", "kind", "tenant", "name"),
 )
 
+# Bearer tokens, by the hash of their secret. A token belongs to a User's uid (``owner_uid``),
+# never to its name; ``user`` and ``tenant`` are copies for listing (a user's tenant never
+# changes). The role is the owner's current one, read at each authentication.
 tokens = Table(
     "tokens",
     metadata,
