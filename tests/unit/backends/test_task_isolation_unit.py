@@ -283,3 +283,22 @@ def test_the_cli_config_is_replaced_owner_only(tmp_path: Path) -> None:
     assert config.read_text() == "token: new\n"
     assert config.stat().st_mode & 0o777 == 0o600
     assert [p.name for p in config.parent.iterdir()] == ["config.yaml"]  # no temporary left
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="changing a task's user needs root")
+def test_a_fixed_task_user_runs_every_tenant(tmp_path: Path) -> None:
+    root = Path(tempfile.mkdtemp(prefix="aipaas-unit-"))
+    root.chmod(0o755)
+    policy = TaskIsolation.for_server(root / "tasks", fixed_user="nobody", server_uid=0)
+    local = LocalBackend(tmp_path / "data" / "run", node_name="here", gpus=[], isolation=policy)
+    try:
+        for tenant in ("acme", "beta"):
+            local.start(request(tmp_path, tenant, ["id", "-un"], tenant=tenant))
+            assert finished(local, tenant) is TaskState.SUCCEEDED
+            log = tmp_path / "data" / "logs" / "acme" / f"{tenant}.log"
+            assert log.read_text() == "nobody\n"
+            assert (root / "tasks" / tenant).stat().st_uid == pwd.getpwnam("nobody").pw_uid
+        annotation = local.inventory().nodes[0].annotations[ISOLATION_ANNOTATION]
+        assert annotation == "user nobody: every task runs as this unprivileged user"
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
