@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import shutil
@@ -59,6 +60,7 @@ def shared_dir() -> Path:
     """A directory tasks may write to whatever user they run as (pytest's tmp is 0700 root)."""
     path = Path(tempfile.mkdtemp(prefix="aipaas-test-"))
     path.chmod(0o1777)
+    atexit.register(shutil.rmtree, path, True)  # outside pytest's tmp: nobody else removes it
     return path
 
 
