@@ -147,7 +147,9 @@ def run(db: str, index: int, args: argparse.Namespace) -> Result:
         else:
             placed = _wait_placed(url, total) - started
             mean, p95 = _latency(httpx.get(url + "/metrics", headers=headers).text)
-        listed = httpx.get(url + "/api/v1/jobs", params={"tenant": "acme"}, headers=headers)
+        listed = httpx.get(
+            url + "/api/v1/jobs", params={"tenant": "acme", "limit": 5000}, headers=headers
+        )
         stored = len(listed.raise_for_status().json()["items"]) - args.warmup
         return Result(
             db, index, args.jobs / elapsed, len(errors), stored, cpu_ms, mean, p95, placed, host_ms
