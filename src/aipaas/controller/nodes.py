@@ -51,6 +51,7 @@ class NodeInventory:
         self._node_objects: dict[str, Object] = {}
         self._node_status: dict[str, NodeStatus] = {}
         self._inventory_at: float | None = None
+        self._published: tuple[object, object] | None = None  # the nodes and slices last written
 
     def refresh(self) -> None:
         now = self.clock.monotonic()
@@ -69,6 +70,10 @@ class NodeInventory:
         self.nodes = list(inventory.nodes)
         self._names = {n.name for n in self.nodes}
         self.slices = list(inventory.slices)
+        published = (inventory.nodes, inventory.slices)
+        if published == self._published:
+            return  # what this process last published (compared by identity first: cheap)
+        self._published = published
         self._publish_slices()
         for info in self.nodes:
             wanted = Node(

@@ -268,6 +268,12 @@ class LocalBackend:
             # Claimed but not yet recorded: only this process can be starting it right now.
             with self._lock:
                 starting = request_id in self._children
+            found = None if starting else _runner_of(request_id)
+            if found is not None:
+                # Started by a process killed before it recorded the pid (helper C's edit):
+                # the runner lives on; record it, so it is stopped and waited for, not lost.
+                (directory / "pid").write_text(f"{found}\n")
+                return TaskStatus(request_id, TaskState.RUNNING)
             state = TaskState.RUNNING if starting else TaskState.LOST
             return TaskStatus(request_id, state, None, "" if starting else "never started")
         if _is_runner(pid, request_id) or _is_young(directory / "pid", pid):
@@ -338,6 +344,14 @@ def _is_zombie(pid: int) -> bool:
     except FileNotFoundError:
         return True
     return stat.rsplit(")", 1)[1].split()[0] == "Z"
+
+
+def _runner_of(request_id: str) -> int | None:
+    """The live runner of ``request_id``, found in /proc (its pid file was never written)."""
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and _is_runner(int(entry.name), request_id):
+            return int(entry.name)
+    return None
 
 
 def _is_runner(pid: int, request_id: str) -> bool:
