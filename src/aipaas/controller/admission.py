@@ -140,6 +140,11 @@ def _admit(ctl: Controller, item: JobWork, placer: Placer, quotas: _Quotas) -> b
     job = item.job
     if job.spec.depends_on and not _dependencies_met(ctl, item):
         return False
+    wanted = _gang_usage(job)
+    refused = quotas.why_not(job, wanted)  # first: cheap, and what most waiting jobs wait for
+    if refused is not None:
+        item.reason, item.message = refused
+        return False
     records = _new_records(ctl, job)
     gang = records[: job.spec.gang_size]
     problem = ctl.claims.problem(job)
@@ -147,13 +152,6 @@ def _admit(ctl: Controller, item: JobWork, placer: Placer, quotas: _Quotas) -> b
         item.reason, item.message = "Unschedulable", problem
         return False
     pods = [ctl.claims.pod(job, r) for r in gang]
-    wanted = Usage()
-    for pod in pods:
-        wanted += Usage.of(pod.amounts)
-    refused = quotas.why_not(job, wanted)
-    if refused is not None:
-        item.reason, item.message = refused
-        return False
     result = placer.place(pods)
     if isinstance(result, tuple):
         hint = [
@@ -185,6 +183,17 @@ def _admit(ctl: Controller, item: JobWork, placer: Placer, quotas: _Quotas) -> b
     item.event("Scheduled", item.message)
     item.changed.clear()
     return True
+
+
+def _gang_usage(job: Job) -> Usage:
+    """What the first ``minAvailable`` replicas (in task order) use: the gang admitted now."""
+    total, left = Usage(), job.spec.gang_size
+    for task in job.spec.tasks:
+        count = min(task.replicas, left)
+        if count:
+            total += Usage.of(task.resources.amounts().scaled(count))
+        left -= count
+    return total
 
 
 def _starting_on(record: TaskRecord, slot: Slot) -> TaskRecord:

@@ -95,6 +95,7 @@ class Controller:
         # Attempts this process asked to stop: one still running after a restart of the
         # controller is asked again (the SIGKILL after the grace period died with the process).
         self._stop_asked: set[str] = set()
+        self._unknown_once: set[str] = set()  # stopping attempts the backend said it did not know
 
     @property
     def fencing_token(self) -> int | None:
@@ -166,8 +167,8 @@ class Controller:
             if answer.state is TaskState.UNREACHABLE:
                 continue  # nothing is known: nothing is concluded
             if record.stopping:
-                if answer.state is TaskState.RUNNING:
-                    if rid not in self._stop_asked:
+                if not self._stopped(answer):
+                    if answer.state is TaskState.RUNNING and rid not in self._stop_asked:
                         self._ask_stop(rid)
                     continue
                 record = record.with_(stopping=False)  # confirmed: no longer runs
@@ -361,12 +362,23 @@ class Controller:
         answers = self.status([r.request_id or "" for r in stopping])
         for record in stopping:
             answer = answers.get(record.request_id or "")
-            if answer is not None and answer.state not in (
-                TaskState.RUNNING,
-                TaskState.UNREACHABLE,
-            ):
+            if answer is not None and self._stopped(answer):
                 item.set(record.with_(stopping=False))
                 self._stop_asked.discard(record.request_id or "")
+
+    def _stopped(self, answer: TaskStatus) -> bool:
+        """Whether an answer confirms that an attempt asked to stop no longer runs. An end
+        (exit code, lost) confirms at once; "unknown" (the backend has no record of it) only
+        when said twice in a row, so one wrong answer never frees what may still run."""
+        rid = answer.request_id
+        if answer.state in (TaskState.RUNNING, TaskState.UNREACHABLE):
+            self._unknown_once.discard(rid)
+            return False
+        if answer.state is TaskState.UNKNOWN and rid not in self._unknown_once:
+            self._unknown_once.add(rid)
+            return False
+        self._unknown_once.discard(rid)
+        return True
 
     def start_task(self, item: JobWork, record: TaskRecord) -> None:
         """Ask the backend to start a placed task (idempotent by its request id), under the

@@ -80,16 +80,27 @@ class TestLocalJobs:
     def test_cancel_stops_processes(self, world: World, tmp_path: Path) -> None:
         world.setup()
         controller = local(world, stop_grace_seconds=1)
-        world.submit("long", python_task("import time; time.sleep(60)", replicas=2))
-        cycle_until(controller, lambda: world.phase("long") == "Running")
-        pids = [int(p.read_text()) for p in (tmp_path / "run").glob("*/pid")]
-        assert len(pids) == 2
+        out = tmp_path / "pids"
+        out.mkdir()
+        # Each task records its own pid and ignores SIGTERM: only the kill after the grace
+        # period ends it, so the stop takes a second.
+        script = (
+            "import os, signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+            f"open(os.path.join({str(out)!r}, os.environ['RANK']), 'w').write(str(os.getpid()));"
+            " time.sleep(60)"
+        )
+        world.submit("long", python_task(script, replicas=2))
+        cycle_until(
+            controller, lambda: world.phase("long") == "Running" and len(list(out.iterdir())) == 2
+        )
+        pids = [int(p.read_text()) for p in out.iterdir()]
         world.service.cancel("long", "acme")
         controller.run_cycle()
-        # Stopping: the job waits until the backend confirms its processes stopped.
+        # The job waits until the backend confirms its tasks stopped: Cancelled only then.
         assert world.job("long").status.reason == "Stopping"  # type: ignore[union-attr]
+        assert all(_alive(pid) for pid in pids)
         cycle_until(controller, lambda: world.phase("long") == "Cancelled")
-        assert not any(_alive(pid) for pid in pids)  # Cancelled only once they are gone
+        assert not any(_alive(pid) for pid in pids)
 
 
 class TestCrashRecovery:
