@@ -180,7 +180,7 @@ def test_no_task_runs_twice_under_faults_and_kills(tmp_path: Path) -> None:
                 code = rng.choice([0, 0, 3])
                 # Half the tasks ignore SIGTERM (as training that checkpoints first may): only
                 # the SIGKILL after the grace period ends them, so a stop is not instant.
-                trap = rng.choice(["", "trap \"\" TERM; "])
+                trap = rng.choice(["", 'trap "" TERM; '])
                 service.apply_text(
                     f"apiVersion: aipaas/v1\nkind: Job\n"
                     f"metadata: {{name: j{submitted}, tenant: {tenant}}}\n"
