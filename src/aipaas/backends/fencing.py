@@ -39,6 +39,8 @@ class TokenFile:
         if token is None:
             yield
             return
+        # Opened per start (a few microseconds): a descriptor kept open would have to be
+        # closed by whoever drops the backend, and the lock goes with the descriptor.
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)

@@ -22,7 +22,7 @@ from aipaas.api.job import Job, JobPhase, TaskPhase
 from aipaas.api.queue import Queue
 from aipaas.api.tenancy import Tenant
 from aipaas.controller.launch import log_path, request_id
-from aipaas.controller.placement import Placer, Slot
+from aipaas.controller.placement import Placer, Pod, Slot
 from aipaas.controller.work import ACTIVE, JobWork, fair_order
 from aipaas.store import TaskRecord
 from aipaas.tenancy.quota import Usage, exceeded
@@ -45,17 +45,24 @@ def place(ctl: Controller, work: list[JobWork]) -> Placer:
             pod = ctl.claims.pod(item.job, record)
             # Whatever becomes of the hold, the task counts against its quotas while it may
             # run: on a node whose state is unknown, or while its stop is not yet confirmed.
-            usage = Usage.of(pod.amounts)
+            usage = _usage(pod, record.gpus)
             tenant_use[item.job.tenant] += usage
             queue_use[(item.job.tenant, item.job.spec.queue)] += usage
             problem = placer.hold(pod, record.node, record.gpus, record.gpu_milli)
-            if problem is None or record.stopping or record.phase not in ACTIVE:
+            if problem is None or record.stopping:
                 continue
             if not ctl.inventory.is_ready(record.node) and not ctl.inventory.is_gone(record.node):
                 continue  # its node's state is unknown: neither held anew nor given up
             log.warning("cannot hold %s of job %s: %s", record.name, item.job.name, problem)
-            ctl.give_up(item, record, TaskPhase.LOST, problem)
-            item.event("TaskLost", f"{record.name}: {problem}", True)
+            if record.phase in ACTIVE:
+                # It may run where another task now is (a write-back lost in a crash): stopped,
+                # and replaced only once its stop is confirmed.
+                ctl.give_up(item, record, TaskPhase.LOST, problem)
+                item.event("TaskLost", f"{record.name}: {problem}", True)
+            else:
+                # A restart waiting for resources it no longer has: placed again, like a
+                # replica beyond minAvailable (within the quotas), not started where it was.
+                item.set(record.with_(node=None, node_index=None, gpus=(), gpu_milli=0))
     pending = [i for i in work if not i.records and i.phase is None and not i.ending]
     tenants = {t.name: t for t in ctl.store.list_objects("Tenant", "") if isinstance(t, Tenant)}
     queues = {
@@ -114,9 +121,12 @@ class _Quotas:
 def _place_stragglers(ctl: Controller, item: JobWork, placer: Placer, quotas: _Quotas) -> None:
     """Replicas beyond minAvailable start one by one as room appears, within the tenant's
     and the queue's quotas like every other replica."""
+    now = ctl.clock.now()
     for record in list(item.records):
         if record.node is not None or record.phase != TaskPhase.PENDING.value:
             continue
+        if record.stopping or (record.restart_after is not None and record.restart_after > now):
+            continue  # a restart placed again: its attempt before has stopped, its backoff passed
         pod = ctl.claims.pod(item.job, record)
         usage = Usage.of(pod.amounts)
         if quotas.why_not(item.job, usage) is not None:
@@ -124,9 +134,15 @@ def _place_stragglers(ctl: Controller, item: JobWork, placer: Placer, quotas: _Q
         result = placer.place([pod])
         if isinstance(result, tuple):
             return
+        usage = _usage(pod, result[0].gpus)
+        if quotas.why_not(item.job, usage) is not None:  # its claims gave it GPUs beyond quota
+            placer.release(result)
+            return
         quotas.take(item.job, usage)
         slot = result[0]
         ctl.claims.record_allocated(item.job, record.name, slot.allocations)
+        if record.request_id is not None:  # it ran before: a new attempt, a new request id
+            record = record.with_(attempt=record.attempt + 1, restart_after=None, exit_code=None)
         placed = _starting_on(record, slot)
         item.set(placed)
         ctl.save_records(item)  # fenced: checks the lease before this start
@@ -163,6 +179,16 @@ def _admit(ctl: Controller, item: JobWork, placer: Placer, quotas: _Quotas) -> b
         item.reason, item.message = "Unschedulable", "; ".join((*result, *hint))
         ctl.claims.record_wait(job, item.message)
         return False
+    claimed = Usage()
+    for pod, given in zip(pods, result, strict=True):
+        claimed += _usage(pod, given.gpus)
+    if claimed != wanted:  # GPUs that explicit claims were given count too
+        refused = quotas.why_not(job, claimed)
+        if refused is not None:
+            placer.release(result)
+            item.reason, item.message = refused
+            return False
+        wanted = claimed
     for where in result:
         ctl.claims.record_allocated(job, where.name.rsplit("/", 1)[-1], where.allocations)
     placed = dict(zip((r.name for r in gang), result, strict=True))
@@ -183,6 +209,16 @@ def _admit(ctl: Controller, item: JobWork, placer: Placer, quotas: _Quotas) -> b
     item.event("Scheduled", item.message)
     item.changed.clear()
     return True
+
+
+def _usage(pod: Pod, gpus: tuple[int, ...]) -> Usage:
+    """What one task counts against quotas: its resources, and the whole GPUs that its
+    explicit DRA claims were given (``gpus`` of its slot or record; the ``gpu:`` short form is
+    already in its resources)."""
+    usage = Usage.of(pod.amounts)
+    if pod.claims and not pod.gpu_claim and gpus:
+        usage += Usage(gpu_milli=1000 * len(gpus))
+    return usage
 
 
 def _gang_usage(job: Job) -> Usage:

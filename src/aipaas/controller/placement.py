@@ -38,6 +38,8 @@ class Slot:
     gpu_milli: int
     #: status.allocation per claim name, for pods with DRA claims
     allocations: Mapping[str, AllocationResult] = field(default_factory=dict)
+    #: what the scheduler took for it (``Placer.release`` gives it back)
+    placement: Placement | None = None
 
 
 @dataclass(frozen=True)
@@ -187,8 +189,14 @@ class Placer:
             if allocations:
                 gpus = self._claim_gpus(p.node, allocations.values())
                 milli = MILLI_PER_GPU if gpus else 0
-            slots.append(Slot(p.pod, p.node, p.node_index, gpus, milli, allocations))
+            slots.append(Slot(p.pod, p.node, p.node_index, gpus, milli, allocations, p))
         return slots
+
+    def release(self, slots: Sequence[Slot]) -> None:
+        """Give back what ``place`` took for ``slots`` (a placement that a quota then refused)."""
+        for slot in slots:
+            if slot.placement is not None:
+                self._pool_of[slot.node].state.release(slot.placement)
 
     def _claim_gpus(self, node: str, allocations: Iterable[AllocationResult]) -> tuple[int, ...]:
         """The node's whole GPUs (by index) among the devices of a task's claims: what its
@@ -225,16 +233,6 @@ class Placer:
                     int(state.memory_capacity[i] - state.memory_free[i]),
                     (node.gpu_count * 1000 - int(state.gpu_free_total[i])) / 1000,
                 )
-        return out
-
-    def held_gpus(self) -> dict[tuple[str, int], int]:
-        """Milli in use per (node, GPU index): what tests check nothing exceeds a GPU."""
-        out = {}
-        for pool in self._pools:
-            state = pool.state
-            for i, node in enumerate(state.nodes):
-                for g in range(node.gpu_count):
-                    out[(node.name, g)] = MILLI_PER_GPU - int(state.gpu_free[i, g])
         return out
 
     @property

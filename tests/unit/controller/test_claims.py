@@ -282,3 +282,27 @@ def test_a_bad_claim_reference_is_refused(world: World, claims: str, reason: str
     message = str(caught.value)
     assert message.startswith("Job bad: spec.tasks[0].resources.claims[0]")
     assert reason in message
+
+
+def test_gpus_given_by_claims_count_against_the_quota(world: World) -> None:
+    """A GPU quota cannot be bypassed by asking for GPUs through a claim."""
+    controller, clock = setup(world)
+    world.service.apply_text(
+        "apiVersion: aipaas/v1\nkind: Tenant\nmetadata: {name: acme}\nspec: {quota: {gpu: 4}}\n"
+    )
+    controller.run_cycle()
+    for name in ("a", "b"):
+        world.service.apply_text(CLAIM.format(name=name, count=3))
+        world.submit(f"job-{name}", TASK.format(claim=name))
+    controller.run_cycle()
+    assert world.job("job-a").status.reason == "Scheduled"  # type: ignore[union-attr]
+    status = world.job("job-b").status
+    assert status is not None and status.reason == "QuotaExceeded"
+    assert status.message == "tenant acme quota: gpu: needs 3, 3 of 4 in use"
+    assert claim(world, "b").status is None  # not allocated: its devices were given back
+    controller.run_cycle()  # the running claim's GPUs are counted after a cycle too
+    assert world.job("job-b").status.reason == "QuotaExceeded"  # type: ignore[union-attr]
+    clock.advance(60)
+    controller.run_cycle()
+    controller.run_cycle()
+    assert world.job("job-b").status.reason == "Scheduled"  # type: ignore[union-attr]

@@ -79,7 +79,7 @@ class Chaos:
         self.stopping.add(request_id)
 
     def status(self, request_ids: Sequence[str]) -> dict[str, TaskStatus]:
-        for request_id in sorted(self.stopping):
+        for request_id in sorted(self.stopping, key=self._order):
             if self.rng.random() < 0.4:
                 self.inner.stop(request_id)
                 self.stopping.discard(request_id)
@@ -94,6 +94,12 @@ class Chaos:
 
     def close(self) -> None:
         self.inner.close()
+
+    def _order(self, request_id: str) -> tuple[str, str, str]:
+        """Job, task, attempt: an order that does not depend on uids (so a seed replays)."""
+        started = self.started.get(request_id)
+        _, task, attempt = request_id.rsplit(".", 2)
+        return (started.job if started else "", task, attempt)
 
 
 class Driver:
@@ -214,8 +220,7 @@ class Driver:
         running = [rid for rid, a in answers.items() if a.state is TaskState.RUNNING]
         # A started task that ended never runs again (the simulator has no resurrection).
         self.ended.update(rid for rid, a in answers.items() if a.state is not TaskState.RUNNING)
-        started = self.backend.started
-        return sorted(running, key=lambda r: (started[r].job, started[r].task, r))
+        return sorted(running, key=self.backend._order)
 
     # the properties ----------------------------------------------------------------------
 
