@@ -73,16 +73,7 @@ class CompositeBackend:
         if id(backend) not in self._on_request:
             return inventory
         nodes = tuple(
-            NodeInfo(
-                name=n.name,
-                backend=n.backend,
-                cpu_milli=n.cpu_milli,
-                memory_mib=n.memory_mib,
-                gpu_count=n.gpu_count,
-                gpu_model=n.gpu_model,
-                gpu_memory_mib=n.gpu_memory_mib,
-                labels={**n.labels, ON_REQUEST_LABEL: "true"},
-            )
+            dataclasses.replace(n, labels={**n.labels, ON_REQUEST_LABEL: "true"})
             for n in inventory.nodes
         )
         return dataclasses.replace(inventory, nodes=nodes)
