@@ -70,7 +70,8 @@ def place(ctl: Controller, work: list[JobWork]) -> Placer:
     }
     quotas = _Quotas(tenants, queues, tenant_use, queue_use)
     admitted: list[JobWork] = []
-    for item in fair_order(pending, queues, queue_use, placer.capacity(), tenant_use):
+    weights = {name: tenant.spec.weight for name, tenant in tenants.items()}
+    for item in fair_order(pending, queues, queue_use, placer.capacity(), tenant_use, weights):
         if _admit(ctl, item, placer, quotas):
             admitted.append(item)
     # The records of every admitted job are durable (one transaction, fenced: refused if this

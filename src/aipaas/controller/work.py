@@ -7,7 +7,7 @@ write_back.py.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
 from aipaas.api.job import Job, JobPhase, JobStatus, TaskPhase, TaskStatus
@@ -132,18 +132,21 @@ def fair_order(
     queue_use: dict[tuple[str, str], Usage],
     capacity: Usage,
     tenant_use: dict[str, Usage] | None = None,
+    tenant_weights: Mapping[str, float] | None = None,
 ) -> Iterator[JobWork]:
     """Pending jobs in the order admission considers them.
 
-    Fair share across tenants first: the next job is of the tenant with the smallest dominant
-    share (its largest fraction of the cluster's GPUs, CPU or memory in use), so no tenant's
-    priorities can starve another. Within a tenant, higher priority first; among equal
+    Fair share across tenants first: the next job is of the tenant with the smallest weighted
+    dominant share (its largest fraction of the cluster's GPUs, CPU or memory in use, divided by
+    the Tenant's ``spec.weight``, which only a platform admin sets), so no tenant's priorities
+    or queues can starve another. Within a tenant, higher priority first; among equal
     priorities, the queue with the smallest weighted dominant share (divided by the queue's
     weight); oldest first within a queue and priority. Shares are recomputed as jobs are
     admitted (admission adds to ``tenant_use`` and ``queue_use``). A job that cannot be
     admitted does not block the others.
     """
     tenants = tenant_use if tenant_use is not None else {}
+    weights = tenant_weights if tenant_weights is not None else {}
     lines: dict[tuple[str, str], list[JobWork]] = defaultdict(list)
     for index, item in enumerate(pending):
         item.order = index
@@ -170,7 +173,7 @@ def fair_order(
         key = min(
             heads,
             key=lambda k: (
-                dominant(tenants.get(k[0])),
+                dominant(tenants.get(k[0])) / weights.get(k[0], 1.0),
                 -lines[k][heads[k]].job.spec.priority,
                 share(k),
                 lines[k][heads[k]].order,

@@ -273,6 +273,35 @@ class TestQuotasForEveryReplica:
         }
         assert placed == {"loud": 4, "quiet": 4}
 
+    def test_a_tenants_weight_sets_its_share_across_tenants(self, world: World) -> None:
+        world.service.apply_text(
+            "".join(
+                f"---\napiVersion: aipaas/v1\nkind: Tenant\nmetadata: {{name: {t}}}\n"
+                f"spec: {{weight: {w}}}\n"
+                f"---\napiVersion: aipaas/v1\nkind: Queue\nmetadata: {{name: q, tenant: {t}}}\n"
+                for t, w in (("heavy", 3), ("light", 1))
+            )
+        )
+        clock = VirtualClock()
+        controller, _ = faulty(world, clock)
+        for tenant in ("light", "heavy"):  # the light tenant's jobs are older
+            for index in range(8):
+                world.service.apply_text(
+                    f"apiVersion: aipaas/v1\nkind: Job\n"
+                    f"metadata: {{name: {tenant}-{index}, tenant: {tenant}}}\n"
+                    f"spec:\n  queue: q\n  tasks:\n{tasks(gpu='2')}"
+                )
+        controller.run_cycle()
+        placed = {
+            tenant: sum(
+                bool(j.status and j.status.reason == "Scheduled")
+                for j in world.store.list_objects("Job", tenant)
+            )
+            for tenant in ("heavy", "light")
+        }
+        # 16 GPUs in 2-GPU jobs: eight places, split 3:1 by weight (ties to the older job).
+        assert placed == {"heavy": 6, "light": 2}
+
 
 class TestDemoMode:
     def nodes(self, backend: CompositeBackend) -> dict[str, NodeInfo]:
