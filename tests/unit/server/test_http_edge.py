@@ -7,7 +7,9 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
+import anyio
 import pytest
 from api_world import ADMIN
 from fastapi import HTTPException
@@ -109,11 +111,59 @@ def test_the_body_limit_comes_before_authentication_on_every_route(
             yield b"y" * (LIMIT // 2)
 
     streamed = client.request(method, path, content=chunks(), headers=auth)
-    if (method, path) in READ_BODIES and (auth or path != "/api/v1/tokens"):
+    if (method, path) in READ_BODIES and auth:
         assert streamed.status_code == 413
         _shape(streamed)
     else:  # answered without reading the body (no token, no such route): the rest is not read
         assert streamed.headers["connection"] == "close"
+
+
+def _streamed_to_app(app: Any, method: str, path: str, token: str | None) -> tuple[int, int]:
+    """The status of a chunked request sent straight to the ASGI app, and how many chunks the
+    server asked for: an HTTP client may send a body before the answer comes, so only the
+    server's own reads show whether it read the body."""
+    reads = 0
+
+    async def receive() -> dict[str, Any]:
+        nonlocal reads
+        reads += 1
+        return {"type": "http.request", "body": b"kind: Job\n" * 10, "more_body": reads < 3}
+
+    sent: list[dict[str, Any]] = []
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    headers = [(b"transfer-encoding", b"chunked"), (b"content-type", b"application/yaml")]
+    if token is not None:
+        headers.append((b"authorization", f"Bearer {token}".encode()))
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": method,
+        "scheme": "http",
+        "path": path,
+        "raw_path": path.encode(),
+        "root_path": "",
+        "query_string": b"",
+        "headers": headers,
+        "client": ("test", 1),
+        "server": ("test", 80),
+    }
+    anyio.run(app, scope, receive, send)
+    return next(m["status"] for m in sent if m["type"] == "http.response.start"), reads
+
+
+@pytest.mark.parametrize(("method", "path"), [("POST", "/api/v1/apply"), ("PUT", "/api/v1/jobs/x")])
+def test_the_caller_is_checked_before_a_streamed_body_is_read(
+    client: TestClient, method: str, path: str
+) -> None:
+    for token in (None, "not-a-token"):
+        assert _streamed_to_app(client.app, method, path, token) == (401, 0), token
+    # With a good token the same body is read (and refused as no valid object): the count works.
+    status, reads = _streamed_to_app(client.app, method, path, ADMIN)
+    assert status == 422 and reads == 3
 
 
 def test_a_small_apply_on_the_fast_path_still_obeys_a_small_limit(tmp_path: Path) -> None:
