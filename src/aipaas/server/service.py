@@ -112,8 +112,12 @@ class ObjectService:
         cls = KINDS[kind]
         if kind == "Tenant":
             page = self.store.list_page("Tenant", "", limit=limit, after=after)
+            if self.caller.is_platform_admin:
+                return page
+            # Others see their own tenant only: the store's count of the rows after this page
+            # would count tenants they cannot see (and tell them how many there are).
             seen = [t for t in page.items if self.caller.sees_tenant(t.name)]
-            return Page(seen, page.next_after, page.remaining)
+            return Page(seen, page.next_after, None)
         if not cls.namespaced:
             scope: str | None = ""
         elif tenant is None and self.caller.is_platform_admin:

@@ -104,6 +104,26 @@ class TestListPages:
         assert [q["metadata"]["tenant"] for q in answer["items"]] == ["globex"]
         assert answer["metadata"] == {}
 
+    def test_tenant_pages_count_only_tenants_the_caller_sees(self, api: Api) -> None:
+        for name in ("initech", "umbrella"):
+            body = f"apiVersion: aipaas/v1\nkind: Tenant\nmetadata: {{name: {name}}}\n"
+            answer = api.client.post("/api/v1/apply", content=body, headers=api.as_("admin"))
+            assert answer.status_code == 200, answer.text
+        admin = api.client.get("/api/v1/tenants?limit=1", headers=api.as_("admin")).json()
+        assert admin["metadata"]["remainingItemCount"] == 3  # all four tenants: the admin's
+        seen: list[str] = []
+        token: str | None = None
+        while True:  # alice (acme, the first tenant) pages the tenants one at a time
+            params: dict[str, Any] = {"limit": 1} | ({"continue": token} if token else {})
+            answer = api.client.get("/api/v1/tenants", params=params, headers=api.as_("alice"))
+            assert answer.status_code == 200, answer.text
+            assert "remainingItemCount" not in answer.json()["metadata"], answer.json()
+            seen += [t["metadata"]["name"] for t in answer.json()["items"]]
+            token = answer.json()["metadata"].get("continue")
+            if not token:
+                break
+        assert seen == ["acme"]
+
     @pytest.mark.parametrize(
         "token",
         [
