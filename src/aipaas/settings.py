@@ -76,6 +76,9 @@ class Settings(BaseModel):
     sim_journal_max_records: int = Field(
         default=100_000, ge=1, description="Finished simulated tasks the sim journal keeps."
     )
+    sim_journal_max_age_seconds: float = Field(
+        default=24 * 3600, gt=0, description="Finished simulated tasks older than this are trimmed."
+    )
     workers: int = Field(
         default=1,
         ge=1,

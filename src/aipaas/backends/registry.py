@@ -11,6 +11,7 @@ from aipaas.backends.local import LocalBackend, LocalOptions
 from aipaas.backends.sim import SimBackend
 from aipaas.backends.sim.backend import DEFAULT_JOURNAL_RECORDS
 from aipaas.backends.sim.cluster import load_cluster_with_slices
+from aipaas.backends.sim.journal import DEFAULT_MAX_AGE_SECONDS
 from aipaas.clock import Clock
 
 NAMES = ("local", "sim", "demo")
@@ -25,15 +26,20 @@ def make_backend(
     clock: Clock | None = None,
     local: LocalOptions | None = None,
     sim_journal_max_records: int = DEFAULT_JOURNAL_RECORDS,
+    sim_journal_max_age_seconds: float = DEFAULT_MAX_AGE_SECONDS,
 ) -> Backend:
     if name == "local":
         return _local(run_dir, local_cpu_milli, local)
     if name == "sim":
-        return _sim(run_dir, sim_cluster, clock, sim_journal_max_records)
+        return _sim(
+            run_dir, sim_cluster, clock, sim_journal_max_records, sim_journal_max_age_seconds
+        )
     if name == "demo":
         # Simulated nodes take only the jobs that ask for them: a real command never lands
         # on one (it would be reported as succeeded without having run).
-        simulated = _sim(run_dir, sim_cluster, clock, sim_journal_max_records)
+        simulated = _sim(
+            run_dir, sim_cluster, clock, sim_journal_max_records, sim_journal_max_age_seconds
+        )
         return CompositeBackend([_local(run_dir, local_cpu_milli, local), simulated], [simulated])
     raise ValueError(f"unknown backend {name!r}; known: {', '.join(NAMES)}")
 
@@ -45,7 +51,18 @@ def _local(run_dir: Path, cpu_milli: int | None, options: LocalOptions | None) -
 
 
 def _sim(
-    run_dir: Path, sim_cluster: Path | None, clock: Clock | None, journal_max_records: int
+    run_dir: Path,
+    sim_cluster: Path | None,
+    clock: Clock | None,
+    journal_max_records: int,
+    journal_max_age_seconds: float,
 ) -> SimBackend:
     nodes, slices = load_cluster_with_slices(sim_cluster)
-    return SimBackend(run_dir, nodes, clock, slices=slices, journal_max_records=journal_max_records)
+    return SimBackend(
+        run_dir,
+        nodes,
+        clock,
+        slices=slices,
+        journal_max_records=journal_max_records,
+        journal_max_age_seconds=journal_max_age_seconds,
+    )

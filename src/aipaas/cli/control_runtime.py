@@ -101,6 +101,7 @@ def make_app(settings: Settings) -> FastAPI:
             local_cpu_milli=int(settings.local_cpus * 1000) if settings.local_cpus else None,
             local=local_options(settings),
             sim_journal_max_records=settings.sim_journal_max_records,
+            sim_journal_max_age_seconds=settings.sim_journal_max_age_seconds,
         )
         controller = Controller(store, backend, log_dir=settings.log_dir, metrics=metrics)
         lease = Lease(store, holder_id(uuid.uuid4().hex[:8]))

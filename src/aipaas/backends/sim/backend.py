@@ -43,6 +43,7 @@ class SimBackend:
         default_duration: float = DEFAULT_DURATION,
         slices: Sequence[ResourceSlice] = (),
         journal_max_records: int = DEFAULT_JOURNAL_RECORDS,
+        journal_max_age_seconds: float = journal.DEFAULT_MAX_AGE_SECONDS,
     ) -> None:
         self.run_dir = run_dir.resolve() / "sim"
         self.run_dir.mkdir(parents=True, exist_ok=True)
@@ -59,6 +60,7 @@ class SimBackend:
         # Finished tasks the journal keeps; it is rewritten when it has twice the lines it
         # kept the last time (journal.py), so a rewrite costs O(1) a line over time.
         self.journal_max_records = journal_max_records
+        self.journal_max_age_seconds = journal_max_age_seconds
         self._lines = 0  # lines in the journal up to _read_to
         self._kept = 0  # records the last rewrite kept
         # The highest fencing token seen, beside the journal: starts with a lower one refused.
@@ -175,7 +177,7 @@ class SimBackend:
             self._catch_up()
             now = self.clock.now().timestamp()
             records = journal.kept(
-                self._records, now, self.journal_max_records, journal.DEFAULT_MAX_AGE_SECONDS
+                self._records, now, self.journal_max_records, self.journal_max_age_seconds
             )
             size = journal.rewrite(self._journal, records)
         self.close()  # the appender is open on the file just replaced
