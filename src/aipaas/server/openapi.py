@@ -152,10 +152,7 @@ def _complete(path: str, method: str, operation: dict[str, Any], plurals: list[s
         operation["security"] = [{"bearer": []}]
     responses: dict[str, Any] = operation.setdefault("responses", {})
     for status, description in _ERRORS.items():
-        responses[status] = {
-            "description": description,
-            "content": {"application/json": {"schema": _ERROR_REF}},
-        }
+        responses[status] = _error(description)
     for parameter in operation.get("parameters", []):
         if parameter.get("in") == "path" and parameter.get("name") == "plural":
             parameter["schema"] = {"type": "string", "enum": plurals, "title": "Plural"}
@@ -163,3 +160,14 @@ def _complete(path: str, method: str, operation: dict[str, Any], plurals: list[s
         operation["requestBody"] = _MANIFEST_BODY
     if path.endswith("/logs") and "200" in responses:
         responses["200"]["content"] = {"text/plain": {"schema": {"type": "string"}}}
+        # Followers (follow=true) beyond Settings.log_max_followers are refused (log_watch.py).
+        responses["429"] = _error("Too many log followers on this server; try again later")
+    if "{" in path:
+        # The router matches the decoded path: a parameter holding a slash ("x/cancel") can
+        # land on another route's path that does not take this method, which Starlette
+        # answers with 405 (in the Error shape, http_errors.py).
+        responses["405"] = _error("The path, once decoded, names a route without this method")
+
+
+def _error(description: str) -> dict[str, Any]:
+    return {"description": description, "content": {"application/json": {"schema": _ERROR_REF}}}

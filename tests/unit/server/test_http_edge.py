@@ -201,6 +201,23 @@ def test_openapi_declares_bearer_bodies_and_errors(client: TestClient) -> None:
     assert {"jobs", "tenants", "queues"} <= set(plural["schema"]["enum"])
 
 
+def test_openapi_declares_429_on_logs_and_405_where_a_parameter_can_hold_a_route(
+    client: TestClient,
+) -> None:
+    document = client.get("/openapi.json").json()
+    error = {"$ref": "#/components/schemas/Error"}
+    logs = document["paths"]["/api/v1/jobs/{name}/logs"]["get"]["responses"]
+    assert logs["429"]["content"]["application/json"]["schema"] == error
+    for path, operations in document["paths"].items():
+        for method, operation in operations.items():
+            assert ("405" in operation["responses"]) == ("{" in path), (method, path)
+    # What the 405 is for: a name holding a slash lands on the cancel route, POST only.
+    for method in ("GET", "PUT", "DELETE"):
+        answer = client.request(method, "/api/v1/jobs/x%2Fcancel", headers=AUTH)
+        assert answer.status_code == 405, (method, answer.text)
+        assert _shape(answer)["code"] == "MethodNotAllowed"
+
+
 def test_docs_need_no_network(client: TestClient) -> None:
     page = client.get("/docs")
     assert page.status_code == 200
