@@ -6,7 +6,8 @@ import re
 from enum import StrEnum
 from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import AfterValidator, Field, field_validator, model_validator
+from pydantic import AfterValidator, Field, ValidationError, field_validator, model_validator
+from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from aipaas.api.meta import LenientModel, Model, Name, Object
 from aipaas.api.priority import BUILT_IN_VALUES, MAX_PRIORITY, MIN_PRIORITY
@@ -184,5 +185,18 @@ class Job(Object):
     @model_validator(mode="after")
     def _not_itself(self) -> Job:
         if self.metadata.name in self.spec.depends_on:
-            raise ValueError("spec.dependsOn: a job cannot depend on itself")
+            # A ValueError here would be reported at the object's root (path ""): the error
+            # is raised with its own location, so that it names the entry at fault.
+            index = self.spec.depends_on.index(self.metadata.name)
+            error = PydanticCustomError("self_dependency", "a job cannot depend on itself")
+            raise ValidationError.from_exception_data(
+                "Job",
+                [
+                    InitErrorDetails(
+                        type=error,
+                        loc=("spec", "dependsOn", index),
+                        input=self.metadata.name,
+                    )
+                ],
+            )
         return self

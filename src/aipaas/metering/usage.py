@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from sqlalchemy import Connection
@@ -21,24 +20,16 @@ from sqlalchemy import Connection
 from aipaas.api.job import Job
 from aipaas.api.node import Node
 from aipaas.api.resources import cpu_milli, memory_mib
-from aipaas.store import Store, TaskRecord
-from aipaas.store.ledger import ATTEMPT, CORRECTION, LedgerEntry, insert_entries
+from aipaas.store import Store, TaskRecord, TaskRepository
+from aipaas.store.ledger import ATTEMPT, CORRECTION, LedgerEntry, Total, insert_entries, totals
 
 SUBMITTER_ANNOTATION = "aipaas.dev/submitted-by"
 CONTROLLER = "controller"  # who records attempts
 _ACTIVE = ("Starting", "Running")
 
 
-@dataclass(frozen=True)
-class UsageRow:
-    tenant: str
-    queue: str
-    user: str
-    gpu_model: str
-    gpu_hours: float
-    cpu_hours: float
-    memory_gib_hours: float
-    tasks: int
+# A row of the report: the sums of one tenant, queue, user and GPU model.
+UsageRow = Total
 
 
 def ended(record: TaskRecord) -> bool:
@@ -121,6 +112,36 @@ def attempt_entry(
     )
 
 
+def report(store: Store, tenant: str | None) -> list[UsageRow]:
+    """Usage of ``tenant`` (None: all): the ledger summed by the database, plus the attempts
+    running now. Reads one row per group of the ledger, not its entries, and only the jobs of
+    the running attempts, so that its cost does not grow with the ledger's history."""
+    running = [
+        r
+        for r in TaskRepository(store).active()
+        if (tenant is None or r.tenant == tenant) and r.phase == "Running"
+    ]
+    jobs = running_jobs(store, running)
+    models = node_models(store, None, {r.node for r in running if r.node and r.gpus})
+    live = live_entries(running, jobs, models, store.clock.now())
+    return usage(live, totals(store, tenant))
+
+
+def running_jobs(store: Store, records: Iterable[TaskRecord]) -> dict[str, Job]:
+    """The jobs of ``records`` by uid, read by key (a job of the same name made anew after the
+    record's is not its job)."""
+    by_key = {("Job", r.tenant, r.job_name): r.job_uid for r in records}
+    if not by_key:
+        return {}
+    with store.transaction(write=False) as tx:
+        found = store.find_each(sorted(by_key), conn=tx)
+    return {
+        job.metadata.uid or "": job
+        for key, job in found.items()
+        if isinstance(job, Job) and job.metadata.uid == by_key[key]
+    }
+
+
 def live_entries(
     records: Iterable[TaskRecord],
     jobs: Mapping[str, Job],
@@ -136,13 +157,20 @@ def live_entries(
     ]
 
 
-def usage(entries: Iterable[LedgerEntry]) -> list[UsageRow]:
-    """Sum per (tenant, queue, user, GPU model); corrections add to the row of what they
+def usage(entries: Iterable[LedgerEntry], totals: Iterable[Total] = ()) -> list[UsageRow]:
+    """Sum per (tenant, queue, user, GPU model): ``totals`` (the ledger summed by the database,
+    store/ledger.py ``totals``) plus ``entries``. Corrections add to the row of what they
     correct and count no task."""
     gpu: dict[tuple[str, str, str, str], float] = defaultdict(float)
     cpu: dict[tuple[str, str, str, str], float] = defaultdict(float)
     memory: dict[tuple[str, str, str, str], float] = defaultdict(float)
     count: dict[tuple[str, str, str, str], int] = defaultdict(int)
+    for total in totals:
+        key = (total.tenant, total.queue, total.user, total.gpu_model)
+        gpu[key] += total.gpu_hours
+        cpu[key] += total.cpu_hours
+        memory[key] += total.memory_gib_hours
+        count[key] += total.tasks
     for entry in entries:
         key = (entry.tenant, entry.queue, entry.user, entry.gpu_model)
         gpu[key] += entry.gpu_hours

@@ -15,14 +15,14 @@ from pydantic import Field, ValidationError, field_validator
 from starlette.concurrency import run_in_threadpool
 
 from aipaas.api.errors import invalid
-from aipaas.api.job import Job
 from aipaas.api.meta import Model
 from aipaas.api.parsing import load_json
 from aipaas.errors import FieldError, Forbidden, InvalidObject, NotFound, PayloadTooLarge
-from aipaas.metering.usage import aware, live_entries, node_models, usage
+from aipaas.metering.usage import aware, report
+from aipaas.server import reads
 from aipaas.server.auth import authenticate, principal_cache, principal_of
-from aipaas.store import Store, TaskRepository
-from aipaas.store.ledger import CORRECTION, LedgerEntry, add_correction, list_entries
+from aipaas.store import Store
+from aipaas.store.ledger import CORRECTION, LedgerEntry, add_correction, entries_page
 from aipaas.tenancy.principal import Principal
 
 # Included by routes.router (under /api/v1).
@@ -30,7 +30,6 @@ router = APIRouter(tags=["usage"])
 Caller = Annotated[Principal, Depends(principal_of)]
 TenantQuery = Annotated[str | None, Query(max_length=63, description="Tenant (admins)")]
 MAX_CORRECTION_BYTES: Final = 4096
-MAX_ENTRIES: Final = 1000
 # A correction moves at most this many hours of each kind (a year of a thousand GPUs).
 MAX_CORRECTION_HOURS: Final = 1000 * 24 * 366
 
@@ -75,18 +74,7 @@ def _scope(caller: Principal, tenant: str | None) -> str | None:
 
 @router.get("/usage", summary="GPU-, CPU- and memory-hours by tenant, queue, user and GPU model")
 def usage_report(request: Request, caller: Caller, tenant: TenantQuery = None) -> dict[str, Any]:
-    store = _store(request)
-    scope = _scope(caller, tenant)
-    running = [r for r in TaskRepository(store).active() if scope is None or r.tenant == scope]
-    uids = {r.job_uid for r in running}
-    jobs = {
-        job.metadata.uid or "": job
-        for job in (store.list_objects("Job", scope) if uids else [])
-        if isinstance(job, Job) and job.metadata.uid in uids
-    }
-    models = node_models(store, None, {r.node for r in running if r.node and r.gpus})
-    live = live_entries(running, jobs, models, store.clock.now())
-    rows = usage([*list_entries(store, scope), *live])
+    rows = report(_store(request), _scope(caller, tenant))
     return {
         "items": [
             {
@@ -104,16 +92,35 @@ def usage_report(request: Request, caller: Caller, tenant: TenantQuery = None) -
     }
 
 
-@router.get("/usage/entries", summary="The usage ledger: attempts and corrections, in order")
+@router.get("/usage/entries", summary="A page of the usage ledger, oldest first; see continue")
 def usage_entries(
     request: Request,
     caller: Caller,
     tenant: TenantQuery = None,
-    after: Annotated[int, Query(ge=0, le=2**31 - 1, description="Entries after this id.")] = 0,
-    limit: Annotated[int, Query(ge=1, le=MAX_ENTRIES)] = MAX_ENTRIES,
+    limit: Annotated[
+        int, Query(ge=1, le=reads.MAX_LIMIT, description="Most entries in one answer (a page).")
+    ] = reads.DEFAULT_LIMIT,
+    continue_: Annotated[
+        str | None,
+        Query(
+            alias="continue",
+            max_length=1000,
+            description="metadata.continue of the previous page: the next page.",
+        ),
+    ] = None,
+    after: Annotated[
+        int | None,
+        Query(ge=0, le=2**31 - 1, description="Entries after this id (instead of continue)."),
+    ] = None,
 ) -> dict[str, Any]:
-    entries = list_entries(_store(request), _scope(caller, tenant), after=after, limit=limit)
-    return {"items": [entry_view(e) for e in entries]}
+    if continue_ and after is not None:
+        raise InvalidObject([FieldError("after", "give continue or after, not both")])
+    start = reads.decode_continue(continue_) if continue_ else (after or 0)
+    page = entries_page(_store(request), _scope(caller, tenant), after=start, limit=limit)
+    return {
+        "metadata": reads.list_metadata(page),
+        "items": [entry_view(e) for e in page.items],
+    }
 
 
 @router.post(

@@ -5,7 +5,8 @@ The controller enters each task attempt that ran, in the transaction that record
 with an entry of its own (``add_correction``). Nothing updates or deletes an entry: usage
 outlives the job, the queue and the user it is attributed to.
 
-Who calls it: metering/usage.py (the controller's hook and the server's usage routes).
+Who calls it: metering/usage.py (the controller's hook, the report: ``totals``) and the server's
+usage routes (``entries_page``, ``add_correction``).
 """
 
 from __future__ import annotations
@@ -14,11 +15,12 @@ from dataclasses import dataclass, fields
 from datetime import UTC, datetime
 from typing import Any, Final
 
-from sqlalchemy import Connection, insert, select
+from sqlalchemy import Connection, case, func, insert, select
 from sqlalchemy.dialects import postgresql, sqlite
 
 from aipaas.errors import NotFound
 from aipaas.store import tables
+from aipaas.store.paging import Page
 from aipaas.store.store import Store
 
 ATTEMPT: Final = "attempt"
@@ -50,6 +52,20 @@ class LedgerEntry:
     corrects: int | None = None
     reason: str = ""
     id: int | None = None  # set once stored
+
+
+@dataclass(frozen=True)
+class Total:
+    """The sums of the entries of one tenant, queue, user and GPU model."""
+
+    tenant: str
+    queue: str
+    user: str
+    gpu_model: str
+    gpu_hours: float
+    cpu_hours: float
+    memory_gib_hours: float
+    tasks: int  # attempts entered (corrections count none)
 
 
 _COLUMNS: Final = tuple(f.name for f in fields(LedgerEntry) if f.name != "id")
@@ -128,6 +144,63 @@ def list_entries(
     with store.transaction(write=False) as tx:
         rows = tx.execute(query).mappings().all()
     return [_entry(row) for row in rows]
+
+
+def entries_page(
+    store: Store, tenant: str | None = None, *, after: int = 0, limit: int
+) -> Page[LedgerEntry]:
+    """At most ``limit`` entries after id ``after``, in order, with where the next page starts
+    and how many entries follow it."""
+    table = tables.usage_ledger
+    where = [table.c.id > after]
+    if tenant is not None:
+        where.append(table.c.tenant == tenant)
+    query = select(table).where(*where).order_by(table.c.id).limit(limit + 1)
+    with store.transaction(write=False) as tx:
+        rows = tx.execute(query).mappings().all()
+        if len(rows) <= limit:
+            return Page([_entry(row) for row in rows])
+        rows = rows[:limit]
+        last = int(rows[-1]["id"])
+        rest = select(func.count()).select_from(table).where(*where[1:], table.c.id > last)
+        remaining = int(tx.execute(rest).scalar_one())
+    return Page([_entry(row) for row in rows], last, remaining)
+
+
+def totals(store: Store, tenant: str | None = None) -> list[Total]:
+    """The ledger summed in the database per (tenant, queue, user, GPU model), in that order:
+    one row per group, however long the ledger is. A correction adds its hours to the group of
+    what it corrects (it is attributed as that entry is) and counts no task."""
+    table = tables.usage_ledger
+    keys = (table.c.tenant, table.c.queue, table.c.user, table.c.gpu_model)
+    query = select(
+        *keys,
+        func.sum(table.c.gpu_hours),
+        func.sum(table.c.cpu_hours),
+        func.sum(table.c.memory_gib_hours),
+        func.sum(case((table.c.kind == CORRECTION, 0), else_=1)),
+    ).group_by(*keys)
+    if tenant is not None:
+        query = query.where(table.c.tenant == tenant)
+    with store.transaction(write=False) as tx:
+        rows = tx.execute(query).all()
+    # Sorted here, not by ORDER BY: databases collate text differently, Python one way.
+    return sorted(
+        (
+            Total(
+                str(row[0]),
+                str(row[1]),
+                str(row[2]),
+                str(row[3]),
+                gpu_hours=float(row[4]),
+                cpu_hours=float(row[5]),
+                memory_gib_hours=float(row[6]),
+                tasks=int(row[7]),
+            )
+            for row in rows
+        ),
+        key=lambda t: (t.tenant, t.queue, t.user, t.gpu_model),
+    )
 
 
 def _get(conn: Connection, entry_id: int) -> LedgerEntry | None:

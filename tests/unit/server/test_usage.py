@@ -4,6 +4,7 @@ corrects it, with entries of its own."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -15,7 +16,7 @@ from aipaas.api.meta import ObjectMeta
 from aipaas.api.node import Node, NodeGpus, NodeSpec
 from aipaas.clock import VirtualClock
 from aipaas.metering.usage import record_attempts
-from aipaas.store import TaskRecord, TaskRepository
+from aipaas.store import Store, TaskRecord, TaskRepository, ledger
 
 JOB = """apiVersion: aipaas/v1
 kind: Job
@@ -197,3 +198,62 @@ def test_bad_corrections_are_refused(api: Api, body: dict[str, Any], field: str 
         assert [f["path"] for f in answer.json()["fields"]] == [field]
     items = api.client.get("/api/v1/usage/entries", headers=api.as_("admin")).json()["items"]
     assert len(items) == 2
+
+
+def test_the_report_sums_in_the_database(api: Api, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The report reads sums, not entries nor the tenant's jobs: whatever turns a ledger row
+    into an entry, or lists objects, fails here; the answer is that of the entries summed."""
+    job = ran_two_hours(api)
+    api.client.post("/api/v1/usage/corrections", json=correction(1), headers=api.as_("admin"))
+    api.store.clock = VirtualClock(START + timedelta(hours=3))
+    running = [replace(r, name=f"r-{r.index}", phase="Running") for r in records(job, "", None)]
+    TaskRepository(api.store).insert_many(running)
+
+    def refused(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the usage report read the ledger's entries or listed objects")
+
+    monkeypatch.setattr(ledger, "_entry", refused)
+    monkeypatch.setattr(Store, "list_objects", refused)
+    (row,) = report(api, "admin")
+    # 16 GPU-hours entered, 8 taken away, 2 x 4 GPUs x 3 hours running.
+    assert (row["gpuHours"], row["cpuHours"], row["memoryGiBHours"], row["tasks"]) == (
+        32.0,
+        20.0,
+        80.0,
+        4,
+    )
+
+
+def entries(api: Api, query: str = "", user: str = "admin") -> Any:
+    return api.client.get(f"/api/v1/usage/entries{query}", headers=api.as_(user))
+
+
+def test_entries_come_in_pages(api: Api) -> None:
+    ran_two_hours(api)
+    for _ in range(3):
+        api.client.post("/api/v1/usage/corrections", json=correction(1), headers=api.as_("admin"))
+    first = entries(api, "?limit=2").json()
+    assert [e["id"] for e in first["items"]] == [1, 2]
+    assert first["metadata"]["remainingItemCount"] == 3
+    second = entries(api, f"?limit=2&continue={first['metadata']['continue']}").json()
+    assert [e["id"] for e in second["items"]] == [3, 4]
+    assert second["metadata"]["remainingItemCount"] == 1
+    last = entries(api, f"?limit=2&continue={second['metadata']['continue']}").json()
+    assert ([e["id"] for e in last["items"]], last["metadata"]) == ([5], {})
+    assert [e["id"] for e in entries(api, "?after=3").json()["items"]] == [4, 5]
+    assert entries(api, "?tenant=globex").json() == {"metadata": {}, "items": []}
+
+
+@pytest.mark.parametrize(
+    ("query", "field"),
+    [
+        ("?continue=not-a-token", "continue"),
+        ("?limit=0", "limit"),
+        ("?continue=eyJ2IjoxLCJhZnRlciI6Mn0&after=1", "after"),
+    ],
+)
+def test_bad_pages_are_refused(api: Api, query: str, field: str) -> None:
+    ran_two_hours(api)
+    answer = entries(api, query)
+    assert answer.status_code == 422, answer.text
+    assert field in [f["path"].rsplit(".", 1)[-1] for f in answer.json()["fields"]]

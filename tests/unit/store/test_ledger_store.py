@@ -15,10 +15,13 @@ from aipaas.store.ledger import (
     ATTEMPT,
     CORRECTION,
     LedgerEntry,
+    Total,
     add_correction,
+    entries_page,
     get_entry,
     insert_entries,
     list_entries,
+    totals,
 )
 
 START = datetime(2026, 1, 1, tzinfo=UTC)
@@ -98,3 +101,45 @@ def test_a_correction_names_what_it_corrects(store: Store) -> None:
     with pytest.raises(NotFound):
         add_correction(store, replace(asked, corrects=12345))
     assert len(list_entries(store)) == 2
+
+
+def test_totals_sum_each_group_in_the_database(store: Store) -> None:
+    with store.transaction() as tx:
+        insert_entries(
+            tx,
+            [
+                entry(),
+                entry(task="w-1"),
+                replace(entry(task="w-2"), gpu_model="A100", gpu_hours=1.5),
+                entry("globex"),
+            ],
+        )
+    (first, *_) = list_entries(store)
+    fix = replace(entry(), kind=CORRECTION, attempt_key=None, corrects=first.id, gpu_hours=-8.0)
+    add_correction(store, replace(fix, cpu_hours=0.0, memory_gib_hours=0.0, reason="double count"))
+    assert totals(store, "acme") == [
+        Total("acme", "research", "alice", "A100", 1.5, 4.0, 16.0, tasks=1),
+        Total("acme", "research", "alice", "H100", 8.0, 8.0, 32.0, tasks=2),
+    ]
+    assert [(t.tenant, t.gpu_hours, t.tasks) for t in totals(store)] == [
+        ("acme", 1.5, 1),
+        ("acme", 8.0, 2),
+        ("globex", 8.0, 1),
+    ]
+    assert totals(store, "nobody") == []
+
+
+def test_entries_page(store: Store) -> None:
+    with store.transaction() as tx:
+        insert_entries(tx, [entry(), entry("globex"), entry(task="w-1"), entry(task="w-2")])
+    first = entries_page(store, "acme", limit=2)
+    assert [(e.tenant, e.task) for e in first.items] == [("acme", "w-0"), ("acme", "w-1")]
+    assert (first.next_after, first.remaining) == (first.items[-1].id, 1)
+    rest = entries_page(store, "acme", after=first.next_after or 0, limit=2)
+    assert ([e.task for e in rest.items], rest.next_after, rest.remaining) == (["w-2"], None, None)
+    assert [e.tenant for e in entries_page(store, limit=10).items] == [
+        "acme",
+        "globex",
+        "acme",
+        "acme",
+    ]
