@@ -34,17 +34,30 @@ class TokenFile:
     @contextmanager
     def admit(self, token: int | None, what: str) -> Iterator[None]:
         """Hold the lock while the caller starts ``what``; raise ``FencingRefused`` when
-        ``token`` is below the highest seen. ``None`` (a controller without a lease) is let
-        through without raising the mark."""
-        if token is None:
-            yield
-            return
+        ``token`` is below the highest seen. ``None`` (a controller without a lease: tests,
+        ``simulate``) is let through without raising the mark, but only while no controller
+        with a lease has ever started anything here (the highest seen is 0): once one has, a
+        start without a token may come from a controller that lost its lease and is refused."""
         # Opened per start (a few microseconds): a descriptor kept open would have to be
         # closed by whoever drops the backend, and the lock goes with the descriptor.
+        if token is None and not self.path.exists():
+            yield  # no token ever seen here (a file is never removed: no race to fear)
+            return
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             highest = _read(fd)
+            if token is None:
+                if highest > 0:
+                    log.warning(
+                        "fencing: start of %s without a token refused (seen %d)", what, highest
+                    )
+                    raise FencingRefused(
+                        f"fencing: start of {what} carries no token, "
+                        f"but this backend has seen token {highest}"
+                    )
+                yield
+                return
             if token < highest:
                 log.warning(
                     "fencing: start of %s with token %d refused (seen %d)", what, token, highest

@@ -15,12 +15,21 @@
 
 At most once: an attempt the controller gives up on (lost, failed start, cancelled, its job
 ended) is asked to stop and marked ``stopping``; it keeps its resources, no replacement starts
-and its job does not finish until the backend confirms it no longer runs.
+and its job does not finish until the backend confirms it no longer runs. A confirmation is an
+end the backend reports (an exit code, lost). "Unknown" (the backend has no record of the id)
+confirms a stop only where the backend is authoritative that the attempt never ran: an attempt
+never seen running (no ``started_at``: its start may never have reached the backend), said in
+two answers in a row. For an attempt the backend once reported running, "unknown" contradicts its
+own record and confirms nothing: the attempt stays ``stopping``, holding its resources.
 
 Fencing: with a lease (store/lease.py), every write of the cycle that precedes a start or
 records its outcome is a transaction that first checks the lease is still this controller's
 (``fenced``); a lost lease raises ``LeaseLost`` and ends the cycle there. Every start carries
-the lease's token, which backends check (backends/fencing.py).
+the lease's token, which backends check (backends/fencing.py); a controller with a lease whose
+token is unknown starts nothing. Stops are fenced too: they are collected during the cycle and
+sent in batches (``send_stops``), each right after a fenced transaction has confirmed the lease
+(and renewed it for its ttl), so a controller that lost its lease stops nothing the new holder
+runs.
 
 Steps 2 and 3, and the task actions the other steps share (``finish``, ``start_task``,
 ``save_records``, ``give_up``), are here. Who calls it: controller/loop.py and
@@ -95,11 +104,22 @@ class Controller:
         # Attempts this process asked to stop: one still running after a restart of the
         # controller is asked again (the SIGKILL after the grace period died with the process).
         self._stop_asked: set[str] = set()
-        self._unknown_once: set[str] = set()  # stopping attempts the backend said it did not know
+        # stopping attempts never seen running that the backend said once it did not know
+        self._unknown_once: set[str] = set()
+        self._stops: list[str] = []  # asked to stop this cycle, not yet sent (send_stops)
 
     @property
     def fencing_token(self) -> int | None:
-        return self.lease.token if self.lease is not None else None
+        """The token starts carry: None only for a controller without a lease (tests,
+        ``simulate``); with a lease whose token is unknown, ``LeaseLost`` (nothing starts)."""
+        if self.lease is None:
+            return None
+        if self.lease.token is None:
+            raise LeaseLost(
+                f"fencing: {self.lease.holder} has no token for the {self.lease.name} lease: "
+                "it starts nothing"
+            )
+        return self.lease.token
 
     @contextmanager
     def fenced(self) -> Iterator[Connection]:
@@ -128,6 +148,7 @@ class Controller:
     def run_cycle(self) -> None:
         """Steps 1 to 5 of the module docstring, then the cycle's duration as a metric."""
         started = self.clock.monotonic()
+        self._stops = []  # a cycle ended by LeaseLost sends none of its stops
         self.inventory.refresh()
         jobs = [
             j
@@ -143,6 +164,7 @@ class Controller:
         placer = admission.place(self, work)
         self._observe_started()
         write_back(self.store, self.tasks, self.clock, work, transaction=self.fenced)
+        self.send_stops()  # their ``stopping`` marks are durable now
         self.inventory.write_status(placer)
         publish_metrics(self.metrics, self.store, work, placer)
         self.cycles += 1
@@ -167,7 +189,7 @@ class Controller:
             if answer.state is TaskState.UNREACHABLE:
                 continue  # nothing is known: nothing is concluded
             if record.stopping:
-                if not self._stopped(answer):
+                if not self._stopped(answer, record):
                     if answer.state is TaskState.RUNNING and rid not in self._stop_asked:
                         self._ask_stop(rid)
                     continue
@@ -237,11 +259,25 @@ class Controller:
         return changed
 
     def _ask_stop(self, request_id: str) -> None:
-        try:
-            self.backend.stop(request_id, self.stop_grace_seconds)
-            self._stop_asked.add(request_id)
-        except Exception as err:  # asked again next cycle while it still runs
-            log.warning("stopping %s failed: %s", request_id, err)
+        """Queue a stop; ``send_stops`` sends it once the lease is confirmed."""
+        if request_id not in self._stops:
+            self._stops.append(request_id)
+
+    def send_stops(self) -> None:
+        """Send the stops queued so far, right after a fenced transaction has confirmed (and
+        renewed) the lease: ``LeaseLost``, and none is sent, when this controller lost it."""
+        if not self._stops:
+            return
+        if self.lease is not None:
+            with self.fenced():
+                pass  # only the check: the lease is this controller's for its ttl from now
+        stops, self._stops = self._stops, []
+        for rid in stops:
+            try:
+                self.backend.stop(rid, self.stop_grace_seconds)
+                self._stop_asked.add(rid)
+            except Exception as err:  # asked again next cycle while it still runs
+                log.warning("stopping %s failed: %s", rid, err)
 
     def _observe_started(self) -> None:
         """Step 4's end: a task the backend already runs counts as Running in the cycle that
@@ -359,23 +395,31 @@ class Controller:
         is immediate lets the job end in this cycle)."""
         if not stopping:
             return
+        self.send_stops()
         answers = self.status([r.request_id or "" for r in stopping])
         for record in stopping:
             answer = answers.get(record.request_id or "")
-            if answer is not None and self._stopped(answer):
+            if answer is not None and self._stopped(answer, record):
                 item.set(record.with_(stopping=False))
                 self._stop_asked.discard(record.request_id or "")
 
-    def _stopped(self, answer: TaskStatus) -> bool:
+    def _stopped(self, answer: TaskStatus, record: TaskRecord) -> bool:
         """Whether an answer confirms that an attempt asked to stop no longer runs. An end
-        (exit code, lost) confirms at once; "unknown" (the backend has no record of it) only
-        when said twice in a row, so one wrong answer never frees what may still run."""
+        (exit code, lost) confirms at once. "Unknown" (the backend has no record of it)
+        confirms only where the backend is authoritative that the attempt never ran: one never
+        seen running (no ``started_at``), said in two answers in a row, so one wrong answer
+        never frees what may still run. For an attempt once seen running
+        it confirms nothing: the backend's own record said it ran."""
         rid = answer.request_id
-        if answer.state in (TaskState.RUNNING, TaskState.UNREACHABLE):
+        if answer.state is TaskState.UNKNOWN:
+            if record.started_at is not None:
+                self._unknown_once.discard(rid)
+                return False
+            if rid not in self._unknown_once:
+                self._unknown_once.add(rid)
+                return False
+        elif answer.state in (TaskState.RUNNING, TaskState.UNREACHABLE):
             self._unknown_once.discard(rid)
-            return False
-        if answer.state is TaskState.UNKNOWN and rid not in self._unknown_once:
-            self._unknown_once.add(rid)
             return False
         self._unknown_once.discard(rid)
         return True
