@@ -62,6 +62,10 @@ def _job(task: str = "name: w, command: [x]", spec: str = "", meta: str = "name:
     )
 
 
+# The path of the first list nested too deep, in a document that is a list of lists.
+DEEP_LIST = "[0]" * 33
+
+
 def _deep_yaml(depth: int) -> bytes:
     return (_tenant("deep", "{quota: {cpu: " + "[" * depth + "]" * depth + "}}")).encode()
 
@@ -92,6 +96,7 @@ def _apply(id: str, body: str | bytes, field: str | None, status: int = 422) -> 
 
 
 JOB_FIELD = "spec.tasks[0]"
+REPLICAS = f"{JOB_FIELD}.replicas"
 CASES: list[Case] = [
     # names: control characters, trailing newlines, wrong types, lengths
     _apply("name trailing newline", _tenant('"tn\\n"'), "metadata.name"),
@@ -110,7 +115,11 @@ CASES: list[Case] = [
     _apply("name bool", _tenant("true"), "metadata.name"),
     _apply("name float", _tenant("1.5"), "metadata.name"),
     _apply("tenant trailing newline", _queue('name: q1, tenant: "acme\\n"'), "metadata.tenant"),
-    _apply("label key newline", _tenant('{name: t1, labels: {"a\\n": b}}'), None),
+    _apply(
+        "label key newline",
+        _tenant("x").replace("{name: x}", '{name: x, labels: {"a\\n": b}}'),
+        "metadata.labels",
+    ),
     _apply(
         "label value newline",
         _tenant("x").replace("{name: x}", '{name: x, labels: {a: "b\\n"}}'),
@@ -174,8 +183,8 @@ CASES: list[Case] = [
     _apply(
         "replicas list", _job(task="name: w, command: [x], replicas: [1]"), f"{JOB_FIELD}.replicas"
     ),
-    _apply("replicas nan", _job(task="name: w, command: [x], replicas: .nan"), None),
-    _apply("replicas inf", _job(task="name: w, command: [x], replicas: .inf"), None),
+    _apply("replicas nan", _job(task="name: w, command: [x], replicas: .nan"), REPLICAS),
+    _apply("replicas inf", _job(task="name: w, command: [x], replicas: .inf"), REPLICAS),
     _apply(
         "backoff negative",
         _job(task="name: w, command: [x], backoffLimit: -3"),
@@ -261,7 +270,8 @@ CASES: list[Case] = [
     _apply("custom tag", _tenant("!shell tn"), "metadata.name"),
     _apply("timestamp tag", _tenant("!!timestamp 2001-12-14"), "metadata.name"),
     _apply("set tag", "apiVersion: aipaas/v1\nkind: Tenant\nmetadata: !!set {a, b}\n", "metadata"),
-    _apply("list as key", "? [a, b]\n: 1\n", ""),
+    _apply("list as key", "? [a, b]\n: 1\n", None),
+    _apply("list as key in a field", "metadata: {? [a, b] : 1}\n", "metadata"),
     _apply("map as key", "metadata: {? {a: 1} : 1}\n", "metadata"),
     _apply(
         "duplicate key",
@@ -282,11 +292,11 @@ CASES: list[Case] = [
     _apply("huge integer value", _tenant("tq", "{weight: " + "9" * 5000 + "}"), "spec.weight"),
     _apply("base-60 number", _tenant("tq", "{weight: 1" + ":10" * 2000 + "}"), "spec.weight"),
     # deep and wide, up to the body limit
-    _apply("deep flow 60 KB", b"[" * 30_000 + b"]" * 30_000, ""),
-    _apply("deep flow to the limit", b"[" * (LIMIT // 2) + b"]" * (LIMIT // 2), ""),
-    _apply("deep flow unclosed", b"[" * LIMIT, ""),
+    _apply("deep flow 60 KB", b"[" * 30_000 + b"]" * 30_000, DEEP_LIST),
+    _apply("deep flow to the limit", b"[" * (LIMIT // 2) + b"]" * (LIMIT // 2), DEEP_LIST),
+    _apply("deep flow unclosed", b"[" * LIMIT, DEEP_LIST),
     _apply("deep flow in a field", _deep_yaml(40), "spec.quota.cpu"),
-    _apply("deep mappings", b"{a: " * 20_000 + b"}" * 20_000, ""),
+    _apply("deep mappings", b"{a: " * 20_000 + b"}" * 20_000, ".".join("a" * 33)),
     _apply("deep block", "".join("  " * i + f"k{i}:\n" for i in range(900)).encode(), "k0.k1"),
     _apply("deep block sequence", "".join("  " * i + "-\n" for i in range(900)).encode(), "[0]"),
     _apply(
@@ -294,10 +304,10 @@ CASES: list[Case] = [
         "a: &a [x,x,x,x,x,x,x,x,x,x]\nb: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a,*a]\n"
         "c: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b,*b]\nd: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c,*c]\n"
         "e: &e [*d,*d,*d,*d,*d,*d,*d,*d,*d,*d]\nf: [*e,*e,*e,*e,*e,*e,*e,*e,*e,*e]\n",
-        "",
+        "e[",  # where the count of nodes, aliases expanded, went over the limit
     ),
     _apply("wide labels yaml", _wide_labels(40_000), "metadata.labels"),
-    _apply("wide list near the limit", "a: [" + "1," * (LIMIT // 2 - 10) + "1]\n", ""),
+    _apply("wide list near the limit", "a: [" + "1," * (LIMIT // 2 - 10) + "1]\n", "a["),
     # JSON
     _apply(
         "json duplicate key",
@@ -312,22 +322,22 @@ CASES: list[Case] = [
     _apply(
         "json NaN",
         _TENANT_JSON + b'{"weight": NaN}}',
-        None,
+        "spec.weight",
     ),
     _apply(
         "json Infinity",
         _TENANT_JSON + b'{"weight": Infinity}}',
-        None,
+        "spec.weight",
     ),
     _apply(
         "json overflow",
         _TENANT_JSON + b'{"weight": 1e999}}',
-        None,
+        "spec.weight",
     ),
     _apply(
         "json huge int",
         _TENANT_JSON + b'{"weight": ' + b"9" * 5000 + b"}}",
-        None,
+        "spec.weight",
     ),
     _apply(
         "json name newline",
@@ -339,11 +349,11 @@ CASES: list[Case] = [
         _json({"apiVersion": "aipaas/v1", "kind": "Tenant", "metadata": {"name": "d\u0007"}}),
         "metadata.name",
     ),
-    _apply("json deep", b'{"a":' + b"[" * 100_000 + b"]" * 100_000 + b"}", ""),
+    _apply("json deep", b'{"a":' + b"[" * 100_000 + b"]" * 100_000 + b"}", "a" + "[0]" * 32),
     _apply(
         "json deep to the limit",
         b'{"a":' + b"[" * (LIMIT // 2 - 8) + b"]" * (LIMIT // 2 - 8) + b"}",
-        "",
+        "a" + "[0]" * 32,
     ),
     _apply("json wide", _wide_json(30_000), "metadata.labels"),
     _apply("json truncated", b'{"apiVersion": "aipaas/v1", "kind": "Ten', None),
@@ -374,7 +384,7 @@ CASES: list[Case] = [
         422,
         "metadata.name",
     ),
-    Case("put deep", "PUT", "/api/v1/tenants/acme", b"[" * 60_000 + b"]" * 60_000, 422, ""),
+    Case("put deep", "PUT", "/api/v1/tenants/acme", b"[" * 60_000 + b"]" * 60_000, 422, DEEP_LIST),
     Case(
         "put two documents",
         "PUT",
@@ -518,7 +528,7 @@ CASES: list[Case] = [
         "/api/v1/usage/corrections",
         b'{"corrects": 1, "reason": "typo", "gpuHours": NaN}',
         422,
-        None,
+        "gpuHours",
         "application/json",
     ),
     Case(
@@ -534,7 +544,7 @@ CASES: list[Case] = [
     Case("list limit negative", "GET", "/api/v1/jobs?limit=-1", None, 422, "limit"),
     Case("list limit huge", "GET", "/api/v1/jobs?limit=" + "9" * 40, None, 422, "limit"),
     Case("list limit text", "GET", "/api/v1/jobs?limit=ten", None, 422, "limit"),
-    Case("list continue garbage", "GET", "/api/v1/jobs?continue=%00%01", None, 422, None),
+    Case("list continue garbage", "GET", "/api/v1/jobs?continue=%00%01", None, 422, "continue"),
     Case("list tenant too long", "GET", "/api/v1/jobs?tenant=" + "a" * 100, None, 422, "tenant"),
     Case("events unknown kind", "GET", "/api/v1/events?kind=rocket", None, 422, "kind"),
     Case("logs tail negative", "GET", "/api/v1/jobs/nojob/logs?tail=-5", None, 422, "tail"),
@@ -570,9 +580,34 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ServerProc
         server.stop()
 
 
+# The 422s that name no field, and why: in each there is no field to name.
+_NOT_YAML = "not YAML at all: no field can be read out of it"
+_NOT_JSON = "not JSON at all: no field can be read out of it"
+NO_FIELD: dict[str, str] = {
+    "document a list": "the document itself is no object: it has no fields",
+    "document a scalar": "the document itself is no object: it has no fields",
+    "only separators": "no document at all",
+    "list as key": "the key of the document's top level: above it is only the document",
+    "unclosed flow": _NOT_YAML,
+    "tab indentation": _NOT_YAML,
+    "not utf-8": "not text: nothing can be read out of it",
+    "nul bytes": _NOT_YAML,
+    "too many documents": "a count of the documents of the body, not a field of one",
+    "json truncated": _NOT_JSON,
+    "put two documents": "a count of the documents of the body, not a field of one",
+    "token body a list": "the body itself is no object: it has no fields",
+    "token body not json": _NOT_JSON,
+}
+
+
 def test_there_are_at_least_a_hundred_cases() -> None:
     assert len(CASES) >= 100
     assert len({case.id for case in CASES}) == len(CASES)
+
+
+def test_every_refusal_names_a_field_or_says_why_it_cannot() -> None:
+    fieldless = {case.id for case in CASES if case.status == 422 and not case.field}
+    assert fieldless == set(NO_FIELD)
 
 
 @pytest.mark.parametrize("role", ["viewer", "platform-admin"])
@@ -681,10 +716,12 @@ def _judge(case: Case, answer: httpx.Response, *, viewer: bool) -> list[str]:
         return [f"{where}: not JSON: {answer.text[:200]}"]
     if set(body) != {"code", "message", "fields"}:
         return [f"{where}: not the error shape: {body}"]
-    if case.field is not None and answer.status_code == 422:
-        paths = [f["path"] for f in body["fields"]]
-        if not any(p.startswith(case.field) for p in paths):
-            return [f"{where}: no field {case.field!r} named in {paths}: {body['message'][:200]}"]
+    paths = [f["path"] for f in body["fields"]]
+    if case.id in NO_FIELD and any(paths):
+        return [f"{where}: names {paths} though {NO_FIELD[case.id]!r}"]
+    named = case.field is None or any(p.startswith(case.field) for p in paths)
+    if answer.status_code == 422 and not named:
+        return [f"{where}: no field {case.field!r} named in {paths}: {body['message'][:200]}"]
     return []
 
 

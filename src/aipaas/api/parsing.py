@@ -11,7 +11,8 @@ nesting deeper than ``MAX_DEPTH``, more than ``MAX_NODES`` nodes with aliases ex
 ``!!seq`` and ``!!map`` (no ``!!binary``, ``!!python/...``, ``!!timestamp`` or custom tags), keys
 that are lists or mappings, and integers longer than Python converts. Only then is it loaded, by
 the safe loader with timestamps kept as text. JSON's brackets are counted level by level before
-``json.loads``; its duplicate keys, ``NaN`` and infinities are refused, as YAML's are.
+``json.loads``; its duplicate keys, ``NaN`` and infinities are refused, as YAML's are. A refused
+JSON number or nesting is named by its path too, found by a second walk after the refusal only.
 """
 
 from __future__ import annotations
@@ -41,7 +42,14 @@ _PLAIN_TAGS: Final = frozenset({None, "!", _STR, _SEQ, _MAP})
 _TIMESTAMP: Final = "tag:yaml.org,2002:timestamp"
 _MERGE: Final = "tag:yaml.org,2002:merge"
 _NUMBER_TAGS: Final = frozenset({"tag:yaml.org,2002:int", "tag:yaml.org,2002:float"})
+# YAML 1.1's NaN and infinities as plain scalars (what the safe loader reads as such).
+_NON_FINITE: Final = re.compile(r"[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN)")
 _JSON_STRING: Final = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')
+# A key (a JSON string or a bare word, then a colon), a string, or a bracket or comma.
+_JSON_TOKEN: Final = re.compile(
+    r'(?P<key>"[^"\\]*(?:\\.[^"\\]*)*")\s*:|"[^"\\]*(?:\\.[^"\\]*)*"'
+    r'|(?P<bare>[^\s"\[\]{},:]+)\s*:|(?P<bracket>[\[\]{},])'
+)
 _JSON_INNERMOST: Final = re.compile(r"\[[^\[\]{}]*\]|\{[^\[\]{}]*\}")
 _BASE_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml: several times faster
 
@@ -88,7 +96,58 @@ def load_json(text: str) -> Any:
     except _DuplicateKey as err:
         raise InvalidObject([FieldError(err.key, "key given twice in one object")]) from err
     except (ValueError, RecursionError) as err:
+        refused = _refused_number(text)
+        if refused is not None:
+            raise InvalidObject([refused]) from err
         raise InvalidObject([FieldError("", f"not valid JSON: {err}")]) from err
+
+
+@dataclass(frozen=True)
+class _Refused:
+    """A number JSON may carry but this API does not, kept in place to find its path."""
+
+    reason: str
+
+
+def _refused_number(text: str) -> FieldError | None:
+    """The first refused number of a JSON text (NaN, an infinity, out of range, too long),
+    named by its path; None when the text fails for another reason. Only after a failure:
+    the fast parse knows no paths, and this one walks the whole value."""
+    try:
+        value = json.loads(
+            text,
+            object_pairs_hook=dict,
+            parse_constant=lambda name: _Refused(f"{name} is not a number this API accepts"),
+            parse_float=lambda t: (
+                _Refused(f"{t} is out of range") if not math.isfinite(float(t)) else 0.0
+            ),
+            parse_int=lambda t: (
+                _Refused(f"a number of more than {MAX_NUMBER_CHARS} characters")
+                if len(t) > MAX_NUMBER_CHARS
+                else 0
+            ),
+        )
+    except (ValueError, RecursionError):
+        return None
+    found = _find_refused(value, "")
+    return None if found is None else FieldError(found[0], found[1].reason)
+
+
+def _find_refused(value: Any, path: str) -> tuple[str, _Refused] | None:
+    """Depth-first, in document order (the depth was checked: at most ``MAX_DEPTH`` calls)."""
+    if isinstance(value, _Refused):
+        return path, value
+    if isinstance(value, dict):
+        items: Any = ((f"{path}.{k}" if path else str(k), v) for k, v in value.items())
+    elif isinstance(value, list):
+        items = ((f"{path}[{i}]", v) for i, v in enumerate(value))
+    else:
+        return None
+    for inner_path, inner in items:
+        found = _find_refused(inner, inner_path)
+        if found is not None:
+            return found
+    return None
 
 
 def check_json_depth(text: str) -> None:
@@ -103,7 +162,37 @@ def check_json_depth(text: str) -> None:
         if not removed:
             return  # what is left is either flat or unbalanced: json.loads says which
     if any(bracket in rest for bracket in "[]{}"):
-        raise InvalidObject([FieldError("", f"nested deeper than {MAX_DEPTH} levels")])
+        raise InvalidObject(
+            [FieldError(_too_deep_at(text), f"nested deeper than {MAX_DEPTH} levels")]
+        )
+
+
+def _too_deep_at(text: str) -> str:
+    """The path of the first list or object nested deeper than ``MAX_DEPTH`` (only once the
+    text is known to be: a walk of its tokens, stopped there, with no recursion). Keys may be
+    JSON strings or bare words (``{a: {a: ...``, which is YAML's flow style, not JSON)."""
+    stack: list[list[Any]] = []  # per open bracket: [is an object, path, next index, key]
+    for token in _JSON_TOKEN.finditer(text):
+        string, bare, bracket = token.group("key"), token.group("bare"), token.group("bracket")
+        frame = stack[-1] if stack else None
+        if string is not None or bare is not None:
+            if frame is not None and frame[0]:
+                frame[3] = string[1:-1] if string is not None else bare  # escapes as sent
+        elif bracket in "[{":
+            if frame is None:
+                path = ""
+            elif frame[0]:
+                path = f"{frame[1]}.{frame[3]}" if frame[1] else str(frame[3])
+            else:
+                path = f"{frame[1]}[{frame[2]}]"
+            if len(stack) > MAX_DEPTH:
+                return path
+            stack.append([bracket == "{", path, 0, ""])
+        elif bracket == "," and frame is not None and not frame[0]:
+            frame[2] += 1
+        elif bracket in "]}" and stack:
+            stack.pop()
+    return ""
 
 
 def _unique_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -186,7 +275,8 @@ class _Scan:
         self.total += nodes
         if self.nodes > MAX_NODES or self.total > MAX_TOTAL_NODES:
             limit = MAX_NODES if self.nodes > MAX_NODES else MAX_TOTAL_NODES
-            raise self.refuse(f"expands to more than {limit} nodes (a YAML bomb?)", "")
+            # Named where the count went over: the field that made the document too big.
+            raise self.refuse(f"expands to more than {limit} nodes (a YAML bomb?)")
         depth = len(self.frames) + height
         if depth > MAX_DEPTH:
             raise self.refuse(f"nested deeper than {MAX_DEPTH} levels")
@@ -235,6 +325,8 @@ def _step(scan: _Scan, event: yaml.Event) -> None:
         value: str = event.value
         if event.implicit[0] and len(value) > MAX_NUMBER_CHARS and _is_number(value):
             raise scan.refuse(f"a number of more than {MAX_NUMBER_CHARS} characters")
+        if event.implicit[0] and _NON_FINITE.fullmatch(value):
+            raise scan.refuse(f"{value!r} is not a finite number")
         scan.count(1, 0)
         if event.anchor:
             scan.anchors[event.anchor] = _Anchor(1, 0, False)
