@@ -6,9 +6,11 @@ backend object over the same store and run directory).
 
 After every cycle the backend's own state (what the simulator says runs, not the controller's
 records) must hold: no task has two live attempts, no GPU gives more than all of itself, and
-no tenant or queue has more GPUs running than its quota. A seeded driver, not hypothesis: the
-sequence is reproducible from the seed in the failure message, and 10,000 steps stay within
-CI time.
+no tenant or queue has more GPUs, CPU or memory running than its quota. A lie answers
+"unknown" for a task that still runs, once or three times in a row (for one the controller
+saw running, whose stop "unknown" never confirms): it must not be replaced while it runs.
+A seeded driver, not hypothesis: the sequence is reproducible from the seed in the failure
+message, and 10,000 steps stay within CI time.
 """
 
 from __future__ import annotations
@@ -33,9 +35,28 @@ SEED = 20261123
 CLUSTER = """nodes:
   - {name: dgx, count: 3, cpu: 64, memory: 512Gi, gpus: {count: 8, model: H100, memory: 80Gi}}
 """
-# GPU quotas (None: no quota); the cluster has 24 GPUs, so quotas really bind.
-TENANTS = {"red": 6, "blue": 12, "green": None}
-QUEUES = {("red", "q1"): 4, ("red", "q2"): None, ("blue", "q1"): 10, ("green", "q1"): None}
+# Quotas: GPUs, CPU cores, memory GiB (None: no quota of that kind); the cluster has 24 GPUs,
+# 192 cores and 1536 GiB, and tasks ask 1 to 8 cores and 4 to 64 GiB: each kind really binds.
+Quota = tuple[int | None, int | None, int | None]
+TENANTS: dict[str, Quota] = {
+    "red": (6, 24, 160),
+    "blue": (12, None, 256),
+    "green": (None, 40, None),
+}
+QUEUES: dict[tuple[str, str], Quota] = {
+    ("red", "q1"): (4, 12, None),
+    ("red", "q2"): (None, None, 96),
+    ("blue", "q1"): (10, 48, None),
+    ("green", "q1"): (None, None, 192),
+}
+KINDS = ("gpu", "cpu", "memory")
+UNITS = (1000, 1000, 1024)  # milli-GPUs, milli-cores and MiB per unit of the quota
+
+
+def quota_spec(quota: Quota) -> str:
+    values = [f"{kind}: {value}{'Gi' if kind == 'memory' else ''}" for kind, value in zip(
+        KINDS, quota, strict=True) if value is not None]  # fmt: skip
+    return "{quota: {" + ", ".join(values) + "}}"
 
 
 class Crash(BaseException):
@@ -54,6 +75,7 @@ class Chaos:
         self.fail_next_inventory = False
         self.fail_next_status = False
         self.lie_about: str | None = None  # reported UNKNOWN once, though it runs
+        self.lies_left = 0  # answers about lie_about still to be lies (1 or 3)
         self.crash_at_start: str | None = None  # "before" or "after"
         self.started: dict[str, LaunchRequest] = {}  # every start the backend accepted
         self.stopping: set[str] = set()  # asked to stop, not stopped yet
@@ -89,7 +111,9 @@ class Chaos:
         answers = self.inner.status(request_ids)
         if self.lie_about in answers:
             answers[self.lie_about] = TaskStatus(self.lie_about, TaskState.UNKNOWN)
-            self.lie_about = None
+            self.lies_left -= 1
+            if self.lies_left <= 0:
+                self.lie_about = None
         return answers
 
     def close(self) -> None:
@@ -114,10 +138,12 @@ class Driver:
         self.backend = self._backend()
         self.controller = self._controller()
         self.jobs: dict[str, tuple[str, str]] = {}  # name -> (tenant, queue)
+        self.sizes: dict[str, tuple[int, int]] = {}  # name -> (milli-cores, MiB) of a replica
         self.count = 0
         self.crashes = 0
         self.cycles = 0
-        self.peak: dict[str, int] = defaultdict(int)  # GPU milli running per tenant, at most
+        # GPU milli, CPU milli and memory MiB running per tenant, at most
+        self.peak: dict[tuple[str, str], int] = defaultdict(int)
 
     def _backend(self) -> Chaos:
         sim = SimBackend(self.world.tmp / "run", self.nodes, self.clock, slices=self.slices)
@@ -156,9 +182,11 @@ class Driver:
         annotations = [f"sim.aipaas.dev/duration: '{self.rng.randint(1, 25)}'"]
         if self.rng.random() < 0.25:
             annotations.append("sim.aipaas.dev/exit-code: '3'")
+        cpu = self.rng.choice([1, 2, 2, 4, 8])
+        memory = self.rng.choice([4, 8, 8, 16, 64])
         tasks = (
             f"    - name: w\n      replicas: {replicas}\n      command: [train]\n"
-            f"      resources: {{cpu: 2, memory: 8Gi, gpu: {gpu}}}\n{restart}"
+            f"      resources: {{cpu: {cpu}, memory: {memory}Gi, gpu: {gpu}}}\n{restart}"
         )
         text = (
             f"apiVersion: aipaas/v1\nkind: Job\nmetadata: {{name: {name}, tenant: {tenant}, "
@@ -167,6 +195,7 @@ class Driver:
         )
         self.world.service.apply_text(text)
         self.jobs[name] = (tenant, queue)
+        self.sizes[name] = (cpu * 1000, memory * 1024)
 
     def cycle(self) -> None:
         try:
@@ -193,9 +222,23 @@ class Driver:
             self.backend.inner.stop(self.rng.choice(running))
 
     def lie(self) -> None:
+        """Answer "unknown" once for a task that runs; or three times in a row for one the
+        controller saw running (its record has ``started_at``: the first answer gets it given
+        up, the next two are about its stop): neither may get it replaced while it runs."""
         running = self._running()
-        if running:
-            self.backend.lie_about = self.rng.choice(running)
+        if not running:
+            return
+        rid = self.rng.choice(running)
+        self.backend.lie_about, self.backend.lies_left = rid, 1
+        if self.rng.random() < 0.5:
+            uid = rid.rsplit(".", 2)[0]
+            seen = [
+                r
+                for r in self.controller.tasks.for_job(uid)
+                if r.request_id == rid and r.started_at is not None
+            ]
+            if seen:
+                self.backend.lies_left = 3
 
     def _some_job(self, finished: bool | None) -> Job | None:
         names = sorted(self.jobs)
@@ -228,46 +271,47 @@ class Driver:
         running = self._running()
         tasks: dict[str, list[str]] = defaultdict(list)
         gpus: dict[tuple[str, int], int] = defaultdict(int)
-        tenants: dict[str, int] = defaultdict(int)
-        queues: dict[tuple[str, str], int] = defaultdict(int)
+        tenants: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])
+        queues: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0, 0])
         for rid in running:
             request = self.backend.started[rid]
             uid, task, _attempt = rid.rsplit(".", 2)
             tasks[f"{uid}.{task}"].append(rid)
             for gpu in request.gpus:
                 gpus[(request.node, gpu)] += request.gpu_milli
-            used = len(request.gpus) * request.gpu_milli
+            used = (len(request.gpus) * request.gpu_milli, *self.sizes[request.job])
             tenant, queue = self.jobs[request.job]
-            tenants[tenant] += used
-            queues[(tenant, queue)] += used
+            for sums in (tenants[tenant], queues[(tenant, queue)]):
+                for kind, amount in enumerate(used):
+                    sums[kind] += amount
         where = f"(seed {SEED}, after {self.cycles} cycles, {self.crashes} crashes)"
         twice = {task: ids for task, ids in tasks.items() if len(ids) > 1}
         assert not twice, f"tasks with two live attempts {where}: {twice}"
         over = {gpu: milli for gpu, milli in gpus.items() if milli > 1000}
         assert not over, f"GPUs held more than whole {where}: {over}"
-        for tenant, milli in tenants.items():
-            self.peak[tenant] = max(self.peak[tenant], milli)
-            quota = TENANTS[tenant]
-            assert quota is None or milli <= quota * 1000, (
-                f"tenant {tenant} runs {milli / 1000} GPUs, quota {quota} {where}"
-            )
-        for key, milli in queues.items():
-            quota = QUEUES[key]
-            assert quota is None or milli <= quota * 1000, (
-                f"queue {key} runs {milli / 1000} GPUs, quota {quota} {where}"
-            )
+        for tenant, sums in tenants.items():
+            for kind, amount in enumerate(sums):
+                self.peak[(tenant, KINDS[kind])] = max(self.peak[(tenant, KINDS[kind])], amount)
+        for owner, sums, quotas in [
+            *((f"tenant {t}", sums, TENANTS[t]) for t, sums in tenants.items()),
+            *((f"queue {key}", sums, QUEUES[key]) for key, sums in queues.items()),
+        ]:
+            for kind, (amount, quota) in enumerate(zip(sums, quotas, strict=True)):
+                assert quota is None or amount <= quota * UNITS[kind], (
+                    f"{owner} runs {amount / UNITS[kind]} {KINDS[kind]}, quota {quota} {where}"
+                )
 
 
 def test_ten_thousand_random_operations_keep_quotas_and_at_most_once(world: World) -> None:
     world.service.apply_text(
         "".join(
             "---\napiVersion: aipaas/v1\nkind: Tenant\n"
-            f"metadata: {{name: {name}}}\nspec: {{quota: {{{f'gpu: {q}' if q else ''}}}}}\n"
+            f"metadata: {{name: {name}}}\nspec: {quota_spec(q)}\n"
             for name, q in TENANTS.items()
         )
         + "".join(
             f"---\napiVersion: aipaas/v1\nkind: Queue\nmetadata: {{name: {q}, tenant: {t}}}\n"
-            f"spec: {{quota: {{{f'gpu: {quota}' if quota else ''}}}}}\n"
+            f"spec: {quota_spec(quota)}\n"
             for (t, q), quota in QUEUES.items()
         )
     )
@@ -294,7 +338,11 @@ def test_ten_thousand_random_operations_keep_quotas_and_at_most_once(world: Worl
     # The run did what it is meant to: quotas were reached, crashes and restarts happened,
     # and jobs got through (not a run where nothing was ever placed).
     assert driver.crashes > 500 and driver.cycles > 2000
-    assert driver.peak["red"] == 6000 and driver.peak["blue"] >= 10000
+    assert driver.peak["red", "gpu"] == 6000 and driver.peak["blue", "gpu"] >= 10000
+    # CPU and memory quotas were reached too (and, by the check, never passed).
+    assert driver.peak["red", "cpu"] >= 20000 and driver.peak["green", "cpu"] >= 36000
+    assert driver.peak["red", "memory"] >= 128 * 1024
+    assert driver.peak["blue", "memory"] >= 224 * 1024
     phases = [
         j.status.phase
         for j in world.store.list_objects("Job", None)
@@ -309,6 +357,7 @@ def test_the_check_sees_a_double_start(world: World, tmp_path: Path) -> None:
     world.setup()
     driver = Driver(world, SEED)
     driver.jobs["x"] = ("red", "q1")
+    driver.sizes["x"] = (1000, 1024)
     for attempt in (0, 1):
         driver.backend.start(
             LaunchRequest(
@@ -332,3 +381,30 @@ def test_the_check_sees_a_double_start(world: World, tmp_path: Path) -> None:
         assert "two live attempts" in str(err)
     else:
         raise AssertionError("the check let two live attempts of one task through")
+
+
+def test_the_check_sees_cpu_and_memory_over_quota(world: World, tmp_path: Path) -> None:
+    """The CPU and memory sums are checked: red's 24 cores are passed by 3 tasks of 10 cores
+    (within its GPU quota), and blue's 256 GiB by 2 tasks of 160 GiB."""
+    world.setup()
+    for job, tenant, size, replicas, needle in [
+        ("c", "red", (10_000, 1024), 3, "tenant red runs 30.0 cpu, quota 24"),
+        ("m", "blue", (1000, 160 * 1024), 2, "tenant blue runs 320.0 memory, quota 256"),
+    ]:
+        driver = Driver(world, SEED)
+        driver.jobs[job] = (tenant, "q1")
+        driver.sizes[job] = size
+        for index in range(replicas):
+            driver.backend.start(
+                LaunchRequest(
+                    request_id=f"{job}.w-{index}.0", task=f"w-{index}", job=job, tenant=tenant,
+                    node="dgx-1", command=("train",), env={}, working_dir=None, gpus=(index,),
+                    gpu_milli=1000, log_path=str(tmp_path / "x.log"), duration_seconds=60,
+                )
+            )  # fmt: skip
+        try:
+            driver.check()
+        except AssertionError as err:
+            assert needle in str(err), err
+        else:
+            raise AssertionError(f"the check let {job}'s use over its quota through")
