@@ -4,7 +4,7 @@ and started again, over 200 rounds, while jobs are submitted and cancelled.
 
 What is counted is what runs: the runner processes of the tasks, found in /proc (not the
 controller's records). At every round no task has two live attempts, no GPU is used by two
-live tasks, and no tenant has more GPUs in live tasks than its quota.
+live tasks, and no tenant has more GPUs, CPU or memory in live tasks than its quota.
 
 Restarting the controller costs a fork of a process that has already imported the package
 (the "zygote" below): a fresh interpreter costs a second, and 200 of them would take minutes.
@@ -33,6 +33,9 @@ ROUNDS = 200
 SEED = 1110
 GPUS = 4
 QUOTAS = {"t1": 2, "t2": 3}  # GPUs; 5 asked of 4: the tenants compete
+# CPU milli-cores and memory MiB: t1's CPU and t2's memory bind before their GPUs do (tasks ask
+# 100 or 200 milli-cores and 16 or 32 MiB)
+CPU_MEMORY = {"t1": (300, 96), "t2": (600, 64)}
 
 ZYGOTE = textwrap.dedent(
     """
@@ -153,7 +156,8 @@ def test_no_task_runs_twice_under_faults_and_kills(tmp_path: Path) -> None:
     service.apply_text(
         "".join(
             f"---\napiVersion: aipaas/v1\nkind: Tenant\nmetadata: {{name: {t}}}\n"
-            f"spec: {{quota: {{gpu: {q}}}}}\n---\napiVersion: aipaas/v1\nkind: Queue\n"
+            f"spec: {{quota: {{gpu: {q}, cpu: {CPU_MEMORY[t][0]}m, "
+            f"memory: {CPU_MEMORY[t][1]}Mi}}}}\n---\napiVersion: aipaas/v1\nkind: Queue\n"
             f"metadata: {{name: q, tenant: {t}}}\n"
             for t, q in QUOTAS.items()
         )
@@ -169,6 +173,7 @@ def test_no_task_runs_twice_under_faults_and_kills(tmp_path: Path) -> None:
     )
     assert zygote.stdin is not None and zygote.stdout is not None
     tenants: dict[str, str] = {}  # job uid -> tenant
+    sizes: dict[str, tuple[int, int]] = {}  # job name, then uid -> (milli-cores, MiB) a task
     submitted = kills = observed = 0
     seen_attempts: set[str] = set()
     try:
@@ -181,13 +186,15 @@ def test_no_task_runs_twice_under_faults_and_kills(tmp_path: Path) -> None:
                 # Half the tasks ignore SIGTERM (as training that checkpoints first may): only
                 # the SIGKILL after the grace period ends them, so a stop is not instant.
                 trap = rng.choice(["", 'trap "" TERM; '])
+                cpu, memory = rng.choice([100, 200]), rng.choice([16, 32])
+                sizes[f"j{submitted}"] = (cpu, memory)
                 service.apply_text(
                     f"apiVersion: aipaas/v1\nkind: Job\n"
                     f"metadata: {{name: j{submitted}, tenant: {tenant}}}\n"
                     f"spec:\n  queue: q\n  tasks:\n    - name: w\n"
                     f"      replicas: {rng.choice([1, 2])}\n"
                     f"      command: [/bin/sh, -c, '{trap}sleep {seconds}; exit {code}']\n"
-                    f"      resources: {{cpu: 100m, memory: 16Mi, gpu: 1}}\n"
+                    f"      resources: {{cpu: {cpu}m, memory: {memory}Mi, gpu: 1}}\n"
                     f"      restartPolicy: OnFailure\n      backoffLimit: 2\n"
                 )
                 submitted += 1
@@ -209,13 +216,17 @@ def test_no_task_runs_twice_under_faults_and_kills(tmp_path: Path) -> None:
             tasks: dict[str, list[str]] = defaultdict(list)
             users: dict[int, list[str]] = defaultdict(list)
             tenant_gpus: dict[str, int] = defaultdict(int)
+            tenant_cpu_memory: dict[str, list[int]] = defaultdict(lambda: [0, 0])
             for request_id, pids in live.items():
                 assert len(pids) == 1, f"round {round_}: {request_id} runs {len(pids)} times"
                 uid, task, _attempt = request_id.rsplit(".", 2)
                 tasks[f"{uid}.{task}"].append(request_id)
                 seen_attempts.add(request_id)
                 if uid not in tenants:
-                    tenants[uid] = _tenant_of(store, uid)
+                    job = _job_of(store, uid)
+                    tenants[uid], sizes[uid] = job.tenant, sizes[job.name]
+                for kind, amount in enumerate(sizes[uid]):
+                    tenant_cpu_memory[tenants[uid]][kind] += amount
                 for gpu in gpus_of(run_dir, request_id):
                     users[gpu].append(request_id)
                     tenant_gpus[tenants[uid]] += 1
@@ -226,6 +237,10 @@ def test_no_task_runs_twice_under_faults_and_kills(tmp_path: Path) -> None:
             assert not shared, f"round {round_}: GPUs used by two live tasks: {shared}"
             for tenant, count in tenant_gpus.items():
                 assert count <= QUOTAS[tenant], f"round {round_}: {tenant} runs {count} GPUs"
+            for tenant, (cpu, memory) in tenant_cpu_memory.items():
+                quota_cpu, quota_memory = CPU_MEMORY[tenant]
+                assert cpu <= quota_cpu, f"round {round_}: {tenant} runs {cpu}m CPU"
+                assert memory <= quota_memory, f"round {round_}: {tenant} runs {memory}Mi"
     finally:
         zygote.stdin.close()
         with contextlib.suppress(ProcessLookupError):
@@ -241,8 +256,8 @@ def test_no_task_runs_twice_under_faults_and_kills(tmp_path: Path) -> None:
     assert any(not rid.endswith(".0") for rid in seen_attempts), "no restart ever ran"
 
 
-def _tenant_of(store: Store, uid: str) -> str:
+def _job_of(store: Store, uid: str) -> Job:
     for job in store.list_objects("Job", None):
-        if job.metadata.uid == uid:
-            return job.tenant
+        if job.metadata.uid == uid and isinstance(job, Job):
+            return job
     raise AssertionError(f"a live task of no job: {uid}")
