@@ -16,7 +16,7 @@ from starlette.concurrency import run_in_threadpool
 from aipaas.api.job import Job, JobPhase
 from aipaas.api.meta import Object
 from aipaas.api.registry import KINDS, resolve_kind
-from aipaas.errors import InvalidObject, NotFound, PayloadTooLarge
+from aipaas.errors import InvalidObject, NotFound
 from aipaas.server import logs, reads, usage_routes
 from aipaas.server.auth import (
     PrincipalCache,
@@ -25,6 +25,7 @@ from aipaas.server.auth import (
     principal_of,
     remembered,
 )
+from aipaas.server.body_limit import read_body
 from aipaas.server.devices import device_listing
 from aipaas.server.log_watch import JobLogs
 from aipaas.server.service import Applied, ObjectService
@@ -92,7 +93,7 @@ async def apply(request: Request) -> Response:
     caller = remembered(header, cache)
     if caller is None:
         caller = await run_in_threadpool(authenticate, store, header, cache)
-    body = await _read_body(request)  # bounded by max_body_bytes
+    body = await read_body(request, request.app.state.max_body_bytes)
     if len(body) > SMALL_BODY_BYTES:
         service = _service_of(store, caller, cache)
         return applied_response(await run_in_threadpool(service.apply_text, body))
@@ -154,7 +155,7 @@ async def replace_object(plural: str, name: str, request: Request) -> dict[str, 
     kind = _kind(plural)
     # The caller first (in the pool: a token lookup reads the database), then the body.
     caller = await run_in_threadpool(authenticate, store, header, cache)
-    body = await _read_body(request)
+    body = await read_body(request, request.app.state.max_body_bytes)
     replaced: Object = await run_in_threadpool(
         _service_of(store, caller, cache).replace, kind, name, body
     )
@@ -305,18 +306,3 @@ def _device_key(row: dict[str, Any]) -> list[str]:
 
 # GPU-, CPU- and memory-hours: the report, the ledger, corrections (usage_routes.py).
 router.include_router(usage_routes.router)
-
-
-async def _read_body(request: Request) -> bytes:
-    limit: int = request.app.state.max_body_bytes
-    declared = request.headers.get("content-length")
-    if declared and declared.isdigit() and int(declared) > limit:
-        raise PayloadTooLarge(f"request body is {declared} bytes; the limit is {limit}")
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise PayloadTooLarge(f"request body is over the limit of {limit} bytes")
-        chunks.append(chunk)
-    return b"".join(chunks)

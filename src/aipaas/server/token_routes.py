@@ -19,9 +19,10 @@ from aipaas.api.errors import invalid
 from aipaas.api.meta import Model, Name
 from aipaas.api.parsing import load_json
 from aipaas.api.tenancy import Role, User
-from aipaas.errors import FieldError, Forbidden, InvalidObject, NotFound, PayloadTooLarge
+from aipaas.errors import FieldError, Forbidden, InvalidObject, NotFound
 from aipaas.server import reads
 from aipaas.server.auth import authenticate, principal_cache, principal_of
+from aipaas.server.body_limit import read_body
 from aipaas.server.service import ObjectService
 from aipaas.store import Store, TokenRecord
 from aipaas.tenancy.principal import Principal, Verb
@@ -106,7 +107,7 @@ async def create_token(request: Request) -> TokenAnswer:
     cache = principal_cache(request)
     header = request.headers.get("authorization")
     caller = await run_in_threadpool(authenticate, store, header, cache)
-    wanted = _token_request(await _small_body(request))
+    wanted = _token_request(await read_body(request, MAX_TOKEN_REQUEST_BYTES))
     return await run_in_threadpool(_create, store, caller, wanted)
 
 
@@ -264,19 +265,3 @@ def _token_request(body: bytes) -> TokenRequest:
         return TokenRequest.model_validate(data)
     except ValidationError as err:
         raise invalid(err, what="token request") from err
-
-
-async def _small_body(request: Request) -> bytes:
-    declared = request.headers.get("content-length")
-    if declared and declared.isdigit() and int(declared) > MAX_TOKEN_REQUEST_BYTES:
-        raise PayloadTooLarge(
-            f"request body is {declared} bytes; the limit is {MAX_TOKEN_REQUEST_BYTES}"
-        )
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > MAX_TOKEN_REQUEST_BYTES:
-            raise PayloadTooLarge(f"request body is over {MAX_TOKEN_REQUEST_BYTES} bytes")
-        chunks.append(chunk)
-    return b"".join(chunks)

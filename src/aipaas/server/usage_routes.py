@@ -17,10 +17,11 @@ from starlette.concurrency import run_in_threadpool
 from aipaas.api.errors import invalid
 from aipaas.api.meta import Model
 from aipaas.api.parsing import load_json
-from aipaas.errors import FieldError, Forbidden, InvalidObject, NotFound, PayloadTooLarge
+from aipaas.errors import FieldError, Forbidden, InvalidObject, NotFound
 from aipaas.metering.usage import aware, report
 from aipaas.server import reads
 from aipaas.server.auth import authenticate, principal_cache, principal_of
+from aipaas.server.body_limit import read_body
 from aipaas.store import Store
 from aipaas.store.ledger import CORRECTION, LedgerEntry, add_correction, entries_page
 from aipaas.tenancy.principal import Principal
@@ -142,7 +143,7 @@ async def correct_usage(request: Request) -> dict[str, Any]:
     caller = await run_in_threadpool(authenticate, store, header, principal_cache(request))
     if not caller.is_platform_admin:
         raise Forbidden("only a platform admin may correct usage")
-    body = await _small_body(request)
+    body = await read_body(request, MAX_CORRECTION_BYTES)
     # Parsed as every JSON body is (api/parsing.py): a key given twice is refused, not the
     # last silently kept.
     try:
@@ -206,19 +207,3 @@ def entry_view(entry: LedgerEntry) -> dict[str, Any]:
         "recordedBy": entry.recorded_by,
         "recordedAt": aware(entry.recorded_at).isoformat(),
     }
-
-
-async def _small_body(request: Request) -> bytes:
-    declared = request.headers.get("content-length")
-    if declared and declared.isdigit() and int(declared) > MAX_CORRECTION_BYTES:
-        raise PayloadTooLarge(
-            f"request body is {declared} bytes; the limit is {MAX_CORRECTION_BYTES}"
-        )
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > MAX_CORRECTION_BYTES:
-            raise PayloadTooLarge(f"request body is over {MAX_CORRECTION_BYTES} bytes")
-        chunks.append(chunk)
-    return b"".join(chunks)
