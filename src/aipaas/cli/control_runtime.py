@@ -8,6 +8,7 @@ import os
 import sys
 import tempfile
 import uuid
+from collections.abc import Sequence
 from pathlib import Path
 
 import uvicorn
@@ -25,6 +26,7 @@ from aipaas.metering.metrics import Metrics, prepare_multiprocess
 from aipaas.server import reads
 from aipaas.server.app import create_app
 from aipaas.server.bootstrap import ensure_admin_token
+from aipaas.server.log_watch import LogWatch
 from aipaas.settings import Settings
 from aipaas.store import Store
 from aipaas.store.database import make_engine
@@ -103,7 +105,13 @@ def make_app(settings: Settings) -> FastAPI:
             sim_journal_max_records=settings.sim_journal_max_records,
             sim_journal_max_age_seconds=settings.sim_journal_max_age_seconds,
         )
-        controller = Controller(store, backend, log_dir=settings.log_dir, metrics=metrics)
+        controller = Controller(
+            store,
+            backend,
+            log_dir=settings.log_dir,
+            metrics=metrics,
+            on_written=lambda uids: _wake_log_followers(app, uids),
+        )
         lease = Lease(store, holder_id(uuid.uuid4().hex[:8]))
         trim = EventTrim(
             store, EventLimits(settings.event_max_age_seconds, settings.event_max_count)
@@ -126,6 +134,14 @@ def make_app(settings: Settings) -> FastAPI:
     )
     reads.configure(app, reads.ReadLimits(settings.log_max_bytes, settings.log_max_followers))
     return app
+
+
+def _wake_log_followers(app: FastAPI, job_uids: Sequence[str]) -> None:
+    """The controller wrote these jobs (from its thread): the process's log watcher, if anyone
+    has followed logs yet, reads them at once rather than at its next periodic read."""
+    watch = getattr(app.state, "log_watch", None)  # made on the first follow (server/reads.py)
+    if isinstance(watch, LogWatch):
+        watch.notify(job_uids)
 
 
 def local_options(settings: Settings) -> LocalOptions:

@@ -57,7 +57,7 @@ from aipaas.controller.nodes import NodeInventory
 from aipaas.controller.placement import SliceIndex
 from aipaas.controller.task_devices import claim_devices
 from aipaas.controller.work import ACTIVE, JobWork
-from aipaas.controller.write_back import publish_metrics, write_back
+from aipaas.controller.write_back import OnWritten, publish_metrics, write_back
 from aipaas.metering.metrics import Metrics
 from aipaas.store import Store, TaskRecord, TaskRepository
 from aipaas.store.lease import Lease, LeaseLost
@@ -84,6 +84,7 @@ class Controller:
         stop_grace_seconds: float = 5.0,
         inventory_seconds: float = 10.0,
         lease: Lease | None = None,
+        on_written: OnWritten | None = None,
     ) -> None:
         self.store = store
         self.tasks = TaskRepository(store)
@@ -101,6 +102,8 @@ class Controller:
         self.started_now: list[tuple[JobWork, TaskRecord]] = []  # asked to start this cycle
         #: the lease this controller works under (ControllerLoop sets it); None: no fencing
         self.lease = lease
+        #: told which jobs each cycle's write-back changed (the log followers' wake-up)
+        self.on_written = on_written
         # Attempts this process asked to stop: one still running after a restart of the
         # controller is asked again (the SIGKILL after the grace period died with the process).
         self._stop_asked: set[str] = set()
@@ -163,7 +166,14 @@ class Controller:
         self.started_now = []
         placer = admission.place(self, work)
         self._observe_started()
-        write_back(self.store, self.tasks, self.clock, work, transaction=self.fenced)
+        write_back(
+            self.store,
+            self.tasks,
+            self.clock,
+            work,
+            transaction=self.fenced,
+            on_written=self.on_written,
+        )
         self.send_stops()  # their ``stopping`` marks are durable now
         self.inventory.write_status(placer)
         publish_metrics(self.metrics, self.store, work, placer)

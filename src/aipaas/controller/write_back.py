@@ -9,7 +9,8 @@ calls a backend.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import logging
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 
 from sqlalchemy import Connection
@@ -24,6 +25,12 @@ from aipaas.store import Store, TaskRepository
 
 DELETE_ANNOTATION = "aipaas.dev/delete-requested"
 
+log = logging.getLogger("aipaas.controller")
+
+#: told, after the commit, the uids of the jobs whose task records or status the cycle wrote
+#: (the log followers of the same process wake on it); called from the controller's thread
+OnWritten = Callable[[Sequence[str]], None]
+
 
 def write_back(
     store: Store,
@@ -32,9 +39,11 @@ def write_back(
     work: list[JobWork],
     *,
     transaction: Callable[[], AbstractContextManager[Connection]] | None = None,
+    on_written: OnWritten | None = None,
 ) -> None:
     """Task records, job status and events of the cycle, in one transaction: ``transaction``
-    (the controller's fenced one: refused when the lease was lost), else a plain one."""
+    (the controller's fenced one: refused when the lease was lost), else a plain one; then
+    ``on_written`` with the uids of the jobs it changed (none: not called)."""
     statuses: list[tuple[Job, JobStatus]] = []
     events: list[tuple[Job, str, str, bool]] = []
     deleted: list[Job] = []
@@ -52,8 +61,8 @@ def write_back(
         events.extend((item.job, *event) for event in item.events)
         if DELETE_ANNOTATION in item.job.metadata.annotations and status.phase.finished:
             deleted.append(item.job)
+    changed = [r for item in work for r in item.records if r.name in item.changed]
     with (transaction or store.transaction)() as tx:
-        changed = [r for item in work for r in item.records if r.name in item.changed]
         tasks.save_many(changed, conn=tx)
         record_attempts(store, tx, changed, (item.job for item in work))  # usage ledger (E)
         for item in work:
@@ -63,6 +72,17 @@ def write_back(
         for job in deleted:
             tasks.delete_job(job.metadata.uid or "", conn=tx)
             store.delete("Job", job.tenant, job.name, conn=tx)
+    if on_written is None:
+        return
+    uids = {r.job_uid for r in changed}
+    uids.update(job.metadata.uid or "" for job, _ in statuses)
+    uids.update(job.metadata.uid or "" for job in deleted)
+    uids.discard("")
+    if uids:
+        try:
+            on_written(sorted(uids))
+        except Exception:  # the cycle is written; a listener's failure must not undo it
+            log.exception("telling the listener of the written jobs failed")
 
 
 def publish_metrics(metrics: Metrics, store: Store, work: list[JobWork], placer: Placer) -> None:

@@ -1,15 +1,20 @@
 """Log followers (``logs -f``): one watcher per process serves them all.
 
-The watcher reads the followed jobs' phases and task records from the database once per
-``refresh`` seconds for every follower together (one read, however many follow), and wakes
-the followers every ``tick`` seconds; a woken follower looks at the sizes of its tasks' log
-files (local I/O) and reads only what was appended. The number of followers is bounded: one
+When the controller of the same process writes a cycle that changed jobs, it tells the
+watcher which (``notify``, from its thread): the watcher reads those jobs at once, if they are
+followed, and wakes only their followers. For processes without the controller lease (several
+``--workers``), the watcher also reads every followed job once per ``refresh`` seconds for all
+followers together (one read, however many follow); while notifications arrive that read is
+only a fallback, made every ``EVENT_REFRESH`` seconds. Every ``tick`` seconds the followers are
+woken to look at the sizes of their tasks' log files (local I/O, no database) and read only what
+was appended. The number of followers is bounded: one
 more is refused with 429 (TooManyRequests) rather than served slowly.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import math
 import os
@@ -26,6 +31,10 @@ READ_PER_WAKE = 4 * CHUNK  # per task and wake-up; a follower with more to read 
 # A follower whose stream never started (its client left before the answer began: the stream's
 # generator never runs, nor its cleanup) is let go after this long, so it holds no place.
 START_SECONDS = 10.0
+# The shared read's period while the controller's notifications arrive (they carry the changes;
+# the read only covers a lost one), and how long after the last one they count as arriving.
+EVENT_REFRESH = 2.0
+EVENT_QUIET = 30.0
 
 
 @dataclass(frozen=True)
@@ -72,6 +81,27 @@ class LogWatch:
         self.reads = 0  # database reads made, for the tests and the curious
         self._followers: set[Follower] = set()
         self._task: asyncio.Task[None] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._noticed: set[str] = set()  # followed jobs notified, not yet read
+        self._notice = asyncio.Event()
+        self._last_notice = -math.inf
+
+    def notify(self, job_uids: Sequence[str]) -> None:
+        """The controller changed these jobs: refresh them and wake their followers. Safe to
+        call from any thread; nothing to do before the first follower."""
+        loop = self._loop
+        if loop is None:
+            return
+        # A closed event loop (RuntimeError): the server is stopping, no one follows.
+        with contextlib.suppress(RuntimeError):
+            loop.call_soon_threadsafe(self._on_notice, frozenset(job_uids))
+
+    def _on_notice(self, job_uids: frozenset[str]) -> None:
+        self._last_notice = asyncio.get_running_loop().time()
+        followed = {f.job_uid for f in self._followers} & job_uids
+        if followed:
+            self._noticed |= followed
+            self._notice.set()
 
     @property
     def followers(self) -> int:
@@ -85,10 +115,13 @@ class LogWatch:
                 "try again later, or read without follow"
             )
         follower = Follower(job_uid, task, window, state)
-        follower.joined_at = asyncio.get_running_loop().time()
+        loop = asyncio.get_running_loop()
+        if self._loop is not loop:
+            self._loop, self._notice = loop, asyncio.Event()  # an Event serves one loop
+        follower.joined_at = loop.time()
         self._followers.add(follower)
         if self._task is None or self._task.done():
-            self._task = asyncio.get_running_loop().create_task(self._watch())
+            self._task = loop.create_task(self._watch())
         return follower
 
     async def stream(self, follower: Follower) -> AsyncGenerator[bytes, None]:
@@ -126,15 +159,38 @@ class LogWatch:
             for follower in [f for f in self._followers if not f.started]:
                 if loop.time() - follower.joined_at > START_SECONDS:
                     self._followers.discard(follower)
-            if loop.time() - last_read >= self.refresh:
+            if loop.time() - last_read >= self._refresh_period(loop.time()):
                 last_read = loop.time()
-                await self._refresh()
+                self._noticed.clear()  # the shared read covers them
+                await self._refresh(sorted({f.job_uid for f in self._followers}))
             for follower in list(self._followers):
                 follower.wake.set()
-            await asyncio.sleep(self.tick)
+            await self._serve_notices(loop.time() + self.tick)
 
-    async def _refresh(self) -> None:
-        uids = sorted({f.job_uid for f in self._followers})
+    def _refresh_period(self, now: float) -> float:
+        if now - self._last_notice < EVENT_QUIET:
+            return max(self.refresh, EVENT_REFRESH)
+        return self.refresh
+
+    async def _serve_notices(self, until: float) -> None:
+        """Until the next tick: read the notified jobs as their notices come and wake their
+        followers only."""
+        loop = asyncio.get_running_loop()
+        while (left := until - loop.time()) > 0:
+            self._notice.clear()
+            if not self._noticed:
+                try:
+                    await asyncio.wait_for(self._notice.wait(), left)
+                except TimeoutError:
+                    return
+            uids, self._noticed = sorted(self._noticed), set()
+            if uids:
+                await self._refresh(uids)
+                for follower in [f for f in self._followers if f.job_uid in uids]:
+                    follower.wake.set()
+
+    async def _refresh(self, uids: Sequence[str]) -> None:
+        """Read ``uids`` (followed jobs) and give their followers what was read."""
         try:
             found = await asyncio.to_thread(self.read_jobs, uids)
         except Exception:
@@ -142,7 +198,8 @@ class LogWatch:
             return
         finally:
             self.reads += 1
-        for follower in list(self._followers):
+        read = set(uids)
+        for follower in [f for f in self._followers if f.job_uid in read]:
             # A deleted job is done: its followers drain what they know of and end.
             follower.state = found.get(follower.job_uid, JobLogs(follower.state.tasks, True))
 

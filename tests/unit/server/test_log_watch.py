@@ -160,3 +160,95 @@ def test_a_deleted_job_ends_its_followers_after_draining(tmp_path: Path) -> None
 
 async def _drain(stream: AsyncIterator[bytes]) -> bytes:
     return b"".join([chunk async for chunk in stream])
+
+
+def test_a_notification_wakes_the_follower_without_the_periodic_read(tmp_path: Path) -> None:
+    log = tmp_path / "w-0.log"
+    log.write_bytes(b"a\n")
+    jobs = Jobs([task("w-0", log)])
+    # The periodic read once at start, then not for a minute: only a notification can end it.
+    watch = LogWatch(jobs.read, max_followers=5, tick=0.01, refresh=60)
+
+    async def scenario() -> tuple[bytes, float]:
+        running = asyncio.create_task(
+            collect(watch, "job-0", LogRange(1 << 20), JobLogs(jobs.tasks, False))
+        )
+        await asyncio.sleep(0.1)
+        assert jobs.reads == 1  # the first periodic read
+        jobs.done = True
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        # From another thread, as the controller calls it.
+        await asyncio.to_thread(watch.notify, ["job-0"])
+        out = await asyncio.wait_for(running, 5)
+        return out, loop.time() - started
+
+    out, took = asyncio.run(scenario())
+    assert out == b"w-0 | a\n"
+    assert took < 1.0, took
+    assert jobs.reads == 2
+    assert jobs.uids_per_read == [1, 1]
+
+
+def test_notifications_for_other_jobs_wake_no_one_and_read_nothing(tmp_path: Path) -> None:
+    log = tmp_path / "w-0.log"
+    log.write_bytes(b"a\n")
+    jobs = Jobs([task("w-0", log)])
+    watch = LogWatch(jobs.read, max_followers=5, tick=10, refresh=60)
+
+    async def scenario() -> None:
+        followers = [
+            watch.join(uid, None, LogRange(1 << 20), JobLogs(jobs.tasks, False))
+            for uid in ("job-0", "job-1")
+        ]
+        streams = [watch.stream(f) for f in followers]
+        for stream in streams:
+            assert await anext(stream) == b"w-0 | a\n"
+        pending = [asyncio.create_task(anext(s)) for s in streams]  # waiting to be woken
+        await asyncio.sleep(0.05)
+        reads = jobs.reads
+        watch.notify(["job-7", "job-8"])
+        await asyncio.sleep(0.1)
+        assert jobs.reads == reads  # no database read for jobs no one follows
+        assert not any(f.wake.is_set() for f in followers)
+        assert not any(p.done() for p in pending)
+        jobs.done = True
+        watch.notify(["job-1", "job-7"])
+        with pytest.raises(StopAsyncIteration):
+            await asyncio.wait_for(pending[1], 1)
+        assert jobs.reads == reads + 1 and jobs.uids_per_read[-1] == 1  # job-1 only
+        # job-0's follower was not woken (its state was not read again): it still waits.
+        await asyncio.sleep(0.05)
+        assert not pending[0].done()
+        pending[0].cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await pending[0]
+        await streams[0].aclose()
+        assert watch.followers == 0
+
+    asyncio.run(scenario())
+
+
+def test_the_periodic_read_slows_down_while_notifications_arrive(tmp_path: Path) -> None:
+    log = tmp_path / "w-0.log"
+    log.write_bytes(b"")
+    jobs = Jobs([task("w-0", log)])
+    watch = LogWatch(jobs.read, max_followers=5, tick=0.01, refresh=0.05)
+
+    async def scenario() -> tuple[int, int]:
+        running = asyncio.create_task(
+            collect(watch, "job-0", LogRange(1 << 20), JobLogs(jobs.tasks, False))
+        )
+        await asyncio.sleep(0.5)
+        without = jobs.reads
+        watch.notify(["job-9"])  # the controller of this process speaks (of another job)
+        await asyncio.sleep(0.5)
+        with_events = jobs.reads - without
+        jobs.done = True
+        watch.notify(["job-0"])
+        await asyncio.wait_for(running, 5)
+        return without, with_events
+
+    without, with_events = asyncio.run(scenario())
+    assert without >= 5, without  # about 10 at one read per 0.05 s
+    assert with_events <= 1, with_events  # one per log_watch.EVENT_REFRESH (2 s) at most
