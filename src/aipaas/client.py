@@ -33,13 +33,6 @@ def config_path(environ: Mapping[str, str]) -> Path:
     return Path(home) / "aipaas" / "config.yaml"
 
 
-def save_config(path: Path, url: str, token: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(descriptor, "w") as handle:
-        yaml.safe_dump({"url": url, "token": token}, handle)
-
-
 class Client:
     def __init__(self, url: str = DEFAULT_URL, token: str | None = None, timeout: float = 30.0):
         self.url = url.rstrip("/")

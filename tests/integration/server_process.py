@@ -13,6 +13,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +31,12 @@ kind: Queue
 metadata: {name: research, tenant: acme}
 """
 ADMIN = "integration-admin-token"
+# A viewer of tenant acme: the least a token holder can be.
+VIEWER = """apiVersion: aipaas/v1
+kind: User
+metadata: {name: vera, tenant: acme}
+spec: {role: viewer}
+"""
 
 
 def _reachable_by_all(path: Path) -> bool:
@@ -203,3 +211,19 @@ class ServerProcess:
                 return job
             time.sleep(0.2)
         raise AssertionError(f"job {name} never reached {want}: {self.job(name, tenant)}")
+
+
+@contextmanager
+def viewer_world(data_dir: Path) -> Iterator[tuple[ServerProcess, str]]:
+    """A server on the simulated backend (no real command runs, whatever a test sends), tenant
+    acme with its queue, and the token of its viewer ``vera``."""
+    server = ServerProcess(data_dir, backend="sim").start()
+    try:
+        with server.http() as client:
+            for manifest in (SETUP, VIEWER):
+                client.post("/apply", content=manifest).raise_for_status()
+            answer = client.post("/tokens", json={"user": "vera", "tenant": "acme"})
+            answer.raise_for_status()
+            yield server, answer.json()["token"]
+    finally:
+        server.stop()

@@ -20,7 +20,7 @@ from typing import Any
 
 import httpx
 import pytest
-from server_process import ADMIN, SETUP, ServerProcess
+from server_process import ADMIN, VIEWER, ServerProcess, viewer_world
 
 pytestmark = pytest.mark.slow
 
@@ -28,11 +28,6 @@ LIMIT = 1 << 20  # the server's default body limit (Settings.max_body_bytes)
 # Python keeps some freed memory in its arenas and the allocator's caches: "back to where it
 # was" is within this much of the level before (a 200 MB body took it to 732 MB before).
 RSS_MARGIN_KB = 48 * 1024
-VIEWER = """apiVersion: aipaas/v1
-kind: User
-metadata: {name: vera, tenant: acme}
-spec: {role: viewer}
-"""
 PLURALS = ["tenants", "users", "queues", "jobs", "nodes", "priorityclasses"]
 
 
@@ -568,16 +563,8 @@ CASES: list[Case] = [
 
 @pytest.fixture(scope="module")
 def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ServerProcess, str]]:
-    server = ServerProcess(tmp_path_factory.mktemp("malformed") / "data", backend="sim").start()
-    try:
-        with server.http() as client:
-            for manifest in (SETUP, VIEWER):
-                client.post("/apply", content=manifest).raise_for_status()
-            answer = client.post("/tokens", json={"user": "vera", "tenant": "acme"})
-            answer.raise_for_status()
-            yield server, answer.json()["token"]
-    finally:
-        server.stop()
+    with viewer_world(tmp_path_factory.mktemp("malformed") / "data") as world:
+        yield world
 
 
 # The 422s that name no field, and why: in each there is no field to name.

@@ -29,7 +29,7 @@ from typing import Any
 
 import httpx
 import pytest
-from server_process import ADMIN, SETUP, ServerProcess
+from server_process import ADMIN, ServerProcess, viewer_world
 
 pytestmark = pytest.mark.slow
 
@@ -48,27 +48,13 @@ CHECKS = ",".join(
     ]
 )
 SEED = os.environ.get("AIPAAS_FUZZ_SEED", "20261123")
-VIEWER = """apiVersion: aipaas/v1
-kind: User
-metadata: {name: vera, tenant: acme}
-spec: {role: viewer}
-"""
 
 
 @pytest.fixture(scope="module")
 def fuzzed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ServerProcess, str]]:
-    """A server on the simulated backend (no real command ever runs, whatever the fuzzer
-    sends), a tenant, and a viewer's token."""
-    server = ServerProcess(tmp_path_factory.mktemp("fuzz") / "data", backend="sim").start()
-    try:
-        with server.http() as client:
-            for manifest in (SETUP, VIEWER):
-                client.post("/apply", content=manifest).raise_for_status()
-            answer = client.post("/tokens", json={"user": "vera", "tenant": "acme"})
-            answer.raise_for_status()
-            yield server, answer.json()["token"]
-    finally:
-        server.stop()
+    """A server on the simulated backend, a tenant, and a viewer's token."""
+    with viewer_world(tmp_path_factory.mktemp("fuzz") / "data") as world:
+        yield world
 
 
 @pytest.mark.parametrize("role", ["viewer", "platform-admin"])
