@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from aipaas.scheduler.batch.options import BatchOptions
+
 if TYPE_CHECKING:
     from aipaas.scheduler.framework.registry import Registry
 
@@ -36,6 +38,8 @@ class ProfileSpec(BaseModel):
     filters: list[PluginRef] = Field(min_length=1)
     scores: list[PluginRef] = Field(min_length=1)
     gpuPicker: PluginRef
+    #: the batch actions and orderings of a cycle (queues, preemption, backfill)
+    batch: BatchOptions = Field(default_factory=BatchOptions)
 
 
 class ProfileMeta(BaseModel):

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from aipaas.scheduler.framework.cluster import ClusterState, IntArray
+from aipaas.scheduler.framework.cluster import BoolArray, ClusterState, IntArray
 from aipaas.scheduler.framework.interfaces import (
     FilterPlugin,
     GpuPickerPlugin,
@@ -107,15 +107,18 @@ class Scheduler:
                 )
         self._caches: dict[tuple[int, tuple[object, ...]], _ScoreCache] = {}
 
-    def feasible_nodes(self, pod: PodRequest) -> IntArray:
+    def feasible_nodes(self, pod: PodRequest, allowed: BoolArray | None = None) -> IntArray:
         mask = self.filters[0].filter(self.state, pod)
         for plugin in self.filters[1:]:
             mask = mask & plugin.filter(self.state, pod)
+        if allowed is not None:
+            mask = mask & allowed
         return np.flatnonzero(mask)
 
-    def select_node(self, pod: PodRequest) -> int | None:
-        """The node the profile prefers for ``pod``, or None when no node is feasible."""
-        nodes = self.feasible_nodes(pod)
+    def select_node(self, pod: PodRequest, allowed: BoolArray | None = None) -> int | None:
+        """The node the profile prefers for ``pod`` (among ``allowed`` nodes, when given), or
+        None when no node is feasible."""
+        nodes = self.feasible_nodes(pod, allowed)
         if nodes.size == 0:
             return None
         if nodes.size == 1:
@@ -133,10 +136,16 @@ class Scheduler:
             return int(best[0])
         return int(best[np.argmin(self.tiebreak_rank[best])])
 
-    def schedule(self, pod: PodRequest) -> Placement | Unschedulable:
-        """Place one pod and take its resources in the state, or say why it cannot run."""
-        node = self.select_node(pod)
+    def schedule(
+        self, pod: PodRequest, allowed: BoolArray | None = None
+    ) -> Placement | Unschedulable:
+        """Place one pod (on one of the ``allowed`` nodes, when given) and take its resources
+        in the state, or say why it cannot run."""
+        node = self.select_node(pod, allowed)
         if node is None:
+            if allowed is not None and self.select_node(pod) is not None:
+                kept = int(allowed.sum())
+                return Unschedulable(pod.name, (f"0/{kept} of the nodes it may use fit it",))
             return Unschedulable(pod.name, self.diagnose(pod))
         devices = None
         if pod.claims:
@@ -164,11 +173,13 @@ class Scheduler:
             return Unschedulable(pod.name, (str(err),))
         return placement
 
-    def schedule_gang(self, pods: Sequence[PodRequest]) -> list[Placement] | Unschedulable:
+    def schedule_gang(
+        self, pods: Sequence[PodRequest], allowed: BoolArray | None = None
+    ) -> list[Placement] | Unschedulable:
         """Place every pod or none: on the first failure, what was taken is given back."""
         placed: list[Placement] = []
         for pod in pods:
-            result = self.schedule(pod)
+            result = self.schedule(pod, allowed)
             if isinstance(result, Unschedulable):
                 for placement in reversed(placed):
                     self.state.release(placement)

@@ -1,0 +1,12 @@
+"""The reclaim action (placeholder: its owner replaces this file)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from aipaas.scheduler.batch.session import Session
+
+
+def reclaim(session: Session) -> None:
+    """Not built yet: does nothing."""

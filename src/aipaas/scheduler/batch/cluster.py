@@ -1,0 +1,115 @@
+"""The placement engine the actions use: the framework's Scheduler over a ClusterState.
+
+The live controller gives the session the same kind of engine, built from its nodes, device
+ledger and profile (controller/batch_cycle.py); ``aipaas simulate`` builds one from the
+scenario's nodes. Everything goes through ``place``, ``release`` and ``hold``, so a Statement
+can undo what it did.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from typing import Protocol
+
+import numpy as np
+
+from aipaas.scheduler.batch.model import Node, Resources
+from aipaas.scheduler.framework.cluster import BoolArray, ClusterState, NodeSpec
+from aipaas.scheduler.framework.profile import SchedulerProfile
+from aipaas.scheduler.framework.runtime import Scheduler
+from aipaas.scheduler.framework.types import Placement, PodRequest, Unschedulable
+
+
+class PlacementEngine(Protocol):
+    """What the actions need of the cluster."""
+
+    nodes: Sequence[Node]
+
+    def place(
+        self, pods: Sequence[PodRequest], nodes: Collection[str] | None = None
+    ) -> list[Placement] | Unschedulable:
+        """All pods or none (on ``nodes`` only, when given), taking their resources."""
+        ...
+
+    def release(self, placement: Placement) -> None:
+        """Give back what a placement (placed or held) took."""
+        ...
+
+    def hold(self, placement: Placement) -> None:
+        """Take again what a placement takes (a running task; an undone release)."""
+        ...
+
+    def free(self, node: str) -> Resources:
+        """What the node has free now (GPU as the sum of free milli over its GPUs)."""
+        ...
+
+    def capacity(self) -> Resources:
+        """What all nodes offer."""
+        ...
+
+
+class SnapshotCluster:
+    """A ``PlacementEngine`` over a fresh ClusterState of ``nodes`` and a profile's Scheduler."""
+
+    def __init__(
+        self,
+        nodes: Sequence[Node],
+        policy: str | SchedulerProfile = "default",
+        seed: int = 0,
+        *,
+        workload: Sequence[PodRequest] = (),
+    ) -> None:
+        self.nodes = list(nodes)
+        self.state = ClusterState(
+            [
+                NodeSpec(
+                    name=n.name,
+                    cpu_milli=n.cpu_milli,
+                    memory_mib=n.memory_mib,
+                    gpu_count=n.gpu_count,
+                    gpu_model=n.gpu_model or ("gpu" if n.gpu_count else ""),
+                    labels=dict(n.labels),
+                )
+                for n in self.nodes
+            ]
+        )
+        # Ties go to the node listed first: decisions a reader can work out by hand.
+        self.scheduler = Scheduler(
+            self.state, policy, seed, workload=workload, tiebreak_rank=np.arange(len(self.nodes))
+        )
+
+    def _mask(self, nodes: Collection[str] | None) -> BoolArray | None:
+        if nodes is None:
+            return None
+        mask = np.zeros(len(self.state), dtype=np.bool_)
+        for name in nodes:
+            index = self.state.index_of.get(name)
+            if index is not None:
+                mask[index] = True
+        return mask
+
+    def place(
+        self, pods: Sequence[PodRequest], nodes: Collection[str] | None = None
+    ) -> list[Placement] | Unschedulable:
+        return self.scheduler.schedule_gang(pods, self._mask(nodes))
+
+    def release(self, placement: Placement) -> None:
+        self.state.release(placement)
+
+    def hold(self, placement: Placement) -> None:
+        self.state.allocate(placement)
+
+    def free(self, node: str) -> Resources:
+        i = self.state.index_of[node]
+        return Resources(
+            int(self.state.gpu_free_total[i]),
+            int(self.state.cpu_free[i]),
+            int(self.state.memory_free[i]),
+        )
+
+    def capacity(self) -> Resources:
+        return Resources(
+            self.state.total_gpu_milli,
+            int(self.state.cpu_capacity.sum()),
+            int(self.state.memory_capacity.sum()),
+        )

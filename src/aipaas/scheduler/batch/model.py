@@ -1,0 +1,249 @@
+"""The snapshot a batch-scheduling session reads and the decisions it returns: pure data.
+
+Units everywhere: GPU in milli-GPUs (1000 = one whole GPU), CPU in millicores, memory and GPU
+memory in MiB, times in seconds on the caller's clock (virtual in simulation, epoch seconds in
+the live controller).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Final
+
+from aipaas.scheduler.framework.types import Placement, PodRequest
+
+#: What "no bound" is in a Resources limit (quota): larger than any cluster.
+UNBOUNDED: Final = 2**62
+RESOURCE_NAMES: Final = ("gpu", "cpu", "memory", "gpuMemory")
+
+
+@dataclass(frozen=True, slots=True)
+class Resources:
+    """An amount per resource (see the module docstring for units)."""
+
+    gpu_milli: int = 0
+    cpu_milli: int = 0
+    memory_mib: int = 0
+    gpu_memory_mib: int = 0
+
+    def __add__(self, other: Resources) -> Resources:
+        return Resources(
+            self.gpu_milli + other.gpu_milli,
+            self.cpu_milli + other.cpu_milli,
+            self.memory_mib + other.memory_mib,
+            self.gpu_memory_mib + other.gpu_memory_mib,
+        )
+
+    def __sub__(self, other: Resources) -> Resources:
+        return Resources(
+            self.gpu_milli - other.gpu_milli,
+            self.cpu_milli - other.cpu_milli,
+            self.memory_mib - other.memory_mib,
+            self.gpu_memory_mib - other.gpu_memory_mib,
+        )
+
+    def scaled(self, factor: int) -> Resources:
+        return Resources(
+            self.gpu_milli * factor,
+            self.cpu_milli * factor,
+            self.memory_mib * factor,
+            self.gpu_memory_mib * factor,
+        )
+
+    def as_tuple(self) -> tuple[int, int, int, int]:
+        return (self.gpu_milli, self.cpu_milli, self.memory_mib, self.gpu_memory_mib)
+
+    def fits_within(self, limit: Resources) -> bool:
+        """Every resource of ``self`` is at most ``limit``'s."""
+        return all(a <= b for a, b in zip(self.as_tuple(), limit.as_tuple(), strict=True))
+
+    def dominant_share(self, capacity: Resources) -> float:
+        """DRF: the largest fraction of ``capacity`` that this amount is (0 for an empty
+        capacity of a resource)."""
+        return max(
+            (a / c for a, c in zip(self.as_tuple(), capacity.as_tuple(), strict=True) if c > 0),
+            default=0.0,
+        )
+
+    @classmethod
+    def of_pod(cls, pod: PodRequest, gpu_memory_mib: int = 0) -> Resources:
+        return cls(pod.gpu_milli_total, pod.cpu_milli, pod.memory_mib, gpu_memory_mib)
+
+
+NO_LIMIT: Final = Resources(UNBOUNDED, UNBOUNDED, UNBOUNDED, UNBOUNDED)
+
+
+@dataclass(frozen=True, slots=True)
+class QueueNode:
+    """One level of the queue tree: the cluster root (key ""), a tenant (key "t"), or a queue
+    (key "t/q", parent "t" or "t/<parent queue>"). Jobs are only in leaves."""
+
+    key: str
+    parent: str | None  # None for the root only
+    tenant: str  # "" for the root
+    guaranteed: Resources = Resources()
+    quota: Resources = NO_LIMIT
+    weight: float = 1.0
+    priority: int = 0
+    #: creation order among all queues: ties of fair share go to the child created first
+    created: int = 0
+    #: seconds a job of this queue runs before it may be preempted or reclaimed
+    min_runtime: float = 0.0
+    #: how many backfill reservations the queue's jobs may hold at once
+    reservations: int = 1
+    #: usage over time counts (decayed usage with this half-life, seconds); None: it does not
+    usage_half_life: float | None = None
+    #: past usage (resource-seconds, already decayed to ``now`` by the caller), for fair share
+    #: over time: only read when ``usage_half_life`` is set
+    decayed_usage: Resources = Resources()
+
+
+@dataclass(slots=True)
+class Task:
+    """One replica of a job. Running tasks carry their ``placement`` (held in the cluster)."""
+
+    name: str  # "<task name>-<index>"
+    request: PodRequest
+    placement: Placement | None = None
+    since: float | None = None  # when it started (running tasks)
+    gpu_memory_mib: int = 0
+
+    @property
+    def running(self) -> bool:
+        return self.placement is not None
+
+    @property
+    def resources(self) -> Resources:
+        return Resources.of_pod(self.request, self.gpu_memory_mib)
+
+
+@dataclass(slots=True)
+class Job:
+    """A job as the session sees it. ``key`` is "tenant/name"; ``queue`` the leaf's key."""
+
+    key: str
+    tenant: str
+    queue: str
+    tasks: list[Task]
+    priority: int = 0
+    preemptible: bool = True
+    min_available: int = 1
+    submitted: float = 0.0
+    #: the job's own submission order (ties of everything else)
+    order: int = 0
+    time_limit: float | None = None
+    topology_required: str | None = None  # a node label key naming the level
+    topology_preferred: str | None = None
+    #: when the current run started (its first task of this run); None while pending
+    started: float | None = None
+    #: expected end of the current run, when known (time limit): for backfill
+    ends_at: float | None = None
+
+    @property
+    def running_tasks(self) -> list[Task]:
+        return [t for t in self.tasks if t.running]
+
+    @property
+    def pending_tasks(self) -> list[Task]:
+        return [t for t in self.tasks if not t.running]
+
+    @property
+    def is_running(self) -> bool:
+        return any(t.running for t in self.tasks)
+
+    @property
+    def elastic(self) -> bool:
+        return self.min_available < len(self.tasks)
+
+    def allocated(self) -> Resources:
+        total = Resources()
+        for task in self.tasks:
+            if task.running:
+                total = total + task.resources
+        return total
+
+    def gang_request(self) -> Resources:
+        """What its first ``min_available`` tasks need (the gang that must start together)."""
+        total = Resources()
+        for task in self.tasks[: self.min_available]:
+            total = total + task.resources
+        return total
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    """A node of the snapshot (capacity and labels); free capacity lives in the cluster."""
+
+    name: str
+    gpu_count: int
+    cpu_milli: int
+    memory_mib: int
+    gpu_model: str = ""
+    labels: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class Snapshot:
+    """Everything one cycle decides from. ``queues`` holds the whole tree: root, tenants and
+    queues; ``jobs`` pending and running (finished ones are not in it)."""
+
+    now: float
+    nodes: list[Node]
+    queues: dict[str, QueueNode]
+    jobs: list[Job]
+
+
+# --- decisions ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Start:
+    job: str
+    task: str
+    placement: Placement
+
+
+@dataclass(frozen=True, slots=True)
+class Eviction:
+    job: str
+    task: str
+    #: the job whose start needed the room ("tenant/name")
+    by: str
+    #: "Preempted" (same queue, higher priority), "Reclaimed" (another queue below its fair
+    #: share), "ElasticShrink" (an elastic task above minAvailable)
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class Reservation:
+    """Backfill: the earliest time the job can start and the nodes held for it."""
+
+    job: str
+    start: float
+    nodes: tuple[str, ...]
+
+
+@dataclass(slots=True)
+class QueueReport:
+    """Per queue (and tenant and root): the numbers ``describe queue`` and the outputs show."""
+
+    guaranteed: Resources
+    quota: Resources
+    fair_share: Resources
+    allocated: Resources
+    pending: Resources
+    #: allocated above the fair share (capacity the queue holds that others may reclaim)
+    borrowed: Resources
+
+
+@dataclass(slots=True)
+class Decisions:
+    """What one cycle decided: starts, evictions, reservations, why each waiting job waits
+    (``reasons``: (reason code, message in words and numbers)), and the queue numbers."""
+
+    started: list[Start] = field(default_factory=list)
+    evicted: list[Eviction] = field(default_factory=list)
+    reservations: dict[str, Reservation] = field(default_factory=dict)
+    reasons: dict[str, tuple[str, str]] = field(default_factory=dict)
+    queues: dict[str, QueueReport] = field(default_factory=dict)

@@ -1,0 +1,148 @@
+"""A session: one scheduling cycle over one snapshot, the profile's actions in order.
+
+The session computes the queue tree's fair shares once (``fairshare.fair_shares``), keeps what
+each queue (and every ancestor) holds as actions change it (``account``), and collects the
+decisions. Actions are functions ``(Session) -> None`` registered by name in
+``batch/actions/__init__.py``; they change the snapshot only through a ``Statement``.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterator
+
+from aipaas.scheduler.batch.cluster import PlacementEngine
+from aipaas.scheduler.batch.model import (
+    Decisions,
+    Job,
+    QueueNode,
+    QueueReport,
+    Resources,
+    Snapshot,
+)
+from aipaas.scheduler.batch.options import BatchOptions
+from aipaas.scheduler.batch.statement import Statement
+
+
+class Session:
+    """The state of one cycle. Running tasks of the snapshot must already be held in
+    ``engine`` (the caller builds it with them)."""
+
+    def __init__(
+        self, snapshot: Snapshot, engine: PlacementEngine, options: BatchOptions | None = None
+    ) -> None:
+        self.snapshot = snapshot
+        self.engine = engine
+        self.options = options or BatchOptions()
+        self.now = snapshot.now
+        self.queues: dict[str, QueueNode] = snapshot.queues
+        self.jobs: dict[str, Job] = {j.key: j for j in snapshot.jobs}
+        self.decisions = Decisions()
+        self.children: dict[str, list[str]] = defaultdict(list)
+        for key, queue in sorted(self.queues.items(), key=lambda kv: kv[1].created):
+            if queue.parent is not None:
+                self.children[queue.parent].append(key)
+        #: what each queue node holds now (leaf and every ancestor), changed by ``account``
+        self.allocated: dict[str, Resources] = defaultdict(Resources)
+        for job in snapshot.jobs:
+            used = job.allocated()
+            if used != Resources():
+                for key in self.lineage(job.queue):
+                    self.allocated[key] = self.allocated[key] + used
+        self.capacity = engine.capacity()
+        #: fair share of every queue node, computed once per cycle from the demand that exists
+        self.fair_share: dict[str, Resources] = {}
+        #: per job: the message of the last action that looked at it and let it wait
+        self.waiting: dict[str, tuple[str, str]] = {}
+
+    # --- the tree -------------------------------------------------------------------
+
+    def lineage(self, key: str) -> Iterator[str]:
+        """The queue node and its ancestors up to the root ("")."""
+        current: str | None = key
+        while current is not None:
+            yield current
+            queue = self.queues.get(current)
+            current = queue.parent if queue is not None else None
+
+    def is_leaf(self, key: str) -> bool:
+        return not self.children.get(key)
+
+    def account(self, job: Job, amount: Resources, sign: int = 1) -> None:
+        """Add (or, with ``sign`` -1, take away) ``amount`` on the job's queue and ancestors."""
+        delta = amount if sign > 0 else Resources() - amount
+        for key in self.lineage(job.queue):
+            self.allocated[key] = self.allocated[key] + delta
+
+    def quota_problem(self, job: Job, extra: Resources) -> str | None:
+        """Words naming the first queue node (leaf upward) whose quota ``extra`` more of ``job``
+        would break; None when every level has room."""
+        from aipaas.scheduler.batch.explain import quota_message
+
+        for key in self.lineage(job.queue):
+            queue = self.queues.get(key)
+            if queue is None or key == "":
+                continue
+            after = self.allocated[key] + extra
+            if not after.fits_within(queue.quota):
+                return quota_message(key, queue, self.allocated[key], extra)
+        return None
+
+    # --- the cycle ------------------------------------------------------------------
+
+    def statement(self) -> Statement:
+        return Statement(self)
+
+    def wait(self, job: Job, reason: str, message: str) -> None:
+        """Say why ``job`` waits (the last action that looked at it has the last word)."""
+        self.waiting[job.key] = (reason, message)
+
+    def run(self) -> Decisions:
+        """Fair shares, then each action of the profile in order; then the report."""
+        from aipaas.scheduler.batch.actions import ACTIONS
+        from aipaas.scheduler.batch.fairshare import demands, fair_shares
+
+        self.fair_share = fair_shares(
+            self.queues, demands(self), self.capacity, self.now, self.options
+        )
+        for name in self.options.actions:
+            ACTIONS[name](self)
+        started = {s.job for s in self.decisions.started}
+        for job in self.jobs.values():
+            if job.key in self.waiting and job.key not in started and job.pending_tasks:
+                self.decisions.reasons[job.key] = self.waiting[job.key]
+        self.decisions.queues = self.report()
+        return self.decisions
+
+    def report(self) -> dict[str, QueueReport]:
+        pending: dict[str, Resources] = defaultdict(Resources)
+        for job in self.jobs.values():
+            want = Resources()
+            for task in job.pending_tasks:
+                want = want + task.resources
+            if want != Resources():
+                for key in self.lineage(job.queue):
+                    pending[key] = pending[key] + want
+        out = {}
+        for key, queue in self.queues.items():
+            share = self.fair_share.get(key, Resources())
+            held = self.allocated[key]
+            borrowed = Resources(
+                *(max(a - s, 0) for a, s in zip(held.as_tuple(), share.as_tuple(), strict=True))
+            )
+            out[key] = QueueReport(
+                guaranteed=queue.guaranteed,
+                quota=queue.quota,
+                fair_share=share,
+                allocated=held,
+                pending=pending[key],
+                borrowed=borrowed,
+            )
+        return out
+
+
+def run_session(
+    snapshot: Snapshot, engine: PlacementEngine, options: BatchOptions | None = None
+) -> Decisions:
+    """One cycle: what the live controller and ``aipaas simulate`` call."""
+    return Session(snapshot, engine, options).run()
