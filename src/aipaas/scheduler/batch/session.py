@@ -21,6 +21,7 @@ from aipaas.scheduler.batch.model import (
     Snapshot,
 )
 from aipaas.scheduler.batch.options import BatchOptions
+from aipaas.scheduler.batch.reservations import Reservations
 from aipaas.scheduler.batch.statement import Statement
 
 
@@ -54,6 +55,8 @@ class Session:
         self.fair_share: dict[str, Resources] = {}
         #: per job: the message of the last action that looked at it and let it wait
         self.waiting: dict[str, tuple[str, str]] = {}
+        #: backfill reservations (EASY): allocate asks them where a job may start now
+        self.reservations = Reservations(self)
 
     # --- the tree -------------------------------------------------------------------
 
@@ -111,6 +114,7 @@ class Session:
         for job in self.jobs.values():
             if job.key in self.waiting and job.key not in started and job.pending_tasks:
                 self.decisions.reasons[job.key] = self.waiting[job.key]
+        self.decisions.reservations.update(self.reservations.held)
         self.decisions.queues = self.report()
         return self.decisions
 
