@@ -9,6 +9,8 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import AfterValidator, Field, ValidationError, field_validator, model_validator
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
+from aipaas.api.duration import PositiveDuration
+from aipaas.api.duration import seconds as duration_seconds
 from aipaas.api.meta import LenientModel, Model, Name, Object
 from aipaas.api.priority import BUILT_IN_VALUES, MAX_PRIORITY, MIN_PRIORITY
 from aipaas.api.resources import Amounts, TaskResources
@@ -18,6 +20,12 @@ MAX_REPLICAS = 1000
 PRIORITY_NAMES = BUILT_IN_VALUES
 CANCEL_ANNOTATION = "aipaas.dev/cancel-requested"
 SIM_DURATION_ANNOTATION = "sim.aipaas.dev/duration"
+#: where a short topology level (``rack``) lives as a node label (``topology.aipaas.dev/rack``)
+TOPOLOGY_PREFIX = "topology.aipaas.dev/"
+_LABEL_KEY_RE = re.compile(
+    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+    r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
+)
 _ENV_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
@@ -92,6 +100,37 @@ class TaskSpec(Model):
         return value
 
 
+def _check_level(value: str) -> str:
+    if len(value) > 316 or not _LABEL_KEY_RE.fullmatch(value):
+        raise ValueError(
+            "must be a topology level like rack (the node label topology.aipaas.dev/rack) or "
+            f"a node label key like example.com/rack, got {value!r}"
+        )
+    return value
+
+
+TopologyLevel = Annotated[str, AfterValidator(_check_level)]
+
+
+def topology_label(level: str) -> str:
+    """The node label key a topology level names: a short name lives under TOPOLOGY_PREFIX."""
+    return level if "/" in level else TOPOLOGY_PREFIX + level
+
+
+class Topology(Model):
+    """Where a gang goes: inside one domain of a topology level, ``required`` (or wait) or
+    ``preferred`` (when one can hold it). Exactly one of the two."""
+
+    required: TopologyLevel | None = None
+    preferred: TopologyLevel | None = None
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> Topology:
+        if (self.required is None) == (self.preferred is None):
+            raise ValueError("exactly one of required or preferred must be set")
+        return self
+
+
 class JobSpec(Model):
     queue: Name = "default"
     # The value of the job's priority class, filled in by the server; only a platform admin may
@@ -101,6 +140,12 @@ class JobSpec(Model):
     min_available: int | None = Field(default=None, ge=1, le=MAX_REPLICAS, strict=True)
     depends_on: list[Name] = Field(default_factory=list, max_length=32)
     tasks: list[TaskSpec] = Field(min_length=1, max_length=64)
+    # Whether a higher-priority job may evict this one; None: the priority class decides (the
+    # server stores the class's answer here, as it does the class's value in ``priority``).
+    preemptible: bool | None = Field(default=None, strict=True)
+    # The job is stopped at this limit (phase Failed, reason TimeLimit); backfill needs it.
+    time_limit: PositiveDuration | None = None
+    topology: Topology | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -148,6 +193,10 @@ class JobSpec(Model):
     @property
     def gang_size(self) -> int:
         return self.min_available or self.total_replicas
+
+    @property
+    def time_limit_seconds(self) -> int | None:
+        return None if self.time_limit is None else duration_seconds(self.time_limit)
 
     def amounts(self) -> Amounts:
         total = Amounts()

@@ -195,6 +195,8 @@ class Quota(Model):
     gpu: float | None = Field(default=None, ge=0, le=MAX_GPUS * 100)
     cpu: QuantityStr | None = None
     memory: QuantityStr | None = None
+    #: GPU memory in bytes (where GPUs are shared by fractions), as ``memory``
+    gpu_memory: QuantityStr | None = None
 
     @field_validator("cpu")
     @classmethod
@@ -208,7 +210,7 @@ class Quota(Model):
             raise ValueError(f"must be at most 10000000 cores, got {value}")
         return value
 
-    @field_validator("memory")
+    @field_validator("memory", "gpu_memory")
     @classmethod
     def _memory(cls, value: str | None) -> str | None:
         if value is None:
@@ -228,3 +230,6 @@ class Quota(Model):
 
     def memory_mib(self) -> int | None:
         return None if self.memory is None else memory_mib(self.memory)
+
+    def gpu_memory_mib(self) -> int | None:
+        return None if self.gpu_memory is None else memory_mib(self.gpu_memory)

@@ -5,11 +5,17 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import ClassVar, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from aipaas.api.meta import LenientModel, Model, Name, Object
 from aipaas.api.priority import DEFAULT_ALLOWED, DEFAULT_CLASS
-from aipaas.api.queue import MAX_WEIGHT
+from aipaas.api.queue import (
+    MAX_QUEUE_PRIORITY,
+    MAX_WEIGHT,
+    FairSharing,
+    Guaranteed,
+    check_guarantees,
+)
 from aipaas.api.resources import Quota
 
 
@@ -36,10 +42,21 @@ class TenantSpec(Model):
     display_name: str | None = Field(default=None, max_length=256)
     # The tenant's share in fair share across tenants; its queues divide it (api/queue.py).
     weight: float = Field(default=1, gt=0, le=MAX_WEIGHT)
+    # What the tenant can always reach (the queue tree's top level, api/queue.py), and its
+    # order among tenants for capacity above guarantees (higher first).
+    guaranteed: Guaranteed = Field(default_factory=Guaranteed)
+    priority: int = Field(default=0, ge=-MAX_QUEUE_PRIORITY, le=MAX_QUEUE_PRIORITY, strict=True)
+    # Fair share over time among tenants (decayed usage), as a queue's.
+    fair_sharing: FairSharing | None = None
     # The priority classes its members may name (None: DEFAULT_ALLOWED), and what a job that
     # names none gets (always allowed).
     allowed_priority_classes: list[Name] | None = Field(default=None, max_length=64)
     default_priority_class: Name = DEFAULT_CLASS
+
+    @model_validator(mode="after")
+    def _guarantees_within_quota(self) -> TenantSpec:
+        check_guarantees("TenantSpec", (), self.guaranteed, self.quota)
+        return self
 
     def allows_priority_class(self, name: str) -> bool:
         allowed = self.allowed_priority_classes

@@ -1,0 +1,246 @@
+"""API objects -> the batch session's model: the queue tree, pod requests and jobs.
+
+Both callers of the session use these: the live controller (from stored objects) and
+``aipaas simulate`` (from a scenario's manifests), so the same manifest means the same tree.
+
+Creation order (``QueueNode.created``, what fair-share ties go by): tenants, then queues, each
+ordered by ``metadata.creationTimestamp`` and, for equal or missing timestamps, by their order
+in the lists given. An object without a timestamp (a scenario's, not stored yet) counts as
+newer than every stamped one. Only the order among siblings matters.
+
+Units: GPU in milli-GPUs, CPU in millicores, memory and GPU memory in MiB (model.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime
+from types import MappingProxyType
+from typing import Final, TypeVar
+
+from aipaas.api.duration import seconds
+from aipaas.api.job import Job as ApiJob
+from aipaas.api.job import TaskSpec, topology_label
+from aipaas.api.meta import Object
+from aipaas.api.queue import Queue, QueueSpec
+from aipaas.api.resources import Quota, memory_mib
+from aipaas.api.tenancy import Tenant
+from aipaas.scheduler.batch.model import UNBOUNDED, Job, QueueNode, Resources, Task
+from aipaas.scheduler.framework.types import Placement, PodRequest
+
+ROOT: Final = ""
+_NOTHING_RUNNING: Final[Mapping[str, tuple[Placement, float]]] = MappingProxyType({})
+_NO_USAGE: Final[Mapping[str, Resources]] = MappingProxyType({})
+_O = TypeVar("_O", bound=Object)
+
+
+def resources_of(amounts: Quota, missing: int) -> Resources:
+    """A quota-like object in model units; ``missing`` stands for each entry left unset
+    (UNBOUNDED for a quota, 0 for a guarantee)."""
+
+    def value(amount: int | None) -> int:
+        return missing if amount is None else amount
+
+    return Resources(
+        value(amounts.gpu_milli()),
+        value(amounts.cpu_milli()),
+        value(amounts.memory_mib()),
+        value(amounts.gpu_memory_mib()),
+    )
+
+
+def queue_tree(
+    tenants: Iterable[Tenant],
+    queues: Iterable[Queue],
+    *,
+    usage: Mapping[str, Resources] = _NO_USAGE,
+) -> dict[str, QueueNode]:
+    """The whole tree by key: root "", each tenant "t", each queue "t/q".
+
+    ``usage`` gives past usage by key (already decayed to now) for fair share over time. A queue
+    whose parent does not exist, or that is on a cycle of parents (the server refuses both), is
+    put directly under its tenant; a queue of a tenant not given gets a tenant of defaults:
+    the scheduler never fails on what the store holds."""
+    tenant_list = _by_creation(tenants)
+    queue_list = _by_creation(queues)
+    tree: dict[str, QueueNode] = {ROOT: QueueNode(key=ROOT, parent=None, tenant="")}
+    created = 1
+    for tenant in tenant_list:
+        if tenant.name in tree:
+            continue
+        spec = tenant.spec
+        half_life = spec.fair_sharing.usage_half_life if spec.fair_sharing else None
+        tree[tenant.name] = QueueNode(
+            key=tenant.name,
+            parent=ROOT,
+            tenant=tenant.name,
+            guaranteed=resources_of(spec.guaranteed, 0),
+            quota=resources_of(spec.quota, UNBOUNDED),
+            weight=spec.weight,
+            priority=spec.priority,
+            created=created,
+            usage_half_life=None if half_life is None else float(seconds(half_life)),
+            decayed_usage=usage.get(tenant.name, Resources()),
+        )
+        created += 1
+    for queue in queue_list:
+        if queue.tenant not in tree:
+            tree[queue.tenant] = QueueNode(
+                key=queue.tenant, parent=ROOT, tenant=queue.tenant, created=created
+            )
+            created += 1
+    specs: dict[tuple[str, str], QueueSpec] = {}
+    for queue in queue_list:
+        specs.setdefault((queue.tenant, queue.name), queue.spec)
+    for queue in queue_list:
+        key = f"{queue.tenant}/{queue.name}"
+        if key in tree:
+            continue
+        parent = queue.tenant
+        if _parent_reachable(queue.tenant, queue.name, specs):
+            parent = f"{queue.tenant}/{queue.spec.parent}"
+        tree[key] = _queue_node(key, parent, queue.tenant, queue.spec, created, usage)
+        created += 1
+    return tree
+
+
+def _queue_node(
+    key: str,
+    parent: str,
+    tenant: str,
+    spec: QueueSpec,
+    created: int,
+    usage: Mapping[str, Resources],
+) -> QueueNode:
+    half_life = spec.fair_sharing.usage_half_life if spec.fair_sharing else None
+    return QueueNode(
+        key=key,
+        parent=parent,
+        tenant=tenant,
+        guaranteed=resources_of(spec.guaranteed, 0),
+        quota=resources_of(spec.quota, UNBOUNDED),
+        weight=spec.weight,
+        priority=spec.priority,
+        created=created,
+        min_runtime=0.0 if spec.min_runtime is None else float(seconds(spec.min_runtime)),
+        reservations=spec.reservations,
+        usage_half_life=None if half_life is None else float(seconds(half_life)),
+        decayed_usage=usage.get(key, Resources()),
+    )
+
+
+def _parent_reachable(tenant: str, name: str, specs: Mapping[tuple[str, str], QueueSpec]) -> bool:
+    """The queue names a parent that exists, and it is not on a cycle of parents."""
+    parent = specs[(tenant, name)].parent
+    if parent is None or (tenant, parent) not in specs:
+        return False
+    seen: set[str] = set()
+    current: str | None = parent
+    while current is not None and (tenant, current) in specs:
+        if current == name:
+            return False  # on a cycle: its members go under the tenant
+        if current in seen:
+            return True  # a cycle above, not through this queue (its members go under the tenant)
+        seen.add(current)
+        current = specs[(tenant, current)].parent
+    return True
+
+
+def _by_creation(objects: Iterable[_O]) -> list[_O]:
+    def key(item: tuple[int, _O]) -> tuple[bool, datetime, int]:
+        index, obj = item
+        stamp = _timestamp(obj.metadata.creation_timestamp)
+        return (stamp is None, stamp or datetime.min, index)
+
+    return [obj for _, obj in sorted(enumerate(objects), key=key)]
+
+
+def _timestamp(text: str | None) -> datetime | None:
+    if not text:
+        return None
+    try:
+        stamp = datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    # Naive and aware stamps cannot be compared: every stamp is read as UTC, naive.
+    return stamp.astimezone(UTC).replace(tzinfo=None) if stamp.tzinfo else stamp
+
+
+# --- jobs --------------------------------------------------------------------------------
+
+
+def pod_request(task: TaskSpec, name: str) -> PodRequest:
+    """What one replica of ``task`` asks of a node, as the controller asks it
+    (controller/placement.py ``_request``): whole GPUs or a fraction of one, of a model when
+    it names one. DRA claims are the live controller's to add (the device allocator)."""
+    amounts = task.resources.amounts()
+    gpu = task.resources.gpu
+    count = amounts.gpu_count
+    return PodRequest(
+        name=name,
+        cpu_milli=amounts.cpu_milli,
+        memory_mib=amounts.memory_mib,
+        gpu_count=count,
+        gpu_milli=amounts.gpu_milli if count else 0,
+        gpu_models=(gpu.model,) if gpu is not None and gpu.model and count else (),
+    )
+
+
+def gpu_memory_mib(task: TaskSpec) -> int:
+    """The GPU memory one replica asks for in all (``gpu.memory`` is per GPU), MiB."""
+    gpu = task.resources.gpu
+    if gpu is None or gpu.memory is None or not gpu.count:
+        return 0
+    return memory_mib(gpu.memory) * gpu.count
+
+
+def batch_job(
+    job: ApiJob,
+    *,
+    key_order: int,
+    submitted: float,
+    running: Mapping[str, tuple[Placement, float]] = _NOTHING_RUNNING,
+) -> Job:
+    """The session's view of ``job``: tasks "<task>-<i>" in task order, running ones with their
+    (placement, since) from ``running`` (by task name). ``preemptible`` unset (a job stored
+    before the server resolved it) reads as the classes' default, True."""
+    spec = job.spec
+    tasks: list[Task] = []
+    for task_spec in spec.tasks:
+        memory = gpu_memory_mib(task_spec)
+        for index in range(task_spec.replicas):
+            name = f"{task_spec.name}-{index}"
+            held = running.get(name)
+            tasks.append(
+                Task(
+                    name=name,
+                    request=pod_request(task_spec, f"{job.tenant}/{job.name}/{name}"),
+                    placement=held[0] if held else None,
+                    since=held[1] if held else None,
+                    gpu_memory_mib=memory,
+                )
+            )
+    starts = [t.since for t in tasks if t.since is not None]
+    started = min(starts) if starts else None
+    limit = spec.time_limit_seconds
+    topology = spec.topology
+    return Job(
+        key=f"{job.tenant}/{job.name}",
+        tenant=job.tenant,
+        queue=f"{job.tenant}/{spec.queue}",
+        tasks=tasks,
+        priority=spec.priority,
+        preemptible=True if spec.preemptible is None else spec.preemptible,
+        min_available=spec.gang_size,
+        submitted=submitted,
+        order=key_order,
+        time_limit=None if limit is None else float(limit),
+        topology_required=_label(topology.required if topology else None),
+        topology_preferred=_label(topology.preferred if topology else None),
+        started=started,
+        ends_at=None if started is None or limit is None else started + limit,
+    )
+
+
+def _label(level: str | None) -> str | None:
+    return None if level is None else topology_label(level)
