@@ -102,12 +102,36 @@ class QueueSpec(Model):
     fair_sharing: FairSharing | None = None
 
 
+class StatusAmounts(LenientModel):
+    """Amounts per resource in a queue's status: GPUs as a number, cpu cores and memory as
+    quantities ("500m", "64Gi"); a missing entry is none (or, in ``quota``, no bound)."""
+
+    gpu: int | float | None = None
+    cpu: str | None = None
+    memory: str | None = None
+    gpu_memory: str | None = None
+
+
+class QueueStatus(LenientModel):
+    """What the controller's last cycle saw of the queue (controller/queue_status.py)."""
+
+    guaranteed: StatusAmounts = Field(default_factory=StatusAmounts)
+    quota: StatusAmounts = Field(default_factory=StatusAmounts)
+    fair_share: StatusAmounts = Field(default_factory=StatusAmounts)
+    allocated: StatusAmounts = Field(default_factory=StatusAmounts)
+    pending: StatusAmounts = Field(default_factory=StatusAmounts)
+    #: allocated above the fair share (what other queues may reclaim)
+    borrowed: StatusAmounts = Field(default_factory=StatusAmounts)
+    running_jobs: int = 0
+    pending_jobs: int = 0
+
+
 class Queue(Object):
     plural: ClassVar[str] = "queues"
 
     kind: Literal["Queue"] = "Queue"
     spec: QueueSpec = Field(default_factory=QueueSpec)
-    status: LenientModel | None = None
+    status: QueueStatus | None = None
 
     @model_validator(mode="after")
     def _consistent(self) -> Queue:
