@@ -9,7 +9,8 @@ decisions. Actions are functions ``(Session) -> None`` registered by name in
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from typing import Any
 
 from aipaas.scheduler.batch.cluster import PlacementEngine
 from aipaas.scheduler.batch.model import (
@@ -19,6 +20,7 @@ from aipaas.scheduler.batch.model import (
     QueueReport,
     Resources,
     Snapshot,
+    Task,
 )
 from aipaas.scheduler.batch.options import BatchOptions
 from aipaas.scheduler.batch.reservations import Reservations
@@ -30,7 +32,12 @@ class Session:
     ``engine`` (the caller builds it with them)."""
 
     def __init__(
-        self, snapshot: Snapshot, engine: PlacementEngine, options: BatchOptions | None = None
+        self,
+        snapshot: Snapshot,
+        engine: PlacementEngine,
+        options: BatchOptions | None = None,
+        *,
+        fair_share: Mapping[str, Resources] | None = None,
     ) -> None:
         self.snapshot = snapshot
         self.engine = engine
@@ -53,10 +60,20 @@ class Session:
         self.capacity = engine.capacity()
         #: fair share of every queue node, computed once per cycle from the demand that exists
         self.fair_share: dict[str, Resources] = {}
+        #: fair shares given by the caller (tests, what-if tools): used instead of computing
+        self.given_fair_share = None if fair_share is None else dict(fair_share)
         #: per job: the message of the last action that looked at it and let it wait
         self.waiting: dict[str, tuple[str, str]] = {}
         #: backfill reservations (EASY): allocate asks them where a job may start now
         self.reservations = Reservations(self)
+        #: the leaf of every ``account`` call, in order: orderings re-key what changed
+        self.account_log: list[str] = []
+        #: jobs the enqueue action let into consideration (None: no enqueue ran, all may)
+        self.enqueued: set[str] | None = None
+        #: jobs started beyond their queue's fair share (the borrowing pass): reclaim's prey
+        self.borrowed: set[str] = set()
+        #: per-cycle memos of the actions, by a name the action chooses
+        self.scratch: dict[str, Any] = {}
 
     # --- the tree -------------------------------------------------------------------
 
@@ -76,6 +93,7 @@ class Session:
         delta = amount if sign > 0 else Resources() - amount
         for key in self.lineage(job.queue):
             self.allocated[key] = self.allocated[key] + delta
+        self.account_log.append(job.queue)
 
     def quota_problem(self, job: Job, extra: Resources) -> str | None:
         """Words naming the first queue node (leaf upward) whose quota ``extra`` more of ``job``
@@ -91,6 +109,28 @@ class Session:
                 return quota_message(key, queue, self.allocated[key], extra)
         return None
 
+    def fair_share_problem(self, job: Job, extra: Resources) -> str | None:
+        """Words naming the first queue node (leaf upward, the root aside) that would hold more
+        than its fair share of a resource ``extra`` asks for; None when every level stays at or
+        below it. Queue nodes without a computed fair share are not limited."""
+        from aipaas.scheduler.batch.explain import fair_share_message
+
+        asked = [want > 0 for want in extra.as_tuple()]
+        for key in self.lineage(job.queue):
+            share = self.fair_share.get(key)
+            if key == "" or share is None:
+                continue
+            held = self.allocated[key]
+            after = held + extra
+            for want, used, fair in zip(asked, after.as_tuple(), share.as_tuple(), strict=True):
+                if want and used > fair:
+                    return fair_share_message(key, share, held, extra)
+        return None
+
+    def considered(self, job: Job) -> bool:
+        """The enqueue action let the job in (or none ran)."""
+        return self.enqueued is None or job.key in self.enqueued
+
     # --- the cycle ------------------------------------------------------------------
 
     def statement(self) -> Statement:
@@ -105,9 +145,12 @@ class Session:
         from aipaas.scheduler.batch.actions import ACTIONS
         from aipaas.scheduler.batch.fairshare import demands, fair_shares
 
-        self.fair_share = fair_shares(
-            self.queues, demands(self), self.capacity, self.now, self.options
-        )
+        if self.given_fair_share is not None:
+            self.fair_share = dict(self.given_fair_share)
+        else:
+            self.fair_share = fair_shares(
+                self.queues, demands(self), self.capacity, self.now, self.options
+            )
         for name in self.options.actions:
             ACTIONS[name](self)
         started = {s.job for s in self.decisions.started}
@@ -150,3 +193,17 @@ def run_session(
 ) -> Decisions:
     """One cycle: what the live controller and ``aipaas simulate`` call."""
     return Session(snapshot, engine, options).run()
+
+
+def gang_tasks(job: Job) -> list[Task]:
+    """The pending tasks that must start together for the job to run: enough of them to reach
+    ``min_available`` (the first ones by index); none for a job already at its gang."""
+    needed = job.min_available - len(job.running_tasks)
+    return job.pending_tasks[:needed] if needed > 0 else []
+
+
+def resources_of(tasks: list[Task]) -> Resources:
+    total = Resources()
+    for task in tasks:
+        total = total + task.resources
+    return total

@@ -1,12 +1,177 @@
-"""The allocate action (placeholder: its owner replaces this file)."""
+"""The allocate action: start what fits, in the session's order, without taking from anyone.
+
+Three passes over the jobs the enqueue action let in (batch/ordering.py gives the order):
+
+1. Gangs within fair share: a pending job starts only if every level of its queue stays within
+   its quota and (unless ``fairShare: fifo``) at or below its fair share in each resource the
+   gang asks for, after the start; then the whole gang (``min_available`` tasks) is placed
+   (topology and backfill reservations restrict where) inside a Statement, or nothing is.
+2. Elastic extras of running jobs (and of jobs just started), one task at a time, within quota
+   and fair share; extras never borrow.
+3. Borrowing: jobs refused only for fair share may use capacity still idle (within quotas).
+   They are marked ``session.borrowed``: what reclaim takes back first.
+
+With ``strictOrder`` the first job that cannot start stops every pass (strict FIFO).
+"""
 
 from __future__ import annotations
 
+from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING
+
+from aipaas.scheduler.batch.explain import unschedulable_message
+from aipaas.scheduler.batch.model import Job, Task
+from aipaas.scheduler.batch.ordering import ordered
+from aipaas.scheduler.batch.session import gang_tasks, resources_of
+from aipaas.scheduler.batch.topology import Refusal, job_domain, place_in_domain
+from aipaas.scheduler.framework.types import Placement, PodRequest, Unschedulable
 
 if TYPE_CHECKING:
     from aipaas.scheduler.batch.session import Session
 
+STARTED, QUOTA, FAIR_SHARE, NO_ROOM = "started", "quota", "fair share", "no room"
+
+
+class Placer:
+    """Places gangs and extras through the session's engine. Remembers gang shapes that found
+    no room: within one allocate nothing is freed, so they cannot fit later in it either (a
+    backlog of thousands of same-shaped jobs costs one placement attempt per shape)."""
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+        self._no_room: dict[tuple[object, ...], str] = {}
+
+    def gang(self, job: Job, tasks: Sequence[Task]) -> list[Placement] | Refusal:
+        allowed = self.session.reservations.allowed_nodes(job)
+        pods = [task.request for task in tasks]
+        label = job.topology_required or job.topology_preferred
+        if label is not None:
+            return place_in_domain(
+                self.session.engine,
+                pods,
+                label,
+                allowed,
+                required=job.topology_required is not None,
+            )
+        return self._place(pods, allowed)
+
+    def extra(self, job: Job, task: Task) -> list[Placement] | Refusal:
+        """One more task of a running job: inside the domain its tasks run in when it has a
+        topology level (required: only there; preferred: there first)."""
+        allowed = self.session.reservations.allowed_nodes(job)
+        label = job.topology_required or job.topology_preferred
+        if label is not None:
+            domain = job_domain(self.session.engine, job, label)
+            if domain is not None:
+                nodes = [n for n in domain if allowed is None or n in allowed]
+                placed = self._place([task.request], frozenset(nodes))
+                if not isinstance(placed, Refusal) or job.topology_required is not None:
+                    return placed
+            elif job.topology_required is not None:
+                return Refusal("Topology", "its running tasks are in no single domain")
+        return self._place([task.request], allowed)
+
+    def _place(
+        self, requests: Sequence[PodRequest], allowed: Collection[str] | None
+    ) -> list[Placement] | Refusal:
+        key: tuple[object, ...] | None = None
+        if not any(p.claims for p in requests):
+            shapes = tuple((*p.shape, p.memory_mib) for p in requests)
+            key = (shapes, allowed if allowed is None else frozenset(allowed))
+            known = self._no_room.get(key)
+            if known is not None:
+                return Refusal("Unschedulable", known)
+        result = self.session.engine.place(requests, nodes=allowed)
+        if isinstance(result, Unschedulable):
+            message = unschedulable_message(result, len(requests))
+            if key is not None:
+                self._no_room[key] = message
+            return Refusal("Unschedulable", message)
+        return result
+
+
+def start_gang(
+    session: Session, placer: Placer, job: Job, *, fair_share: bool, borrowing: bool = False
+) -> str:
+    """Try to start the job's gang; say why not (``session.wait``) when it cannot. Returns
+    STARTED, QUOTA, FAIR_SHARE or NO_ROOM. ``borrowing``: a job already told it waits for fair
+    share keeps that reason when idle room is lacking too (and gets no reservation)."""
+    tasks = gang_tasks(job)
+    want = resources_of(tasks)
+    problem = session.quota_problem(job, want)
+    if problem is not None:
+        session.wait(job, "QuotaExceeded", problem)
+        return QUOTA
+    if fair_share:
+        problem = session.fair_share_problem(job, want)
+        if problem is not None:
+            session.wait(job, "FairShare", problem)
+            return FAIR_SHARE
+    placed = placer.gang(job, tasks)
+    if isinstance(placed, Refusal):
+        if not borrowing:
+            session.wait(job, placed.reason, placed.message)
+            session.reservations.reserve(job)
+        return NO_ROOM
+    statement = session.statement()
+    for task, placement in zip(tasks, placed, strict=True):
+        statement.allocate(job, task, placement)
+    statement.commit()
+    return STARTED
+
+
+def start_extras(session: Session, placer: Placer, job: Job, *, fair_share: bool) -> int:
+    """Start the job's pending tasks above its gang one by one while each fits within quota,
+    fair share and the cluster; how many started."""
+    started = 0
+    for task in job.pending_tasks:
+        want = task.resources
+        if session.quota_problem(job, want) is not None:
+            break
+        if fair_share and session.fair_share_problem(job, want) is not None:
+            break
+        placed = placer.extra(job, task)
+        if isinstance(placed, Refusal):
+            break
+        statement = session.statement()
+        statement.allocate(job, task, placed[0])
+        statement.commit()
+        started += 1
+    return started
+
 
 def allocate(session: Session) -> None:
-    """Not built yet: does nothing."""
+    placer = Placer(session)
+    fair_share = session.options.fairShare != "fifo"
+    strict = session.options.strictOrder
+    pending = [j for j in session.jobs.values() if gang_tasks(j) and session.considered(j)]
+    deferred: list[Job] = []
+    blocker: Job | None = None
+    for job in ordered(session, pending):
+        if blocker is not None:
+            _behind(session, job, blocker)
+            continue
+        outcome = start_gang(session, placer, job, fair_share=fair_share)
+        if outcome == FAIR_SHARE:
+            deferred.append(job)
+        if outcome != STARTED and strict:
+            blocker = job
+    if blocker is None:
+        growing = [
+            j
+            for j in session.jobs.values()
+            if j.is_running and j.pending_tasks and not gang_tasks(j) and session.considered(j)
+        ]
+        for job in ordered(session, growing):
+            start_extras(session, placer, job, fair_share=fair_share)
+    for job in ordered(session, deferred):
+        outcome = start_gang(session, placer, job, fair_share=False, borrowing=True)
+        if outcome == STARTED:
+            session.borrowed.add(job.key)
+        elif strict:
+            break
+
+
+def _behind(session: Session, job: Job, blocker: Job) -> None:
+    why = session.waiting.get(blocker.key, ("", "it cannot start"))[1]
+    session.wait(job, "StrictOrder", f"behind {blocker.key} in strict order ({why})")

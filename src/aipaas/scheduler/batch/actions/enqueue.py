@@ -1,12 +1,91 @@
-"""The enqueue action (placeholder: its owner replaces this file)."""
+"""The enqueue action: only jobs whose gang could ever start enter consideration.
+
+A gang (the first ``min_available`` tasks) larger than a quota of its queue or of any ancestor,
+larger than the whole cluster, with a task no node could ever hold, or larger than every
+domain of its required topology level, waits with the reason in words and numbers; later
+actions do not look at it (Volcano's enqueue, Kueue's admission check against nominal quota).
+"""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
+
+from aipaas.scheduler.batch.explain import capacity_message, describe, over_quota_message
+from aipaas.scheduler.batch.model import Job, Node
+from aipaas.scheduler.batch.session import gang_tasks, resources_of
+from aipaas.scheduler.batch.topology import ever_fits, level_name
+from aipaas.scheduler.framework.types import PodRequest
 
 if TYPE_CHECKING:
     from aipaas.scheduler.batch.session import Session
 
 
 def enqueue(session: Session) -> None:
-    """Not built yet: does nothing."""
+    admitted: set[str] = set()
+    capacity = session.capacity
+    nodes = list(session.engine.nodes)
+    for job in session.jobs.values():
+        tasks = gang_tasks(job)
+        if not tasks:
+            if job.pending_tasks:
+                admitted.add(job.key)  # a running job: its elastic extras may start
+            continue
+        problem = _never_fits(session, job, nodes)
+        if problem is None:
+            gang = resources_of(tasks)
+            if not gang.fits_within(
+                type(gang)(capacity.gpu_milli, capacity.cpu_milli, capacity.memory_mib, 2**62)
+            ):
+                problem = ("Unschedulable", capacity_message(gang, capacity))
+        if problem is None:
+            admitted.add(job.key)
+        else:
+            session.wait(job, *problem)
+    session.enqueued = admitted
+
+
+def _never_fits(session: Session, job: Job, nodes: list[Node]) -> tuple[str, str] | None:
+    tasks = gang_tasks(job)
+    gang = resources_of(tasks)
+    if job.queue not in session.queues:
+        return ("Unschedulable", f"its queue {job.queue} does not exist")
+    for key in session.lineage(job.queue):
+        queue = session.queues.get(key)
+        if key == "" or queue is None:
+            continue
+        if not gang.fits_within(queue.quota):
+            return ("QuotaExceeded", over_quota_message(key, queue, gang, len(tasks)))
+    for task in tasks:
+        if not _fits_some_node(session, task.request, nodes):
+            return (
+                "Unschedulable",
+                f"task {task.name} needs {describe(task.resources)} on one node; no node of "
+                "the cluster is that large",
+            )
+    label = job.topology_required
+    if label is not None and not ever_fits(nodes, label, gang):
+        level = level_name(label)
+        return (
+            "Topology",
+            f"its gang needs {describe(gang)} inside one {level}; no {level} is that large",
+        )
+    return None
+
+
+def _fits_some_node(session: Session, pod: PodRequest, nodes: list[Node]) -> bool:
+    """Some node could hold ``pod``; remembered per pod shape (backlogs repeat shapes)."""
+    cache: dict[tuple[object, ...], bool] = session.scratch.setdefault("enqueue.fits", {})
+    shape = (*pod.shape, pod.memory_mib)
+    fits = cache.get(shape)
+    if fits is None:
+        fits = cache[shape] = any(_node_holds(node, pod) for node in nodes)
+    return fits
+
+
+def _node_holds(node: Node, pod: PodRequest) -> bool:
+    """An empty ``node`` could run ``pod`` (GPU count and model, CPU, memory)."""
+    if pod.gpu_count and (
+        node.gpu_count < pod.gpu_count or (pod.gpu_models and node.gpu_model not in pod.gpu_models)
+    ):
+        return False
+    return pod.cpu_milli <= node.cpu_milli and pod.memory_mib <= node.memory_mib

@@ -1,0 +1,169 @@
+"""The order in which a session considers jobs: down the queue tree by fair share.
+
+``drf`` (default): at each level of the tree the child with pending work that holds least
+against its fair share goes first: a child below its fair share in every resource before one
+at or above it, then higher sibling ``priority``, then the lower dominant share (DRF: the
+largest allocated / fair share over resources), then the child created first. Within a leaf,
+jobs by priority (higher first) then submission order (``jobOrder: fifo``: submission order
+only). ``proportion`` (Volcano's proportion plugin): the leaves flat, by allocated GPU over fair
+share GPU. ``fifo``: one global order of jobs, no queues.
+
+Fast for big backlogs: one heap per leaf (jobs) and one per inner node (children, with a
+version so that entries made stale by a start are skipped: lazy re-evaluation). A start changes
+what the started job's queue and its ancestors hold (``Session.account`` logs the leaf); before
+each pick the order re-keys exactly those lineages.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING
+
+from aipaas.scheduler.batch.model import Job
+
+if TYPE_CHECKING:
+    from aipaas.scheduler.batch.session import Session
+
+_TOP = "\0top"  # the parent of the tree's top node(s): the root, or tenants without one
+_INF = float("inf")
+
+NodeKey = tuple[int, int, float, int]
+
+
+class JobOrder:
+    """Iterate over ``jobs`` in the session's order; each job comes out once. Starts made while
+    iterating (through the session's ``account``) re-order what is left."""
+
+    def __init__(self, session: Session, jobs: Iterable[Job]) -> None:
+        self.session = session
+        mode = session.options.fairShare
+        self.mode = mode
+        by_priority = session.options.jobOrder == "priority"
+        self._seq = 0
+        #: per leaf (or the one global list in fifo mode): (job key tuple, seq, job)
+        self._jobs: dict[str, list[tuple[int, int, int, Job]]] = {}
+        for job in jobs:
+            leaf = _TOP if mode == "fifo" else job.queue
+            entry = (-job.priority if by_priority else 0, job.order, self._seq, job)
+            self._seq += 1
+            self._jobs.setdefault(leaf, []).append(entry)
+        for heap in self._jobs.values():
+            heapq.heapify(heap)
+        #: node -> parent in the order's tree (proportion: every leaf under the top)
+        self._parent: dict[str, str] = {}
+        self._pending: dict[str, int] = {}
+        self._version: dict[str, int] = {}
+        self._children: dict[str, list[tuple[NodeKey, int, str]]] = {}
+        if mode != "fifo":
+            for leaf, heap in self._jobs.items():
+                path = self._path(leaf)
+                for node in path:
+                    self._pending[node] = self._pending.get(node, 0) + len(heap)
+            for node in self._parent:
+                self._push(node)
+        self._log_seen = len(session.account_log)
+
+    # --- the tree -------------------------------------------------------------------
+
+    def _path(self, leaf: str) -> list[str]:
+        """The leaf and its ancestors (as ordered), each linked to its parent."""
+        if self.mode == "proportion":
+            self._parent[leaf] = _TOP
+            return [leaf]
+        path = list(self.session.lineage(leaf))
+        for child, parent in zip(path, [*path[1:], _TOP], strict=True):
+            self._parent[child] = parent
+        return path
+
+    def _key(self, node: str) -> NodeKey:
+        session = self.session
+        held = session.allocated.get(node)
+        share = session.fair_share.get(node)
+        queue = session.queues.get(node)
+        priority = queue.priority if queue is not None else 0
+        created = queue.created if queue is not None else 0
+        if held is None or share is None:
+            ratio, below = 0.0, share is not None and share.as_tuple() != (0, 0, 0, 0)
+        elif self.mode == "proportion":
+            ratio = _ratio(held.gpu_milli, share.gpu_milli)
+            below = ratio < 1.0
+        else:
+            ratio, below = 0.0, False
+            for used, fair in zip(held.as_tuple(), share.as_tuple(), strict=True):
+                if used == 0 and fair == 0:
+                    continue
+                r = _ratio(used, fair)
+                ratio = max(ratio, r)
+            below = ratio < 1.0 and held.as_tuple() != share.as_tuple()
+        if self.mode == "proportion":
+            return (0, -priority, ratio, created)
+        return (0 if below else 1, -priority, ratio, created)
+
+    def _push(self, node: str) -> None:
+        version = self._version.get(node, 0) + 1
+        self._version[node] = version
+        heapq.heappush(
+            self._children.setdefault(self._parent[node], []), (self._key(node), version, node)
+        )
+
+    def _top_child(self, parent: str) -> str | None:
+        heap = self._children.get(parent)
+        while heap:
+            _, version, node = heap[0]
+            if version == self._version[node] and self._pending.get(node, 0) > 0:
+                return node
+            heapq.heappop(heap)
+        return None
+
+    def _refresh_changed(self) -> None:
+        """Re-key the lineages whose holdings changed since the last pick."""
+        log = self.session.account_log
+        if self._log_seen == len(log):
+            return
+        leaves = set(log[self._log_seen :])
+        self._log_seen = len(log)
+        done: set[str] = set()
+        for leaf in leaves:
+            node: str | None = leaf
+            while node is not None and node != _TOP and node not in done:
+                done.add(node)
+                if node in self._parent and self._pending.get(node, 0) > 0:
+                    self._push(node)
+                node = self._parent.get(node)
+
+    # --- iteration ------------------------------------------------------------------
+
+    def pop(self) -> Job | None:
+        """The next job, or None when every job came out."""
+        if self.mode == "fifo":
+            heap = self._jobs.get(_TOP)
+            return heapq.heappop(heap)[3] if heap else None
+        self._refresh_changed()
+        node = _TOP
+        while node not in self._jobs or node == _TOP:
+            child = self._top_child(node)
+            if child is None:
+                return None
+            node = child
+        job = heapq.heappop(self._jobs[node])[3]
+        current: str | None = node
+        while current is not None and current != _TOP:
+            self._pending[current] -= 1
+            current = self._parent.get(current)
+        return job
+
+    def __iter__(self) -> Iterator[Job]:
+        while (job := self.pop()) is not None:
+            yield job
+
+
+def _ratio(used: int, fair: int) -> float:
+    if fair > 0:
+        return used / fair
+    return _INF if used > 0 else 0.0
+
+
+def ordered(session: Session, jobs: Iterable[Job]) -> JobOrder:
+    """The session's order over ``jobs`` (see the module docstring)."""
+    return JobOrder(session, jobs)
