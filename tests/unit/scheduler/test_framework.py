@@ -28,9 +28,14 @@ BUILTIN_SCORES = {
     "fgdx": ["FGDStranding"],
     "packing": ["GpuPacking"],
     "random": ["Random"],
-    "default": ["BestFit", "DeviceTopology"],
+    # the live controller's and the batch baselines': FGD-class, ties to best fit, DRA claims
+    "default": ["FGDStranding", "DeviceTopology", "BestFit"],
+    "fifo": ["FGDStranding", "DeviceTopology", "BestFit"],
+    "volcano": ["FGDStranding", "DeviceTopology", "BestFit"],
 }
-BUILTIN_FILTERS = {"default": ["NodeResourcesFit", "GpuFit", "DeviceClaims"]}
+BUILTIN_FILTERS = {
+    name: ["NodeResourcesFit", "GpuFit", "DeviceClaims"] for name in ("default", "fifo", "volcano")
+}
 
 
 def context() -> PluginContext:
