@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
 
 
 class Settings(BaseModel):
@@ -85,6 +85,28 @@ class Settings(BaseModel):
         le=64,
         description="API processes; each runs a controller loop but only the lease holder works.",
     )
+    pool_profiles: dict[str, str] = Field(
+        default_factory=dict,
+        description=(
+            "Scheduler profile per node pool (nodes labelled aipaas.dev/pool), as"
+            " 'gpu-a=fgd,cpu=bestfit'; other nodes place with the default profile."
+        ),
+    )
+    workload_size: int = Field(
+        default=2000,
+        ge=1,
+        le=1_000_000,
+        description="Task replicas of recent submissions that FGD-class placement learns from.",
+    )
+
+    @field_validator("pool_profiles", mode="before")
+    @classmethod
+    def _pool_profiles(cls, value: object) -> object:
+        if isinstance(value, str):  # from the environment: POOL=PROFILE,...
+            from aipaas.controller.workload import parse_pool_profiles
+
+            return parse_pool_profiles(value)
+        return value
 
     @model_validator(mode="after")
     def _tasks_outside_the_data(self) -> Settings:
