@@ -1,22 +1,29 @@
-"""`aipaas simulate openb`: replay the Alibaba openb trace under a placement policy."""
+"""`aipaas simulate openb`: replay the Alibaba openb trace under a placement policy;
+`aipaas simulate cycle|run`: the batch scheduler on a Scenario file (sim/scenario*.py)."""
 
 from __future__ import annotations
 
 import json
 import statistics
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any, NoReturn
 
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from aipaas.errors import InvalidObject, PayloadTooLarge
 from aipaas.scheduler.framework.profile import BEST_POLICY, POLICY_ALIASES
 from aipaas.sim.experiment import OpenbRun, mean_at, run_many, run_openb, workload_name
 from aipaas.sim.openb import TraceError
 from aipaas.sim.paper import load_paper_means
 from aipaas.sim.replay import ReplayResult
+from aipaas.sim.scenario_build import Scenario, load_scenario
+from aipaas.sim.scenario_output import run_cycle
+from aipaas.sim.scenario_run import run_scenario
+from aipaas.sim.scenario_table import cycle_tables, run_tables
 
 #: The paper's six policies, then ours.
 ALL_POLICIES = ("random", "dotprod", "clustering", "packing", "bestfit", "fgd", BEST_POLICY)
@@ -43,7 +50,7 @@ def _seeds(text: str) -> list[int]:
         raise typer.BadParameter(f"--seeds: expected '42-51' or '42,43', got {text!r}") from None
 
 
-def _fail(message: str) -> None:
+def _fail(message: str) -> NoReturn:
     console.print(f"[red]error:[/red] {message}")
     raise typer.Exit(2)
 
@@ -201,3 +208,56 @@ def _compare_all(
                     points.append({"arrived_pct": pct, "gpu_alloc_pct": value})
             mean_curves[name] = points
         plot_curves(mean_curves, plot, f"openb {workload}: mean over {len(seeds)} seeds")
+
+
+# --- scenarios: `simulate cycle` and `simulate run` (issue 11) --------------------------------
+
+ScenarioFile = Annotated[
+    Path, typer.Option("--file", "-f", help="A Scenario YAML (or JSON) document")
+]
+OutputFormat = Annotated[str, typer.Option("--output", "-o", help="json or table")]
+
+
+def _scenario(path: Path, output: str, *, honour_arrivals: bool) -> Scenario:
+    """The built scenario; bad input is an error on stderr naming each field, exit code 2,
+    nothing on stdout."""
+    if output not in ("json", "table"):
+        _fail(f"--output: expected json or table, got {output!r}")
+    try:
+        return load_scenario(path, honour_arrivals=honour_arrivals)
+    except (InvalidObject, PayloadTooLarge) as error:
+        fields = getattr(error, "fields", None) or []
+        lines = [str(f) for f in fields] or [error.message]
+        _fail(f"{path}: " + "\n  ".join(lines))
+
+
+def _emit(
+    result: dict[str, Any], output: str, tables: Callable[[dict[str, Any]], list[Table]]
+) -> None:
+    if output == "json":
+        typer.echo(json.dumps(result, indent=1))
+        return
+    out = Console()
+    for table in tables(result):
+        out.print(table)
+
+
+@simulate_app.command("cycle")
+def cycle(file: ScenarioFile, output: OutputFormat = "json") -> None:
+    """One scheduling cycle (every action of the profile, once) on the scenario's state."""
+    scenario = _scenario(file, output, honour_arrivals=False)
+    _emit(run_cycle(scenario), output, cycle_tables)
+
+
+@simulate_app.command("run")
+def run(
+    file: ScenarioFile,
+    output: OutputFormat = "json",
+    until: Annotated[
+        float | None, typer.Option(help="Stop at this virtual time (seconds)", min=0)
+    ] = None,
+) -> None:
+    """Cycles on a virtual clock with arrivals and durations, until every job has finished
+    (or until the time given); what happened to each job."""
+    scenario = _scenario(file, output, honour_arrivals=True)
+    _emit(run_scenario(scenario, until), output, run_tables)

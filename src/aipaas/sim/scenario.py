@@ -1,0 +1,174 @@
+"""The Scenario document of ``aipaas simulate cycle|run``: read, bounded and validated.
+
+One YAML (or JSON) document, ``kind: Scenario`` (issue 11, "The contract outside checks rely
+on"): the sim cluster's nodes, the platform's own manifests (Tenant, Queue, PriorityClass, Job,
+as ``aipaas apply`` takes them), what already runs at ``now``, and for ``simulate run`` the
+arrivals and durations. A top-level ``expect`` block is allowed and ignored (the scenario
+cases of tests/data/scenarios keep their expected decisions there).
+
+Parsing is bounded as the server's (api/parsing.py): YAML through ``load_documents`` (1 MiB,
+depth, node and alias bounds); JSON, the form of large generated scenarios (15,000 jobs), by
+``load_json`` (depth checked, no aliases) up to ``MAX_SCENARIO_BYTES``. Every problem is an
+``InvalidObject`` whose FieldErrors name the field (``spec.nodes[0].memory``,
+``spec.running[0].nodes.w-9``); scenario_build.py turns the valid document into the model.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any, Final, Literal
+
+from pydantic import Field, ValidationError, field_validator
+
+from aipaas.api.errors import invalid
+from aipaas.api.meta import Model, Name, _check_labels
+from aipaas.api.parsing import load_documents, load_json
+from aipaas.api.quantity import QuantityStr, parse_quantity
+from aipaas.errors import FieldError, InvalidObject, PayloadTooLarge
+
+#: JSON scenarios may be this large (a generated 15,000-job scale scenario is a few MiB).
+MAX_SCENARIO_BYTES: Final = 64 << 20
+MAX_NODES: Final = 100_000
+MAX_OBJECTS: Final = 200_000
+_DURATION_RE: Final = re.compile(r"(?:(\d+(?:\.\d+)?)(ms|s|m|h|d))+")
+_DURATION_PART: Final = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
+_UNIT_SECONDS: Final = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+
+
+def seconds(value: Any) -> float:
+    """A duration: a number of seconds (``0.2``, ``7200``) or a text such as ``90s``, ``2h``,
+    ``1h30m``, ``200ms``. Raises ValueError for anything else or a negative amount."""
+    if isinstance(value, bool):
+        raise ValueError(f"must be a number of seconds or a duration like 2h, not {value!r}")
+    if isinstance(value, int | float):
+        number = float(value)
+    elif isinstance(value, str) and _DURATION_RE.fullmatch(value.strip()):
+        number = sum(float(n) * _UNIT_SECONDS[u] for n, u in _DURATION_PART.findall(value.strip()))
+    elif isinstance(value, str):
+        try:
+            number = float(value)
+        except ValueError:
+            raise ValueError(
+                f"must be a number of seconds or a duration like 90s, 2h or 1h30m, not {value!r}"
+            ) from None
+    else:
+        raise ValueError(f"must be a number of seconds or a duration like 2h, not {value!r}")
+    if not number >= 0 or number == float("inf"):
+        raise ValueError(f"must be a finite number of seconds >= 0, got {value!r}")
+    return number
+
+
+def _quantity_at_least(value: str, low: float, what: str) -> str:
+    if parse_quantity(value) < low:
+        raise ValueError(f"{what} must be at least {low:g}, got {value}")
+    return value
+
+
+class ScenarioNode(Model):
+    """A node of the sim cluster. cpu and memory have generous defaults, so that a GPU-only
+    case need not name them (tasks ask for 1 CPU and 256Mi unless they say otherwise)."""
+
+    name: Name
+    gpu: int = Field(default=0, ge=0, le=1024, strict=True)
+    cpu: QuantityStr = "256"
+    memory: QuantityStr = "2Ti"
+    gpu_model: str = Field(default="", max_length=64)
+    labels: dict[str, str] = Field(default_factory=dict)
+
+    _labels = field_validator("labels")(_check_labels)
+
+    @field_validator("cpu")
+    @classmethod
+    def _cpu(cls, value: str) -> str:
+        return _quantity_at_least(value, 0, "cpu")
+
+    @field_validator("memory")
+    @classmethod
+    def _memory(cls, value: str) -> str:
+        return _quantity_at_least(value, 0, "memory")
+
+
+class Running(Model):
+    """What runs at ``now``: the job's tasks on their nodes, since a virtual time."""
+
+    job: str = Field(min_length=3, max_length=128)
+    since: float = Field(default=0.0, allow_inf_nan=False)
+    nodes: dict[str, str] = Field(min_length=1)
+
+
+class Arrival(Model):
+    job: str = Field(min_length=3, max_length=128)
+    at: float = Field(ge=0, allow_inf_nan=False)
+
+
+class Duration(Model):
+    job: str = Field(min_length=3, max_length=128)
+    seconds: float = Field(gt=0, allow_inf_nan=False)
+
+    @field_validator("seconds", mode="before")
+    @classmethod
+    def _seconds(cls, value: Any) -> float:
+        return seconds(value)
+
+
+class ScenarioSpec(Model):
+    now: float = Field(default=0.0, ge=0, allow_inf_nan=False)
+    profile: str = Field(default="default", min_length=1, max_length=4096)
+    nodes: list[ScenarioNode] = Field(min_length=1, max_length=MAX_NODES)
+    objects: list[dict[str, Any]] = Field(default_factory=list, max_length=MAX_OBJECTS)
+    running: list[Running] = Field(default_factory=list)
+    arrivals: list[Arrival] = Field(default_factory=list)
+    durations: list[Duration] = Field(default_factory=list)
+
+
+class ScenarioMeta(Model):
+    name: Name = "scenario"
+
+
+class ScenarioDocument(Model):
+    api_version: Literal["aipaas/v1"] = "aipaas/v1"
+    kind: Literal["Scenario"]
+    metadata: ScenarioMeta = Field(default_factory=ScenarioMeta)
+    spec: ScenarioSpec
+    #: the expected decisions of a test case: read by the tests, ignored here
+    expect: Any = None
+
+
+def read_scenario_text(path: str | Path) -> str:
+    """The file's text (InvalidObject naming the file when it cannot be read)."""
+    try:
+        raw = Path(path).read_bytes()
+    except OSError as err:
+        raise InvalidObject([FieldError("", f"cannot read {path}: {err.strerror or err}")]) from err
+    if len(raw) > MAX_SCENARIO_BYTES:
+        raise PayloadTooLarge(f"{path} is {len(raw)} bytes; the limit is {MAX_SCENARIO_BYTES}")
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise InvalidObject([FieldError("", f"{path} is not UTF-8: {err}")]) from err
+
+
+def parse_document(text: str) -> dict[str, Any]:
+    """The one document of a scenario text, parsed with the API's bounds."""
+    if text.lstrip().startswith("{"):
+        data = load_json(text)
+        documents = [data]
+    else:
+        documents = load_documents(text)
+    if len(documents) != 1:
+        raise InvalidObject(
+            [FieldError("", f"a scenario is one document, this text has {len(documents)}")]
+        )
+    data = documents[0]
+    if not isinstance(data, dict):
+        raise InvalidObject([FieldError("", "a scenario must be a mapping (kind: Scenario)")])
+    return data
+
+
+def validate_document(data: dict[str, Any]) -> ScenarioDocument:
+    """The document's shape checked; objects are checked by scenario_build.py."""
+    try:
+        return ScenarioDocument.model_validate(data)
+    except ValidationError as err:
+        raise invalid(err, what="Scenario") from err

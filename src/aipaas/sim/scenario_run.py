@@ -1,0 +1,331 @@
+"""``aipaas simulate run``: the scenario on a virtual clock, one session per event time.
+
+Events: arrivals (a job listed in ``arrivals`` is submitted at its ``at``), completions (a
+started job's tasks run its ``durations`` seconds; a job without one runs on), time limits (a
+run longer than ``timeLimit`` ends Failed, reason TimeLimit) and evictions (an evicted job goes
+back to Pending and, restarted, runs its whole duration again). At each distinct event time the
+run applies that time's events, then runs one session (again, up to ``MAX_REPEATS`` times, while
+a cycle evicts: reclaim may need a second look), and moves on to the next event; it also wakes
+when a reservation starts or a running job passes its queue's ``minRuntime`` while work waits.
+
+One SnapshotCluster and the model Jobs live across cycles: starts and evictions are already in
+them when the session returns, completions release their placements here. Only the Session is
+per cycle, so the loop costs what changes, not what exists (15,000 jobs in seconds).
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections import defaultdict
+from dataclasses import dataclass, replace
+from typing import Any, Final
+
+from aipaas.scheduler.batch.model import Decisions, Job, Resources, Snapshot
+from aipaas.scheduler.batch.session import run_session
+from aipaas.sim.scenario_build import Scenario
+
+#: extra cycles at one instant while the previous one evicted something
+MAX_REPEATS: Final = 2
+_WAKE: Final = ""  # the event key of a wake-up (no job)
+
+
+def _at(value: float) -> float:
+    """Times on a 1 µs grid: 0.1 + 0.2 and 0.3 are one event time."""
+    return round(value, 6)
+
+
+@dataclass(slots=True)
+class _Record:
+    submitted: float
+    started: float | None = None  # the first start
+    run_start: float | None = None  # the current run's start
+    finished: float | None = None
+    evictions: int = 0
+    tasks_evicted: int = 0
+    phase: str = "Pending"
+    reason: str = ""
+    generation: int = 0  # bumps on every start and eviction: older end events are void
+
+
+class ScenarioRun:
+    """The state of a run; ``run(until)`` drives it and returns the contract's JSON."""
+
+    def __init__(self, scenario: Scenario) -> None:
+        self.scenario = scenario
+        self.engine = scenario.engine
+        self.queues = dict(scenario.queues)
+        self.now = scenario.now
+        self.cycles = 0
+        self.records = {key: _Record(job.submitted) for key, job in scenario.jobs.items()}
+        self.active: dict[str, Job] = {}
+        self.blocked: dict[str, tuple[str, ...]] = {}  # waiting for dependencies
+        self.waiting: set[str] = set()  # active jobs with tasks not running
+        self.events: list[tuple[float, int, str, int]] = []
+        self._seq = 0
+        self._woken: set[float] = set()
+        self.allocated: dict[str, Resources] = defaultdict(Resources)  # by leaf queue
+        self.used: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])  # gpu-s, cpu-s
+        self.lineage = {key: self._lineage(key) for key in self.queues}
+        self.decaying = [
+            k
+            for k, q in self.queues.items()
+            if q.usage_half_life and scenario.options.usageOverTime
+        ]
+        self.min_runtime = any(q.min_runtime > 0 for q in self.queues.values())
+        arrivals = scenario.arrivals
+        self.arrivals = sorted(
+            (_at(arrivals[k]), job.order, k) for k, job in scenario.jobs.items() if k in arrivals
+        )
+        self._next_arrival = 0
+        for key, job in scenario.jobs.items():
+            if key in arrivals:
+                continue
+            self._submit(key, job)
+            if job.is_running:
+                self._account(job, job.allocated(), +1)
+                self._begin_run(key, job, job.started if job.started is not None else self.now)
+
+    # --- bookkeeping ---------------------------------------------------------------
+
+    def _lineage(self, key: str) -> tuple[str, ...]:
+        out = []
+        current: str | None = key
+        while current:  # the root "" is not reported
+            out.append(current)
+            current = self.queues[current].parent
+        return tuple(out)
+
+    def _push(self, time: float, key: str, generation: int) -> None:
+        self._seq += 1
+        heapq.heappush(self.events, (_at(time), self._seq, key, generation))
+
+    def _submit(self, key: str, job: Job) -> None:
+        needs = self.scenario.depends_on.get(key)
+        if needs and not job.is_running:
+            self.blocked[key] = needs
+            self.records[key].reason = f"waiting for {', '.join(needs)} to succeed"
+            return
+        self.active[key] = job
+        if job.pending_tasks:
+            self.waiting.add(key)
+
+    def _account(self, job: Job, amount: Resources, sign: int) -> None:
+        current = self.allocated[job.queue]
+        self.allocated[job.queue] = current + amount if sign > 0 else current - amount
+
+    def _begin_run(self, key: str, job: Job, start: float) -> None:
+        record = self.records[key]
+        if record.run_start is not None:
+            record.evictions += 1  # evicted and started again within one cycle
+        record.run_start = start
+        if record.started is None:
+            record.started = start
+        record.phase = "Running"
+        record.reason = ""
+        record.generation += 1
+        duration = self.scenario.durations.get(key)
+        ends = [start + d for d in (duration, job.time_limit) if d is not None]
+        job.ends_at = None if job.time_limit is None else start + job.time_limit
+        if ends:
+            self._push(min(ends), key, record.generation)
+
+    def _finish(self, key: str, job: Job, time: float) -> None:
+        record = self.records[key]
+        duration = self.scenario.durations.get(key)
+        run = time - (record.run_start or 0.0)
+        timed_out = job.time_limit is not None and (duration is None or duration > job.time_limit)
+        for task in job.tasks:
+            if task.placement is not None:
+                self.engine.release(task.placement)
+                self._account(job, task.resources, -1)
+                task.placement = None
+                task.since = None
+        job.started = None
+        del self.active[key]
+        self.waiting.discard(key)
+        record.finished = time
+        record.run_start = None
+        record.phase = "Failed" if timed_out else "Succeeded"
+        record.reason = (
+            f"TimeLimit: ran {run:g}s, its limit is {job.time_limit:g}s" if timed_out else ""
+        )
+        if record.phase == "Succeeded":
+            self._release_dependents()
+
+    def _release_dependents(self) -> None:
+        done = {k for k, r in self.records.items() if r.phase == "Succeeded"}
+        for key, needs in list(self.blocked.items()):
+            if all(n in done for n in needs):
+                del self.blocked[key]
+                self._submit(key, self.scenario.jobs[key])
+
+    def _advance(self, time: float) -> None:
+        """Move the clock to ``time``, adding each queue's use over the interval."""
+        dt = time - self.now
+        if dt > 0:
+            for leaf, held in self.allocated.items():
+                if held.gpu_milli or held.cpu_milli:
+                    for key in self.lineage[leaf]:
+                        used = self.used[key]
+                        used[0] += held.gpu_milli * dt / 1000
+                        used[1] += held.cpu_milli * dt / 1000
+            self._decay(dt)
+        self.now = time
+
+    def _decay(self, dt: float) -> None:
+        """Decayed usage of the queues that count usage over time (half-life decay, then
+        what they held over the interval)."""
+        if not self.decaying:
+            return
+        held: dict[str, Resources] = defaultdict(Resources)
+        for leaf, amount in self.allocated.items():
+            for key in self.lineage[leaf]:
+                held[key] = held[key] + amount
+        for key in self.decaying:
+            queue = self.queues[key]
+            factor = 0.5 ** (dt / (queue.usage_half_life or 1.0))
+            old, now = queue.decayed_usage.as_tuple(), held[key].as_tuple()
+            usage = Resources(*(int(o * factor + n * dt) for o, n in zip(old, now, strict=True)))
+            self.queues[key] = replace(queue, decayed_usage=usage)
+
+    # --- the loop ------------------------------------------------------------------
+
+    def _apply_events(self) -> None:
+        while self.events and self.events[0][0] <= self.now:
+            time, _, key, generation = heapq.heappop(self.events)
+            if key == _WAKE:
+                self._woken.discard(time)
+                continue
+            job = self.active.get(key)
+            if job is not None and self.records[key].generation == generation:
+                self._finish(key, job, max(time, self.now))
+        while self._next_arrival < len(self.arrivals):
+            at, _, key = self.arrivals[self._next_arrival]
+            if at > self.now:
+                break
+            self._next_arrival += 1
+            self._submit(key, self.scenario.jobs[key])
+
+    def _cycle(self) -> Decisions:
+        self.cycles += 1
+        snapshot = Snapshot(self.now, self.scenario.nodes, self.queues, list(self.active.values()))
+        decisions = run_session(snapshot, self.engine, self.scenario.options)
+        touched: dict[str, Job] = {}
+        for start in decisions.started:
+            job = self.active[start.job]
+            touched[start.job] = job
+            self._account(job, _task(job, start.task).resources, +1)
+        for eviction in decisions.evicted:
+            job = self.active[eviction.job]
+            touched[eviction.job] = job
+            self._account(job, _task(job, eviction.task).resources, -1)
+            self.records[eviction.job].tasks_evicted += 1
+        for key, job in touched.items():
+            record = self.records[key]
+            if job.is_running and job.started != record.run_start:
+                self._begin_run(key, job, self.now)
+            elif not job.is_running and record.run_start is not None:
+                record.evictions += 1
+                record.run_start = None
+                record.generation += 1
+                record.phase = "Pending"
+                job.ends_at = None
+            if job.pending_tasks:
+                self.waiting.add(key)
+            else:
+                self.waiting.discard(key)
+        for key, (_, message) in decisions.reasons.items():
+            self.records[key].reason = message
+        self._wake_later(decisions)
+        return decisions
+
+    def _wake_later(self, decisions: Decisions) -> None:
+        """A later instant where waiting work may start with no event: a reservation's start,
+        or a running job passing its queue's minRuntime (it may then be preempted)."""
+        if not self.waiting:
+            return
+        times = [r.start for r in decisions.reservations.values() if r.start > self.now]
+        if self.min_runtime:
+            for job in self.active.values():
+                limit = self.queues[job.queue].min_runtime
+                if limit and job.started is not None and job.started + limit > self.now:
+                    times.append(job.started + limit)
+        if times:
+            wake = _at(min(times))
+            if wake not in self._woken:
+                self._woken.add(wake)
+                self._push(wake, _WAKE, 0)
+
+    def _next_time(self) -> float | None:
+        while self.events:
+            _, _, key, generation = self.events[0]
+            if key == _WAKE or (key in self.active and self.records[key].generation == generation):
+                break
+            heapq.heappop(self.events)  # void: the job was evicted or finished since
+        times = []
+        if self.events:
+            times.append(self.events[0][0])
+        if self._next_arrival < len(self.arrivals):
+            times.append(self.arrivals[self._next_arrival][0])
+        return max(min(times), self.now) if times else None
+
+    def run(self, until: float | None = None) -> dict[str, Any]:
+        if until is None or until >= self.now:
+            while True:
+                self._apply_events()
+                repeats = 0
+                while self.waiting:
+                    decisions = self._cycle()
+                    repeats += 1
+                    if not decisions.evicted or repeats > MAX_REPEATS:
+                        break
+                upcoming = self._next_time()
+                if upcoming is None or (until is not None and upcoming > until):
+                    break
+                self._advance(upcoming)
+        if until is not None and until > self.now:
+            self._advance(until)
+        return self.output()
+
+    def output(self) -> dict[str, Any]:
+        jobs: dict[str, Any] = {}
+        for key, record in self.records.items():
+            jobs[key] = {
+                "submitted": _time(record.submitted),
+                "started": _time(record.started),
+                "finished": _time(record.finished),
+                "evictions": record.evictions,
+                "tasks_evicted": record.tasks_evicted,
+                "phase": record.phase,
+                "reason": record.reason,
+                "wait": None
+                if record.started is None
+                else _time(max(record.started - record.submitted, 0.0)),
+            }
+        queues = {
+            key: {"gpu_seconds": _time(self.used[key][0]), "cpu_seconds": _time(self.used[key][1])}
+            for key in sorted(self.queues)
+            if key
+        }
+        return {"jobs": jobs, "queues": queues, "end": _time(self.now), "cycles": self.cycles}
+
+
+def _task(job: Job, name: str) -> Any:
+    for task in job.tasks:
+        if task.name == name:
+            return task
+    raise KeyError(f"{job.key} has no task {name}")
+
+
+def _time(value: float | None) -> float | int | None:
+    """Whole seconds as ints, else rounded to a microsecond."""
+    if value is None:
+        return None
+    value = round(value, 6)
+    return int(value) if math.isclose(value, round(value)) and value == int(value) else value
+
+
+def run_scenario(scenario: Scenario, until: float | None = None) -> dict[str, Any]:
+    """``simulate run``'s JSON for ``scenario`` (built with arrivals honoured)."""
+    return ScenarioRun(scenario).run(until)
