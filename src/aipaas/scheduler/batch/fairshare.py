@@ -1,15 +1,53 @@
-"""Fair share over the queue tree (placeholder: its owner replaces this file)."""
+"""Fair share over the queue tree, computed top-down each cycle from the demand that exists.
+
+Per node, what it has to divide ("available") is its own fair share; the root's is the
+capacity. Among the children of a node, each resource is divided on its own:
+
+- a child's demand is what the leaves under it hold and ask for, capped by its quota at every
+  level (a child never gets more than it could hold); its guarantee is the larger of its own
+  and the sum of its children's (effective guarantee);
+- step 1: each child gets min(guarantee, demand); when the guarantees exceed what is
+  available, children are served in creation order;
+- step 2: what is left goes to the children still below their demand, the sibling group of the
+  highest ``priority`` first (served to its demand before the next group gets anything), by
+  weight, water-filling: a child that reaches its demand drops out and the excess is divided
+  again among the others.
+
+Amounts are divided in whole units (1 GPU, 1 CPU core, 1 MiB of memory or GPU memory): each
+round splits its units by the largest remainder method, ties to the child created first. A
+share never exceeds the child's demand, so a fractional demand gets exactly its demand. A
+remainder below one unit (only when a fraction came down from a fractional demand or quota)
+goes to the children still short, in creation order.
+
+Usage over time (``options.usageOverTime`` and a child's ``usage_half_life`` set): its weight in
+step 2 is multiplied by Slurm's classic fair-share factor 2^(-U/S), with U the child's decayed
+usage of the resource as a fraction of its siblings' total and S its weight as a fraction of
+its siblings' weights: a queue that used exactly its share keeps half its weight's pull, one
+that used nothing keeps it whole, one that used everything keeps little. The caller decays
+usage (``QueueNode.decayed_usage``, resource-seconds at ``now``).
+
+``options.fairShare``: "drf" is the above; "proportion" is Volcano's proportion plugin (every
+leaf directly under the root with its own weight: no guarantees, no priority, no usage over
+time; inner nodes report the sum of their leaves); "fifo" gives every node its demand capped
+by its quota (no fair share at all).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Final
 
 from aipaas.scheduler.batch.model import QueueNode, Resources
 from aipaas.scheduler.batch.options import BatchOptions
 
 if TYPE_CHECKING:
     from aipaas.scheduler.batch.session import Session
+
+#: the whole unit of each resource, in model units (gpu milli, cpu milli, MiB, MiB)
+UNITS: Final = (1000, 1000, 1, 1)
+_EPSILON: Final = 1e-9
+_Vector = tuple[int, int, int, int]
+_ZERO: Final[_Vector] = (0, 0, 0, 0)
 
 
 def demands(session: Session) -> dict[str, Resources]:
@@ -30,5 +68,253 @@ def fair_shares(
     now: float,
     options: BatchOptions,
 ) -> dict[str, Resources]:
-    """Every queue node's fair share (placeholder: its demand)."""
-    return {key: demand.get(key, Resources()) for key in queues}
+    """Every queue node's fair share (the module docstring says how)."""
+    children = _children(queues)
+    capped = _capped_demand(queues, children, demand)
+    if options.fairShare == "fifo":
+        return {key: Resources(*capped[key]) for key in queues}
+    if options.fairShare == "proportion":
+        return _proportion(queues, children, capped, capacity)
+    guaranteed = _effective_guaranteed(queues, children)
+    shares: dict[str, _Vector] = {}
+    roots = [key for key in _by_creation(queues, queues) if _parent(queues, key) is None]
+    pending = []
+    for key in roots:
+        shares[key] = capacity.as_tuple()
+        pending.append(key)
+    while pending:
+        key = pending.pop()
+        kids = children.get(key, [])
+        if not kids:
+            continue
+        weights = _weights(queues, kids, options)
+        split = [
+            _divide(
+                shares[key][r],
+                [capped[c][r] for c in kids],
+                [guaranteed[c][r] for c in kids],
+                weights[r],
+                [queues[c].priority for c in kids],
+                UNITS[r],
+            )
+            for r in range(4)
+        ]
+        for i, child in enumerate(kids):
+            shares[child] = (split[0][i], split[1][i], split[2][i], split[3][i])
+            pending.append(child)
+    return {key: Resources(*shares.get(key, _ZERO)) for key in queues}
+
+
+# --- the tree ----------------------------------------------------------------------------
+
+
+def _parent(queues: Mapping[str, QueueNode], key: str) -> str | None:
+    """The node's parent when it is in the tree (a node whose parent is missing is a root)."""
+    parent = queues[key].parent
+    return parent if parent is not None and parent in queues and parent != key else None
+
+
+def _by_creation(queues: Mapping[str, QueueNode], keys: Iterable[str]) -> list[str]:
+    return sorted(keys, key=lambda k: (queues[k].created, k))
+
+
+def _children(queues: Mapping[str, QueueNode]) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for key in _by_creation(queues, queues):
+        parent = _parent(queues, key)
+        if parent is not None:
+            out.setdefault(parent, []).append(key)
+    return out
+
+
+def _post_order(queues: Mapping[str, QueueNode], children: Mapping[str, list[str]]) -> list[str]:
+    """Every node after all its descendants (nodes on a cycle of parents are left out)."""
+    order: list[str] = []
+    stack = [(key, False) for key in queues if _parent(queues, key) is None]
+    while stack:
+        key, expanded = stack.pop()
+        if expanded:
+            order.append(key)
+            continue
+        stack.append((key, True))
+        stack.extend((child, False) for child in children.get(key, []))
+    return order
+
+
+def _capped_demand(
+    queues: Mapping[str, QueueNode],
+    children: Mapping[str, list[str]],
+    demand: Mapping[str, Resources],
+) -> dict[str, _Vector]:
+    """Each node's demand: its own (jobs are in leaves) plus its children's, capped by its
+    quota."""
+    out: dict[str, _Vector] = {key: _ZERO for key in queues}
+    for key in _post_order(queues, children):
+        own = demand.get(key)
+        total = list(own.as_tuple() if own is not None else _ZERO)
+        for child in children.get(key, []):
+            for r, amount in enumerate(out[child]):
+                total[r] += amount
+        quota = queues[key].quota.as_tuple()
+        out[key] = (
+            min(total[0], quota[0]),
+            min(total[1], quota[1]),
+            min(total[2], quota[2]),
+            min(total[3], quota[3]),
+        )
+    return out
+
+
+def _effective_guaranteed(
+    queues: Mapping[str, QueueNode], children: Mapping[str, list[str]]
+) -> dict[str, _Vector]:
+    """max(own guarantee, sum of the children's effective guarantees), per resource."""
+    out: dict[str, _Vector] = {key: queues[key].guaranteed.as_tuple() for key in queues}
+    for key in _post_order(queues, children):
+        kids = children.get(key, [])
+        if not kids:
+            continue
+        own = queues[key].guaranteed.as_tuple()
+        sums = [sum(out[c][r] for c in kids) for r in range(4)]
+        out[key] = (
+            max(own[0], sums[0]),
+            max(own[1], sums[1]),
+            max(own[2], sums[2]),
+            max(own[3], sums[3]),
+        )
+    return out
+
+
+def _weights(
+    queues: Mapping[str, QueueNode], kids: Sequence[str], options: BatchOptions
+) -> list[list[float]]:
+    """Per resource, the weight each child divides by (with the usage factor where it
+    counts)."""
+    base = [queues[c].weight for c in kids]
+    if not options.usageOverTime or all(queues[c].usage_half_life is None for c in kids):
+        return [base] * 4
+    total_weight = sum(base)
+    out = []
+    for r in range(4):
+        usage = [queues[c].decayed_usage.as_tuple()[r] for c in kids]
+        total_usage = sum(usage)
+        row = []
+        for i, child in enumerate(kids):
+            if queues[child].usage_half_life is None or total_usage <= 0:
+                row.append(base[i])
+                continue
+            used = usage[i] / total_usage
+            share = base[i] / total_weight
+            row.append(base[i] * 2.0 ** (-used / share))
+        out.append(row)
+    return out
+
+
+def _proportion(
+    queues: Mapping[str, QueueNode],
+    children: Mapping[str, list[str]],
+    capped: Mapping[str, _Vector],
+    capacity: Resources,
+) -> dict[str, Resources]:
+    """Volcano's proportion: the leaves share the capacity by weight alone; every inner node
+    reports the sum of its leaves."""
+    leaves = [key for key in _post_order(queues, children) if not children.get(key)]
+    leaves = _by_creation(queues, leaves)
+    no_priority = [0] * len(leaves)
+    split = [
+        _divide(
+            capacity.as_tuple()[r],
+            [capped[k][r] for k in leaves],
+            [0] * len(leaves),
+            [queues[k].weight for k in leaves],
+            no_priority,
+            UNITS[r],
+        )
+        for r in range(4)
+    ]
+    shares: dict[str, _Vector] = {key: _ZERO for key in queues}
+    for i, leaf in enumerate(leaves):
+        shares[leaf] = (split[0][i], split[1][i], split[2][i], split[3][i])
+    for key in _post_order(queues, children):
+        kids = children.get(key, [])
+        if kids:
+            shares[key] = (
+                sum(shares[c][0] for c in kids),
+                sum(shares[c][1] for c in kids),
+                sum(shares[c][2] for c in kids),
+                sum(shares[c][3] for c in kids),
+            )
+    return {key: Resources(*shares[key]) for key in queues}
+
+
+# --- dividing one resource among siblings ------------------------------------------------
+
+
+def _divide(
+    available: int,
+    need: Sequence[int],
+    guaranteed: Sequence[int],
+    weights: Sequence[float],
+    priorities: Sequence[int],
+    unit: int,
+) -> list[int]:
+    """Shares of ``available`` among children in creation order (steps 1 and 2 of the module
+    docstring); ``need`` is each child's demand capped by its quota."""
+    share = [0] * len(need)
+    left = max(available, 0)
+    for i, wanted in enumerate(need):
+        take = min(guaranteed[i], wanted, left)
+        share[i] = take
+        left -= take
+    if left <= 0:
+        return share
+    if sum(need) - sum(share) <= left:
+        return list(need)  # everyone reaches its demand: nothing to divide
+    for priority in sorted(set(priorities), reverse=True):
+        group = [i for i, p in enumerate(priorities) if p == priority and share[i] < need[i]]
+        left = _water_fill(group, share, need, weights, left, unit)
+        if left <= 0:
+            break
+    return share
+
+
+def _water_fill(
+    active: list[int],
+    share: list[int],
+    need: Sequence[int],
+    weights: Sequence[float],
+    left: int,
+    unit: int,
+) -> int:
+    """Give ``left`` to the ``active`` children by weight, in whole units, until each reaches
+    its need or nothing is left; returns what is left."""
+    while active and left > 0:
+        units = left // unit
+        if units == 0:
+            for i in active:  # below one unit: in creation order
+                give = min(need[i] - share[i], left)
+                share[i] += give
+                left -= give
+            break
+        for i, count in zip(
+            active, largest_remainder(units, [weights[i] for i in active]), strict=True
+        ):
+            give = min(count * unit, need[i] - share[i])
+            share[i] += give
+            left -= give
+        active = [i for i in active if share[i] < need[i]]
+    return left
+
+
+def largest_remainder(units: int, weights: Sequence[float]) -> list[int]:
+    """``units`` split in proportion to ``weights`` (all > 0): each gets the whole part of its
+    quota, and the units left go to the largest remainders, ties to the one listed first."""
+    total = sum(weights)
+    exact = [units * w / total for w in weights]
+    counts = [int(x + _EPSILON) for x in exact]
+    rest = units - sum(counts)
+    if rest > 0:
+        order = sorted(range(len(exact)), key=lambda i: (-round(exact[i] - counts[i], 9), i))
+        for i in order[:rest]:
+            counts[i] += 1
+    return counts
