@@ -54,7 +54,7 @@ class Case:
     options: BatchOptions = field(default_factory=BatchOptions)
 
 
-T1 = ("t", "", {})
+T1: tuple[str, str | None, dict[str, Any]] = ("t", "", {})
 CASES = [
     Case(
         "equal weights split evenly",
