@@ -101,3 +101,14 @@ class Statement:
     def _check_open(self) -> None:
         if not self._open:
             raise RuntimeError("the statement was already committed or discarded")
+
+
+def evicted_jobs(session: Session) -> set[str]:
+    """Jobs with a task evicted this cycle (committed): no later action of the cycle starts
+    them again, or the room their eviction freed would not go to their preemptor."""
+    return {e.job for e in session.decisions.evicted}
+
+
+def touched_jobs(session: Session) -> set[str]:
+    """Jobs started or evicted this cycle: neither preemptors nor victims again this cycle."""
+    return evicted_jobs(session) | {s.job for s in session.decisions.started}

@@ -1,12 +1,89 @@
-"""The preempt action (placeholder: its owner replaces this file)."""
+"""The preempt action: within a leaf queue, a pending job evicts preemptible jobs of strictly
+lower priority (equal priority never preempts) that ran at least the queue's minRuntime.
+
+For each pending job in the cycle's order, ``victims.Search`` finds the fewest and cheapest
+victims of its own queue that let its gang start (quota checked with the victims gone: they
+free the queue's quota); the evictions and the starts are committed in one statement, or
+nothing happens. Strict priority means a victim can never preempt its preemptor back.
+"""
 
 from __future__ import annotations
 
+from collections import defaultdict
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
+
+from aipaas.scheduler.batch.model import Eviction, Job, Resources, Task
+from aipaas.scheduler.batch.statement import touched_jobs
+from aipaas.scheduler.batch.victims import (
+    Search,
+    Unit,
+    eligible,
+    gang_of,
+    preemptors,
+    scopes_for,
+    shape_of,
+    units_of,
+)
 
 if TYPE_CHECKING:
     from aipaas.scheduler.batch.session import Session
 
 
 def preempt(session: Session) -> None:
-    """Not built yet: does nothing."""
+    protected = touched_jobs(session)
+    running: dict[str, list[Job]] = defaultdict(list)
+    for job in session.jobs.values():
+        if job.is_running:
+            running[job.queue].append(job)
+    failed: set[tuple[object, ...]] = set()
+    for job in preemptors(session, protected):
+        gang = gang_of(job)
+        victims = [
+            v
+            for v in running[job.queue]
+            if v.priority < job.priority and eligible(session, v, protected)
+        ]
+        shape = shape_of(job, gang)
+        if not gang or not victims or (shape is not None and shape in failed):
+            continue
+        before = len(session.decisions.evicted)
+        if _try(session, job, gang, victims):
+            protected.add(job.key)
+            protected.update(e.job for e in session.decisions.evicted[before:])
+            failed.clear()  # the cluster changed: what failed may fit now
+        elif shape is not None:
+            failed.add(shape)
+
+
+def _try(session: Session, job: Job, gang: Sequence[Task], victims: Sequence[Job]) -> bool:
+    need = Resources()
+    for task in gang:
+        need = need + task.resources
+
+    def may_start(units: Sequence[Unit]) -> bool:
+        return session.quota_problem(job, need) is None
+
+    search = Search(session, job, gang, lambda unit: True, may_start)
+    scopes, whole_cluster = scopes_for(session, job)
+    plan = search.best(units_of(victims), scopes, whole_cluster)
+    if plan is None:
+        return False
+
+    def make(unit: Unit, task: Task) -> Eviction:
+        victim = unit.job
+        why = f"{job.key} (priority {job.priority} > {victim.priority}) in queue {job.queue}"
+        if unit.extra:
+            message = (
+                f"elastic task {task.name} above minAvailable {victim.min_available} "
+                f"given up for {why}"
+            )
+            return Eviction(victim.key, task.name, job.key, "ElasticShrink", message)
+        return Eviction(victim.key, task.name, job.key, "Preempted", f"preempted by {why}")
+
+    evictions_before = len(session.decisions.evicted)
+    if not search.carry_out(plan, make):
+        return False
+    for eviction in session.decisions.evicted[evictions_before:]:
+        session.wait(session.jobs[eviction.job], eviction.reason, eviction.message)
+    return True

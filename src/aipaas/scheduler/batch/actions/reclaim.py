@@ -1,12 +1,190 @@
-"""The reclaim action (placeholder: its owner replaces this file)."""
+"""The reclaim action: a queue below its fair share takes capacity back from queues above
+theirs, across the tree.
+
+A pending job may reclaim only while its queue, and every ancestor below the lowest common
+ancestor with a victim, stays at or below its fair share after the start (in each resource the
+job asks for); a victim's branch (the child of that common ancestor that holds the victim) must
+hold more than its fair share of such a resource right before each eviction. Priority across
+queues does not decide who may be taken. Since the reclaimer ends at or below its share, the
+victim's queue cannot take the room back next cycle: no reclaim loop. A queue below its
+guarantee reclaims the same way (its fair share is at least min(guaranteed, demand)).
+"""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
+
+from aipaas.scheduler.batch.explain import amount
+from aipaas.scheduler.batch.model import Eviction, Job, Resources, Task
+from aipaas.scheduler.batch.statement import touched_jobs
+from aipaas.scheduler.batch.victims import (
+    Search,
+    Unit,
+    eligible,
+    gang_of,
+    preemptors,
+    scopes_for,
+    shape_of,
+    units_of,
+)
 
 if TYPE_CHECKING:
     from aipaas.scheduler.batch.session import Session
 
+_UNITS = (
+    ("gpu", 1000, "GPUs"),
+    ("cpu", 1000, "CPUs"),
+    ("memory", 1, "MiB"),
+    ("gpuMemory", 1, "MiB"),
+)
+
+
+class _Tree:
+    """The reclaimer's lineage and, per victim queue, the lowest common ancestor's place in it
+    and the victim's branch (the common ancestor's child on the victim's side)."""
+
+    def __init__(self, session: Session, leaf: str) -> None:
+        self.session = session
+        self.lineage = list(session.lineage(leaf))
+        self.depth = {key: i for i, key in enumerate(self.lineage)}
+        self._memo: dict[str, tuple[int, str]] = {}
+
+    def split(self, queue: str) -> tuple[int, str]:
+        """(index of the common ancestor in the reclaimer's lineage, the victim's branch)."""
+        found = self._memo.get(queue)
+        if found is None:
+            branch = queue
+            for key in self.session.lineage(queue):
+                if key in self.depth:
+                    found = (self.depth[key], branch)
+                    break
+                branch = key
+            else:  # separate trees: the whole lineage is the reclaimer's side
+                found = (len(self.lineage), branch)
+            self._memo[queue] = found
+        return found
+
+
+def _share(session: Session, key: str) -> Resources:
+    return session.fair_share.get(key, Resources())
+
+
+def _over(session: Session, key: str, need: Resources) -> int | None:
+    """The first resource ``need`` asks for of which ``key`` holds more than its fair share."""
+    held = session.allocated[key].as_tuple()
+    share = _share(session, key).as_tuple()
+    for i, want in enumerate(need.as_tuple()):
+        if want > 0 and held[i] > share[i]:
+            return i
+    return None
+
+
+def _within(session: Session, keys: Sequence[str], need: Resources) -> bool:
+    """Every node of ``keys`` holds at most its fair share of what ``need`` asks for, with
+    ``need`` added."""
+    for key in keys:
+        after = (session.allocated[key] + need).as_tuple()
+        share = _share(session, key).as_tuple()
+        for i, want in enumerate(need.as_tuple()):
+            if want > 0 and after[i] > share[i]:
+                return False
+    return True
+
+
+def _label(key: str) -> str:
+    return "tenant" if "/" not in key else "queue"
+
 
 def reclaim(session: Session) -> None:
-    """Not built yet: does nothing."""
+    protected = touched_jobs(session)
+    running = [j for j in session.jobs.values() if j.is_running]
+    failed: set[tuple[object, ...]] = set()
+    for job in preemptors(session, protected):
+        gang = gang_of(job)
+        need = Resources()
+        for task in gang:
+            need = need + task.resources
+        shape = shape_of(job, gang)
+        if not gang or (shape is not None and shape in failed):
+            continue
+        if not _within(session, [job.queue], need):
+            continue  # its queue would go above its fair share: not a reclaimer
+        tree = _Tree(session, job.queue)
+        victims = [
+            v
+            for v in running
+            if v.queue != job.queue
+            and eligible(session, v, protected)
+            and _over(session, tree.split(v.queue)[1], need) is not None
+        ]
+        if not victims:
+            continue
+        before = len(session.decisions.evicted)
+        if _try(session, job, gang, need, tree, victims):
+            protected.add(job.key)
+            protected.update(e.job for e in session.decisions.evicted[before:])
+            failed.clear()
+        elif shape is not None:
+            failed.add(shape)
+
+
+def _try(
+    session: Session,
+    job: Job,
+    gang: Sequence[Task],
+    need: Resources,
+    tree: _Tree,
+    victims: Sequence[Job],
+) -> bool:
+    def may_evict(unit: Unit) -> bool:
+        return _over(session, tree.split(unit.job.queue)[1], need) is not None
+
+    def may_start(units: Sequence[Unit]) -> bool:
+        if session.quota_problem(job, need) is not None:
+            return False
+        top = max((tree.split(u.job.queue)[0] for u in units), default=1)
+        return _within(session, tree.lineage[:top], need)
+
+    search = Search(session, job, gang, may_evict, may_start)
+    scopes, whole_cluster = scopes_for(session, job)
+    plan = search.best(units_of(victims), scopes, whole_cluster)
+    if plan is None:
+        return False
+
+    said: dict[int, str] = {}
+
+    def why(unit: Unit) -> str:
+        # Said once per victim, with the numbers as they stand before its first eviction.
+        if id(unit) not in said:
+            branch = tree.split(unit.job.queue)[1]
+            index = _over(session, branch, need) or 0
+            _, per, label = _UNITS[index]
+            mine = session.allocated[job.queue].as_tuple()[index]
+            my_share = _share(session, job.queue).as_tuple()[index]
+            theirs = session.allocated[branch].as_tuple()[index]
+            their_share = _share(session, branch).as_tuple()[index]
+            said[id(unit)] = (
+                f"{_label(job.queue)} {job.queue} holds {amount(mine, per)} of its fair share "
+                f"of {amount(my_share, per)} {label}; {_label(branch)} {branch} holds "
+                f"{amount(theirs, per)} of {amount(their_share, per)}"
+            )
+        return said[id(unit)]
+
+    def make(unit: Unit, task: Task) -> Eviction:
+        victim = unit.job
+        if unit.extra:
+            message = (
+                f"elastic task {task.name} above minAvailable {victim.min_available} "
+                f"given up for {job.key}: {why(unit)}"
+            )
+            return Eviction(victim.key, task.name, job.key, "ElasticShrink", message)
+        message = f"reclaimed by {job.key}: {why(unit)}"
+        return Eviction(victim.key, task.name, job.key, "Reclaimed", message)
+
+    before = len(session.decisions.evicted)
+    if not search.carry_out(plan, make):
+        return False
+    for eviction in session.decisions.evicted[before:]:
+        session.wait(session.jobs[eviction.job], eviction.reason, eviction.message)
+    return True

@@ -1,0 +1,348 @@
+"""Victim selection shared by preempt and reclaim: the fewest, cheapest evictions that let a
+preemptor's gang start.
+
+Candidates come as ``Unit``s: an elastic task above minAvailable (one task, the newest extra
+first), or a whole job (every task it still runs: a gang never drops below minAvailable).
+Extras go before whole jobs; among each, lowest priority first, then the most recently started.
+A ``Search`` evicts candidates in that order inside a Statement until the gang places, then
+reprieves each victim (last chosen first) whose eviction proves needless, and undoes it all:
+the action replays the best plan found in a fresh Statement and commits it. Plans are tried
+over the whole cluster and per node (per topology domain for a gang that needs one), and the
+cheapest wins: fewest whole jobs, then fewest extras, then the lowest victim priority, then the
+least GPU-time lost (GPU-milli x seconds run).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Iterable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from aipaas.scheduler.batch.model import Eviction, Job, Resources, Task
+from aipaas.scheduler.framework.types import Placement, Unschedulable
+
+if TYPE_CHECKING:
+    from aipaas.scheduler.batch.session import Session
+    from aipaas.scheduler.batch.statement import Statement
+
+#: per-node (per-domain) plans evaluated with real placements, the best estimates first
+NODE_PLANS = 8
+
+Cost = tuple[int, int, int, int]
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Unit:
+    """What one eviction step takes: one elastic extra (``task``), or the whole job (``task``
+    None: every task it runs when the step is taken)."""
+
+    job: Job
+    task: Task | None = None
+
+    @property
+    def extra(self) -> bool:
+        return self.task is not None
+
+    def tasks(self) -> list[Task]:
+        if self.task is not None:
+            return [self.task] if self.task.running else []
+        return self.job.running_tasks
+
+
+#: builds the Eviction of one task of a unit, with the state just before it is evicted
+EvictionMaker = Callable[[Unit, Task], Eviction]
+
+
+def eligible(session: Session, job: Job, protected: Collection[str]) -> bool:
+    """A job preempt or reclaim may take from: preemptible, running, not started or touched
+    this cycle (``protected``), and running for at least its queue's minRuntime."""
+    if not job.preemptible or not job.is_running or job.key in protected:
+        return False
+    queue = session.queues.get(job.queue)
+    min_runtime = queue.min_runtime if queue is not None else 0.0
+    started = job.started if job.started is not None else session.now
+    return session.now - started >= min_runtime
+
+
+def _task_started(job: Job, task: Task) -> float:
+    if task.since is not None:
+        return task.since
+    return job.started if job.started is not None else 0.0
+
+
+def units_of(jobs: Iterable[Job]) -> list[Unit]:
+    """Eviction steps in the order victims are taken: extras first (newest extra of each job
+    first), then whole jobs; each by lowest priority, then most recently started."""
+    extras: list[tuple[tuple[int, float, str, str], Unit]] = []
+    wholes: list[tuple[tuple[int, float, str], Unit]] = []
+    for job in jobs:
+        running = job.running_tasks
+        spare = len(running) - job.min_available
+        if spare > 0:
+            newest = sorted(running, key=lambda t: (_task_started(job, t), t.name), reverse=True)
+            for task in newest[:spare]:
+                started = _task_started(job, task)
+                extras.append(((job.priority, -started, job.key, task.name), Unit(job, task)))
+        started = job.started if job.started is not None else 0.0
+        wholes.append(((job.priority, -started, job.key), Unit(job)))
+    extras.sort(key=lambda e: e[0])
+    wholes.sort(key=lambda w: w[0])
+    return [u for _, u in extras] + [u for _, u in wholes]
+
+
+def _first3(r: Resources) -> tuple[int, int, int]:
+    # What engine.free reports: GPU memory is checked by placement, not by these sums.
+    return (r.gpu_milli, r.cpu_milli, r.memory_mib)
+
+
+def covers(have: Resources, need: Resources) -> bool:
+    return all(h >= n for h, n in zip(_first3(have), _first3(need), strict=True))
+
+
+@dataclass(slots=True)
+class Plan:
+    units: list[Unit]
+    nodes: frozenset[str] | None
+    cost: Cost
+
+
+class Search:
+    """Victim search for one preemptor's gang.
+
+    ``may_evict(unit)`` is asked before each eviction with the state as it is then (reclaim:
+    the victim's branch still holds more than its fair share); ``may_start(units)`` after the
+    evictions, before placing (quota, and reclaim's fair-share bound on the reclaimer)."""
+
+    def __init__(
+        self,
+        session: Session,
+        job: Job,
+        gang: Sequence[Task],
+        may_evict: Callable[[Unit], bool],
+        may_start: Callable[[Sequence[Unit]], bool],
+    ) -> None:
+        self.session = session
+        self.job = job
+        self.gang = list(gang)
+        self.pods = [t.request for t in self.gang]
+        self.need = Resources()
+        for task in self.gang:
+            self.need = self.need + task.resources
+        self.may_evict = may_evict
+        self.may_start = may_start
+
+    # --- trials (always undone) ------------------------------------------------------
+
+    def _place(self, nodes: frozenset[str] | None) -> list[Placement] | None:
+        placed = self.session.engine.place(self.pods, nodes)
+        return None if isinstance(placed, Unschedulable) else placed
+
+    def _fits(self, units: Sequence[Unit], nodes: frozenset[str] | None) -> bool:
+        if not self.may_start(units):
+            return False
+        placed = self._place(nodes)
+        if placed is None:
+            return False
+        for placement in placed:
+            self.session.engine.release(placement)
+        return True
+
+    def _evict(self, statement: Statement, unit: Unit, make: EvictionMaker | None) -> None:
+        for task in unit.tasks():
+            eviction = (
+                make(unit, task)
+                if make is not None
+                else Eviction(self.job.key, task.name, self.job.key, "Trial", "")
+            )
+            statement.evict(unit.job, task, eviction)
+
+    def _free(self, nodes: frozenset[str] | None) -> Resources:
+        if nodes is None:
+            # An upper bound when the engine holds more than the snapshot's jobs: it only
+            # decides when placement is worth trying.
+            return self.session.capacity - self.session.allocated[""]
+        total = Resources()
+        for name in nodes:
+            total = total + self.session.engine.free(name)
+        return total
+
+    def greedy(self, units: Sequence[Unit], nodes: frozenset[str] | None) -> list[Unit] | None:
+        """Evict in order until the gang places; the units taken, or None."""
+        statement = self.session.statement()
+        chosen: list[Unit] = []
+        try:
+            have = self._free(nodes)
+            for unit in units:
+                tasks = unit.tasks()
+                if not tasks or not self.may_evict(unit):
+                    continue
+                for task in tasks:
+                    if task.placement is not None and (
+                        nodes is None or task.placement.node in nodes
+                    ):
+                        have = have + task.resources
+                self._evict(statement, unit, None)
+                chosen.append(unit)
+                if covers(have, self.need) and self._fits(chosen, nodes):
+                    return chosen
+            return None
+        finally:
+            statement.discard()
+
+    def trial(self, units: Sequence[Unit], nodes: frozenset[str] | None) -> bool:
+        statement = self.session.statement()
+        try:
+            for unit in units:
+                if not unit.tasks() or not self.may_evict(unit):
+                    return False
+                self._evict(statement, unit, None)
+            return self._fits(units, nodes)
+        finally:
+            statement.discard()
+
+    def reprieve(self, chosen: list[Unit], nodes: frozenset[str] | None) -> list[Unit]:
+        """Hold back each victim, last chosen first, when the gang still fits without it."""
+        for i in range(len(chosen) - 1, -1, -1):
+            unit = chosen[i]
+            if unit.extra and any(u.job is unit.job and not u.extra for u in chosen):
+                continue  # the whole job goes anyway, and this extra with it
+            rest = chosen[:i] + chosen[i + 1 :]
+            if self.trial(rest, nodes):
+                chosen = rest
+        return chosen
+
+    # --- plans -----------------------------------------------------------------------
+
+    def cost(self, units: Sequence[Unit]) -> Cost:
+        now = self.session.now
+        wholes = sum(1 for u in units if not u.extra)
+        extras = sum(1 for u in units if u.extra)
+        top = max((u.job.priority for u in units), default=0)
+        lost = 0.0
+        for unit in units:
+            for task in unit.tasks():
+                lost += task.resources.gpu_milli * max(now - _task_started(unit.job, task), 0.0)
+        return (wholes, extras, top, int(lost))
+
+    def plan(self, units: Sequence[Unit], nodes: frozenset[str] | None) -> Plan | None:
+        """Greedy then reprieve over ``units`` (already limited to ``nodes``' victims)."""
+        chosen = self.greedy(units, nodes)
+        if chosen is None:
+            return None
+        chosen = self.reprieve(chosen, nodes)
+        return Plan(chosen, nodes, self.cost(chosen))
+
+    def estimate(self, units: Sequence[Unit], nodes: frozenset[str]) -> Cost | None:
+        """Without placing: the victims on ``nodes`` whose sum first covers the gang."""
+        have = self._free(nodes)
+        taken: list[Unit] = []
+        for unit in units:
+            taken.append(unit)
+            for task in unit.tasks():
+                if task.placement is not None and task.placement.node in nodes:
+                    have = have + task.resources
+            if covers(have, self.need):
+                return self.cost(taken)
+        return None
+
+    def best(
+        self, units: Sequence[Unit], scopes: Sequence[frozenset[str]], whole_cluster: bool
+    ) -> Plan | None:
+        """The cheapest plan over the whole cluster (when allowed) and the most promising
+        ``scopes`` (nodes or topology domains)."""
+        plans: list[Plan] = []
+        if whole_cluster:
+            found = self.plan(units, None)
+            if found is not None:
+                plans.append(found)
+        rank = {id(u): i for i, u in enumerate(units)}
+        by_node: dict[str, list[Unit]] = {}
+        for unit in units:
+            for task in unit.tasks():
+                if task.placement is not None:
+                    listed = by_node.setdefault(task.placement.node, [])
+                    if not listed or listed[-1] is not unit:
+                        listed.append(unit)
+        ranked: list[tuple[Cost, int, frozenset[str], list[Unit]]] = []
+        for index, scope in enumerate(scopes):
+            if len(scope) == 1:
+                scoped = by_node.get(next(iter(scope)), [])
+            else:
+                merged = {id(u): u for name in scope for u in by_node.get(name, [])}
+                scoped = sorted(merged.values(), key=lambda u: rank[id(u)])
+            guess = self.estimate(scoped, scope) if scoped else None
+            if guess is not None:
+                ranked.append((guess, index, scope, scoped))
+        ranked.sort(key=lambda r: (r[0], r[1]))
+        for _, _, scope, scoped in ranked[:NODE_PLANS]:
+            found = self.plan(scoped, scope)
+            if found is not None:
+                plans.append(found)
+        if not plans:
+            return None
+        return min(plans, key=lambda p: p.cost)  # min keeps the first of equal costs
+
+    def carry_out(self, plan: Plan, make: EvictionMaker) -> bool:
+        """Evict the plan's victims and start the gang in one committed statement; nothing
+        changes when the gang does not place after all."""
+        statement = self.session.statement()
+        for unit in plan.units:
+            if not unit.tasks() or not self.may_evict(unit):
+                statement.discard()
+                return False
+            self._evict(statement, unit, make)
+        placed = self._place(plan.nodes) if self.may_start(plan.units) else None
+        if placed is None:
+            statement.discard()
+            return False
+        for task, placement in zip(self.gang, placed, strict=True):
+            statement.allocate(self.job, task, placement)
+        statement.commit()
+        return True
+
+
+def scopes_for(session: Session, job: Job) -> tuple[list[frozenset[str]], bool]:
+    """Where the gang may be placed: each topology domain of its required level (and not the
+    whole cluster), or each node (and the whole cluster)."""
+    if job.topology_required:
+        domains: dict[str, set[str]] = {}
+        for node in session.engine.nodes:
+            value = node.labels.get(job.topology_required)
+            if value is not None:
+                domains.setdefault(value, set()).add(node.name)
+        return [frozenset(d) for _, d in sorted(domains.items())], False
+    return [frozenset((node.name,)) for node in session.engine.nodes], True
+
+
+def gang_of(job: Job) -> list[Task]:
+    """The tasks a pending job must start together: its first minAvailable."""
+    return job.pending_tasks[: max(job.min_available, 1)]
+
+
+def preemptors(session: Session, protected: Collection[str]) -> list[Job]:
+    """Pending jobs that may take room from others, in the order they try: not running, not
+    started or evicted this cycle, not waiting for dependencies."""
+    # Until the session's ordering lands: priority, then submission order.
+    jobs = [
+        job
+        for job in session.jobs.values()
+        if not job.is_running
+        and job.pending_tasks
+        and job.key not in protected
+        and session.waiting.get(job.key, ("", ""))[0] != "WaitingForDependencies"
+    ]
+    jobs.sort(key=lambda j: (-j.priority, j.submitted, j.order, j.key))
+    return jobs
+
+
+def shape_of(job: Job, gang: Sequence[Task]) -> tuple[object, ...] | None:
+    """What makes two preemptors equal for the search (None when claims make it unsafe to
+    say): one that failed tells that an equal one fails too, until something changes."""
+    if any(t.request.claims for t in gang):
+        return None
+    return (
+        job.queue,
+        job.priority,
+        job.topology_required,
+        tuple((t.request.shape, t.request.memory_mib, t.gpu_memory_mib) for t in gang),
+    )
