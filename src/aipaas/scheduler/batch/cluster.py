@@ -59,7 +59,7 @@ class SnapshotCluster:
         *,
         workload: Sequence[PodRequest] = (),
     ) -> None:
-        self.nodes = list(nodes)
+        self.nodes: Sequence[Node] = list(nodes)  # Sequence: as PlacementEngine declares it
         self.state = ClusterState(
             [
                 NodeSpec(
@@ -106,6 +106,11 @@ class SnapshotCluster:
             int(self.state.cpu_free[i]),
             int(self.state.memory_free[i]),
         )
+
+    def gpus_free(self, node: str) -> tuple[int, ...]:
+        """Free milli per GPU of the node (backfill reservations fit shares and whole GPUs)."""
+        i = self.state.index_of[node]
+        return tuple(int(v) for v in self.state.gpu_free[i, : int(self.state.gpu_count[i])])
 
     def capacity(self) -> Resources:
         return Resources(

@@ -1,12 +1,92 @@
-"""The backfill action (placeholder: its owner replaces this file)."""
+"""The backfill action (EASY, as Slurm's backfill scheduler): after allocate, preempt and
+reclaim, jobs still waiting for room get one more chance to start in the gaps, without
+delaying any reservation (batch/reservations.py says where each may go).
+
+1. Reservations are worked out again on the cluster as it is now: preemption and reclaim may
+   have freed room (or started a reserved job).
+2. In the session's order, every pending gang that waits for room (or that no action looked
+   at yet) is tried as allocate tries it: quota and fair share first, then a placement on the
+   nodes ``allowed_nodes`` leaves it. The first one of each queue that cannot start gets a
+   reservation (allocate's ``start_gang`` asks for it); later ones must keep clear of it.
+3. Every job holding a reservation waits with reason Reserved: "reserved: starts at t=5400s on
+   n3-n6".
+
+Jobs waiting for quota, fair share or other reasons are left as they are: backfill fills gaps
+in the cluster, it does not lend capacity (allocate's borrowing pass does that).
+"""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Final
+
+from aipaas.scheduler.batch.actions.allocate import STARTED, Placer, start_gang
+from aipaas.scheduler.batch.model import Reservation
+from aipaas.scheduler.batch.ordering import ordered
+from aipaas.scheduler.batch.session import gang_tasks
 
 if TYPE_CHECKING:
     from aipaas.scheduler.batch.session import Session
 
+#: Reason codes of a job that waits for room in the cluster (not for policy).
+ROOM_REASONS: Final = frozenset({"Unschedulable", "Topology", "Reserved", "Gang"})
+#: Below this the clock is virtual (seconds since a scenario's start), not epoch seconds.
+VIRTUAL_CLOCK_LIMIT: Final = 1e9
+
 
 def backfill(session: Session) -> None:
-    """Not built yet: does nothing."""
+    reservations = session.reservations
+    reservations.refresh()
+    placer = Placer(session)
+    fair_share = session.options.fairShare != "fifo"
+    waiting = [
+        job
+        for job in session.jobs.values()
+        if gang_tasks(job)
+        and session.considered(job)
+        and session.waiting.get(job.key, ("Unschedulable", ""))[0] in ROOM_REASONS
+    ]
+    for job in ordered(session, waiting):
+        if start_gang(session, placer, job, fair_share=fair_share) == STARTED:
+            reservations.drop(job.key)
+    for reservation in reservations.held.values():
+        job = session.jobs[reservation.job]
+        session.wait(job, "Reserved", reservation_message(reservation, session.now))
+
+
+def when(start: float, now: float) -> str:
+    """'t=5400s' on a virtual clock (``now`` below 10^9), else '14:05 UTC'."""
+    if now < VIRTUAL_CLOCK_LIMIT:
+        return f"t={int(start)}s" if float(start).is_integer() else f"t={start:.1f}s"
+    return datetime.fromtimestamp(start, UTC).strftime("%H:%M UTC")
+
+
+def _split(name: str) -> tuple[str, int | None]:
+    """('n', 12) for 'n12'; (name, None) without a trailing number."""
+    digits = len(name) - len(name.rstrip("0123456789"))
+    if digits == 0:
+        return name, None
+    return name[:-digits], int(name[-digits:])
+
+
+def compress_nodes(names: Sequence[str]) -> str:
+    """'n3-n6' for n3, n4, n5, n6; runs of consecutive numbers under one prefix are joined,
+    everything else listed with commas, in the order given."""
+    runs: list[list[str]] = []
+    last: tuple[str, int] | None = None
+    for name in names:
+        prefix, number = _split(name)
+        if number is not None and last is not None and last == (prefix, number - 1) and runs:
+            runs[-1].append(name)
+        else:
+            runs.append([name])
+        last = (prefix, number) if number is not None else None
+    return ",".join(r[0] if len(r) == 1 else f"{r[0]}-{r[-1]}" for r in runs)
+
+
+def reservation_message(reservation: Reservation, now: float) -> str:
+    """'reserved: starts at t=5400s on n3-n6'."""
+    return f"reserved: starts at {when(reservation.start, now)} on " + compress_nodes(
+        reservation.nodes
+    )

@@ -1,0 +1,133 @@
+"""What fits where, for backfill reservations: a node's room at some time (CPU, memory, free
+milli per GPU), given back as running jobs end, and a first-fit of a gang over it.
+
+The fit mirrors what the placement engine checks for a task (whole GPUs whole, a share on one
+GPU, CPU, memory, GPU model), not its scores: a reservation needs the time and a set of nodes
+that can hold the gang, not the engine's exact choice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+from aipaas.scheduler.batch.model import Node, Resources, Task
+from aipaas.scheduler.framework.types import MILLI_PER_GPU, PodRequest
+
+if TYPE_CHECKING:
+    from aipaas.scheduler.batch.cluster import PlacementEngine
+
+
+@runtime_checkable
+class PerGpuFree(Protocol):
+    """An engine that can tell free milli per GPU of a node (SnapshotCluster can)."""
+
+    def gpus_free(self, node: str) -> tuple[int, ...]: ...
+
+
+@dataclass(slots=True)
+class Room:
+    """What one node offers at some time: CPU, memory, free milli per GPU."""
+
+    cpu: int
+    memory: int
+    gpus: list[int]
+    model: str
+
+    def copy(self) -> Room:
+        return Room(self.cpu, self.memory, list(self.gpus), self.model)
+
+    def take(self, pod: PodRequest) -> bool:
+        """Take the pod's resources if they fit (whole GPUs whole, a share on one GPU)."""
+        if pod.cpu_milli > self.cpu or pod.memory_mib > self.memory:
+            return False
+        if pod.gpu_count:
+            if pod.gpu_models and self.model not in pod.gpu_models:
+                return False
+            if pod.is_shared:
+                fits = [i for i, free in enumerate(self.gpus) if free >= pod.gpu_milli]
+                if not fits:
+                    return False
+                # The tightest GPU that fits: keep whole GPUs whole for whole-GPU tasks.
+                chosen = [min(fits, key=lambda i: (self.gpus[i], i))]
+            else:
+                chosen = [i for i, free in enumerate(self.gpus) if free >= MILLI_PER_GPU]
+                if len(chosen) < pod.gpu_count:
+                    return False
+                chosen = chosen[: pod.gpu_count]
+            for i in chosen:
+                self.gpus[i] -= pod.gpu_milli
+        self.cpu -= pod.cpu_milli
+        self.memory -= pod.memory_mib
+        return True
+
+
+def groups(nodes: Sequence[Node], level: str | None) -> list[list[str]]:
+    """The node sets a gang may use: all nodes, or each domain of ``level`` (node order)."""
+    if level is None:
+        return [[n.name for n in nodes]]
+    domains: dict[str, list[str]] = {}
+    for node in nodes:
+        value = node.labels.get(level)
+        if value is not None:
+            domains.setdefault(value, []).append(node.name)
+    return list(domains.values())
+
+
+def total(pods: Sequence[PodRequest]) -> Resources:
+    total = Resources()
+    for pod in pods:
+        total = total + Resources.of_pod(pod)
+    return total
+
+
+def size(pod: PodRequest) -> tuple[int, int, int]:
+    return (pod.gpu_milli_total, pod.cpu_milli, pod.memory_mib)
+
+
+def spread(gpu_milli: int, count: int) -> list[int]:
+    """Free milli per GPU when the engine tells only the total: whole GPUs first."""
+    whole, rest = divmod(gpu_milli, MILLI_PER_GPU)
+    gpus = [MILLI_PER_GPU] * min(whole, count) + ([rest] if rest and whole < count else [])
+    return gpus + [0] * (count - len(gpus))
+
+
+def give_back(rooms: dict[str, Room], task: Task) -> None:
+    placement = task.placement
+    if placement is None or placement.node not in rooms:
+        return
+    room = rooms[placement.node]
+    room.cpu += placement.cpu_milli
+    room.memory += placement.memory_mib
+    for g in placement.gpus:
+        if g < len(room.gpus):
+            room.gpus[g] += placement.gpu_milli
+
+
+def fit(pods: Sequence[PodRequest], names: list[str], rooms: dict[str, Room]) -> set[str] | None:
+    """First fit, largest pod first: the nodes used, or None when some pod finds no room."""
+    trial = {name: rooms[name].copy() for name in names}
+    used: set[str] = set()
+    for pod in pods:
+        for name in names:
+            if trial[name].take(pod):
+                used.add(name)
+                break
+        else:
+            return None
+    return used
+
+
+def rooms_now(engine: PlacementEngine) -> dict[str, Room]:
+    """What every node offers now, per GPU where the engine can tell."""
+    rooms: dict[str, Room] = {}
+    for node in engine.nodes:
+        free = engine.free(node.name)
+        if isinstance(engine, PerGpuFree):
+            gpus = list(engine.gpus_free(node.name))
+        else:
+            gpus = spread(free.gpu_milli, node.gpu_count)
+        model = node.gpu_model or ("gpu" if node.gpu_count else "")
+        rooms[node.name] = Room(free.cpu_milli, free.memory_mib, gpus, model)
+    return rooms
