@@ -59,9 +59,9 @@ class Session:
                     self.allocated[key] = self.allocated[key] + used
         self.capacity = engine.capacity()
         #: fair share of every queue node, computed once per cycle from the demand that exists
-        self.fair_share: dict[str, Resources] = {}
         #: fair shares given by the caller (tests, what-if tools): used instead of computing
         self.given_fair_share = None if fair_share is None else dict(fair_share)
+        self.fair_share: dict[str, Resources] = dict(self.given_fair_share or {})
         #: per job: the message of the last action that looked at it and let it wait
         self.waiting: dict[str, tuple[str, str]] = {}
         #: backfill reservations (EASY): allocate asks them where a job may start now

@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from aipaas.scheduler.batch.cluster import SnapshotCluster
 from aipaas.scheduler.batch.model import (
     NO_LIMIT,
+    UNBOUNDED,
     Decisions,
     Job,
     Node,
@@ -25,6 +26,11 @@ GIB = 1024
 
 def gpus(n: float) -> Resources:
     return Resources(gpu_milli=int(n * 1000))
+
+
+def gpu_quota(n: float) -> Resources:
+    """A quota of ``n`` GPUs and no bound on anything else."""
+    return Resources(int(n * 1000), UNBOUNDED, UNBOUNDED, UNBOUNDED)
 
 
 def node(name: str, gpu: int = 8, cpu: int = 64, memory_gib: int = 512, **labels: str) -> Node:
