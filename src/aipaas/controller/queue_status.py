@@ -19,7 +19,7 @@ from typing import Any
 
 from sqlalchemy import Connection
 
-from aipaas.api.meta import Object
+from aipaas.api.meta import LenientModel, Object
 from aipaas.api.quantity import format_quantity
 from aipaas.api.queue import QueueStatus, StatusAmounts
 from aipaas.scheduler.batch.model import (
@@ -120,14 +120,14 @@ def node_key(obj: Object) -> str | None:
 
 def queue_status_changes(
     objects: Iterable[Object], snapshot: Snapshot, decisions: Decisions
-) -> list[tuple[Object, QueueStatus]]:
+) -> list[tuple[Object, LenientModel]]:
     """(object, new status) for each Queue and Tenant whose status differs from what it has.
 
     An object the session did not report on (none of its jobs or children seen) keeps its
     status: the next cycle that sees it writes it.
     """
     counts = job_counts(snapshot, decisions)
-    changes: list[tuple[Object, QueueStatus]] = []
+    changes: list[tuple[Object, LenientModel]] = []
     for obj in objects:
         key = node_key(obj)
         report = decisions.queues.get(key) if key is not None else None
@@ -135,8 +135,14 @@ def queue_status_changes(
             continue
         status = status_of(report, *counts.get(key, (0, 0)))
         if _wire(getattr(obj, "status", None)) != _wire(status):
-            changes.append((obj, status))
+            changes.append((obj, status if obj.kind == "Queue" else _lenient(status)))
     return changes
+
+
+def _lenient(status: QueueStatus) -> LenientModel:
+    # A Tenant's status is lenient: the object the store remembers as written must hold the
+    # type its field declares, or it would serialise as an empty block.
+    return LenientModel.model_validate(status.model_dump(mode="json", by_alias=True))
 
 
 def _wire(status: Any) -> Any:
