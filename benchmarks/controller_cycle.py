@@ -1,7 +1,17 @@
-"""The controller's cost per job over a job's whole life, in one process, without the API.
+"""The controller's cost per job over a job's whole life, in one process, without the API;
+and (``--batch``) one cycle of the batch scheduler in a large, full cluster.
 
     .venv/bin/python benchmarks/controller_cycle.py [--jobs 2000] [--db sqlite,postgresql]
         [--repeat 1]
+    .venv/bin/python benchmarks/controller_cycle.py --batch [--pending 10000] [--running 1000]
+        [--nodes 1000] [--queues 200]
+
+``--batch`` (issue 11): ``--nodes`` sim nodes of 8 GPUs, ``--running`` 8-GPU jobs running (one
+per node, preemptible, priority normal) and ``--pending`` more of the same waiting, spread evenly
+over ``--queues`` queues of 10 tenants (so every queue holds its fair share and nothing may be
+reclaimed); then the median of 5 cycles with nothing new, and the cycle after one 8-GPU job of
+priority high arrives in a full queue (it may start only by preempting). Targets: under 100 ms
+and under 1 s. The batch part lives in _batch_cycle.py.
 
 Stores ``--jobs`` one-task jobs (sim backend, each runs 4 simulated seconds on the real clock),
 then runs controller cycles as the server does (one right after another while jobs are placed,
@@ -58,7 +68,17 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=2000)
     parser.add_argument("--db", default="sqlite,postgresql")
     parser.add_argument("--repeat", type=int, default=1, help="runs per database, interleaved")
+    parser.add_argument("--batch", action="store_true", help="the batch cycle of issue 11")
+    parser.add_argument("--pending", type=int, default=10_000)
+    parser.add_argument("--running", type=int, default=1_000)
+    parser.add_argument("--nodes", type=int, default=1_000)
+    parser.add_argument("--queues", type=int, default=200)
     args = parser.parse_args()
+    if args.batch:
+        from _batch_cycle import measure_batch, table
+
+        print(table([measure_batch(args.pending, args.running, args.nodes, args.queues)]))
+        return
     databases = usable_databases(args.db)
     results = [run(db, args.jobs) for _ in range(args.repeat) for db in databases]
     print(f"\n{args.jobs} one-task jobs, each {DURATION_SECONDS:g} simulated seconds")
