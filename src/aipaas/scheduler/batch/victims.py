@@ -14,11 +14,12 @@ least GPU-time lost (GPU-milli x seconds run).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from aipaas.scheduler.batch.model import Eviction, Job, Resources, Task
+from aipaas.scheduler.batch.ordering import ordered
 from aipaas.scheduler.framework.types import Placement, Unschedulable
 
 if TYPE_CHECKING:
@@ -314,25 +315,20 @@ def scopes_for(session: Session, job: Job) -> tuple[list[frozenset[str]], bool]:
     return [frozenset((node.name,)) for node in session.engine.nodes], True
 
 
-def gang_of(job: Job) -> list[Task]:
-    """The tasks a pending job must start together: its first minAvailable."""
-    return job.pending_tasks[: max(job.min_available, 1)]
-
-
-def preemptors(session: Session, protected: Collection[str]) -> list[Job]:
-    """Pending jobs that may take room from others, in the order they try: not running, not
-    started or evicted this cycle, not waiting for dependencies."""
-    # Until the session's ordering lands: priority, then submission order.
+def preemptors(session: Session, protected: Collection[str]) -> Iterator[Job]:
+    """Pending jobs that may take room from others, in the session's order (re-keyed as starts
+    change what queues hold): let in by enqueue, not running, not started or evicted this
+    cycle, not waiting for dependencies."""
     jobs = [
         job
         for job in session.jobs.values()
         if not job.is_running
         and job.pending_tasks
         and job.key not in protected
+        and session.considered(job)
         and session.waiting.get(job.key, ("", ""))[0] != "WaitingForDependencies"
     ]
-    jobs.sort(key=lambda j: (-j.priority, j.submitted, j.order, j.key))
-    return jobs
+    return iter(ordered(session, jobs))
 
 
 def shape_of(job: Job, gang: Sequence[Task]) -> tuple[object, ...] | None:

@@ -333,3 +333,20 @@ def test_eviction_record_shape() -> None:
             "preempted by t/high (priority 2 > 1) in queue t/a",
         )
     ]
+
+
+def test_whole_cycle_does_not_restart_the_victim_elsewhere() -> None:
+    # n1 (2 GPUs) runs low's gang of 2 x 1 GPU; n2 and n3 have 1 GPU each, free. high needs 2
+    # GPUs on one node: allocate cannot start it, preempt evicts low and starts high on n1.
+    # low would fit on n2 + n3, but a job evicted for a preemptor is not started again in the
+    # same cycle (backfill leaves it be): it waits, saying who evicted it.
+    w = one_queue(("n1", 2), ("n2", 1), ("n3", 1))
+    w.job("t/low", "t/a", tasks=2, priority=10, on=["n1", "n1"])
+    w.job("t/high", "t/a", gpu=2, priority=100)
+    d = w.session().run()
+    assert evicted(d) == ["t/low/w-0", "t/low/w-1"]
+    assert started(d) == ["t/high/w-0"]
+    assert d.reasons["t/low"] == (
+        "Preempted",
+        "preempted by t/high (priority 100 > 10) in queue t/a",
+    )

@@ -271,3 +271,23 @@ def test_reclaimers_share_the_room_without_exceeding_their_shares() -> None:
     assert started(d) == ["t/b1/w-0", "t/b2/w-0"]
     assert (s.allocated["t/a"].gpu_milli, s.allocated["t/b"].gpu_milli) == (4000, 4000)
     consistent(s)
+
+
+def test_whole_cycle_with_computed_fair_shares_reaches_the_guarantee() -> None:
+    # The session computes the shares: t/b is guaranteed 4 GPUs and asks 4, t/a (no
+    # guarantee) holds all 8 with two 4-GPU jobs: t/b's share is 4, t/a's the other 4.
+    # allocate cannot start b1 (no room), preempt has nothing (one job per queue), reclaim
+    # takes t/a's most recent job. A second cycle with nothing else changed evicts nothing.
+    w = World([node("n1", 8)]).queue("t").queue("t/a").queue("t/b", guaranteed=gpus(4))
+    w.job("t/a1", "t/a", gpu=4, on=["n1"], since=0)
+    w.job("t/a2", "t/a", gpu=4, on=["n1"], since=50)
+    w.job("t/b1", "t/b", gpu=4)
+    s = w.session()
+    d = s.run()
+    assert (s.fair_share["t/a"].gpu_milli, s.fair_share["t/b"].gpu_milli) == (4000, 4000)
+    assert evicted(d) == ["t/a2/w-0"]
+    assert started(d) == ["t/b1/w-0"]
+    assert d.reasons["t/a2"][0] == "Reclaimed"
+    following = Session(Snapshot(NOW + 10, s.snapshot.nodes, s.queues, s.snapshot.jobs), s.engine)
+    again = following.run()
+    assert (evicted(again), started(again)) == ([], [])

@@ -14,12 +14,12 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from aipaas.scheduler.batch.model import Eviction, Job, Resources, Task
+from aipaas.scheduler.batch.session import gang_tasks
 from aipaas.scheduler.batch.statement import touched_jobs
 from aipaas.scheduler.batch.victims import (
     Search,
     Unit,
     eligible,
-    gang_of,
     preemptors,
     scopes_for,
     shape_of,
@@ -38,7 +38,7 @@ def preempt(session: Session) -> None:
             running[job.queue].append(job)
     failed: set[tuple[object, ...]] = set()
     for job in preemptors(session, protected):
-        gang = gang_of(job)
+        gang = gang_tasks(job)
         victims = [
             v
             for v in running[job.queue]

@@ -17,12 +17,12 @@ from typing import TYPE_CHECKING
 
 from aipaas.scheduler.batch.explain import amount
 from aipaas.scheduler.batch.model import Eviction, Job, Resources, Task
+from aipaas.scheduler.batch.session import gang_tasks
 from aipaas.scheduler.batch.statement import touched_jobs
 from aipaas.scheduler.batch.victims import (
     Search,
     Unit,
     eligible,
-    gang_of,
     preemptors,
     scopes_for,
     shape_of,
@@ -101,7 +101,7 @@ def reclaim(session: Session) -> None:
     running = [j for j in session.jobs.values() if j.is_running]
     failed: set[tuple[object, ...]] = set()
     for job in preemptors(session, protected):
-        gang = gang_of(job)
+        gang = gang_tasks(job)
         need = Resources()
         for task in gang:
             need = need + task.resources
