@@ -9,7 +9,7 @@ decisions. Actions are functions ``(Session) -> None`` registered by name in
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from aipaas.scheduler.batch.cluster import PlacementEngine
@@ -162,13 +162,15 @@ class Session:
         return self.decisions
 
     def report(self) -> dict[str, QueueReport]:
-        pending: dict[str, Resources] = defaultdict(Resources)
+        """Per queue node: guaranteed, quota, fair share, allocated, pending, borrowed."""
+        by_leaf: dict[str, list[Task]] = defaultdict(list)
         for job in self.jobs.values():
-            want = Resources()
-            for task in job.pending_tasks:
-                want = want + task.resources
-            if want != Resources():
-                for key in self.lineage(job.queue):
+            by_leaf[job.queue].extend(t for t in job.tasks if t.placement is None)
+        pending: dict[str, Resources] = defaultdict(Resources)
+        for leaf, tasks in by_leaf.items():
+            if tasks:
+                want = resources_of(tasks)
+                for key in self.lineage(leaf):
                     pending[key] = pending[key] + want
         out = {}
         for key, queue in self.queues.items():
@@ -198,12 +200,26 @@ def run_session(
 def gang_tasks(job: Job) -> list[Task]:
     """The pending tasks that must start together for the job to run: enough of them to reach
     ``min_available`` (the first ones by index); none for a job already at its gang."""
-    needed = job.min_available - len(job.running_tasks)
-    return job.pending_tasks[:needed] if needed > 0 else []
+    running = 0
+    pending = []
+    for task in job.tasks:
+        if task.placement is None:
+            pending.append(task)
+        else:
+            running += 1
+    needed = job.min_available - running
+    return pending[:needed] if needed > 0 else []
 
 
-def resources_of(tasks: list[Task]) -> Resources:
-    total = Resources()
+def resources_of(tasks: Sequence[Task]) -> Resources:
+    """What ``tasks`` ask for together (summed in plain ints: backlogs are long)."""
+    if len(tasks) == 1:
+        return tasks[0].resources
+    gpu = cpu = memory = gpu_memory = 0
     for task in tasks:
-        total = total + task.resources
-    return total
+        r = task.resources
+        gpu += r.gpu_milli
+        cpu += r.cpu_milli
+        memory += r.memory_mib
+        gpu_memory += r.gpu_memory_mib
+    return Resources(gpu, cpu, memory, gpu_memory)

@@ -230,7 +230,14 @@ def test_a_queue_at_its_fair_share_waits_while_others_use_the_room() -> None:
     a1 = job("t/a1", "t/a", tasks=4)
     a2 = job("t/a2", "t/a", tasks=2)
     b1 = job("t/b1", "t/b", tasks=4)
-    s = session([node("n1")], AB, [a1, a2, b1], {"t/a1": ["n1"] * 4}, fair_share=two_queues(4, 4))
+    s = session(
+        [node("n1")],
+        AB,
+        [a1, a2, b1],
+        {"t/a1": ["n1"] * 4},
+        fair_share=two_queues(4, 4),
+        options=ONLY,
+    )
     calls = _record_reservations(s)
     d = s.run()
     assert started(d) == {"t/b1": ["w-0", "w-1", "w-2", "w-3"]}

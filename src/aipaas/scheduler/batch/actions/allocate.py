@@ -20,7 +20,7 @@ from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING
 
 from aipaas.scheduler.batch.explain import unschedulable_message
-from aipaas.scheduler.batch.model import Job, Task
+from aipaas.scheduler.batch.model import Job, Resources, Task
 from aipaas.scheduler.batch.ordering import ordered
 from aipaas.scheduler.batch.session import gang_tasks, resources_of
 from aipaas.scheduler.batch.topology import Refusal, job_domain, place_in_domain
@@ -71,13 +71,28 @@ class Placer:
                 return Refusal("Topology", "its running tasks are in no single domain")
         return self._place([task.request], allowed)
 
+    def known_no_room(self, job: Job, tasks: Sequence[Task]) -> bool:
+        """The gang's shape already found no room in this allocate (anywhere it may go)."""
+        if job.topology_required or job.topology_preferred:
+            return False
+        allowed = self.session.reservations.allowed_nodes(job)
+        key = self._key([t.request for t in tasks], allowed)
+        return key is not None and key in self._no_room
+
+    @staticmethod
+    def _key(
+        requests: Sequence[PodRequest], allowed: Collection[str] | None
+    ) -> tuple[object, ...] | None:
+        if any(p.claims for p in requests):
+            return None  # devices are chosen by claim, not by shape
+        shapes = tuple((*p.shape, p.memory_mib) for p in requests)
+        return (shapes, allowed if allowed is None else frozenset(allowed))
+
     def _place(
         self, requests: Sequence[PodRequest], allowed: Collection[str] | None
     ) -> list[Placement] | Refusal:
-        key: tuple[object, ...] | None = None
-        if not any(p.claims for p in requests):
-            shapes = tuple((*p.shape, p.memory_mib) for p in requests)
-            key = (shapes, allowed if allowed is None else frozenset(allowed))
+        key = self._key(requests, allowed)
+        if key is not None:
             known = self._no_room.get(key)
             if known is not None:
                 return Refusal("Unschedulable", known)
@@ -90,23 +105,61 @@ class Placer:
         return result
 
 
+class Limits:
+    """Quota and fair-share checks, remembered per (queue, amount) until the next start: a
+    backlog of same-shaped jobs in one queue costs one check (holdings only grow in allocate,
+    and the memo is keyed by the session's count of changes, so it never answers stale)."""
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+        self._memo: dict[tuple[str, tuple[int, int, int, int], bool], str | None] = {}
+        self._seen = -1
+
+    def problem(self, job: Job, want: Resources, *, fair_share: bool) -> tuple[str, str] | None:
+        session = self.session
+        if self._seen != len(session.account_log):
+            self._memo.clear()
+            self._seen = len(session.account_log)
+        quota_key = (job.queue, want.as_tuple(), False)
+        if quota_key not in self._memo:
+            self._memo[quota_key] = session.quota_problem(job, want)
+        quota = self._memo[quota_key]
+        if quota is not None:
+            return ("QuotaExceeded", quota)
+        if not fair_share:
+            return None
+        share_key = (job.queue, want.as_tuple(), True)
+        if share_key not in self._memo:
+            self._memo[share_key] = session.fair_share_problem(job, want)
+        share = self._memo[share_key]
+        return None if share is None else ("FairShare", share)
+
+
 def start_gang(
-    session: Session, placer: Placer, job: Job, *, fair_share: bool, borrowing: bool = False
+    session: Session,
+    placer: Placer,
+    job: Job,
+    *,
+    fair_share: bool,
+    borrowing: bool = False,
+    limits: Limits | None = None,
+    tasks: list[Task] | None = None,
 ) -> str:
-    """Try to start the job's gang; say why not (``session.wait``) when it cannot. Returns
-    STARTED, QUOTA, FAIR_SHARE or NO_ROOM. ``borrowing``: a job already told it waits for fair
-    share keeps that reason when idle room is lacking too (and gets no reservation)."""
-    tasks = gang_tasks(job)
+    """Try to start the job's gang (``tasks``: its ``gang_tasks``, when known); say why not
+    (``session.wait``) when it cannot. Returns STARTED, QUOTA, FAIR_SHARE or NO_ROOM.
+    ``borrowing``: a job already told it waits for fair share keeps that reason when idle room
+    is lacking too (and gets no reservation). ``limits``: a memo shared over many calls."""
+    if tasks is None:
+        tasks = gang_tasks(job)
+    if limits is None:
+        limits = Limits(session)
+    if borrowing and placer.known_no_room(job, tasks):
+        return NO_ROOM
     want = resources_of(tasks)
-    problem = session.quota_problem(job, want)
+    problem = limits.problem(job, want, fair_share=fair_share)
     if problem is not None:
-        session.wait(job, "QuotaExceeded", problem)
-        return QUOTA
-    if fair_share:
-        problem = session.fair_share_problem(job, want)
-        if problem is not None:
-            session.wait(job, "FairShare", problem)
-            return FAIR_SHARE
+        session.wait(job, *problem)
+        return QUOTA if problem[0] == "QuotaExceeded" else FAIR_SHARE
     placed = placer.gang(job, tasks)
     if isinstance(placed, Refusal):
         if not borrowing:
@@ -120,15 +173,14 @@ def start_gang(
     return STARTED
 
 
-def start_extras(session: Session, placer: Placer, job: Job, *, fair_share: bool) -> int:
+def start_extras(
+    session: Session, placer: Placer, limits: Limits, job: Job, *, fair_share: bool
+) -> int:
     """Start the job's pending tasks above its gang one by one while each fits within quota,
     fair share and the cluster; how many started."""
     started = 0
     for task in job.pending_tasks:
-        want = task.resources
-        if session.quota_problem(job, want) is not None:
-            break
-        if fair_share and session.fair_share_problem(job, want) is not None:
+        if limits.problem(job, task.resources, fair_share=fair_share) is not None:
             break
         placed = placer.extra(job, task)
         if isinstance(placed, Refusal):
@@ -142,16 +194,25 @@ def start_extras(session: Session, placer: Placer, job: Job, *, fair_share: bool
 
 def allocate(session: Session) -> None:
     placer = Placer(session)
+    limits = Limits(session)
     fair_share = session.options.fairShare != "fifo"
     strict = session.options.strictOrder
-    pending = [j for j in session.jobs.values() if gang_tasks(j) and session.considered(j)]
+    gangs: dict[str, list[Task]] = {}
+    for job in session.jobs.values():
+        if session.considered(job):
+            tasks = gang_tasks(job)
+            if tasks:
+                gangs[job.key] = tasks
+    pending = [session.jobs[key] for key in gangs]
     deferred: list[Job] = []
     blocker: Job | None = None
     for job in ordered(session, pending):
         if blocker is not None:
             _behind(session, job, blocker)
             continue
-        outcome = start_gang(session, placer, job, fair_share=fair_share)
+        outcome = start_gang(
+            session, placer, job, fair_share=fair_share, limits=limits, tasks=gangs[job.key]
+        )
         if outcome == FAIR_SHARE:
             deferred.append(job)
         if outcome != STARTED and strict:
@@ -163,9 +224,12 @@ def allocate(session: Session) -> None:
             if j.is_running and j.pending_tasks and not gang_tasks(j) and session.considered(j)
         ]
         for job in ordered(session, growing):
-            start_extras(session, placer, job, fair_share=fair_share)
+            start_extras(session, placer, limits, job, fair_share=fair_share)
     for job in ordered(session, deferred):
-        outcome = start_gang(session, placer, job, fair_share=False, borrowing=True)
+        tasks = gangs[job.key]
+        outcome = start_gang(
+            session, placer, job, fair_share=False, borrowing=True, limits=limits, tasks=tasks
+        )
         if outcome == STARTED:
             session.borrowed.add(job.key)
         elif strict:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from aipaas.scheduler.batch.explain import capacity_message, describe, over_quota_message
-from aipaas.scheduler.batch.model import Job, Node
+from aipaas.scheduler.batch.model import UNBOUNDED, Job, Node, Resources, Task
 from aipaas.scheduler.batch.session import gang_tasks, resources_of
 from aipaas.scheduler.batch.topology import ever_fits, level_name
 from aipaas.scheduler.framework.types import PodRequest
@@ -24,19 +24,28 @@ def enqueue(session: Session) -> None:
     admitted: set[str] = set()
     capacity = session.capacity
     nodes = list(session.engine.nodes)
+    room = Resources(capacity.gpu_milli, capacity.cpu_milli, capacity.memory_mib, UNBOUNDED)
+    # Backlogs repeat themselves: the verdict is the same for the same queue, gang and level.
+    verdicts: dict[tuple[object, ...], tuple[str, str] | None] = {}
     for job in session.jobs.values():
         tasks = gang_tasks(job)
         if not tasks:
             if job.pending_tasks:
                 admitted.add(job.key)  # a running job: its elastic extras may start
             continue
-        problem = _never_fits(session, job, nodes)
-        if problem is None:
+        key = (
+            job.queue,
+            job.topology_required,
+            tuple((t.name, *t.request.shape, t.request.memory_mib) for t in tasks),
+        )
+        if key in verdicts and not any(t.request.claims for t in tasks):
+            problem = verdicts[key]
+        else:
             gang = resources_of(tasks)
-            if not gang.fits_within(
-                type(gang)(capacity.gpu_milli, capacity.cpu_milli, capacity.memory_mib, 2**62)
-            ):
+            problem = _never_fits(session, job, tasks, gang, nodes)
+            if problem is None and not gang.fits_within(room):
                 problem = ("Unschedulable", capacity_message(gang, capacity))
+            verdicts[key] = problem
         if problem is None:
             admitted.add(job.key)
         else:
@@ -44,9 +53,9 @@ def enqueue(session: Session) -> None:
     session.enqueued = admitted
 
 
-def _never_fits(session: Session, job: Job, nodes: list[Node]) -> tuple[str, str] | None:
-    tasks = gang_tasks(job)
-    gang = resources_of(tasks)
+def _never_fits(
+    session: Session, job: Job, tasks: list[Task], gang: Resources, nodes: list[Node]
+) -> tuple[str, str] | None:
     if job.queue not in session.queues:
         return ("Unschedulable", f"its queue {job.queue} does not exist")
     for key in session.lineage(job.queue):
