@@ -6,16 +6,22 @@ may use only the classes its Tenant allows (``spec.allowedPriorityClasses``), an
 names none gets the tenant's ``spec.defaultPriorityClass``. Raw integers are for platform admins.
 
 The four built-in classes exist without an object; a PriorityClass of the same name overrides
-one (its value, its preemptibility).
+one (its value, its preemptibility). ``spec.preemptible`` on a job overrides its class's; the
+server stores the class's answer there when the job does not say (as it stores the value).
 """
 
 from __future__ import annotations
 
-from typing import ClassVar, Final, Literal
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, ClassVar, Final, Literal
 
 from pydantic import Field
 
 from aipaas.api.meta import LenientModel, Model, Object, ObjectMeta
+from aipaas.errors import FieldError, InvalidObject
+
+if TYPE_CHECKING:
+    from aipaas.api.job import JobSpec
 
 MIN_PRIORITY: Final = -1_000_000
 MAX_PRIORITY: Final = 1_000_000
@@ -57,3 +63,35 @@ BUILT_IN: Final[dict[str, PriorityClass]] = {
     )
 }
 BUILT_IN_VALUES: Final[dict[str, int]] = {n: c.spec.value for n, c in BUILT_IN.items()}
+
+
+def find_class(name: str, classes: Mapping[str, PriorityClass]) -> PriorityClass | None:
+    """The class of this name: a stored one overrides a built-in."""
+    return classes.get(name) or BUILT_IN.get(name)
+
+
+def resolve_priority(
+    spec: JobSpec, classes: Mapping[str, PriorityClass], default_class: str = DEFAULT_CLASS
+) -> tuple[int, bool]:
+    """A job's (priority, preemptible) as a platform admin's submission resolves them: the
+    class's value unless the job gives a number of its own (``spec.priority`` given and not the
+    built-in value of the class it names), and the class's preemptibility unless the job says
+    (``spec.preemptible``). A job that names no class has ``default_class``. ``classes`` are the
+    stored PriorityClass objects by name (a built-in applies where none is stored).
+
+    Raises InvalidObject (spec.priorityClassName) when the class does not exist. Anyone else's
+    submission has more rules (server/submission.py); scenario files act as platform admin."""
+    named = spec.priority_class_name
+    name = named or default_class
+    given = "priority" in spec.model_fields_set
+    found = find_class(name, classes)
+    if found is None:
+        if named is None and given:
+            # A raw number with no class at all: nothing to take preemptibility from.
+            return spec.priority, True if spec.preemptible is None else spec.preemptible
+        where = "spec.priorityClassName" if named else "spec.priority"
+        raise InvalidObject([FieldError(where, f"priority class {name} does not exist")])
+    own_number = given and (named is None or spec.priority != BUILT_IN_VALUES.get(name))
+    value = spec.priority if own_number else found.spec.value
+    preemptible = found.spec.preemptible if spec.preemptible is None else spec.preemptible
+    return value, preemptible

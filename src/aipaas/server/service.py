@@ -18,6 +18,7 @@ from sqlalchemy import Connection
 from aipaas.api.job import CANCEL_ANNOTATION, Job, JobPhase, JobSpec, JobStatus
 from aipaas.api.meta import Object
 from aipaas.api.priority import PriorityClass
+from aipaas.api.queue import Queue
 from aipaas.api.registry import KINDS, load_documents, parse_object
 from aipaas.api.tenancy import Tenant, User
 from aipaas.clock import isoformat
@@ -25,12 +26,15 @@ from aipaas.errors import Conflict, FieldError, Forbidden, InvalidObject, NotFou
 from aipaas.metering.usage import SUBMITTER_ANNOTATION
 from aipaas.server.submission import (
     check_dependencies,
+    check_leaf_queue,
+    check_queue_parent,
     check_system_keys,
     priority_class_keys,
     resolve_priority,
 )
 from aipaas.store import Store, TaskRepository
 from aipaas.store.paging import Page
+from aipaas.store.queue_tree import child_queues, unfinished_jobs_in
 from aipaas.store.store import ObjectKey
 from aipaas.tenancy import users
 from aipaas.tenancy.principal import Principal, Verb
@@ -178,6 +182,9 @@ class ObjectService:
                 obj = obj.model_copy(update={"spec": self._resolved(obj, found, tx)})
             if current.to_wire().get("spec") != obj.to_wire().get("spec"):
                 raise Conflict(f"job {name}: a job cannot change after submission")
+        if isinstance(obj, Queue):
+            with self.store.transaction(write=False) as tx:
+                self._check_queue(obj, current, tx)
         updated = self.store.update(obj, expected_version=obj.metadata.resource_version)
         self._identity_written(updated.kind)
         self.store.record_event(updated, "Updated", f"updated by {self.caller.user}")
@@ -359,6 +366,21 @@ class ObjectService:
             classes=priority_class,
         )
 
+    def _check_queue(self, queue: Queue, current: Object | None, tx: Connection) -> None:
+        """The queue tree's rules for a queue's parent (server/submission.py)."""
+
+        def queues_named(names: Sequence[str]) -> dict[str, Queue]:
+            keys = [("Queue", queue.tenant, name) for name in names]
+            found = self.store.find_each(keys, conn=tx)
+            return {obj.name: obj for obj in found.values() if isinstance(obj, Queue)}
+
+        check_queue_parent(
+            queue,
+            current if isinstance(current, Queue) else None,
+            queues_named,
+            lambda name: unfinished_jobs_in(tx, queue.tenant, name, limit=4),
+        )
+
     def _jobs_named(self, tenant: str, tx: Connection) -> Callable[[Sequence[str]], dict[str, Job]]:
         def jobs_named(names: Sequence[str]) -> dict[str, Job]:
             found = self.store.find_each([("Job", tenant, name) for name in names], conn=tx)
@@ -386,12 +408,15 @@ class ObjectService:
             found = self._check_references(obj, tx, keys)
             spec = self._resolved(obj, found, tx) if isinstance(obj, Job) else None
             current = found.get(keys[0])
+            if isinstance(obj, Queue):
+                self._check_queue(obj, current, tx)
             if current is not None:
                 wanted = obj if spec is None else obj.model_copy(update={"spec": spec})
                 return _Stored(current, wanted)
             check_system_keys(obj, None)  # raises for any: a new object has none stored
             if isinstance(obj, Job):
                 check_dependencies(obj, self._jobs_named(obj.tenant, tx))
+                check_leaf_queue(obj, child_queues(tx, obj.tenant, obj.spec.queue, limit=4))
             created = self.store.create(self._as_submitted(obj, spec), conn=tx, later=True)
             message = f"created by {self.caller.user}"
             self.store.record_event(created, "Created", message, conn=tx, later=True)
@@ -420,7 +445,7 @@ class ObjectService:
 
 def _reference_keys(obj: Object) -> list[ObjectKey]:
     """What creating ``obj`` looks up: an object of its name, its tenant, its job's queue,
-    priority class and the jobs it depends on."""
+    priority class and the jobs it depends on, its queue's parent."""
     keys = [(obj.kind, obj.tenant, obj.name)]
     if obj.namespaced:
         keys.append(("Tenant", "", obj.tenant))
@@ -428,6 +453,8 @@ def _reference_keys(obj: Object) -> list[ObjectKey]:
         keys.append(("Queue", obj.tenant, obj.spec.queue))
         keys.extend(priority_class_keys(obj))
         keys.extend(("Job", obj.tenant, name) for name in obj.spec.depends_on)
+    if isinstance(obj, Queue) and obj.spec.parent is not None:
+        keys.append(("Queue", obj.tenant, obj.spec.parent))
     return keys
 
 

@@ -11,6 +11,9 @@ the transaction that stores the object, so what they check is what gets stored.
 - A job's priority comes from a PriorityClass its tenant allows; only a platform admin gives
   a number of its own.
 - A job may depend only on jobs of its tenant that exist, and never on itself through others.
+- The queue tree (issue 11): a queue's parent is a queue of its tenant that exists, never the
+  queue itself through others, and never a queue with unfinished jobs (jobs are only in
+  leaves); a job names a leaf queue. A guarantee above the quota is refused by api/queue.py.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from aipaas.api.priority import (
     DEFAULT_CLASS,
     PriorityClass,
 )
+from aipaas.api.queue import Queue
 from aipaas.api.tenancy import Tenant
 from aipaas.errors import FieldError, InvalidObject
 
@@ -82,8 +86,9 @@ def resolve_priority(
     tenant: Tenant | None,
     classes: Callable[[str], PriorityClass | None],
 ) -> JobSpec:
-    """The job's spec with its class named and the class's value in ``spec.priority`` (the
-    spec itself when it has both already).
+    """The job's spec with its class named, the class's value in ``spec.priority`` and, unless
+    the job says, the class's preemptibility in ``spec.preemptible`` (the spec itself when it
+    has all three already).
 
     ``classes`` finds a stored PriorityClass by name (one overrides a built-in). A platform
     admin may give a number of its own (kept) and use any class; anyone else gets the class's
@@ -92,9 +97,14 @@ def resolve_priority(
     spec = job.spec
     given = "priority" in spec.model_fields_set
     named = spec.priority_class_name
-    if named is None and given and platform_admin:
-        return spec  # a raw number, the platform admin's alone
     default = tenant.spec.default_priority_class if tenant is not None else DEFAULT_CLASS
+    if named is None and given and platform_admin:
+        # A raw number, the platform admin's alone; preemptible as the default class says.
+        if spec.preemptible is not None:
+            return spec
+        found_default = classes(default) or BUILT_IN.get(default)
+        preemptible = found_default.spec.preemptible if found_default is not None else True
+        return spec.model_copy(update={"preemptible": preemptible})
     name = named or default
     # ``priority: high`` (the older form) names the class: errors name what the user wrote.
     older_form = given and named is not None and spec.priority == BUILT_IN_VALUES.get(named)
@@ -142,9 +152,12 @@ def resolve_priority(
                     )
                 ]
             )
-    if spec.priority == value and named == name:
+    preemptible = found.spec.preemptible if spec.preemptible is None else spec.preemptible
+    if spec.priority == value and named == name and spec.preemptible == preemptible:
         return spec
-    return spec.model_copy(update={"priority": value, "priority_class_name": name})
+    return spec.model_copy(
+        update={"priority": value, "priority_class_name": name, "preemptible": preemptible}
+    )
 
 
 def check_dependencies(
@@ -196,3 +209,79 @@ def check_dependencies(
         stored = jobs_named(list(following)) if following else {}
         origin.update(following)
         level = {name: stored[name] for name in following if name in stored}
+
+
+def check_queue_parent(
+    queue: Queue,
+    current: Queue | None,
+    queues_named: Callable[[Sequence[str]], Mapping[str, Queue]],
+    unfinished_jobs: Callable[[str], Sequence[str]],
+    *,
+    limit: int = 64,
+) -> None:
+    """Refuse a parent that does not exist in the tenant, one under this queue (a cycle), and,
+    when the parent changes (``current``: the stored queue), one that has unfinished jobs: it
+    would stop being a leaf while jobs wait in it.
+
+    ``queues_named`` reads the tenant's stored queues by name; ``unfinished_jobs`` the names of
+    a queue's jobs that have not finished; ``limit`` bounds the walk up the tree."""
+    parent = queue.spec.parent
+    if parent is None:
+        return
+    found = queues_named([parent]).get(parent)
+    if found is None:
+        raise InvalidObject(
+            [FieldError("spec.parent", f"queue {parent} does not exist in tenant {queue.tenant}")]
+        )
+    chain = [parent]
+    above: Queue | None = found
+    while above is not None and above.spec.parent is not None:
+        further = above.spec.parent
+        if further == queue.name:
+            path = " -> ".join([queue.name, *chain, queue.name])
+            raise InvalidObject(
+                [
+                    FieldError(
+                        "spec.parent",
+                        f"queue {parent} is under {queue.name} ({path}): this parent would "
+                        "close a cycle",
+                    )
+                ]
+            )
+        if further in chain:
+            break  # a cycle above that does not pass through this queue: not its doing
+        if len(chain) >= limit:
+            raise InvalidObject(
+                [FieldError("spec.parent", f"more than {limit} queues above this one")]
+            )
+        chain.append(further)
+        above = queues_named([further]).get(further)
+    if current is not None and current.spec.parent == parent:
+        return  # the parent is already its parent: nothing changes for its jobs
+    waiting = unfinished_jobs(parent)
+    if waiting:
+        shown = ", ".join(waiting[:3]) + (", ..." if len(waiting) > 3 else "")
+        raise InvalidObject(
+            [
+                FieldError(
+                    "spec.parent",
+                    f"queue {parent} has unfinished jobs ({shown}); jobs are only in leaf "
+                    "queues, so it cannot become a parent until they finish",
+                )
+            ]
+        )
+
+
+def check_leaf_queue(job: Job, children: Sequence[str]) -> None:
+    """Refuse a job in a queue that is the parent of others (``children``: some of them)."""
+    if children:
+        shown = ", ".join(children[:3]) + (", ..." if len(children) > 3 else "")
+        raise InvalidObject(
+            [
+                FieldError(
+                    "spec.queue",
+                    f"queue {job.spec.queue} is the parent of queues ({shown}); jobs go only "
+                    "in leaf queues: name one of those",
+                )
+            ]
+        )
