@@ -5,12 +5,14 @@ later jobs may start now only where they cannot delay it.
 The future is read from time limits: a running job ends at ``ends_at`` (when the caller knows
 it) or ``started + time_limit``; a running job without a time limit never ends as far as
 reservations know. ``reserve`` walks those ends in time order, adding back what each ending
-job frees on its nodes, and takes the first time at which the gang fits (tasks largest first,
+job frees on its nodes, and takes the first end (not now: the job was just refused now, and
+the engine judges now better) at which the gang fits (tasks largest first,
 each on the first node, in node order, with room for its GPUs, CPU and memory; inside one
 domain of its ``topology_required`` level when it has one; reservations_fit.py) and at which
 its queue, and every ancestor, would be within its fair share as allocate demands (what they
 hold falls as their jobs end): a job refused for fair share now is reserved for when it will
 not be, and a queue that stays above its share gets no reservation to block others with.
+Gangs with device claims get none (the fit cannot see devices).
 
 How many: each leaf queue holds at most its ``QueueNode.reservations`` at once (default 1,
 the model's default: EASY per queue; 0: its jobs never reserve). There is no cluster-wide
@@ -27,55 +29,24 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from aipaas.scheduler.batch.model import Job, Reservation, Resources, Task
-from aipaas.scheduler.batch.reservations_fit import fit, give_back, groups, rooms_now, size, total
+from aipaas.scheduler.batch.reservations_fit import (
+    Ending,
+    Room,
+    Shares,
+    fit,
+    give_back,
+    groups,
+    rooms_now,
+    size,
+    total,
+)
 from aipaas.scheduler.framework.types import PodRequest
 
 if TYPE_CHECKING:
     from aipaas.scheduler.batch.session import Session
-
-
-@dataclass(slots=True)
-class _Ending:
-    """Running jobs whose runs end at ``at``."""
-
-    at: float
-    jobs: list[Job] = field(default_factory=list)
-
-
-class _Shares:
-    """Fair share over the walk: the job's queue and each ancestor (the root aside) may not
-    hold more than its fair share of what the gang asks for, after the start, as allocate
-    demands; what they hold falls as their jobs end. Without fair shares (``fifo``, or none
-    computed) nothing is checked."""
-
-    def __init__(self, session: Session, job: Job, gang: Resources) -> None:
-        self.session = session
-        shares = {} if session.options.fairShare == "fifo" else session.fair_share
-        self.limits = {k: shares[k] for k in session.lineage(job.queue) if k and k in shares}
-        self.held = {k: session.allocated[k] for k in self.limits}
-        self.gang = gang
-
-    def release(self, job: Job) -> None:
-        if not self.limits:
-            return
-        amount = job.allocated()
-        for key in self.session.lineage(job.queue):
-            if key in self.held:
-                self.held[key] = self.held[key] - amount
-
-    def ok(self) -> bool:
-        for key, share in self.limits.items():
-            after = self.held[key] + self.gang
-            for want, used, fair in zip(
-                self.gang.as_tuple(), after.as_tuple(), share.as_tuple(), strict=True
-            ):
-                if want > 0 and used > fair:
-                    return False
-        return True
 
 
 def run_end(job: Job) -> float | None:
@@ -108,9 +79,15 @@ class Reservations:
     def __init__(self, session: Session) -> None:
         self.session = session
         self.held: dict[str, Reservation] = {}
+        self._per_queue: dict[str, int] = {}
+        #: evictions committed when each reservation was made: later ones call for a refresh
+        self._evictions_seen: dict[str, int] = {}
         self._allowed: dict[frozenset[str], frozenset[str]] = {}
-        self._was_running: list[Job] | None = None
         self._never: set[tuple[object, ...]] = set()
+        self._was_running: list[Job] | None = None
+        #: the cluster now and its future ends, kept while no start or eviction changes them
+        self._view: tuple[tuple[int, int], dict[str, Room], Resources, list[Ending]] | None
+        self._view = None
 
     # --- what later jobs may use ------------------------------------------------------
 
@@ -147,24 +124,21 @@ class Reservations:
             return held
         queue = self.session.queues.get(job.queue)
         limit = queue.reservations if queue is not None else 1
-        if limit <= 0 or job.is_running:
+        if limit <= self._per_queue.get(job.queue, 0) or job.is_running:
             return None
-        if sum(1 for r in self.held.values() if self._queue_of(r) == job.queue) >= limit:
+        pods = [t.request for t in _gang(job)]
+        # The fit knows no device claims: it could promise room that is not there.
+        if not pods or any(p.claims for p in pods):
             return None
-        tasks = _gang(job)
-        if not tasks:
-            return None
-        pods = [t.request for t in tasks]
         # A shape that found no time stays without one until the cluster or the reservations
         # change: a backlog of same-shaped jobs costs one walk.
-        decisions = self.session.decisions
         memo = (
             tuple((*p.shape, p.memory_mib) for p in pods),
             job.topology_required,
             job.time_limit,
+            job.queue,
             frozenset(self.held),
-            len(decisions.started),
-            len(decisions.evicted),
+            self._state(),
         )
         if memo in self._never:
             return None
@@ -175,20 +149,35 @@ class Reservations:
         start, nodes = found
         reservation = Reservation(job.key, start, tuple(nodes))
         self.held[job.key] = reservation
+        self._per_queue[job.queue] = self._per_queue.get(job.queue, 0) + 1
+        self._evictions_seen[job.key] = len(self.session.decisions.evicted)
         self._allowed.clear()
         return reservation
 
     def drop(self, key: str) -> None:
         """Forget a job's reservation (it started, or left the cycle)."""
-        if self.held.pop(key, None) is not None:
-            self._allowed.clear()
+        reservation = self.held.pop(key, None)
+        if reservation is None:
+            return
+        self._evictions_seen.pop(key, None)
+        job = self.session.jobs.get(key)
+        if job is not None:
+            self._per_queue[job.queue] -= 1
+        self._allowed.clear()
 
     def refresh(self) -> None:
-        """Work every reservation out again, in the order they were made, on the cluster as it
-        is now (after preemption or reclaim changed it); jobs that started lose theirs."""
+        """After preemption or reclaim: jobs that started lose their reservations, and when
+        something was evicted since a reservation was made, every one is worked out again, in
+        the order they were made, on the cluster as it is now."""
+        evicted = len(self.session.decisions.evicted)
+        stale = any(seen < evicted for seen in self._evictions_seen.values())
         before = list(self.held.values())
-        self.held.clear()
-        self._allowed.clear()
+        for old in before:
+            job = self.session.jobs.get(old.job)
+            if stale or job is None or job.is_running or not job.pending_tasks:
+                self.drop(old.job)
+        if not stale:
+            return
         for old in before:
             job = self.session.jobs.get(old.job)
             if job is not None and not job.is_running and job.pending_tasks:
@@ -196,9 +185,9 @@ class Reservations:
 
     # --- the time walk ------------------------------------------------------------------
 
-    def _queue_of(self, reservation: Reservation) -> str | None:
-        job = self.session.jobs.get(reservation.job)
-        return job.queue if job is not None else None
+    def _state(self) -> tuple[int, int]:
+        decisions = self.session.decisions
+        return (len(decisions.started), len(decisions.evicted))
 
     def _running_jobs(self) -> Iterable[Job]:
         """Jobs that run now: those of the snapshot, and those started this cycle."""
@@ -211,44 +200,64 @@ class Reservations:
                 seen.add(job.key)
                 yield job
 
-    def _endings(self) -> list[_Ending]:
+    def _now_and_ends(self) -> tuple[dict[str, Room], Resources, list[Ending]]:
+        """Each node's room now, their sum, and the future ends in time order."""
+        state = self._state()
+        if self._view is not None and self._view[0] == state:
+            return self._view[1:]
         now = self.session.now
-        by_time: dict[float, _Ending] = {}
+        by_time: dict[float, Ending] = {}
         for job in self._running_jobs():
             end = run_end(job)
-            if end is None:
-                continue
-            at = max(end, now)  # overdue: it is stopped at once
-            by_time.setdefault(at, _Ending(at)).jobs.append(job)
-        return [by_time[at] for at in sorted(by_time)]
+            if end is not None:
+                at = max(end, now)  # overdue: it is stopped at once
+                by_time.setdefault(at, Ending(at)).add(job)
+        rooms = rooms_now(self.session.engine)
+        free = Resources(
+            sum(sum(r.gpus) for r in rooms.values()),
+            sum(r.cpu for r in rooms.values()),
+            sum(r.memory for r in rooms.values()),
+        )
+        endings = [by_time[at] for at in sorted(by_time)]
+        self._view = (state, rooms, free, endings)
+        return rooms, free, endings
 
     def _earliest(self, job: Job, pods: Sequence[PodRequest]) -> tuple[float, list[str]] | None:
-        """The first time (now or a future end) at which ``pods`` fit and the job's queue is
-        within its fair share, and the nodes used."""
-        now = self.session.now
-        nodes = list(self.session.engine.nodes)
+        """The first future end (or now, for jobs overdue) at which ``pods`` fit and the job's
+        queue is within its fair share, and the nodes used. Not now otherwise: the job was
+        just refused now, and the fit is no better judge than the engine."""
+        nodes = self.session.engine.nodes
         domains = groups(nodes, job.topology_required)
         if not domains:
             return None
-        rooms = rooms_now(self.session.engine)
-        endings = self._endings()
+        base, free, endings = self._now_and_ends()
+        rooms = dict(base)  # copied node by node as ends give room back
+        copied: set[str] = set()
         others = [(r, self._end(r)) for r in self.held.values()]
         times = sorted(
-            {now, *(e.at for e in endings), *(end for _, end in others if now < end < math.inf)}
+            {*(e.at for e in endings), *(end for _, end in others if self.session.now < end)}
+            - {math.inf}
         )
         duration = job.time_limit if job.time_limit is not None else math.inf
         ordered = sorted(pods, key=size, reverse=True)
-        shares = _Shares(self.session, job, total(pods))
-        next_ending = 0
+        gang = total(pods)
+        need = Resources(gang.gpu_milli, gang.cpu_milli, gang.memory_mib)
+        shares = Shares(self.session, job, gang)
+        next_ending = 0  # endings counted in ``free`` and ``shares``
+        applied = 0  # endings given back to ``rooms`` (only when a fit is tried)
         for at in times:
             while next_ending < len(endings) and endings[next_ending].at <= at:
-                for ended in endings[next_ending].jobs:
-                    for task in ended.running_tasks:
-                        give_back(rooms, task)
-                    shares.release(ended)
+                ending = endings[next_ending]
+                free = free + ending.freed
+                for queue, amount in ending.held:
+                    shares.release(queue, amount)
                 next_ending += 1
-            if not shares.ok():
+            if not need.fits_within(free) or not shares.ok():
                 continue
+            for ending in endings[applied:next_ending]:
+                for placement in ending.placements:
+                    give_back(rooms, copied, placement)
+            applied = next_ending
             # Another reservation's nodes are out while its window overlaps this run.
             blocked = {
                 n for r, end in others if at < end and r.start < at + duration for n in r.nodes

@@ -1,5 +1,6 @@
-"""What fits where, for backfill reservations: a node's room at some time (CPU, memory, free
-milli per GPU), given back as running jobs end, and a first-fit of a gang over it.
+"""What fits where and when, for backfill reservations: a node's room at some time (CPU,
+memory, free milli per GPU), given back as running jobs end (``Ending``), a first-fit of a
+gang over it, and the fair share a queue would hold then (``Shares``).
 
 The fit mirrors what the placement engine checks for a task (whole GPUs whole, a share on one
 GPU, CPU, memory, GPU model), not its scores: a reservation needs the time and a set of nodes
@@ -9,14 +10,15 @@ that can hold the gang, not the engine's exact choice.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
-from aipaas.scheduler.batch.model import Node, Resources, Task
-from aipaas.scheduler.framework.types import MILLI_PER_GPU, PodRequest
+from aipaas.scheduler.batch.model import Job, Node, Resources
+from aipaas.scheduler.framework.types import MILLI_PER_GPU, Placement, PodRequest
 
 if TYPE_CHECKING:
     from aipaas.scheduler.batch.cluster import PlacementEngine
+    from aipaas.scheduler.batch.session import Session
 
 
 @runtime_checkable
@@ -37,6 +39,14 @@ class Room:
 
     def copy(self) -> Room:
         return Room(self.cpu, self.memory, list(self.gpus), self.model)
+
+    def could_take(self, pod: PodRequest) -> bool:
+        """A cheap first look: CPU, memory and the sum of free GPU are enough."""
+        return (
+            pod.cpu_milli <= self.cpu
+            and pod.memory_mib <= self.memory
+            and pod.gpu_milli_total <= sum(self.gpus)
+        )
 
     def take(self, pod: PodRequest) -> bool:
         """Take the pod's resources if they fit (whole GPUs whole, a share on one GPU)."""
@@ -93,10 +103,14 @@ def spread(gpu_milli: int, count: int) -> list[int]:
     return gpus + [0] * (count - len(gpus))
 
 
-def give_back(rooms: dict[str, Room], task: Task) -> None:
-    placement = task.placement
-    if placement is None or placement.node not in rooms:
+def give_back(rooms: dict[str, Room], copied: set[str], placement: Placement) -> None:
+    """A running task ends: its node gets its room back (the node's Room is copied first,
+    once, so that ``rooms`` can share Rooms with a cached view)."""
+    if placement.node not in rooms:
         return
+    if placement.node not in copied:
+        rooms[placement.node] = rooms[placement.node].copy()
+        copied.add(placement.node)
     room = rooms[placement.node]
     room.cpu += placement.cpu_milli
     room.memory += placement.memory_mib
@@ -107,11 +121,16 @@ def give_back(rooms: dict[str, Room], task: Task) -> None:
 
 def fit(pods: Sequence[PodRequest], names: list[str], rooms: dict[str, Room]) -> set[str] | None:
     """First fit, largest pod first: the nodes used, or None when some pod finds no room."""
-    trial = {name: rooms[name].copy() for name in names}
+    trial: dict[str, Room] = {}  # rooms copied as pods are tried on them
     used: set[str] = set()
     for pod in pods:
         for name in names:
-            if trial[name].take(pod):
+            room = trial.get(name)
+            if room is None:
+                if not rooms[name].could_take(pod):
+                    continue
+                room = trial[name] = rooms[name].copy()
+            if room.take(pod):
                 used.add(name)
                 break
         else:
@@ -122,12 +141,67 @@ def fit(pods: Sequence[PodRequest], names: list[str], rooms: dict[str, Room]) ->
 def rooms_now(engine: PlacementEngine) -> dict[str, Room]:
     """What every node offers now, per GPU where the engine can tell."""
     rooms: dict[str, Room] = {}
+    per_gpu = engine if isinstance(engine, PerGpuFree) else None  # a slow check: once
     for node in engine.nodes:
         free = engine.free(node.name)
-        if isinstance(engine, PerGpuFree):
-            gpus = list(engine.gpus_free(node.name))
+        if per_gpu is not None:
+            gpus = list(per_gpu.gpus_free(node.name))
         else:
             gpus = spread(free.gpu_milli, node.gpu_count)
         model = node.gpu_model or ("gpu" if node.gpu_count else "")
         rooms[node.name] = Room(free.cpu_milli, free.memory_mib, gpus, model)
     return rooms
+
+
+@dataclass(slots=True)
+class Ending:
+    """Running jobs whose runs end at ``at``: their placements, what they free in all, and
+    what each held against its queue (worked out once per view of the cluster)."""
+
+    at: float
+    placements: list[Placement] = field(default_factory=list)
+    freed: Resources = field(default_factory=Resources)
+    held: list[tuple[str, Resources]] = field(default_factory=list)
+
+    def add(self, job: Job) -> None:
+        amount = Resources()
+        for task in job.running_tasks:
+            if task.placement is not None:
+                self.placements.append(task.placement)
+                amount = amount + task.resources
+                gpu = task.placement.gpu_milli * len(task.placement.gpus)
+                self.freed = self.freed + Resources(
+                    gpu, task.placement.cpu_milli, task.placement.memory_mib
+                )
+        self.held.append((job.queue, amount))
+
+
+class Shares:
+    """Fair share over the walk: the job's queue and each ancestor (the root aside) may not
+    hold more than its fair share of what the gang asks for, after the start, as allocate
+    demands; what they hold falls as their jobs end. Without fair shares (``fifo``, or none
+    computed) nothing is checked."""
+
+    def __init__(self, session: Session, job: Job, gang: Resources) -> None:
+        self.session = session
+        shares = {} if session.options.fairShare == "fifo" else session.fair_share
+        self.limits = {k: shares[k] for k in session.lineage(job.queue) if k and k in shares}
+        self.held = {k: session.allocated[k] for k in self.limits}
+        self.gang = gang
+
+    def release(self, queue: str, amount: Resources) -> None:
+        if not self.limits:
+            return
+        for key in self.session.lineage(queue):
+            if key in self.held:
+                self.held[key] = self.held[key] - amount
+
+    def ok(self) -> bool:
+        for key, share in self.limits.items():
+            after = self.held[key] + self.gang
+            for want, used, fair in zip(
+                self.gang.as_tuple(), after.as_tuple(), share.as_tuple(), strict=True
+            ):
+                if want > 0 and used > fair:
+                    return False
+        return True

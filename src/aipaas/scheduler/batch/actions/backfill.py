@@ -7,12 +7,14 @@ delaying any reservation (batch/reservations.py says where each may go).
 2. In the session's order, every pending gang that waits for room (or that no action looked
    at yet) is tried as allocate tries it: quota and fair share first, then a placement on the
    nodes ``allowed_nodes`` leaves it. The first one of each queue that cannot start gets a
-   reservation (allocate's ``start_gang`` asks for it); later ones must keep clear of it.
+   reservation (allocate's ``start_gang`` asks for it); later ones must keep clear of it. A
+   gang refused for fair share (allocate's borrowing found no room either) is not tried again
+   but may be reserved: for when its queue is back within its share and the room is there.
 3. Every job holding a reservation waits with reason Reserved: "reserved: starts at t=5400s on
    n3-n6".
 
-Jobs waiting for quota, fair share or other reasons are left as they are: backfill fills gaps
-in the cluster, it does not lend capacity (allocate's borrowing pass does that).
+Jobs waiting for quota or other reasons are left as they are: backfill fills gaps in the
+cluster, it does not lend capacity (allocate's borrowing pass does that).
 """
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ if TYPE_CHECKING:
 
 #: Reason codes of a job that waits for room in the cluster (not for policy).
 ROOM_REASONS: Final = frozenset({"Unschedulable", "Topology", "Reserved", "Gang"})
+#: ... and of one that waits for its fair share too: it may hold a reservation, not start.
+RESERVING_REASONS: Final = ROOM_REASONS | {"FairShare"}
 #: Below this the clock is virtual (seconds since a scenario's start), not epoch seconds.
 VIRTUAL_CLOCK_LIMIT: Final = 1e9
 
@@ -45,10 +49,13 @@ def backfill(session: Session) -> None:
         for job in session.jobs.values()
         if gang_tasks(job)
         and session.considered(job)
-        and session.waiting.get(job.key, ("Unschedulable", ""))[0] in ROOM_REASONS
+        and session.waiting.get(job.key, ("Unschedulable", ""))[0] in RESERVING_REASONS
     ]
     for job in ordered(session, waiting):
-        if start_gang(session, placer, job, fair_share=fair_share) == STARTED:
+        if session.waiting.get(job.key, ("", ""))[0] == "FairShare":
+            # Refused for fair share and, borrowing, for room: it starts when both allow.
+            reservations.reserve(job)
+        elif start_gang(session, placer, job, fair_share=fair_share) == STARTED:
             reservations.drop(job.key)
     for reservation in reservations.held.values():
         job = session.jobs[reservation.job]
