@@ -41,6 +41,8 @@ class JobOrder:
         self.mode = mode
         by_priority = session.options.jobOrder == "priority"
         self._seq = 0
+        #: resources the cluster measures (a resource with no capacity has no share)
+        self._measured = tuple(c > 0 for c in session.capacity.as_tuple())
         #: per leaf (or the one global list in fifo mode): (job key tuple, seq, job)
         self._jobs: dict[str, list[tuple[int, int, int, Job]]] = {}
         for job in jobs:
@@ -90,12 +92,17 @@ class JobOrder:
             below = ratio < 1.0
         else:
             ratio, below = 0.0, False
-            for used, fair in zip(held.as_tuple(), share.as_tuple(), strict=True):
-                if used == 0 and fair == 0:
+            for used, fair, measured in zip(
+                held.as_tuple(), share.as_tuple(), self._measured, strict=True
+            ):
+                if (used == 0 and fair == 0) or not measured:
                     continue
                 r = _ratio(used, fair)
                 ratio = max(ratio, r)
-            below = ratio < 1.0 and held.as_tuple() != share.as_tuple()
+            below = ratio < 1.0 and any(
+                (u or f) and m
+                for u, f, m in zip(held.as_tuple(), share.as_tuple(), self._measured, strict=True)
+            )
         if self.mode == "proportion":
             return (0, -priority, ratio, created)
         return (0 if below else 1, -priority, ratio, created)

@@ -115,7 +115,11 @@ class Session:
         below it. Queue nodes without a computed fair share are not limited."""
         from aipaas.scheduler.batch.explain import fair_share_message
 
-        asked = [want > 0 for want in extra.as_tuple()]
+        # A resource the cluster does not measure (GPU memory on most engines) has no share.
+        asked = [
+            want > 0 and have > 0
+            for want, have in zip(extra.as_tuple(), self.capacity.as_tuple(), strict=True)
+        ]
         for key in self.lineage(job.queue):
             share = self.fair_share.get(key)
             if key == "" or share is None:
@@ -124,7 +128,10 @@ class Session:
             after = held + extra
             for want, used, fair in zip(asked, after.as_tuple(), share.as_tuple(), strict=True):
                 if want and used > fair:
-                    return fair_share_message(key, share, held, extra)
+                    counted = Resources(
+                        *(w if a else 0 for w, a in zip(extra.as_tuple(), asked, strict=True))
+                    )
+                    return fair_share_message(key, share, held, counted)
         return None
 
     def considered(self, job: Job) -> bool:

@@ -51,11 +51,40 @@ def _gang_size(pods: Sequence[PodRequest]) -> Resources:
     return total
 
 
-def _free(engine: PlacementEngine, names: Sequence[str]) -> Resources:
-    total = Resources()
-    for name in names:
-        total = total + engine.free(name)
-    return total
+class DomainView:
+    """Domains per level and their free capacity, remembered while the cluster stays as it
+    was (``version``: the caller's count of changes, the session's ``len(account_log)``):
+    a backlog of topology gangs costs one walk over the nodes per change, not per job."""
+
+    def __init__(self, engine: PlacementEngine) -> None:
+        self.engine = engine
+        self._groups: dict[str, dict[str, list[str]]] = {}
+        self._free: dict[tuple[str, ...], Resources] = {}
+        self._version: int | None = None
+
+    def groups(self, label: str) -> dict[str, list[str]]:
+        found = self._groups.get(label)
+        if found is None:
+            found = self._groups[label] = domains(self.engine.nodes, label)
+        return found
+
+    def free(self, names: Sequence[str], version: int | None) -> Resources:
+        if version is None or version != self._version:
+            self._free.clear()
+            self._version = version
+        key = tuple(names)
+        total = self._free.get(key)
+        if total is None:
+            gpu = cpu = memory = 0
+            for name in names:
+                room = self.engine.free(name)
+                gpu += room.gpu_milli
+                cpu += room.cpu_milli
+                memory += room.memory_mib
+            total = Resources(gpu, cpu, memory)
+            if version is not None:
+                self._free[key] = total
+        return total
 
 
 def _size_words(gang: Resources) -> tuple[str, int]:
@@ -72,19 +101,24 @@ def place_in_domain(
     allowed: Collection[str] | None,
     *,
     required: bool,
+    view: DomainView | None = None,
+    version: int | None = None,
 ) -> list[Placement] | Refusal:
     """Place all ``pods`` inside one domain of ``label`` (on ``allowed`` nodes only, when
-    given); with ``required`` False, anywhere when no domain can hold them."""
+    given); with ``required`` False, anywhere when no domain can hold them. ``view`` and
+    ``version``: free capacity remembered between calls (see ``DomainView``)."""
+    view = view or DomainView(engine)
+    grouped = view.groups(label)
     gang = _gang_size(pods)
     level = level_name(label)
     candidates = []
     largest = 0
     words, index = _size_words(gang)
-    for value, names in domains(engine.nodes, label).items():
-        usable = [n for n in names if allowed is None or n in allowed]
+    for value, names in grouped.items():
+        usable = names if allowed is None else [n for n in names if n in allowed]
         if not usable:
             continue
-        free = _free(engine, usable)
+        free = view.free(usable, version)
         largest = max(largest, free.as_tuple()[index])
         if gang.fits_within(Resources(free.gpu_milli, free.cpu_milli, free.memory_mib, 2**62)):
             candidates.append((free.gpu_milli, free.cpu_milli, value, usable))
@@ -102,7 +136,7 @@ def place_in_domain(
         return anywhere
     message = f"waiting for a {words} gang inside one {level}; the largest free {level} has "
     message += amount(largest, 1000)
-    if not domains(engine.nodes, label):
+    if not grouped:
         message = f"waiting for a {words} gang inside one {level}; no node has the label {label}"
     elif last is not None:
         message += f" and no {level} with that much free fits its tasks ({'; '.join(last.reasons)})"
@@ -124,8 +158,9 @@ def job_domain(engine: PlacementEngine, job: Job, label: str) -> list[str] | Non
 
 def ever_fits(nodes: Sequence[Node], label: str, gang: Resources) -> bool:
     """Some domain of ``label`` offers, empty, at least what the gang needs."""
+    by_name = {n.name: n for n in nodes}
     for names in domains(nodes, label).values():
-        members = [n for n in nodes if n.name in set(names)]
+        members = [by_name[name] for name in names]
         room = Resources(
             sum(n.gpu_count for n in members) * 1000,
             sum(n.cpu_milli for n in members),

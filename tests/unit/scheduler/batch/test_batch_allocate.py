@@ -396,3 +396,16 @@ def _record_reservations(s: Session) -> list[str]:
 @pytest.fixture(autouse=True)
 def _no_leaks() -> None:
     """Every case builds its own jobs (builders number submissions globally)."""
+
+
+def test_a_resource_the_cluster_does_not_measure_has_no_fair_share() -> None:
+    """The job asks 20 GiB of GPU memory; the engine measures none (capacity 0), so the fair
+    share of GPU memory is 0: that must not refuse it (nor make it a borrower)."""
+    g = job("t/g", "t/a", tasks=2)
+    for task in g.tasks:
+        task.gpu_memory_mib = 20 * 1024
+    shares = {"t": Resources(8000, 10**6, 10**9), "t/a": Resources(8000, 10**6, 10**9)}
+    s = session([node("n1")], AB, [g], fair_share=shares, options=ONLY)
+    d = s.run()
+    assert started(d) == {"t/g": ["w-0", "w-1"]}
+    assert s.borrowed == set()

@@ -108,3 +108,16 @@ def test_elastic_extras_stay_in_the_gang_rack() -> None:
     d = s.run()
     assert started(d) == {"t/e": ["w-1", "w-2", "w-3"]}
     assert set(nodes_of(d, "t/e").values()) == {"n3"}
+
+
+def test_each_start_changes_which_rack_is_fullest() -> None:
+    """Four 4-GPU gangs, rack required: g1 takes r2 (4 free, the fullest that fits), g2 and g3
+    fill r1 (8 free, then 4), g4 finds no rack with room: the largest free rack has 0."""
+    gangs = [job(f"t/g{i}", "t/a", tasks=4, required="rack") for i in range(1, 5)]
+    d = session(racks(), Q, gangs, fair_share=SHARES, options=ONLY).run()
+    assert set(nodes_of(d, "t/g1").values()) == {"n3"}
+    assert set(nodes_of(d, "t/g2").values()) | set(nodes_of(d, "t/g3").values()) == {"n1", "n2"}
+    assert d.reasons["t/g4"] == (
+        "Topology",
+        "waiting for a 4-GPU gang inside one rack; the largest free rack has 0",
+    )

@@ -23,7 +23,7 @@ from aipaas.scheduler.batch.explain import unschedulable_message
 from aipaas.scheduler.batch.model import Job, Resources, Task
 from aipaas.scheduler.batch.ordering import ordered
 from aipaas.scheduler.batch.session import gang_tasks, resources_of
-from aipaas.scheduler.batch.topology import Refusal, job_domain, place_in_domain
+from aipaas.scheduler.batch.topology import DomainView, Refusal, job_domain, place_in_domain
 from aipaas.scheduler.framework.types import Placement, PodRequest, Unschedulable
 
 if TYPE_CHECKING:
@@ -40,19 +40,33 @@ class Placer:
     def __init__(self, session: Session) -> None:
         self.session = session
         self._no_room: dict[tuple[object, ...], str] = {}
+        self._domains = DomainView(session.engine)
+        #: topology refusals by (shapes, level, required, cluster version)
+        self._refused: dict[tuple[object, ...], Refusal] = {}
 
     def gang(self, job: Job, tasks: Sequence[Task]) -> list[Placement] | Refusal:
         allowed = self.session.reservations.allowed_nodes(job)
         pods = [task.request for task in tasks]
         label = job.topology_required or job.topology_preferred
         if label is not None:
-            return place_in_domain(
+            required = job.topology_required is not None
+            version = len(self.session.account_log)
+            shapes = self._key(pods, allowed)
+            key = None if shapes is None else (shapes, label, required, version)
+            if key is not None and key in self._refused:
+                return self._refused[key]
+            placed = place_in_domain(
                 self.session.engine,
                 pods,
                 label,
                 allowed,
-                required=job.topology_required is not None,
+                required=required,
+                view=self._domains,
+                version=version,
             )
+            if key is not None and isinstance(placed, Refusal):
+                self._refused[key] = placed
+            return placed
         return self._place(pods, allowed)
 
     def extra(self, job: Job, task: Task) -> list[Placement] | Refusal:
