@@ -231,6 +231,10 @@ class Search:
         if chosen is None:
             return None
         chosen = self.reprieve(chosen, nodes)
+        if not chosen:
+            # It fits in room that is free now (an earlier preemption left it): a start
+            # without victims is allocate's and backfill's, with their fair-share checks.
+            return None
         return Plan(chosen, nodes, self.cost(chosen))
 
     def estimate(self, units: Sequence[Unit], nodes: frozenset[str]) -> Cost | None:
@@ -246,13 +250,12 @@ class Search:
                 return self.cost(taken)
         return None
 
-    def best(
-        self, units: Sequence[Unit], scopes: Sequence[frozenset[str]], whole_cluster: bool
-    ) -> Plan | None:
-        """The cheapest plan over the whole cluster (when allowed) and the most promising
-        ``scopes`` (nodes or topology domains)."""
+    def best(self, units: Sequence[Unit], domains: Sequence[frozenset[str]] | None) -> Plan | None:
+        """The cheapest plan: over the whole cluster and on each node that holds a candidate
+        (``domains`` None), or in each topology domain; only the most promising
+        ``NODE_PLANS`` scopes (by an estimate without placing) are tried for real."""
         plans: list[Plan] = []
-        if whole_cluster:
+        if domains is None:
             found = self.plan(units, None)
             if found is not None:
                 plans.append(found)
@@ -265,15 +268,19 @@ class Search:
                     if not listed or listed[-1] is not unit:
                         listed.append(unit)
         ranked: list[tuple[Cost, int, frozenset[str], list[Unit]]] = []
-        for index, scope in enumerate(scopes):
-            if len(scope) == 1:
-                scoped = by_node.get(next(iter(scope)), [])
-            else:
+        if domains is None:
+            for index, (name, scoped) in enumerate(by_node.items()):
+                scope = frozenset((name,))
+                guess = self.estimate(scoped, scope)
+                if guess is not None:
+                    ranked.append((guess, index, scope, scoped))
+        else:
+            for index, scope in enumerate(domains):
                 merged = {id(u): u for name in scope for u in by_node.get(name, [])}
                 scoped = sorted(merged.values(), key=lambda u: rank[id(u)])
-            guess = self.estimate(scoped, scope) if scoped else None
-            if guess is not None:
-                ranked.append((guess, index, scope, scoped))
+                guess = self.estimate(scoped, scope) if scoped else None
+                if guess is not None:
+                    ranked.append((guess, index, scope, scoped))
         ranked.sort(key=lambda r: (r[0], r[1]))
         for _, _, scope, scoped in ranked[:NODE_PLANS]:
             found = self.plan(scoped, scope)
@@ -302,17 +309,21 @@ class Search:
         return True
 
 
-def scopes_for(session: Session, job: Job) -> tuple[list[frozenset[str]], bool]:
-    """Where the gang may be placed: each topology domain of its required level (and not the
-    whole cluster), or each node (and the whole cluster)."""
-    if job.topology_required:
+def domains_for(session: Session, job: Job) -> list[frozenset[str]] | None:
+    """The topology domains of the level the gang requires (None: it requires none)."""
+    label = job.topology_required
+    if not label:
+        return None
+    key = ("victims.domains", label)
+    if key not in session.scratch:
         domains: dict[str, set[str]] = {}
         for node in session.engine.nodes:
-            value = node.labels.get(job.topology_required)
+            value = node.labels.get(label)
             if value is not None:
                 domains.setdefault(value, set()).add(node.name)
-        return [frozenset(d) for _, d in sorted(domains.items())], False
-    return [frozenset((node.name,)) for node in session.engine.nodes], True
+        session.scratch[key] = [frozenset(d) for _, d in sorted(domains.items())]
+    found: list[frozenset[str]] = session.scratch[key]
+    return found
 
 
 def preemptors(session: Session, protected: Collection[str]) -> Iterator[Job]:
@@ -331,14 +342,14 @@ def preemptors(session: Session, protected: Collection[str]) -> Iterator[Job]:
     return iter(ordered(session, jobs))
 
 
-def shape_of(job: Job, gang: Sequence[Task]) -> tuple[object, ...] | None:
+def shape_of(job: Job, gang: Sequence[Task], *, priority: bool = True) -> tuple[object, ...] | None:
     """What makes two preemptors equal for the search (None when claims make it unsafe to
     say): one that failed tells that an equal one fails too, until something changes."""
     if any(t.request.claims for t in gang):
         return None
     return (
         job.queue,
-        job.priority,
+        job.priority if priority else None,
         job.topology_required,
         tuple((t.request.shape, t.request.memory_mib, t.gpu_memory_mib) for t in gang),
     )

@@ -19,9 +19,9 @@ from aipaas.scheduler.batch.statement import touched_jobs
 from aipaas.scheduler.batch.victims import (
     Search,
     Unit,
+    domains_for,
     eligible,
     preemptors,
-    scopes_for,
     shape_of,
     units_of,
 )
@@ -65,8 +65,7 @@ def _try(session: Session, job: Job, gang: Sequence[Task], victims: Sequence[Job
         return session.quota_problem(job, need) is None
 
     search = Search(session, job, gang, lambda unit: True, may_start)
-    scopes, whole_cluster = scopes_for(session, job)
-    plan = search.best(units_of(victims), scopes, whole_cluster)
+    plan = search.best(units_of(victims), domains_for(session, job))
     if plan is None:
         return False
 

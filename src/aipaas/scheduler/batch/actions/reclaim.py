@@ -22,9 +22,9 @@ from aipaas.scheduler.batch.statement import touched_jobs
 from aipaas.scheduler.batch.victims import (
     Search,
     Unit,
+    domains_for,
     eligible,
     preemptors,
-    scopes_for,
     shape_of,
     units_of,
 )
@@ -96,34 +96,81 @@ def _label(key: str) -> str:
     return "tenant" if "/" not in key else "queue"
 
 
+class _Index:
+    """Per action: the jobs that may be taken, by leaf; each queue node's leaves that hold such
+    jobs; and which of those nodes hold more than their fair share (per resource), refreshed
+    after each reclaim. A reclaimer looks only at over-share nodes whose parent is in its
+    lineage (its branches), not at every running job."""
+
+    def __init__(self, session: Session, protected: set[str]) -> None:
+        self.session = session
+        self.protected = protected
+        self.by_leaf: dict[str, list[Job]] = {}
+        for job in session.jobs.values():
+            if eligible(session, job, protected):
+                self.by_leaf.setdefault(job.queue, []).append(job)
+        self.leaves_under: dict[str, list[str]] = {}
+        for leaf in self.by_leaf:
+            for key in session.lineage(leaf):
+                if key:
+                    self.leaves_under.setdefault(key, []).append(leaf)
+        self.over: dict[str, tuple[bool, ...]] = {}
+        self.refresh()
+
+    def refresh(self) -> None:
+        self.over.clear()
+        for key in self.leaves_under:
+            held = self.session.allocated[key].as_tuple()
+            share = _share(self.session, key).as_tuple()
+            flags = tuple(h > f for h, f in zip(held, share, strict=True))
+            if any(flags):
+                self.over[key] = flags
+
+    def victims(self, tree: _Tree, need: Resources) -> list[Job]:
+        asked = [want > 0 for want in need.as_tuple()]
+        out: list[Job] = []
+        for key, flags in self.over.items():
+            queue = self.session.queues.get(key)
+            if queue is None or key in tree.depth or queue.parent not in tree.depth:
+                continue  # not a branch beside the reclaimer's lineage
+            if not any(f and a for f, a in zip(flags, asked, strict=True)):
+                continue
+            for leaf in self.leaves_under[key]:
+                out.extend(
+                    j for j in self.by_leaf[leaf] if j.is_running and j.key not in self.protected
+                )
+        return out
+
+
 def reclaim(session: Session) -> None:
     protected = touched_jobs(session)
-    running = [j for j in session.jobs.values() if j.is_running]
+    index = _Index(session, protected)
+    trees: dict[str, _Tree] = {}
     failed: set[tuple[object, ...]] = set()
     for job in preemptors(session, protected):
+        if not index.over:
+            break  # no queue holds more than its share: nothing to take back
         gang = gang_tasks(job)
         need = Resources()
         for task in gang:
             need = need + task.resources
-        shape = shape_of(job, gang)
+        # Priority does not decide reclaim: equal shapes of one queue fail alike.
+        shape = shape_of(job, gang, priority=False)
         if not gang or (shape is not None and shape in failed):
             continue
         if not _within(session, [job.queue], need):
             continue  # its queue would go above its fair share: not a reclaimer
-        tree = _Tree(session, job.queue)
-        victims = [
-            v
-            for v in running
-            if v.queue != job.queue
-            and eligible(session, v, protected)
-            and _over(session, tree.split(v.queue)[1], need) is not None
-        ]
+        tree = trees.get(job.queue)
+        if tree is None:
+            tree = trees[job.queue] = _Tree(session, job.queue)
+        victims = index.victims(tree, need)
         if not victims:
             continue
         before = len(session.decisions.evicted)
         if _try(session, job, gang, need, tree, victims):
             protected.add(job.key)
             protected.update(e.job for e in session.decisions.evicted[before:])
+            index.refresh()
             failed.clear()
         elif shape is not None:
             failed.add(shape)
@@ -147,8 +194,7 @@ def _try(
         return _within(session, tree.lineage[:top], need)
 
     search = Search(session, job, gang, may_evict, may_start)
-    scopes, whole_cluster = scopes_for(session, job)
-    plan = search.best(units_of(victims), scopes, whole_cluster)
+    plan = search.best(units_of(victims), domains_for(session, job))
     if plan is None:
         return False
 
