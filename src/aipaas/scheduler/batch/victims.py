@@ -314,7 +314,7 @@ def domains_for(session: Session, job: Job) -> list[frozenset[str]] | None:
     label = job.topology_required
     if not label:
         return None
-    key = ("victims.domains", label)
+    key = f"victims.domains:{label}"
     if key not in session.scratch:
         domains: dict[str, set[str]] = {}
         for node in session.engine.nodes:
