@@ -14,10 +14,11 @@ hold falls as their jobs end): a job refused for fair share now is reserved for 
 not be, and a queue that stays above its share gets no reservation to block others with.
 Gangs with device claims get none (the fit cannot see devices).
 
-How many: each leaf queue holds at most its ``QueueNode.reservations`` at once (default 1,
-the model's default: EASY per queue; 0: its jobs never reserve). There is no cluster-wide
-cap; a later reservation respects the earlier ones (it uses their nodes only if it would end
-before they start, or after they end).
+Only profiles that run the backfill action hold reservations. How many: each leaf queue
+holds at most its ``QueueNode.reservations`` at once (default 1, the model's default: EASY
+per queue; 0: its jobs never reserve). There is no cluster-wide cap; a later reservation
+respects the earlier ones (it uses their nodes only if it would end before they start, or
+after they end).
 
 ``allowed_nodes`` keeps reservations whole: a job whose expected end (``now + time_limit``,
 or its run's end for a running elastic job) is at or before a reservation's start may use that
@@ -122,6 +123,8 @@ class Reservations:
         held = self.held.get(job.key)
         if held is not None:
             return held
+        if "backfill" not in self.session.options.actions:
+            return None  # reservations are what backfill keeps whole: none without it
         queue = self.session.queues.get(job.queue)
         limit = queue.reservations if queue is not None else 1
         if limit <= self._per_queue.get(job.queue, 0) or job.is_running:

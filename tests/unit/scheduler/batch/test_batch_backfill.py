@@ -372,7 +372,9 @@ def test_backfill_never_starts_a_job_without_limit_on_reserved_nodes() -> None:
     s = usual(big, taker, no_limit)
     backfill(s)
     assert {x.job for x in s.decisions.started} == {"t/taker"}
-    assert "t/no-limit-4" in s.waiting
+    reason, message = s.waiting["t/no-limit-4"]
+    assert reason == "Unschedulable"
+    assert message.endswith("; n3-n6 are reserved for t/big from t=5400s, and it has no time limit")
 
 
 def test_backfill_with_zero_reservations_lets_everything_start_where_it_fits() -> None:
@@ -403,6 +405,37 @@ def test_a_whole_cycle_reserves_the_big_gang_of_a_full_single_queue() -> None:
     assert decisions.reservations == {"t/big": Reservation("t/big", 5400, ("n3", "n4", "n5", "n6"))}
     assert decisions.reasons["t/big"] == ("Reserved", "reserved: starts at t=5400s on n3-n6")
     assert decisions.reasons["t/no-limit"][0] == "FairShare"
+
+
+def test_strict_order_lets_jobs_behind_the_blocker_through_only_where_it_is_not_delayed() -> None:
+    # Slurm: strict FIFO, then backfill. big blocks the queue and is reserved; the short job
+    # behind it starts on n6 (ends 2400 <= 5400), the long one on n7 (outside n3..n6), the
+    # job without a limit finds nothing outside the reservation.
+    options = BatchOptions(
+        actions=("allocate", "backfill"), fairShare="fifo", jobOrder="fifo", strictOrder=True
+    )
+    big = gpus("t/big", 4, order=1)
+    short = gpus("t/short-4", 1, 4, order=2, limit=1800)
+    long = gpus("t/long-8", 1, 8, order=3, limit=7200)
+    no_limit = gpus("t/no-limit", 1, 4, order=4)
+    s = usual(big, short, long, no_limit, options=options)
+    decisions = s.run()
+    assert {(x.job, x.placement.node) for x in decisions.started} == {
+        ("t/short-4", "n6"),
+        ("t/long-8", "n7"),
+    }
+    assert decisions.reasons["t/big"] == ("Reserved", "reserved: starts at t=5400s on n3-n6")
+    assert "n3-n6 are reserved for t/big" in decisions.reasons["t/no-limit"][1]
+
+
+def test_a_profile_without_backfill_holds_no_reservations() -> None:
+    options = BatchOptions(actions=("allocate",), fairShare="fifo", jobOrder="fifo")
+    big = gpus("t/big", 4, order=1)
+    no_limit = gpus("t/no-limit", 1, 4, order=2)
+    s = usual(big, no_limit, options=options)
+    decisions = s.run()
+    assert decisions.reservations == {}
+    assert [(x.job, x.placement.node) for x in decisions.started] == [("t/no-limit", "n6")]
 
 
 # --- words ----------------------------------------------------------------------------

@@ -4,12 +4,15 @@ delaying any reservation (batch/reservations.py says where each may go).
 
 1. Reservations are worked out again on the cluster as it is now: preemption and reclaim may
    have freed room (or started a reserved job).
-2. In the session's order, every pending gang that waits for room (or that no action looked
-   at yet) is tried as allocate tries it: quota and fair share first, then a placement on the
-   nodes ``allowed_nodes`` leaves it. The first one of each queue that cannot start gets a
-   reservation (allocate's ``start_gang`` asks for it); later ones must keep clear of it. A
-   gang refused for fair share (allocate's borrowing found no room either) is not tried again
-   but may be reserved: for when its queue is back within its share and the room is there.
+2. In the session's order, every pending gang that waits for room, or behind the first job
+   that could not start in strict order (Slurm's main scheduler, which backfill follows), or
+   that no action looked at yet, is tried as allocate tries it: quota and fair share first,
+   then a placement on the nodes ``allowed_nodes`` leaves it. The first one of each queue that
+   cannot start gets a reservation (allocate's ``start_gang`` asks for it); later ones must
+   keep clear of it, and their reason says so ("n3-n6 are reserved for t/big from t=5400s, and
+   it has no time limit"). A gang refused for fair share (allocate's borrowing found no room
+   either) is not tried again but may be reserved: for when its queue is back within its
+   share and the room is there.
 3. Every job holding a reservation waits with reason Reserved: "reserved: starts at t=5400s on
    n3-n6".
 
@@ -19,12 +22,13 @@ cluster, it does not lend capacity (allocate's borrowing pass does that).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Final
 
-from aipaas.scheduler.batch.actions.allocate import STARTED, Placer, start_gang
-from aipaas.scheduler.batch.model import Reservation
+from aipaas.scheduler.batch.actions.allocate import NO_ROOM, STARTED, Placer, start_gang
+from aipaas.scheduler.batch.model import Job, Reservation
 from aipaas.scheduler.batch.ordering import ordered
 from aipaas.scheduler.batch.session import gang_tasks
 
@@ -33,8 +37,11 @@ if TYPE_CHECKING:
 
 #: Reason codes of a job that waits for room in the cluster (not for policy).
 ROOM_REASONS: Final = frozenset({"Unschedulable", "Topology", "Reserved", "Gang"})
+#: Strict order (Slurm's main scheduler) holds jobs behind the first that cannot start;
+#: backfill lets them through where they delay no reservation, as Slurm's backfill does.
+BEHIND_REASONS: Final = frozenset({"StrictOrder"})
 #: ... and of one that waits for its fair share too: it may hold a reservation, not start.
-RESERVING_REASONS: Final = ROOM_REASONS | {"FairShare"}
+RESERVING_REASONS: Final = ROOM_REASONS | BEHIND_REASONS | {"FairShare"}
 #: Below this the clock is virtual (seconds since a scenario's start), not epoch seconds.
 VIRTUAL_CLOCK_LIMIT: Final = 1e9
 
@@ -55,11 +62,36 @@ def backfill(session: Session) -> None:
         if session.waiting.get(job.key, ("", ""))[0] == "FairShare":
             # Refused for fair share and, borrowing, for room: it starts when both allow.
             reservations.reserve(job)
-        elif start_gang(session, placer, job, fair_share=fair_share) == STARTED:
+            continue
+        outcome = start_gang(session, placer, job, fair_share=fair_share)
+        if outcome == STARTED:
             reservations.drop(job.key)
+        elif outcome == NO_ROOM and job.key in session.waiting:
+            note = held_back(session, job)
+            if note is not None:
+                reason, message = session.waiting[job.key]
+                session.wait(job, reason, f"{message}; {note}")
     for reservation in reservations.held.values():
         job = session.jobs[reservation.job]
         session.wait(job, "Reserved", reservation_message(reservation, session.now))
+
+
+def held_back(session: Session, job: Job) -> str | None:
+    """Words for a job kept off reserved nodes: 'n3-n6 are reserved for t/big from t=5400s
+    and it has no time limit' (None when no reservation holds it back)."""
+    reservations = session.reservations
+    if reservations.allowed_nodes(job) is None:
+        return None
+    end = reservations.expected_end(job)
+    now = session.now
+    held = [r for r in reservations.held.values() if end > r.start]
+    where = "; ".join(
+        f"{compress_nodes(r.nodes)} {'is' if len(r.nodes) == 1 else 'are'} reserved for "
+        f"{r.job} from {when(r.start, now)}"
+        for r in held
+    )
+    tail = "it has no time limit" if end == math.inf else f"it would end at {when(end, now)}"
+    return f"{where}, and {tail}"
 
 
 def when(start: float, now: float) -> str:
