@@ -180,6 +180,7 @@ def describe_lines(
     for job in waiting:
         status_of_job = job.get("status") or {}
         reason = status_of_job.get("reason") or "Pending"
-        message = status_of_job.get("message") or "not yet looked at by the controller"
-        lines.append(f"  {job['metadata']['name']}  ({job['spec']['queue']})  {reason}: {message}")
+        message = status_of_job.get("message")
+        why = f"{reason}: {message}" if message else reason
+        lines.append(f"  {job['metadata']['name']}  ({job['spec']['queue']})  {why}")
     return lines
