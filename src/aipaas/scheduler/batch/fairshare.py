@@ -37,6 +37,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Final
 
+from aipaas.scheduler.batch.fairshare_split import divide
 from aipaas.scheduler.batch.model import QueueNode, Resources
 from aipaas.scheduler.batch.options import BatchOptions
 
@@ -45,7 +46,6 @@ if TYPE_CHECKING:
 
 #: the whole unit of each resource, in model units (gpu milli, cpu milli, MiB, MiB)
 UNITS: Final = (1000, 1000, 1, 1)
-_EPSILON: Final = 1e-9
 _Vector = tuple[int, int, int, int]
 _ZERO: Final[_Vector] = (0, 0, 0, 0)
 
@@ -70,38 +70,42 @@ def fair_shares(
 ) -> dict[str, Resources]:
     """Every queue node's fair share (the module docstring says how)."""
     children = _children(queues)
-    capped = _capped_demand(queues, children, demand)
+    order = _post_order(queues, children)
+    capped = _capped_demand(queues, children, order, demand)
     if options.fairShare == "fifo":
         return {key: Resources(*capped[key]) for key in queues}
     if options.fairShare == "proportion":
-        return _proportion(queues, children, capped, capacity)
-    guaranteed = _effective_guaranteed(queues, children)
+        return _proportion(queues, children, order, capped, capacity)
+    guaranteed = _effective_guaranteed(queues, children, order)
     shares: dict[str, _Vector] = {}
-    roots = [key for key in _by_creation(queues, queues) if _parent(queues, key) is None]
-    pending = []
-    for key in roots:
-        shares[key] = capacity.as_tuple()
-        pending.append(key)
-    while pending:
-        key = pending.pop()
-        kids = children.get(key, [])
+    for key in reversed(order):  # parents before their children
+        parent = _parent(queues, key)
+        if parent is None:
+            shares[key] = capacity.as_tuple()
+        kids = children.get(key)
         if not kids:
             continue
+        available = shares[key]
+        needs = [capped[c] for c in kids]
+        if all(sum(n[r] for n in needs) <= available[r] for r in range(4)):
+            for child, need in zip(kids, needs, strict=True):
+                shares[child] = need  # every child reaches its demand: nothing to divide
+            continue
         weights = _weights(queues, kids, options)
+        priorities = [queues[c].priority for c in kids]
         split = [
-            _divide(
-                shares[key][r],
-                [capped[c][r] for c in kids],
+            divide(
+                available[r],
+                [n[r] for n in needs],
                 [guaranteed[c][r] for c in kids],
                 weights[r],
-                [queues[c].priority for c in kids],
+                priorities,
                 UNITS[r],
             )
             for r in range(4)
         ]
         for i, child in enumerate(kids):
             shares[child] = (split[0][i], split[1][i], split[2][i], split[3][i])
-            pending.append(child)
     return {key: Resources(*shares.get(key, _ZERO)) for key in queues}
 
 
@@ -128,49 +132,44 @@ def _children(queues: Mapping[str, QueueNode]) -> dict[str, list[str]]:
 
 
 def _post_order(queues: Mapping[str, QueueNode], children: Mapping[str, list[str]]) -> list[str]:
-    """Every node after all its descendants (nodes on a cycle of parents are left out)."""
+    """Every node after all its descendants (nodes on a cycle of parents are left out): a
+    pre-order walk, reversed."""
     order: list[str] = []
-    stack = [(key, False) for key in queues if _parent(queues, key) is None]
+    stack = [key for key in queues if _parent(queues, key) is None]
     while stack:
-        key, expanded = stack.pop()
-        if expanded:
-            order.append(key)
-            continue
-        stack.append((key, True))
-        stack.extend((child, False) for child in children.get(key, []))
+        key = stack.pop()
+        order.append(key)
+        stack.extend(children.get(key, ()))
+    order.reverse()
     return order
 
 
 def _capped_demand(
     queues: Mapping[str, QueueNode],
     children: Mapping[str, list[str]],
+    order: Sequence[str],
     demand: Mapping[str, Resources],
 ) -> dict[str, _Vector]:
     """Each node's demand: its own (jobs are in leaves) plus its children's, capped by its
     quota."""
     out: dict[str, _Vector] = {key: _ZERO for key in queues}
-    for key in _post_order(queues, children):
+    for key in order:
         own = demand.get(key)
-        total = list(own.as_tuple() if own is not None else _ZERO)
-        for child in children.get(key, []):
-            for r, amount in enumerate(out[child]):
-                total[r] += amount
-        quota = queues[key].quota.as_tuple()
-        out[key] = (
-            min(total[0], quota[0]),
-            min(total[1], quota[1]),
-            min(total[2], quota[2]),
-            min(total[3], quota[3]),
-        )
+        g, c, m, v = own.as_tuple() if own is not None else _ZERO
+        for child in children.get(key, ()):
+            cg, cc, cm, cv = out[child]
+            g, c, m, v = g + cg, c + cc, m + cm, v + cv
+        qg, qc, qm, qv = queues[key].quota.as_tuple()
+        out[key] = (min(g, qg), min(c, qc), min(m, qm), min(v, qv))
     return out
 
 
 def _effective_guaranteed(
-    queues: Mapping[str, QueueNode], children: Mapping[str, list[str]]
+    queues: Mapping[str, QueueNode], children: Mapping[str, list[str]], order: Sequence[str]
 ) -> dict[str, _Vector]:
     """max(own guarantee, sum of the children's effective guarantees), per resource."""
     out: dict[str, _Vector] = {key: queues[key].guaranteed.as_tuple() for key in queues}
-    for key in _post_order(queues, children):
+    for key in order:
         kids = children.get(key, [])
         if not kids:
             continue
@@ -213,16 +212,17 @@ def _weights(
 def _proportion(
     queues: Mapping[str, QueueNode],
     children: Mapping[str, list[str]],
+    order: Sequence[str],
     capped: Mapping[str, _Vector],
     capacity: Resources,
 ) -> dict[str, Resources]:
     """Volcano's proportion: the leaves share the capacity by weight alone; every inner node
     reports the sum of its leaves."""
-    leaves = [key for key in _post_order(queues, children) if not children.get(key)]
+    leaves = [key for key in order if not children.get(key)]
     leaves = _by_creation(queues, leaves)
     no_priority = [0] * len(leaves)
     split = [
-        _divide(
+        divide(
             capacity.as_tuple()[r],
             [capped[k][r] for k in leaves],
             [0] * len(leaves),
@@ -235,7 +235,7 @@ def _proportion(
     shares: dict[str, _Vector] = {key: _ZERO for key in queues}
     for i, leaf in enumerate(leaves):
         shares[leaf] = (split[0][i], split[1][i], split[2][i], split[3][i])
-    for key in _post_order(queues, children):
+    for key in order:
         kids = children.get(key, [])
         if kids:
             shares[key] = (
@@ -245,76 +245,3 @@ def _proportion(
                 sum(shares[c][3] for c in kids),
             )
     return {key: Resources(*shares[key]) for key in queues}
-
-
-# --- dividing one resource among siblings ------------------------------------------------
-
-
-def _divide(
-    available: int,
-    need: Sequence[int],
-    guaranteed: Sequence[int],
-    weights: Sequence[float],
-    priorities: Sequence[int],
-    unit: int,
-) -> list[int]:
-    """Shares of ``available`` among children in creation order (steps 1 and 2 of the module
-    docstring); ``need`` is each child's demand capped by its quota."""
-    share = [0] * len(need)
-    left = max(available, 0)
-    for i, wanted in enumerate(need):
-        take = min(guaranteed[i], wanted, left)
-        share[i] = take
-        left -= take
-    if left <= 0:
-        return share
-    if sum(need) - sum(share) <= left:
-        return list(need)  # everyone reaches its demand: nothing to divide
-    for priority in sorted(set(priorities), reverse=True):
-        group = [i for i, p in enumerate(priorities) if p == priority and share[i] < need[i]]
-        left = _water_fill(group, share, need, weights, left, unit)
-        if left <= 0:
-            break
-    return share
-
-
-def _water_fill(
-    active: list[int],
-    share: list[int],
-    need: Sequence[int],
-    weights: Sequence[float],
-    left: int,
-    unit: int,
-) -> int:
-    """Give ``left`` to the ``active`` children by weight, in whole units, until each reaches
-    its need or nothing is left; returns what is left."""
-    while active and left > 0:
-        units = left // unit
-        if units == 0:
-            for i in active:  # below one unit: in creation order
-                give = min(need[i] - share[i], left)
-                share[i] += give
-                left -= give
-            break
-        for i, count in zip(
-            active, largest_remainder(units, [weights[i] for i in active]), strict=True
-        ):
-            give = min(count * unit, need[i] - share[i])
-            share[i] += give
-            left -= give
-        active = [i for i in active if share[i] < need[i]]
-    return left
-
-
-def largest_remainder(units: int, weights: Sequence[float]) -> list[int]:
-    """``units`` split in proportion to ``weights`` (all > 0): each gets the whole part of its
-    quota, and the units left go to the largest remainders, ties to the one listed first."""
-    total = sum(weights)
-    exact = [units * w / total for w in weights]
-    counts = [int(x + _EPSILON) for x in exact]
-    rest = units - sum(counts)
-    if rest > 0:
-        order = sorted(range(len(exact)), key=lambda i: (-round(exact[i] - counts[i], 9), i))
-        for i in order[:rest]:
-            counts[i] += 1
-    return counts

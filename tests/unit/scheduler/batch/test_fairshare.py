@@ -13,7 +13,8 @@ from typing import Any, cast
 
 import pytest
 
-from aipaas.scheduler.batch.fairshare import demands, fair_shares, largest_remainder
+from aipaas.scheduler.batch.fairshare import demands, fair_shares
+from aipaas.scheduler.batch.fairshare_split import largest_remainder
 from aipaas.scheduler.batch.model import NO_LIMIT, Job, QueueNode, Resources, Task
 from aipaas.scheduler.batch.options import BatchOptions
 from aipaas.scheduler.batch.session import Session

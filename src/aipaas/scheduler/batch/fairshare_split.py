@@ -1,0 +1,81 @@
+"""Dividing one resource among siblings (batch/fairshare.py): guarantees first, then by weight
+in whole units, the largest remainder method for each round, priority groups in turn."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Final
+
+_EPSILON: Final = 1e-9
+
+
+def divide(
+    available: int,
+    need: Sequence[int],
+    guaranteed: Sequence[int],
+    weights: Sequence[float],
+    priorities: Sequence[int],
+    unit: int,
+) -> list[int]:
+    """Shares of ``available`` among children in creation order (steps 1 and 2 of
+    fairshare.py's docstring); ``need`` is each child's demand capped by its quota."""
+    left = max(available, 0)
+    if sum(need) <= left:
+        return list(need)  # everyone reaches its demand: nothing to divide
+    share = [0] * len(need)
+    for i, wanted in enumerate(need):
+        take = min(guaranteed[i], wanted, left)
+        share[i] = take
+        left -= take
+    if left <= 0:
+        return share
+    if sum(need) - sum(share) <= left:
+        return list(need)  # everyone reaches its demand: nothing to divide
+    for priority in sorted(set(priorities), reverse=True):
+        group = [i for i, p in enumerate(priorities) if p == priority and share[i] < need[i]]
+        left = _water_fill(group, share, need, weights, left, unit)
+        if left <= 0:
+            break
+    return share
+
+
+def _water_fill(
+    active: list[int],
+    share: list[int],
+    need: Sequence[int],
+    weights: Sequence[float],
+    left: int,
+    unit: int,
+) -> int:
+    """Give ``left`` to the ``active`` children by weight, in whole units, until each reaches
+    its need or nothing is left; returns what is left."""
+    while active and left > 0:
+        units = left // unit
+        if units == 0:
+            for i in active:  # below one unit: in creation order
+                give = min(need[i] - share[i], left)
+                share[i] += give
+                left -= give
+            break
+        for i, count in zip(
+            active, largest_remainder(units, [weights[i] for i in active]), strict=True
+        ):
+            give = min(count * unit, need[i] - share[i])
+            share[i] += give
+            left -= give
+        active = [i for i in active if share[i] < need[i]]
+    return left
+
+
+def largest_remainder(units: int, weights: Sequence[float]) -> list[int]:
+    """``units`` split in proportion to ``weights`` (all > 0): each gets the whole part of its
+    quota, and the units left go to the largest remainders, ties to the one listed first."""
+    total = sum(weights)
+    exact = [units * w / total for w in weights]
+    counts = [int(x + _EPSILON) for x in exact]
+    rest = units - sum(counts)
+    if rest > 0:
+        order = sorted(range(len(exact)), key=lambda i: (-round(exact[i] - counts[i], 9), i))
+        for i in order[:rest]:
+            counts[i] += 1
+    return counts
