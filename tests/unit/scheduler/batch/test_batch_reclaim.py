@@ -291,3 +291,23 @@ def test_whole_cycle_with_computed_fair_shares_reaches_the_guarantee() -> None:
     following = Session(Snapshot(NOW + 10, s.snapshot.nodes, s.queues, s.snapshot.jobs), s.engine)
     again = following.run()
     assert (evicted(again), started(again)) == ([], [])
+
+
+def test_victim_must_hold_what_its_queue_is_over_in() -> None:
+    # n1: 8 GPUs, 64 cores. t/a holds 6 GPUs of its share 4 (a non-preemptible job) and 61
+    # cores of 64 (ca, CPU only, 60 cores). b1 (t/b) needs 2 GPUs and 10 cores: only CPU is
+    # short, and t/a is not over its CPU share; ca holds no GPU, the resource t/a is over in,
+    # so evicting it would not lower t/a's excess: nothing happens.
+    w = two_queues()
+    w.job("t/ga", "t/a", gpu=6, preemptible=False, on=["n1"])
+    w.job("t/ca", "t/a", gpu=0, cpu=60, on=["n1"])
+    w.job("t/b1", "t/b", gpu=2, cpu=10)
+    s = w.session(
+        {
+            "t": Resources(8000, 64_000, 512 * 1024),
+            "t/a": Resources(4000, 64_000, 256 * 1024),
+            "t/b": Resources(4000, 32_000, 256 * 1024),
+        }
+    )
+    d = run(reclaim, s)
+    assert (evicted(d), started(d)) == ([], [])

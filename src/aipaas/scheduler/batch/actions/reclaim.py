@@ -70,14 +70,25 @@ def _share(session: Session, key: str) -> Resources:
     return session.fair_share.get(key, Resources())
 
 
-def _over(session: Session, key: str, need: Resources) -> int | None:
-    """The first resource ``need`` asks for of which ``key`` holds more than its fair share."""
+def _over(
+    session: Session, key: str, need: Resources, holds: Resources | None = None
+) -> int | None:
+    """The first resource ``need`` asks for (and ``holds``, the victim's, has some of) of which
+    ``key`` holds more than its fair share."""
     held = session.allocated[key].as_tuple()
     share = _share(session, key).as_tuple()
+    victim = None if holds is None else holds.as_tuple()
     for i, want in enumerate(need.as_tuple()):
-        if want > 0 and held[i] > share[i]:
+        if want > 0 and held[i] > share[i] and (victim is None or victim[i] > 0):
             return i
     return None
+
+
+def _holds(unit: Unit) -> Resources:
+    total = Resources()
+    for task in unit.tasks():
+        total = total + task.resources
+    return total
 
 
 def _within(session: Session, keys: Sequence[str], need: Resources) -> bool:
@@ -142,6 +153,10 @@ class _Index:
         return out
 
 
+def _holds_any(held: Resources, over: Sequence[bool], asked: Sequence[bool]) -> bool:
+    return any(h > 0 and o and a for h, o, a in zip(held.as_tuple(), over, asked, strict=True))
+
+
 def reclaim(session: Session) -> None:
     protected = touched_jobs(session)
     index = _Index(session, protected)
@@ -185,7 +200,11 @@ def _try(
     victims: Sequence[Job],
 ) -> bool:
     def may_evict(unit: Unit) -> bool:
-        return _over(session, tree.split(unit.job.queue)[1], need) is not None
+        # The victim must hold some of what its branch is over in: evicting it lowers the
+        # excess. This is also what rules out a loop: a job that reclaimed last cycle left
+        # its side at or below its share in everything it holds.
+        branch = tree.split(unit.job.queue)[1]
+        return _over(session, branch, need, _holds(unit)) is not None
 
     def may_start(units: Sequence[Unit]) -> bool:
         if session.quota_problem(job, need) is not None:
@@ -204,7 +223,7 @@ def _try(
         # Said once per victim, with the numbers as they stand before its first eviction.
         if id(unit) not in said:
             branch = tree.split(unit.job.queue)[1]
-            index = _over(session, branch, need) or 0
+            index = _over(session, branch, need, _holds(unit)) or 0
             _, per, label = _UNITS[index]
             mine = session.allocated[job.queue].as_tuple()[index]
             my_share = _share(session, job.queue).as_tuple()[index]
