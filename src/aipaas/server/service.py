@@ -180,7 +180,7 @@ class ObjectService:
             with self.store.transaction(write=False) as tx:
                 found = self.store.find_each(_reference_keys(obj), conn=tx)
                 obj = obj.model_copy(update={"spec": self._resolved(obj, found, tx)})
-            if current.to_wire().get("spec") != obj.to_wire().get("spec"):
+            if not _same_job_spec(current, obj):
                 raise Conflict(f"job {name}: a job cannot change after submission")
         if isinstance(obj, Queue):
             with self.store.transaction(write=False) as tx:
@@ -429,7 +429,7 @@ class ObjectService:
         current = stored.current
         obj = check_system_keys(stored.wanted, current)
         if isinstance(obj, Job):
-            if current.to_wire().get("spec") == obj.to_wire().get("spec"):
+            if _same_job_spec(current, obj):
                 return Applied(current, "unchanged")
             raise Conflict(
                 f"job {obj.name} already exists with another spec; a job cannot change after "
@@ -456,6 +456,16 @@ def _reference_keys(obj: Object) -> list[ObjectKey]:
     if isinstance(obj, Queue) and obj.spec.parent is not None:
         keys.append(("Queue", obj.tenant, obj.spec.parent))
     return keys
+
+
+def _same_job_spec(current: Object, wanted: Object) -> bool:
+    """The stored job's spec is what the request resolves to. A job stored before the server
+    resolved ``preemptible`` has none: the resolved one is not a change to it."""
+    stored = current.to_wire().get("spec") or {}
+    asked = wanted.to_wire().get("spec") or {}
+    if "preemptible" not in stored:
+        asked = {k: v for k, v in asked.items() if k != "preemptible"}
+    return bool(stored == asked)
 
 
 def _same(current: Object, wanted: Object) -> bool:

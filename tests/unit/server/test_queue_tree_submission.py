@@ -148,3 +148,21 @@ def test_job_fields_are_validated_with_their_paths(api: Api) -> None:
         api, _job("both", "research", "  topology: {required: rack, preferred: rack}\n")
     )
     _refused(answer, "spec.topology", "exactly one of required or preferred")
+
+
+def test_a_job_stored_before_preemptible_was_resolved_applies_again_unchanged(api: Api) -> None:
+    from aipaas.api.registry import parse_object
+
+    text = _job("old", "research")
+    assert _apply(api, text, user="alice").status_code == 200
+    stored = api.store.get("Job", "acme", "old")
+    # As a job stored by an older server: no spec.preemptible.
+    spec = stored.spec.model_copy(update={"preemptible": None})  # type: ignore[attr-defined]
+    api.store.delete("Job", "acme", "old")
+    wire = stored.model_copy(update={"spec": spec}).to_wire()
+    for key in ("uid", "resourceVersion", "creationTimestamp"):
+        wire["metadata"].pop(key, None)
+    api.store.create(parse_object(wire))
+    again = _apply(api, text, user="alice")
+    assert again.status_code == 200, again.text
+    assert again.json()["items"][0]["action"] == "unchanged"
