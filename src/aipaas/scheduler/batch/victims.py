@@ -29,7 +29,10 @@ if TYPE_CHECKING:
 #: per-node (per-domain) plans evaluated with real placements, the best estimates first
 NODE_PLANS = 8
 
-Cost = tuple[int, int, int, int]
+#: (highest priority among whole-job victims, whole jobs, highest priority among extras,
+#: extras, GPU-time lost): lower is better, compared in that order
+Cost = tuple[int, int, int, int, int]
+_NONE = -(2**62)  # the "highest priority" of no victim at all
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -89,6 +92,26 @@ def units_of(jobs: Iterable[Job]) -> list[Unit]:
     extras.sort(key=lambda e: e[0])
     wholes.sort(key=lambda w: w[0])
     return [u for _, u in extras] + [u for _, u in wholes]
+
+
+def biggest_first(units: Sequence[Unit]) -> list[Unit]:
+    """The same steps with whole jobs of equal priority taken biggest first (GPU, then CPU,
+    then memory): the second order a search tries, to need fewer victims."""
+    extras = [u for u in units if u.extra]
+    wholes = [u for u in units if not u.extra]
+    place = {id(u): i for i, u in enumerate(wholes)}
+
+    def key(unit: Unit) -> tuple[int, int, int, int, int]:
+        held = unit.job.allocated()
+        return (
+            unit.job.priority,
+            -held.gpu_milli,
+            -held.cpu_milli,
+            -held.memory_mib,
+            place[id(unit)],
+        )
+
+    return extras + sorted(wholes, key=key)
 
 
 def _first3(r: Resources) -> tuple[int, int, int]:
@@ -216,17 +239,31 @@ class Search:
 
     def cost(self, units: Sequence[Unit]) -> Cost:
         now = self.session.now
-        wholes = sum(1 for u in units if not u.extra)
-        extras = sum(1 for u in units if u.extra)
-        top = max((u.job.priority for u in units), default=0)
+        wholes = [u.job.priority for u in units if not u.extra]
+        extras = [u.job.priority for u in units if u.extra]
         lost = 0.0
         for unit in units:
             for task in unit.tasks():
                 lost += task.resources.gpu_milli * max(now - _task_started(unit.job, task), 0.0)
-        return (wholes, extras, top, int(lost))
+        return (
+            max(wholes, default=_NONE),
+            len(wholes),
+            max(extras, default=_NONE),
+            len(extras),
+            int(lost),
+        )
 
     def plan(self, units: Sequence[Unit], nodes: frozenset[str] | None) -> Plan | None:
-        """Greedy then reprieve over ``units`` (already limited to ``nodes``' victims)."""
+        """Greedy then reprieve over ``units`` (already limited to ``nodes``' victims); when
+        that takes several whole jobs, the same with bigger jobs first, and the cheaper."""
+        found = self._plan(units, nodes)
+        if found is not None and found.cost[1] > 1:
+            other = self._plan(biggest_first(units), nodes)
+            if other is not None and other.cost < found.cost:
+                found = other
+        return found
+
+    def _plan(self, units: Sequence[Unit], nodes: frozenset[str] | None) -> Plan | None:
         chosen = self.greedy(units, nodes)
         if chosen is None:
             return None

@@ -350,3 +350,26 @@ def test_whole_cycle_does_not_restart_the_victim_elsewhere() -> None:
         "Preempted",
         "preempted by t/high (priority 100 > 10) in queue t/a",
     )
+
+
+def test_one_bigger_victim_rather_than_two_recent_small_ones() -> None:
+    # n1 (4): a (2 GPUs, since 100), b (1 GPU, since 200), c (1 GPU, since 300), priority 10.
+    # high needs 2: by recency c then b would go (2 victims); a alone frees 2: a goes.
+    w = one_queue(("n1", 4))
+    w.job("t/a1", "t/a", gpu=2, priority=10, on=["n1"], since=100)
+    w.job("t/b1", "t/a", gpu=1, priority=10, on=["n1"], since=200)
+    w.job("t/c1", "t/a", gpu=1, priority=10, on=["n1"], since=300)
+    w.job("t/high", "t/a", gpu=2, priority=100)
+    d = run(preempt, w.session())
+    assert evicted(d) == ["t/a1/w-0"]
+
+
+def test_two_low_priority_victims_rather_than_one_of_higher_priority() -> None:
+    # Same, but a has priority 20: lowest priority first outranks fewest victims: c and b go.
+    w = one_queue(("n1", 4))
+    w.job("t/a1", "t/a", gpu=2, priority=20, on=["n1"], since=100)
+    w.job("t/b1", "t/a", gpu=1, priority=10, on=["n1"], since=200)
+    w.job("t/c1", "t/a", gpu=1, priority=10, on=["n1"], since=300)
+    w.job("t/high", "t/a", gpu=2, priority=100)
+    d = run(preempt, w.session())
+    assert evicted(d) == ["t/c1/w-0", "t/b1/w-0"]
