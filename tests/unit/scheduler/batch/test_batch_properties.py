@@ -299,15 +299,16 @@ def test_quota_gangs_min_runtime_and_no_loops(world: World) -> None:
 
 
 def _fits_in_guarantee(world: World, leaf: str) -> list[str]:
-    """Pending jobs of ``leaf`` whose gang fits in what its guarantee has left."""
-    held = world.held()[leaf]
-    guarantee = world.queues[leaf].guaranteed
+    """Pending jobs of ``leaf`` whose gang fits in what its guarantee (of GPUs: nothing else is
+    guaranteed) has left."""
+    held = world.held()[leaf].gpu_milli
+    guarantee = world.queues[leaf].guaranteed.gpu_milli
     return [
         job.key
         for job in world.jobs
         if job.queue == leaf
         and not job.is_running
-        and (held + job.gang_request()).fits_within(guarantee)
+        and held + job.gang_request().gpu_milli <= guarantee
     ]
 
 
