@@ -9,10 +9,11 @@ delaying any reservation (batch/reservations.py says where each may go).
    that no action looked at yet, is tried as allocate tries it: quota and fair share first,
    then a placement on the nodes ``allowed_nodes`` leaves it. The first one of each queue that
    cannot start gets a reservation (allocate's ``start_gang`` asks for it); later ones must
-   keep clear of it, and their reason says so ("n3-n6 are reserved for t/big from t=5400s, and
-   it has no time limit"). A gang refused for fair share (allocate's borrowing found no room
-   either) is not tried again but may be reserved: for when its queue is back within its
-   share and the room is there.
+   keep clear of it. One that would start now but for a reservation waits with reason
+   Reserved too: "n3-n6 are reserved for t/big from t=5400s; it fits there now but has no time
+   limit" (or "would run until t=9000s"). A gang refused for fair share (allocate's borrowing
+   found no room either) is not tried again but may be reserved: for when its queue is back
+   within its share and the room is there.
 3. Every job holding a reservation waits with reason Reserved: "reserved: starts at t=5400s on
    n3-n6".
 
@@ -31,6 +32,7 @@ from aipaas.scheduler.batch.actions.allocate import NO_ROOM, STARTED, Placer, st
 from aipaas.scheduler.batch.model import Job, Reservation
 from aipaas.scheduler.batch.ordering import ordered
 from aipaas.scheduler.batch.session import gang_tasks
+from aipaas.scheduler.batch.topology import place_in_domain
 
 if TYPE_CHECKING:
     from aipaas.scheduler.batch.session import Session
@@ -51,6 +53,7 @@ def backfill(session: Session) -> None:
     reservations.refresh()
     placer = Placer(session)
     fair_share = session.options.fairShare != "fifo"
+    memo: dict[tuple[object, ...], bool] = {}
     waiting = [
         job
         for job in session.jobs.values()
@@ -66,19 +69,18 @@ def backfill(session: Session) -> None:
         outcome = start_gang(session, placer, job, fair_share=fair_share)
         if outcome == STARTED:
             reservations.drop(job.key)
-        elif outcome == NO_ROOM and job.key in session.waiting:
+        elif outcome == NO_ROOM and job.key not in reservations.held:
             note = held_back(session, job)
-            if note is not None:
-                reason, message = session.waiting[job.key]
-                session.wait(job, reason, f"{message}; {note}")
+            if note is not None and fits_unrestricted(session, job, memo):
+                session.wait(job, "Reserved", note)
     for reservation in reservations.held.values():
         job = session.jobs[reservation.job]
         session.wait(job, "Reserved", reservation_message(reservation, session.now))
 
 
 def held_back(session: Session, job: Job) -> str | None:
-    """Words for a job kept off reserved nodes: 'n3-n6 are reserved for t/big from t=5400s
-    and it has no time limit' (None when no reservation holds it back)."""
+    """Words for a job kept off reserved nodes: 'n3-n6 are reserved for t/big from t=5400s;
+    it fits there now but has no time limit' (None when no reservation holds it back)."""
     reservations = session.reservations
     if reservations.allowed_nodes(job) is None:
         return None
@@ -90,8 +92,35 @@ def held_back(session: Session, job: Job) -> str | None:
         f"{r.job} from {when(r.start, now)}"
         for r in held
     )
-    tail = "it has no time limit" if end == math.inf else f"it would end at {when(end, now)}"
-    return f"{where}, and {tail}"
+    tail = "has no time limit" if end == math.inf else f"would run until {when(end, now)}"
+    return f"{where}; it fits there now but {tail}"
+
+
+def fits_unrestricted(session: Session, job: Job, memo: dict[tuple[object, ...], bool]) -> bool:
+    """Would the job's gang start now if no reservation held nodes back? (A trial placement,
+    given back at once; remembered per gang shape until something starts.)"""
+    pods = [task.request for task in gang_tasks(job)]
+    if any(p.claims for p in pods):
+        return False
+    key = (
+        tuple((*p.shape, p.memory_mib) for p in pods),
+        job.topology_required,
+        len(session.decisions.started),
+    )
+    known = memo.get(key)
+    if known is not None:
+        return known
+    engine = session.engine
+    if job.topology_required is not None:
+        placed = place_in_domain(engine, pods, job.topology_required, None, required=True)
+    else:
+        placed = engine.place(pods)
+    fits = isinstance(placed, list)
+    if isinstance(placed, list):
+        for placement in placed:
+            engine.release(placement)
+    memo[key] = fits
+    return fits
 
 
 def when(start: float, now: float) -> str:
