@@ -32,7 +32,8 @@ from aipaas.scheduler.batch.actions.allocate import NO_ROOM, STARTED, Placer, st
 from aipaas.scheduler.batch.model import Job, Reservation
 from aipaas.scheduler.batch.ordering import ordered
 from aipaas.scheduler.batch.session import gang_tasks
-from aipaas.scheduler.batch.topology import place_in_domain
+from aipaas.scheduler.batch.topology import Refusal, place_in_domain
+from aipaas.scheduler.framework.types import Placement, Unschedulable
 
 if TYPE_CHECKING:
     from aipaas.scheduler.batch.session import Session
@@ -111,6 +112,7 @@ def fits_unrestricted(session: Session, job: Job, memo: dict[tuple[object, ...],
     if known is not None:
         return known
     engine = session.engine
+    placed: list[Placement] | Refusal | Unschedulable
     if job.topology_required is not None:
         placed = place_in_domain(engine, pods, job.topology_required, None, required=True)
     else:
