@@ -169,8 +169,10 @@ def test_a_queue_at_its_quota_refuses_with_numbers() -> None:
     a1 = job("t/a1", "t/a", tasks=3)
     a2 = job("t/a2", "t/a", tasks=2)
     s = session([node("n1")], queues, [a1, a2], {"t/a1": ["n1"] * 3}, options=ONLY)
+    calls = _record_reservations(s)
     d = s.run()
     assert d.started == []
+    assert calls == []  # a quota does not wait for room: no reservation
     assert d.reasons["t/a2"] == (
         "QuotaExceeded",
         "queue t/a is at its quota of 4 GPUs (gpu: holds 3, needs 2 more)",
@@ -226,7 +228,7 @@ def test_enqueue_keeps_out_gangs_larger_than_the_cluster_or_any_node() -> None:
 def test_a_queue_at_its_fair_share_waits_while_others_use_the_room() -> None:
     """8 GPUs; t/a holds its share of 4, t/b holds 0 of 4. a2 (2 GPUs, first) would take a to
     6 > 4: FairShare. b1 (4) starts within b's share. Nothing idle is left to borrow: a2 keeps
-    the fair-share reason and gets no reservation."""
+    the fair-share reason; allocate asks no reservation for it (backfill decides that)."""
     a1 = job("t/a1", "t/a", tasks=4)
     a2 = job("t/a2", "t/a", tasks=2)
     b1 = job("t/b1", "t/b", tasks=4)
@@ -409,3 +411,33 @@ def test_a_resource_the_cluster_does_not_measure_has_no_fair_share() -> None:
     d = s.run()
     assert started(d) == {"t/g": ["w-0", "w-1"]}
     assert s.borrowed == set()
+
+
+# --- with the fair shares the session computes ---------------------------------------------
+
+
+def test_computed_shares_split_a_full_cluster_evenly_between_equal_queues() -> None:
+    """8 GPUs, equal weights; a submitted 8 one-GPU jobs before b's 8. The shares are 4 and 4
+    (demand 8 each): a and b alternate, 4 each; the rest wait for fair share."""
+    a = [job(f"t/a{i}", "t/a") for i in range(8)]
+    b = [job(f"t/b{i}", "t/b") for i in range(8)]
+    d = session([node("n1")], AB, a + b, options=ONLY).run()
+    per_queue = {"t/a": 0, "t/b": 0}
+    for start in d.started:
+        per_queue[start.job[:3]] += 1
+    assert per_queue == {"t/a": 4, "t/b": 4}
+    assert d.queues["t/a"].fair_share.gpu_milli == 4000
+    assert {code for code, _ in d.reasons.values()} == {"FairShare"}
+
+
+def test_computed_shares_give_what_one_queue_leaves_to_the_other() -> None:
+    """b asks only 1 GPU: its share is 1, a's 7 (8 - 1): a starts 7 jobs, b its one; nothing
+    borrowed."""
+    a = [job(f"t/a{i}", "t/a") for i in range(9)]
+    b1 = job("t/b1", "t/b")
+    s = session([node("n1")], AB, [*a, b1], options=ONLY)
+    d = s.run()
+    assert len(d.started) == 8
+    assert "t/b1" in started(d)
+    assert s.borrowed == set()
+    assert d.queues["t/a"].fair_share.gpu_milli == 7000
