@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Protocol
+from typing import Protocol, cast
 
 from aipaas.api.devices import ResourceSlice
 
@@ -135,3 +135,26 @@ class Backend(Protocol):
     def close(self) -> None:
         """Release what the backend holds in this process; running tasks keep running."""
         ...
+
+
+class MembershipFiles(Protocol):
+    """An optional capability: a file each task of an elastic job can read, naming the job's
+    current members (JSON: ``size``, ``members`` with ``rank``, ``name`` and ``node``), kept
+    up to date by the controller. Written by the backend because only it knows where its tasks
+    may read (the local backend's task users cannot enter the server's directories)."""
+
+    def membership_file(self, node: str, tenant: str, job: str) -> str | None:
+        """The path a task of ``job`` (a job's unique directory name) on ``node`` reads; None
+        when this backend has no such file for that node."""
+        ...
+
+    def update_membership(self, tenant: str, job: str, payload: Mapping[str, object]) -> None:
+        """Write the membership (atomically: a reader sees the old or the new one)."""
+        ...
+
+
+def membership_files(backend: object) -> MembershipFiles | None:
+    """The backend, when it keeps membership files."""
+    if hasattr(backend, "membership_file") and hasattr(backend, "update_membership"):
+        return cast(MembershipFiles, backend)
+    return None

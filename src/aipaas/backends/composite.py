@@ -11,10 +11,18 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from aipaas.api.devices import ResourceSlice
-from aipaas.backends.base import Backend, Inventory, LaunchRequest, NodeInfo, TaskState, TaskStatus
+from aipaas.backends.base import (
+    Backend,
+    Inventory,
+    LaunchRequest,
+    NodeInfo,
+    TaskState,
+    TaskStatus,
+    membership_files,
+)
 
 log = logging.getLogger("aipaas.backends")
 
@@ -91,6 +99,17 @@ class CompositeBackend:
                 "(the sim.aipaas.dev/duration annotation)"
             )
         backend.start(request)
+
+    def membership_file(self, node: str, tenant: str, job: str) -> str | None:
+        member = membership_files(self._by_node.get(node))
+        return member.membership_file(node, tenant, job) if member is not None else None
+
+    def update_membership(self, tenant: str, job: str, payload: Mapping[str, object]) -> None:
+        """Every member that keeps membership files writes it (a job may span members)."""
+        for backend in self.backends:
+            member = membership_files(backend)
+            if member is not None:
+                member.update_membership(tenant, job, payload)
 
     def stop(self, request_id: str, grace_seconds: float = 5.0) -> None:
         failed: Exception | None = None

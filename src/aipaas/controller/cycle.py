@@ -41,7 +41,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 
 from sqlalchemy import Connection
@@ -50,11 +50,13 @@ from aipaas.api.devices import ResourceSlice
 from aipaas.api.job import CANCEL_ANNOTATION, Job, JobPhase, TaskPhase
 from aipaas.backends.base import Backend, FencingRefused, NodeInfo, TaskState, TaskStatus
 from aipaas.clock import Clock, SystemClock
-from aipaas.controller import admission
+from aipaas.controller import admission, membership
+from aipaas.controller.batch_cycle import BatchState
 from aipaas.controller.claims import ClaimBook
 from aipaas.controller.launch import make_request, request_id, task_spec
 from aipaas.controller.nodes import NodeInventory
 from aipaas.controller.placement import SliceIndex
+from aipaas.controller.queue_status import write_queue_statuses
 from aipaas.controller.task_devices import claim_devices
 from aipaas.controller.work import ACTIVE, JobWork
 from aipaas.controller.write_back import OnWritten, publish_metrics, write_back
@@ -110,6 +112,8 @@ class Controller:
         # stopping attempts never seen running that the backend said once it did not know
         self._unknown_once: set[str] = set()
         self._stops: list[str] = []  # asked to stop this cycle, not yet sent (send_stops)
+        #: what the batch session keeps between cycles (controller/batch_cycle.py)
+        self.batch = BatchState()
 
     @property
     def fencing_token(self) -> int | None:
@@ -164,6 +168,7 @@ class Controller:
         for item in work:
             self._advance(item)
         self.started_now = []
+        self.batch.report = None
         placer = admission.place(self, work)
         self._observe_started()
         write_back(
@@ -173,12 +178,21 @@ class Controller:
             work,
             transaction=self.fenced,
             on_written=self.on_written,
+            also=self._write_queue_status,
         )
         self.send_stops()  # their ``stopping`` marks are durable now
+        membership.sync_all(self, work)
         self.inventory.write_status(placer)
         publish_metrics(self.metrics, self.store, work, placer)
         self.cycles += 1
         self.metrics.cycle_seconds.observe(self.clock.monotonic() - started)
+
+    def _write_queue_status(self, tx: Connection) -> None:
+        """Each Queue's and Tenant's status from this cycle's session (none ran: unchanged)."""
+        if self.batch.report is None:
+            return
+        snapshot, decisions, objects = self.batch.report
+        write_queue_statuses(self.store, objects, snapshot, decisions, conn=tx)
 
     def _observe(self, work: list[JobWork]) -> None:
         """Step 2: record what the backend says became of each started task, and which of the
@@ -204,6 +218,9 @@ class Controller:
                         self._ask_stop(rid)
                     continue
                 record = record.with_(stopping=False)  # confirmed: no longer runs
+                if record.phase == TaskPhase.PENDING.value and record.restart_after is None:
+                    # evicted (controller/batch_cycle.py): its node is free, placed again later
+                    record = record.with_(node=None, node_index=None, gpus=(), gpu_milli=0)
                 item.set(record)
                 self._stop_asked.discard(rid)
                 if record.phase not in ACTIVE:
@@ -268,6 +285,10 @@ class Controller:
         item.set(changed)
         return changed
 
+    def ask_stop(self, request_id: str) -> None:
+        """Queue a stop; ``send_stops`` sends it once the lease is confirmed."""
+        self._ask_stop(request_id)
+
     def _ask_stop(self, request_id: str) -> None:
         """Queue a stop; ``send_stops`` sends it once the lease is confirmed."""
         if request_id not in self._stops:
@@ -317,10 +338,14 @@ class Controller:
             self.finish(item, JobPhase.CANCELLED, "Cancelled", "the job was cancelled")
             return
         now = self.clock.now()  # restart times are wall-clock: stored, read by any host
+        if self._past_time_limit(item, now):
+            return
         for record in list(item.records):
             if record.phase in (TaskPhase.FAILED.value, TaskPhase.LOST.value):
                 spec = task_spec(job, record.group_name)
-                if spec.restart_policy == "OnFailure" and record.attempt < spec.backoff_limit:
+                # Attempts ended by an eviction do not count against the backoff limit.
+                restarts = record.attempt - record.evictions
+                if spec.restart_policy == "OnFailure" and restarts < spec.backoff_limit:
                     delay = min(self.backoff_seconds * 2**record.attempt, self.backoff_max_seconds)
                     item.set(
                         record.with_(
@@ -331,7 +356,7 @@ class Controller:
                     item.event(
                         "TaskRestarting",
                         f"{record.name} restarts in {delay:g}s "
-                        f"(restart {record.attempt + 1} of {spec.backoff_limit})",
+                        f"(restart {restarts + 1} of {spec.backoff_limit})",
                     )
                 else:
                     why = (
@@ -370,6 +395,24 @@ class Controller:
             self.finish(
                 item, JobPhase.SUCCEEDED, "Succeeded", f"all {len(item.records)} tasks succeeded"
             )
+
+    def _past_time_limit(self, item: JobWork, now: datetime) -> bool:
+        """A job running longer than its ``timeLimit`` (since the first start of its current
+        run) is stopped and ends Failed with reason TimeLimit."""
+        limit = item.job.spec.time_limit_seconds
+        if limit is None:
+            return False
+        # Cancelled records with a start: this job is being stopped for its limit (finish
+        # runs again each cycle until every stop is confirmed).
+        counted = (*ACTIVE, TaskPhase.CANCELLED.value)
+        starts = [r.started_at for r in item.records if r.phase in counted and r.started_at]
+        if not starts:
+            return False
+        ran = (now - min(starts)).total_seconds()
+        if ran < limit:
+            return False
+        self.finish(item, JobPhase.FAILED, "TimeLimit", f"reached its time limit of {limit}s")
+        return True
 
     def finish(self, item: JobWork, phase: JobPhase, reason: str, message: str) -> None:
         """End the job: stop what still runs, close every open task record. The job ends only
@@ -441,8 +484,15 @@ class Controller:
         follows. A start refused for a stale fencing token ends the cycle (``LeaseLost``)."""
         backends = {n.name: n.backend for n in self.nodes}
         devices = claim_devices(self.claims.allocations(item.job, record))
+        membership.sync(self, item)  # an elastic job's file names the new member first
         request = make_request(
-            item.job, record, item.records, backends, devices, fencing_token=self.fencing_token
+            item.job,
+            record,
+            item.records,
+            backends,
+            devices,
+            fencing_token=self.fencing_token,
+            membership_file=membership.file_for(self, item.job, record.node),
         )
         try:
             self.backend.start(request)

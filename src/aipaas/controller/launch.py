@@ -6,9 +6,11 @@ import hashlib
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from aipaas.api.job import SIM_DURATION_ANNOTATION, Job, TaskSpec
+from aipaas.api.job import SIM_DURATION_ANNOTATION, Job, TaskPhase, TaskSpec
 from aipaas.backends.base import ClaimDevice, LaunchRequest
 from aipaas.store import TaskRecord
+
+ACTIVE_PHASES = (TaskPhase.STARTING.value, TaskPhase.RUNNING.value)
 
 
 def request_id(record: TaskRecord) -> str:
@@ -48,8 +50,19 @@ def make_request(
     devices: tuple[ClaimDevice, ...] = (),
     *,
     fencing_token: int | None = None,
+    membership_file: str | None = None,
 ) -> LaunchRequest:
+    """The request that starts ``record``'s attempt. WORLD_SIZE is the job's size: all its
+    replicas, or for an elastic job (minAvailable below the replicas) the tasks starting or
+    running now, this one included; an elastic job's tasks also get AIPAAS_MEMBERSHIP_FILE
+    (controller/membership.py) when the backend keeps one."""
     spec = task_spec(job, record.group_name)
+    elastic = job.spec.min_available is not None and job.spec.min_available < len(records)
+    size = (
+        sum(1 for r in records if r.phase in ACTIVE_PHASES and not r.stopping)
+        if elastic
+        else len(records)
+    )
     master = next((r for r in records if r.rank == 0), record)
     master_node = master.node or record.node or ""
     master_addr = "127.0.0.1" if node_backends.get(master_node) == "local" else master_node
@@ -58,7 +71,7 @@ def make_request(
     env.update(
         {
             "RANK": str(record.rank),
-            "WORLD_SIZE": str(len(records)),
+            "WORLD_SIZE": str(max(size, 1)),
             "LOCAL_RANK": str(same_node.index(record.rank) if record.rank in same_node else 0),
             "LOCAL_WORLD_SIZE": str(len(same_node)),
             "MASTER_ADDR": master_addr,
@@ -70,6 +83,8 @@ def make_request(
             "AIPAAS_ATTEMPT": str(record.attempt),
         }
     )
+    if membership_file is not None:
+        env["AIPAAS_MEMBERSHIP_FILE"] = membership_file
     duration = job.metadata.annotations.get(SIM_DURATION_ANNOTATION)
     return LaunchRequest(
         request_id=record.request_id or request_id(record),

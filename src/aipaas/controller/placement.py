@@ -99,6 +99,9 @@ class SliceIndex:
         return self.inventory
 
 
+NO_NODE = "no node takes this job (simulated nodes take only jobs that ask for them)"
+
+
 class _Pool:
     """Nodes placed together: one ClusterState and its scheduler."""
 
@@ -144,6 +147,14 @@ class Placer:
 
     def hold(self, pod: Pod, node: str, gpus: tuple[int, ...], gpu_milli: int) -> str | None:
         """Take back a running task's allocation; the reason when it cannot be held."""
+        held = self.hold_placement(pod, node, gpus, gpu_milli)
+        return held if isinstance(held, str) else None
+
+    def hold_placement(
+        self, pod: Pod, node: str, gpus: tuple[int, ...], gpu_milli: int
+    ) -> Placement | str:
+        """``hold``, giving the placement held (what a batch session may release), or the
+        reason it cannot be held."""
         pool = self._pool_of.get(node)
         if pool is None:
             return f"node {node} is gone"
@@ -163,34 +174,49 @@ class Placer:
             pool.state.allocate(placement)
         except ValueError as err:
             return str(err)
-        return None
+        return placement
+
+    def pool_for(self, on_request: bool) -> _Pool:
+        """The pool a gang goes to: the on-request pool when every pod asks for it and there
+        is one; the ordinary nodes otherwise."""
+        if on_request and self.on_request is not None:
+            return self.on_request
+        return self.ordinary
+
+    def pool_of(self, node: str) -> _Pool | None:
+        return self._pool_of.get(node)
+
+    @property
+    def pools(self) -> list[_Pool]:
+        return list(self._pools)
 
     def place(self, pods: Sequence[Pod]) -> list[Slot] | tuple[str, ...]:
         """All pods or none; the scheduler's reasons when they do not fit."""
-        on_request = all(pod.on_request for pod in pods) and self.on_request is not None
-        pool = self.on_request if on_request and self.on_request is not None else self.ordinary
+        pool = self.pool_for(all(pod.on_request for pod in pods))
         if not pool.nodes:
-            return ("no node takes this job (simulated nodes take only jobs that ask for them)",)
+            return (NO_NODE,)
         result = pool.scheduler.schedule_gang([_request(pod) for pod in pods])
         if isinstance(result, Unschedulable):
             return result.reasons
         claims = {pod.name: pod.claims for pod in pods}
-        slots = []
-        for p in result:
-            allocations: dict[str, AllocationResult] = {}
-            if p.devices is not None and claims.get(p.pod):
-                allocations = self.ledger.results(p.pod, claims[p.pod])
-                if not allocations:
-                    allocations = {
-                        c.metadata.name or "": p.devices.allocation_result(c, self.ledger.classes)
-                        for c in claims[p.pod]
-                    }
-            gpus, milli = p.gpus, p.gpu_milli
-            if allocations:
-                gpus = self._claim_gpus(p.node, allocations.values())
-                milli = MILLI_PER_GPU if gpus else 0
-            slots.append(Slot(p.pod, p.node, p.node_index, gpus, milli, allocations, p))
-        return slots
+        return [self.slot(p, claims.get(p.pod, ())) for p in result]
+
+    def slot(self, p: Placement, claims: Sequence[ResourceClaim]) -> Slot:
+        """The slot of a placement the scheduler made: its GPUs, and the allocation of each
+        of its DRA claims."""
+        allocations: dict[str, AllocationResult] = {}
+        if p.devices is not None and claims:
+            allocations = self.ledger.results(p.pod, tuple(claims))
+            if not allocations:
+                allocations = {
+                    c.metadata.name or "": p.devices.allocation_result(c, self.ledger.classes)
+                    for c in claims
+                }
+        gpus, milli = p.gpus, p.gpu_milli
+        if allocations:
+            gpus = self._claim_gpus(p.node, allocations.values())
+            milli = MILLI_PER_GPU if gpus else 0
+        return Slot(p.pod, p.node, p.node_index, gpus, milli, allocations, p)
 
     def release(self, slots: Sequence[Slot]) -> None:
         """Give back what ``place`` took for ``slots`` (a placement that a quota then refused)."""
@@ -242,6 +268,11 @@ class Placer:
     @property
     def gpus_allocated(self) -> float:
         return sum(p.state.allocated_gpu_milli for p in self._pools) / 1000
+
+
+def pod_request(pod: Pod) -> PodRequest:
+    """What the scheduler places for a pod."""
+    return _request(pod)
 
 
 def _request(pod: Pod) -> PodRequest:

@@ -16,7 +16,20 @@ from aipaas.store import TaskRecord
 from aipaas.tenancy.quota import Usage
 
 ACTIVE = (TaskPhase.STARTING.value, TaskPhase.RUNNING.value)
-WAITING = ("QuotaExceeded", "Unschedulable", "Waiting", "WaitingForDependencies")
+#: reasons of a job that waits to start (the batch session's among them); a running job with
+#: one of these (its elastic extras wait) shows Running
+WAITING = (
+    "QuotaExceeded",
+    "Unschedulable",
+    "Waiting",
+    "WaitingForDependencies",
+    "FairShare",
+    "Topology",
+    "Reserved",
+    "Gang",
+    "Preempting",
+    "StrictOrder",
+)
 
 
 @dataclass
@@ -111,12 +124,21 @@ def _phase_and_reason(item: JobWork, old: JobStatus) -> tuple[JobPhase, str, str
         # Running once a task really runs; placed-and-starting tasks leave it Pending (Scheduled).
         running = any(r.phase == TaskPhase.RUNNING.value for r in item.records)
         phase = JobPhase.RUNNING if running else old.phase if item.records else JobPhase.PENDING
+        if not running and item.records and all(_waits_to_start(r) for r in item.records):
+            phase = JobPhase.PENDING  # evicted whole (or placed and starting): Pending again
     reason, message = item.reason, item.message
     if not reason:
         reason, message = (old.reason, old.message) if phase == old.phase else (phase.value, "")
     if phase is JobPhase.RUNNING and reason in WAITING:
         reason, message = "Running", ""
     return phase, reason, message
+
+
+def _waits_to_start(record: TaskRecord) -> bool:
+    """Pending without a restart of its own waiting (an evicted task), or starting."""
+    return record.phase == TaskPhase.STARTING.value or (
+        record.phase == TaskPhase.PENDING.value and record.restart_after is None
+    )
 
 
 def job_usage(job: Job) -> Usage:

@@ -40,10 +40,12 @@ def write_back(
     *,
     transaction: Callable[[], AbstractContextManager[Connection]] | None = None,
     on_written: OnWritten | None = None,
+    also: Callable[[Connection], None] | None = None,
 ) -> None:
     """Task records, job status and events of the cycle, in one transaction: ``transaction``
     (the controller's fenced one: refused when the lease was lost), else a plain one; then
-    ``on_written`` with the uids of the jobs it changed (none: not called)."""
+    ``on_written`` with the uids of the jobs it changed (none: not called). ``also`` writes
+    more in the same transaction."""
     statuses: list[tuple[Job, JobStatus]] = []
     events: list[tuple[Job, str, str, bool]] = []
     deleted: list[Job] = []
@@ -69,6 +71,8 @@ def write_back(
             item.changed.clear()
         store.write_statuses(statuses, conn=tx)
         store.record_events(events, conn=tx)
+        if also is not None:
+            also(tx)  # the queues' status (controller/queue_status.py)
         for job in deleted:
             tasks.delete_job(job.metadata.uid or "", conn=tx)
             store.delete("Job", job.tenant, job.name, conn=tx)

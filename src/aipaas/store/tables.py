@@ -108,6 +108,8 @@ tasks = Table(
     Column("finished_at", DateTime(timezone=True), nullable=True),
     # Asked to stop, not yet confirmed stopped by the backend: no replacement starts until then.
     Column("stopping", Boolean, nullable=False, server_default=false()),
+    # Attempts ended by preemption or reclaim: they do not count against backoffLimit.
+    Column("evictions", Integer, nullable=False, server_default="0"),
     UniqueConstraint("job_uid", "name", name="uq_tasks_job_name"),
     Index("ix_tasks_phase", "phase"),
 )

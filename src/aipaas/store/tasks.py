@@ -45,6 +45,9 @@ class TaskRecord:
     finished_at: datetime | None = None
     #: asked to stop; the backend has not yet confirmed that this attempt no longer runs
     stopping: bool = False
+    #: attempts that preemption or reclaim ended (a new attempt follows each, but
+    #: ``attempt - evictions`` is what counts against backoffLimit)
+    evictions: int = 0
 
     def with_(self, **changes: Any) -> TaskRecord:
         """A copy with ``changes``; the controller makes several per task and cycle, and
@@ -192,6 +195,7 @@ def _row(record: TaskRecord) -> dict[str, Any]:
         "started_at": record.started_at,
         "finished_at": record.finished_at,
         "stopping": record.stopping,
+        "evictions": record.evictions,
     }
 
 
@@ -218,6 +222,7 @@ def _record(row: Any) -> TaskRecord:
         started_at=row["started_at"],
         finished_at=row["finished_at"],
         stopping=bool(row["stopping"]),
+        evictions=row["evictions"],
     )
 
 

@@ -161,7 +161,7 @@ def test_a_template_that_does_not_fit_four_times(world: World) -> None:
     controller.run_cycle()
     status = world.job("wider").status
     assert status is not None and status.reason == "Unschedulable"
-    assert status.message.startswith("gang: 4 of 5 pods fit")
+    assert "4 of 5" in status.message and "fit" in status.message
     assert world.store.list_objects("ResourceClaim", "acme") == []
 
 
@@ -256,7 +256,7 @@ def test_a_gang_sharing_a_claim_is_all_or_nothing(world: World) -> None:
     controller.run_cycle()
     status = world.job("crowd").status
     assert status is not None and status.reason == "Unschedulable"
-    assert status.message.startswith("gang: 2 of 3 pods fit")
+    assert "2 of 3" in status.message and "fit" in status.message
     assert claim(world, "one").status is None  # nothing allocated, nobody reserved
     world.submit("free", TASK.format(claim="one").replace("worker", "other"))
     controller.run_cycle()

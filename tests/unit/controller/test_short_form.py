@@ -151,4 +151,4 @@ def test_a_restarted_controller_keeps_short_form_devices(world: World) -> None:
     assert devices(world, "a-worker-0-gpu") == before
     held = before + devices(world, "b-worker-0-gpu")
     assert len(set(held)) == 16
-    assert world.job("c").status.reason == "Unschedulable"  # type: ignore[union-attr]
+    assert world.job("c").status.reason in ("Unschedulable", "FairShare")  # type: ignore[union-attr]

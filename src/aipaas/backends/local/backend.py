@@ -174,6 +174,16 @@ class LocalBackend:
         with self._lock:
             self._children[request.request_id] = child
 
+    def membership_file(self, node: str, tenant: str, job: str) -> str | None:
+        """Elastic jobs' membership: in the tenant's task directory, where its tasks (running
+        as the tenant's user) can read it."""
+        if node != self.name_of_node:
+            return None
+        return str(self.isolation.task_root / tenant / _membership_name(job))
+
+    def update_membership(self, tenant: str, job: str, payload: Mapping[str, object]) -> None:
+        self.placer.write_tenant_file(tenant, _membership_name(job), json.dumps(payload))
+
     def stop(self, request_id: str, grace_seconds: float = 5.0) -> None:
         pid = self._pid(request_id)
         if pid is None or (self._dir(request_id) / "exit").exists():
@@ -297,6 +307,10 @@ class LocalBackend:
             finished = [rid for rid, child in self._children.items() if child.poll() is not None]
             for rid in finished:
                 del self._children[rid]
+
+
+def _membership_name(job: str) -> str:
+    return f"{job}.membership.json"
 
 
 def _since(moment: float) -> float:

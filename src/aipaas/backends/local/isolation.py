@@ -29,6 +29,7 @@ import logging
 import os
 import pwd
 import re
+import secrets
 import shutil
 import stat
 import subprocess
@@ -162,6 +163,29 @@ class TaskPlacer:
         tenant_dir = _make_dir(root / tenant, account.pw_uid, account.pw_gid)
         home = _make_dir(tenant_dir / request_id, account.pw_uid, account.pw_gid)
         return TaskIdentity(account.pw_name, account.pw_uid, account.pw_gid, home)
+
+    def write_tenant_file(self, tenant: str, name: str, text: str) -> Path:
+        """A file the tenant's tasks can read, in the tenant's directory (owned by the
+        tenant's user where tasks run as one), replaced atomically. Created with O_NOFOLLOW
+        and O_EXCL under a random name: a link a task put in its directory is never followed."""
+        root = self.isolation.task_root
+        self._ensure_root()
+        uid = gid = None
+        if self.isolation.separate:
+            account = self._user(tenant)
+            uid, gid = account.pw_uid, account.pw_gid
+        directory = _make_dir(root / tenant, uid, gid)
+        path = directory / name
+        temp = directory / f".{name}.{secrets.token_hex(8)}"
+        descriptor = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+        try:
+            os.write(descriptor, text.encode())
+            if uid is not None and gid is not None:
+                os.fchown(descriptor, uid, gid)
+        finally:
+            os.close(descriptor)
+        os.replace(temp, path)
+        return path
 
     def environment(
         self, identity: TaskIdentity, job_env: Mapping[str, str], server_env: Mapping[str, str]

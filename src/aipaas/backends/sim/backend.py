@@ -17,7 +17,7 @@ import fcntl
 import io
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -102,6 +102,19 @@ class SimBackend:
             f"(GPUs {list(request.gpus)}) for {duration:g}s; this is a simulated task\n"
         )
         self._append_log(request.log_path, line)
+
+    def membership_file(self, node: str, tenant: str, job: str) -> str | None:
+        """Elastic jobs' membership files, beside the journal."""
+        if node not in self._names:
+            return None
+        return str(self.run_dir / "membership" / tenant / f"{job}.json")
+
+    def update_membership(self, tenant: str, job: str, payload: Mapping[str, object]) -> None:
+        path = self.run_dir / "membership" / tenant / f"{job}.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        temp = path.with_name(path.name + ".tmp")
+        temp.write_text(json.dumps(payload))
+        os.replace(temp, path)
 
     def stop(self, request_id: str, grace_seconds: float = 5.0) -> None:
         self._catch_up()

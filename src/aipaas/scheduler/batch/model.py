@@ -107,6 +107,9 @@ class Task:
     placement: Placement | None = None
     since: float | None = None  # when it started (running tasks)
     gpu_memory_mib: int = 0
+    #: what the task counts against quotas and shares when its request does not say it all
+    #: (the live controller: GPUs a DRA claim is given are not in the request's count)
+    counted: Resources | None = None
 
     @property
     def running(self) -> bool:
@@ -114,6 +117,8 @@ class Task:
 
     @property
     def resources(self) -> Resources:
+        if self.counted is not None:
+            return self.counted
         return Resources.of_pod(self.request, self.gpu_memory_mib)
 
 

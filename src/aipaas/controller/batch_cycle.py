@@ -1,0 +1,384 @@
+"""Step 4 through the batch session: the snapshot, one session, its decisions carried out.
+
+The session (scheduler/batch, the same code ``aipaas simulate`` runs) decides starts,
+evictions and why each job waits; here they become task records and backend calls, with the
+controller's guarantees kept:
+
+- Evictions: the task is asked to stop (fenced, sent after the write-back) and goes back to
+  Pending, ``stopping`` and holding its resources until the backend confirms; then it holds
+  nothing and a later cycle places it again. Its restart does not count against backoffLimit
+  (``evictions`` on the record). A gang evicted whole waits until every stop is confirmed and
+  starts again whole (batch_snapshot.py).
+- Starts never use what a victim still holds: a job given room on a node where a task was
+  evicted in this cycle does not start now (reason Preempting); it is left out of the sessions
+  that follow until its victims are confirmed stopped, then placed in the room they left.
+- Quotas: every job's starts are checked again against the tenant's and the queue's quotas with
+  what they really take (GPUs of DRA claims included) before anything is recorded.
+- Records are committed in one fenced transaction before the backend is asked to start
+  anything.
+
+A session is skipped when nothing it reads changed since the last one (jobs' resource versions,
+task records, nodes, tenants and queues, and which jobs wait for victims), except that it runs
+at least every ``RECHECK_SECONDS`` (what depends on time: backoffs, minRuntime, reservations).
+
+Who calls it: controller/admission.py ``place``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from aipaas.api.job import TaskPhase
+from aipaas.api.meta import Object
+from aipaas.controller.batch_engine import PlacerEngine
+from aipaas.controller.batch_snapshot import Built, build, is_held, job_key
+from aipaas.controller.placement import Placer, Slot
+from aipaas.controller.work import ACTIVE, JobWork
+from aipaas.scheduler.batch.from_api import queue_tree
+from aipaas.scheduler.batch.model import Decisions, Eviction, Snapshot, Start
+from aipaas.scheduler.batch.options import BatchOptions
+from aipaas.scheduler.batch.session import run_session
+from aipaas.scheduler.framework.profile import load_profile
+from aipaas.scheduler.framework.types import Placement
+from aipaas.store import TaskRecord
+
+if TYPE_CHECKING:
+    from aipaas.controller.admission import _Quotas
+    from aipaas.controller.cycle import Controller
+
+log = logging.getLogger("aipaas.controller")
+
+#: a session runs at least this often even when nothing it reads changed (time matters)
+RECHECK_SECONDS = 5.0
+
+
+@dataclass
+class BatchState:
+    """What the controller keeps between sessions."""
+
+    options: BatchOptions | None = None
+    fingerprint: int | None = None
+    ran_at: float = float("-inf")
+    #: preemptor job key -> (job uid, task) of its victims not yet confirmed stopped
+    preempting: dict[str, set[tuple[str, str]]] = field(default_factory=dict)
+    #: the last session's snapshot (pseudo jobs left out) and decisions, for queue status
+    report: tuple[Snapshot, Decisions, list[Object]] | None = None
+    sessions: int = 0
+    #: elastic jobs' membership last written, by job uid (controller/membership.py)
+    membership: dict[str, str] = field(default_factory=dict)
+
+
+def options_of(ctl: Controller) -> BatchOptions:
+    state: BatchState = ctl.batch
+    if state.options is None:
+        state.options = load_profile(ctl.policy).spec.batch
+    return state.options
+
+
+def schedule(
+    ctl: Controller,
+    work: list[JobWork],
+    eligible: list[JobWork],
+    placer: Placer,
+    quotas: _Quotas,
+    held: dict[tuple[str, str], Placement],
+) -> None:
+    """Run the session over the cycle and carry out what it decided."""
+    from aipaas.controller.admission import new_records
+
+    state: BatchState = ctl.batch
+    now = ctl.clock.now()
+    waiting = _waiting_for_victims(state, work)
+    for item in eligible:
+        count = waiting.get(job_key(item.job))
+        if count:
+            item.reason = "Preempting"
+            item.message = f"waiting for {count} evicted tasks to stop"
+    eligible = [i for i in eligible if not waiting.get(job_key(i.job))]
+    fingerprint = _fingerprint(work, eligible, placer, quotas, waiting, now.timestamp())
+    if fingerprint == state.fingerprint and now.timestamp() - state.ran_at < RECHECK_SECONDS:
+        return
+    state.fingerprint, state.ran_at = fingerprint, now.timestamp()
+    state.sessions += 1
+    tree = queue_tree(quotas.tenants.values(), quotas.queues.values())
+    fresh = {id(i): new_records(ctl, i.job) for i in eligible if not i.records}
+    built = build(
+        ctl.claims, work, {id(i) for i in eligible}, held, tree, [], now.timestamp(), fresh
+    )
+    engine = PlacerEngine(placer, built.on_request)
+    built.snapshot.nodes = list(engine.nodes)
+    decisions = run_session(built.snapshot, engine, options_of(ctl))
+    victims = _evict(ctl, state, built, decisions.evicted, held)
+    accepted = _check_starts(ctl, built, decisions.started, placer, engine, victims, quotas)
+    for placement in victims:
+        engine.hold(placement)  # they keep their resources until their stops are confirmed
+    _commit_and_start(ctl, built, accepted)
+    _reasons(ctl, built, decisions, eligible)
+    objects: list[Object] = [*quotas.tenants.values(), *quotas.queues.values()]
+    shown = Snapshot(
+        built.snapshot.now,
+        built.snapshot.nodes,
+        built.snapshot.queues,
+        [j for j in built.snapshot.jobs if not is_held(j.key)],
+    )
+    state.report = (shown, decisions, objects)
+
+
+def _waiting_for_victims(state: BatchState, work: Sequence[JobWork]) -> dict[str, int]:
+    """Preemptors whose victims are still stopping, with how many; the others are forgotten."""
+    stopping = {
+        (item.job.metadata.uid or "", r.name) for item in work for r in item.records if r.stopping
+    }
+    out: dict[str, int] = {}
+    for key, victims in list(state.preempting.items()):
+        victims &= stopping
+        if victims:
+            out[key] = len(victims)
+        else:
+            del state.preempting[key]
+    return out
+
+
+def _fingerprint(
+    work: Sequence[JobWork],
+    eligible: Sequence[JobWork],
+    placer: Placer,
+    quotas: _Quotas,
+    waiting: dict[str, int],
+    now: float,
+) -> int:
+    """A hash of everything the session reads (see the module docstring)."""
+    jobs = tuple(
+        (
+            item.job.metadata.uid,
+            item.job.metadata.resource_version,
+            tuple(
+                (
+                    r.name,
+                    r.phase,
+                    r.node,
+                    r.stopping,
+                    r.attempt,
+                    r.restart_after is None or r.restart_after.timestamp() <= now,
+                )
+                for r in item.records
+            ),
+        )
+        for item in work
+    )
+    objects = tuple(
+        (o.tenant, o.name, o.metadata.resource_version)
+        for o in (*quotas.tenants.values(), *quotas.queues.values())
+    )
+    nodes = tuple(n.name for n in placer.nodes)
+    chosen = tuple(id(i) for i in eligible)
+    return hash((jobs, objects, nodes, chosen, tuple(sorted(waiting.items()))))
+
+
+def _record(item: JobWork, name: str) -> TaskRecord | None:
+    return next((r for r in item.records if r.name == name), None)
+
+
+def _evict(
+    ctl: Controller,
+    state: BatchState,
+    built: Built,
+    evictions: Sequence[Eviction],
+    held: dict[tuple[str, str], Placement],
+) -> list[Placement]:
+    """Carry out the evictions; the placements the victims still hold."""
+    victims: list[Placement] = []
+    by_job: dict[str, list[Eviction]] = defaultdict(list)
+    for eviction in evictions:
+        item = built.items.get(eviction.job)
+        record = _record(item, eviction.task) if item is not None else None
+        if item is None or record is None:
+            log.warning("eviction of unknown task %s/%s", eviction.job, eviction.task)
+            continue
+        uid = item.job.metadata.uid or ""
+        placement = held.get((uid, record.name))
+        stopped = evict(ctl, item, record, eviction)
+        if stopped.stopping and placement is not None:
+            victims.append(placement)
+            state.preempting.setdefault(eviction.by, set()).add((uid, record.name))
+        by_job[eviction.job].append(eviction)
+    for key, group in by_job.items():
+        item = built.items[key]
+        first = group[0]
+        names = ", ".join(e.task for e in group)
+        item.event(first.reason, f"{names} evicted by {first.by}: {first.message}", True)
+        if not any(r.phase in ACTIVE for r in item.records):
+            item.reason = first.reason
+            item.message = f"evicted by {first.by}: {first.message}"
+    return victims
+
+
+def evict(ctl: Controller, item: JobWork, record: TaskRecord, eviction: Eviction) -> TaskRecord:
+    """Stop one task for a preemptor: it goes back to Pending, its attempt stopped and not
+    counted against backoffLimit; it keeps its resources (``stopping``) until the backend
+    confirms (controller/cycle.py ``_observe`` then frees its node)."""
+    message = f"{eviction.reason} by {eviction.by}: {eviction.message}"
+    changed = record.with_(
+        phase=TaskPhase.PENDING.value, message=message, restart_after=None, exit_code=None
+    )
+    if record.phase in ACTIVE and record.request_id:
+        changed = changed.with_(
+            stopping=True,
+            finished_at=record.finished_at or ctl.clock.now(),
+            evictions=record.evictions + 1,
+        )
+        ctl.ask_stop(record.request_id)
+    else:  # waiting to restart on its node: nothing runs, the node is free at once
+        changed = changed.with_(node=None, node_index=None, gpus=(), gpu_milli=0)
+    item.set(changed)
+    return changed
+
+
+def _check_starts(
+    ctl: Controller,
+    built: Built,
+    starts: Sequence[Start],
+    placer: Placer,
+    engine: PlacerEngine,
+    victims: Sequence[Placement],
+    quotas: _Quotas,
+) -> list[tuple[JobWork, list[tuple[Start, Slot]]]]:
+    """The starts carried out, by job; the others are given back (job by job: a gang starts
+    whole or not at all)."""
+    from aipaas.controller.admission import usage_of
+
+    taken = {p.node for p in victims}
+    by_job: dict[str, list[Start]] = defaultdict(list)
+    for start in starts:
+        by_job[start.job].append(start)
+    accepted = []
+    for key, group in by_job.items():
+        item = built.items.get(key)
+        if item is None or is_held(key):
+            continue
+        pods = [built.pods.get((key, s.task)) for s in group]
+        if any(p is None for p in pods):
+            log.warning("start of unknown task of job %s", key)
+            _give_back(engine, group)
+            continue
+        if any(s.placement.node in taken for s in group):
+            _give_back(engine, group)
+            item.reason = "Preempting"
+            item.message = "waiting for the evicted tasks to stop"
+            continue
+        slots = [placer.slot(s.placement, p.claims) for s, p in zip(group, pods, strict=True) if p]
+        used = usage_of([(p, slot.gpus) for p, slot in zip(pods, slots, strict=True) if p])
+        refused = quotas.why_not(item.job, used)
+        if refused is not None:
+            _give_back(engine, group)
+            item.reason, item.message = refused
+            continue
+        quotas.take(item.job, used)
+        accepted.append((item, list(zip(group, slots, strict=True))))
+    return accepted
+
+
+def _give_back(engine: PlacerEngine, starts: Sequence[Start]) -> None:
+    for start in starts:
+        engine.release(start.placement)
+
+
+def _commit_and_start(
+    ctl: Controller, built: Built, accepted: list[tuple[JobWork, list[tuple[Start, Slot]]]]
+) -> None:
+    """Records of the starts, durable in one fenced transaction, then the backend asked."""
+    from aipaas.controller.admission import starting_on
+
+    if not accepted:
+        return
+    fresh: list[JobWork] = []
+    placed: list[tuple[JobWork, TaskRecord]] = []
+    admitted: list[JobWork] = []
+    for item, starts in accepted:
+        key = job_key(item.job)
+        if not any(r.phase in ACTIVE for r in item.records):
+            admitted.append(item)
+        if key in built.fresh and not item.records:
+            item.records = list(built.fresh[key])
+            fresh.append(item)
+        for start, slot in starts:
+            ctl.claims.record_allocated(item.job, start.task, slot.allocations)
+            record = _record(item, start.task)
+            if record is None:
+                continue
+            if record.request_id is not None:  # it ran before: a new attempt
+                record = record.with_(
+                    attempt=record.attempt + 1,
+                    restart_after=None,
+                    exit_code=None,
+                    message="",
+                    started_at=None,
+                    finished_at=None,
+                )
+            record = starting_on(record, slot)
+            item.set(record)
+            placed.append((item, record))
+    inserted = {id(i) for i in fresh}
+    with ctl.fenced() as tx:
+        ctl.tasks.insert_many([r for item in fresh for r in item.records], conn=tx)
+        ctl.tasks.save_many(
+            [
+                r
+                for item, _ in accepted
+                if id(item) not in inserted
+                for r in item.records
+                if r.name in item.changed
+            ],
+            conn=tx,
+        )
+    for item, _ in accepted:
+        item.changed.clear()
+    for item in admitted:
+        nodes = sorted({r.node for _, r in placed if _ is item and r.node})
+        count = sum(1 for i, _ in placed if i is item)
+        item.reason, item.message = "Scheduled", f"{count} tasks placed on {', '.join(nodes)}"
+        item.event("Scheduled", item.message)
+        created = item.job.metadata.creation_timestamp
+        if created and id(item) in inserted:
+            latency = ctl.clock.now() - datetime.fromisoformat(created.replace("Z", "+00:00"))
+            ctl.metrics.scheduling_latency.observe(max(latency.total_seconds(), 0.0))
+    for item, record in placed:
+        ctl.start_task(item, record)
+
+
+def _reasons(
+    ctl: Controller, built: Built, decisions: Decisions, eligible: Sequence[JobWork]
+) -> None:
+    """Why each job that could have started waits, from the session (in words and numbers)."""
+    started = {s.job for s in decisions.started}
+    for item in eligible:
+        key = job_key(item.job)
+        missing = built.missing.get(key)
+        if missing is not None:
+            item.reason, item.message = "Waiting", missing
+            continue
+        if item.reason in ("Preempting", "Preempted", "Reclaimed") or key in started:
+            continue
+        why = decisions.reasons.get(key)
+        if why is None:
+            continue
+        item.reason, item.message = why
+        if why[0] == "Unschedulable":
+            item.message += _short_form_hint(built, key, item)
+            ctl.claims.record_wait(item.job, item.message)
+
+
+def _short_form_hint(built: Built, key: str, item: JobWork) -> str:
+    """Where ``resources.gpu`` went to the device allocator, the claim it compiled to (the
+    allocator's reasons name that claim, which the user never wrote)."""
+    for record in item.records or built.fresh.get(key, []):
+        pod = built.pods.get((key, record.name))
+        if pod is not None and pod.gpu_claim and pod.claims:
+            name = pod.claims[-1].metadata.name
+            return f"; claim {name} is what resources.gpu of task {record.group_name} compiles to"
+    return ""

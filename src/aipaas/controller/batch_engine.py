@@ -1,0 +1,92 @@
+"""The batch session's placement engine in the live controller: the cycle's ``Placer``.
+
+The session (scheduler/batch) places gangs through a ``PlacementEngine``; here that engine is
+the controller's ``Placer``, so the session sees exactly what runs (the placements held at the
+start of step 4), places with the controller's profile and its DRA device ledger, and keeps
+the on-request rule: a gang whose every pod asks for simulated nodes goes to the on-request
+pool where there is one, every other gang to the ordinary nodes.
+
+Who calls it: controller/batch_cycle.py. Imports the scheduler only through the Placer's
+module (controller/placement.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+
+import numpy as np
+
+from aipaas.controller.placement import NO_NODE, Placer
+from aipaas.scheduler.batch.model import Node, Resources
+from aipaas.scheduler.framework.types import Placement, PodRequest, Unschedulable
+
+
+class PlacerEngine:
+    """A ``PlacementEngine`` over the cycle's Placer. ``on_request``: the names of the pods
+    whose job asks for simulated nodes."""
+
+    def __init__(self, placer: Placer, on_request: Collection[str] = ()) -> None:
+        self.placer = placer
+        self.on_request = set(on_request)
+        self.nodes: Sequence[Node] = [
+            Node(
+                name=n.name,
+                gpu_count=n.gpu_count,
+                cpu_milli=n.cpu_milli,
+                memory_mib=n.memory_mib,
+                gpu_model=n.gpu_model,
+                labels=dict(n.labels),
+            )
+            for pool in placer.pools
+            for n in pool.nodes
+        ]
+
+    def place(
+        self, pods: Sequence[PodRequest], nodes: Collection[str] | None = None
+    ) -> list[Placement] | Unschedulable:
+        if not pods:
+            return []
+        pool = self.placer.pool_for(all(p.name in self.on_request for p in pods))
+        if not pool.nodes:
+            return Unschedulable(pods[0].name, (NO_NODE,))
+        mask = None
+        if nodes is not None:
+            mask = np.zeros(len(pool.state), dtype=np.bool_)
+            for name in nodes:
+                index = pool.state.index_of.get(name)
+                if index is not None:
+                    mask[index] = True
+        return pool.scheduler.schedule_gang(pods, mask)
+
+    def release(self, placement: Placement) -> None:
+        pool = self.placer.pool_of(placement.node)
+        if pool is not None:
+            pool.state.release(placement)
+
+    def hold(self, placement: Placement) -> None:
+        pool = self.placer.pool_of(placement.node)
+        if pool is not None:
+            pool.state.allocate(placement)
+
+    def free(self, node: str) -> Resources:
+        pool = self.placer.pool_of(node)
+        if pool is None:
+            return Resources()
+        i = pool.state.index_of[node]
+        return Resources(
+            int(pool.state.gpu_free_total[i]),
+            int(pool.state.cpu_free[i]),
+            int(pool.state.memory_free[i]),
+        )
+
+    def gpus_free(self, node: str) -> tuple[int, ...]:
+        """Free milli per GPU of the node."""
+        pool = self.placer.pool_of(node)
+        if pool is None:
+            return ()
+        i = pool.state.index_of[node]
+        return tuple(int(v) for v in pool.state.gpu_free[i, : int(pool.state.gpu_count[i])])
+
+    def capacity(self) -> Resources:
+        total = self.placer.capacity()
+        return Resources(total.gpu_milli, total.cpu_milli, total.memory_mib)

@@ -1,0 +1,223 @@
+"""The batch session's snapshot, built from one controller cycle (step 4).
+
+What holds resources and may be evicted: the tasks whose placement the cycle held on a ready
+node (running, starting, or waiting on their node to restart). What holds resources but may
+not be evicted: attempts asked to stop and not yet confirmed stopped (they keep their GPUs until
+the backend confirms, at most once), tasks on nodes whose state is unknown, tasks of jobs that
+are ending. Those go into one pseudo job per job (key ``tenant/name#held``, not preemptible,
+nothing pending): they count against quotas and shares, and no action can take them.
+
+What is pending: jobs that passed their dependencies with no records yet (every replica), and
+replicas of admitted jobs that hold nothing (elastic extras, evicted tasks once their stop is
+confirmed, restarts whose backoff passed and whose node no longer holds them).
+
+One pass over the cycle's jobs and records (linear); pods are built with their DRA claims
+(``ClaimBook.pod``), and a task counts what it really takes (GPUs of claims included).
+
+Who calls it: controller/batch_cycle.py.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from aipaas.api.job import Job as ApiJob
+from aipaas.api.job import TaskPhase, topology_label
+from aipaas.controller.claims import ClaimBook
+from aipaas.controller.placement import Pod, pod_request
+from aipaas.controller.work import ACTIVE, JobWork
+from aipaas.scheduler.batch.from_api import gpu_memory_mib
+from aipaas.scheduler.batch.model import Job, Node, QueueNode, Resources, Snapshot, Task
+from aipaas.scheduler.framework.types import Placement
+from aipaas.store import TaskRecord
+from aipaas.tenancy.quota import Usage
+
+HELD_SUFFIX = "#held"
+
+
+@dataclass
+class Built:
+    """The snapshot and what the controller needs to carry the decisions out."""
+
+    snapshot: Snapshot
+    #: job key -> its cycle item
+    items: dict[str, JobWork] = field(default_factory=dict)
+    #: (job key, task name) -> the pod the session placed or may place
+    pods: dict[tuple[str, str], Pod] = field(default_factory=dict)
+    #: job key -> records made for a job that had none (inserted when it starts)
+    fresh: dict[str, list[TaskRecord]] = field(default_factory=dict)
+    #: names of the pods whose job asks for simulated nodes (the on-request pool)
+    on_request: set[str] = field(default_factory=set)
+    #: job key -> why it cannot be scheduled at all (its tenant or queue is missing)
+    missing: dict[str, str] = field(default_factory=dict)
+
+
+def job_key(job: ApiJob) -> str:
+    return f"{job.tenant}/{job.name}"
+
+
+def epoch(moment: datetime | None, default: float) -> float:
+    return moment.timestamp() if moment is not None else default
+
+
+def build(
+    claims: ClaimBook,
+    work: Sequence[JobWork],
+    eligible: set[int],
+    held: Mapping[tuple[str, str], Placement],
+    queues: dict[str, QueueNode],
+    nodes: list[Node],
+    now: float,
+    new_records: Mapping[int, list[TaskRecord]],
+) -> Built:
+    """The snapshot of the cycle. ``eligible``: ids of the items that may start tasks;
+    ``held``: (job uid, task) -> placement held for tasks that may be evicted;
+    ``new_records``: id of an eligible item without records -> the records it would get."""
+    built = Built(Snapshot(now=now, nodes=nodes, queues=queues, jobs=[]))
+    for order, item in enumerate(work):
+        api = item.job
+        key = job_key(api)
+        uid = api.metadata.uid or ""
+        queue = f"{api.tenant}/{api.spec.queue}"
+        may_start = id(item) in eligible
+        if may_start and (api.tenant not in queues or queue not in queues):
+            what = f"tenant {api.tenant}" if api.tenant not in queues else f"queue {api.spec.queue}"
+            built.missing[key] = f"{what} does not exist"
+            may_start = False
+        built.items[key] = item
+        simulated = _wants_simulated(api)
+        tasks: list[Task] = []
+        kept: list[Task] = []  # held, not evictable
+        records = item.records or (new_records.get(id(item), []) if may_start else [])
+        if not item.records and records:
+            built.fresh[key] = records
+        memory = {t.name: gpu_memory_mib(t) for t in api.spec.tasks}
+        # No replica is placed while an attempt of the job may still run: a gang evicted
+        # whole starts again whole, once every stop is confirmed.
+        placing = may_start and not any(r.stopping for r in records)
+        for record in records:
+            holds = record.node is not None and (
+                not TaskPhase(record.phase).finished or record.stopping
+            )
+            if holds:
+                pod = claims.pod(api, record)
+                counted = _counted(pod, record.gpus, memory.get(record.group_name, 0))
+                placement = held.get((uid, record.name))
+                # A task with DRA claims is not evicted: its devices are held by the ledger
+                # built from the stored claims, which a release cannot give back and take again.
+                evictable = (
+                    placement is not None and not record.stopping and may_start and not pod.claims
+                )
+                task = Task(
+                    name=record.name,
+                    request=pod_request(pod),
+                    placement=placement or _placeholder(pod, record),
+                    since=epoch(record.started_at, now),
+                    counted=counted,
+                )
+                (tasks if evictable else kept).append(task)
+                continue
+            if not placing or not _placeable(record, now):
+                continue
+            pod = claims.pod(api, record)
+            built.pods[(key, record.name)] = pod
+            if simulated:
+                built.on_request.add(pod.name)
+            tasks.append(
+                Task(
+                    name=record.name,
+                    request=pod_request(pod),
+                    counted=_counted(pod, (), memory.get(record.group_name, 0)),
+                )
+            )
+        if tasks:
+            built.snapshot.jobs.append(_job(api, key, queue, tasks, order, now))
+        if kept:
+            held_job = _job(api, key + HELD_SUFFIX, queue, kept, order, now)
+            held_job.preemptible = False
+            held_job.min_available = len(kept)
+            built.snapshot.jobs.append(held_job)
+    return built
+
+
+def _placeable(record: TaskRecord, now: float) -> bool:
+    """A replica that holds nothing and may be placed now."""
+    return (
+        record.phase == TaskPhase.PENDING.value
+        and not record.stopping
+        and (record.restart_after is None or record.restart_after.timestamp() <= now)
+    )
+
+
+def _counted(pod: Pod, gpus: tuple[int, ...], gpu_memory: int) -> Resources:
+    """What the task counts against quotas (as admission always counted it): its resources,
+    and the whole GPUs its explicit DRA claims were given."""
+    usage = Usage.of(pod.amounts)
+    if pod.claims and not pod.gpu_claim and gpus:
+        usage += Usage(gpu_milli=1000 * len(gpus))
+    return Resources(usage.gpu_milli, usage.cpu_milli, usage.memory_mib, gpu_memory)
+
+
+def _placeholder(pod: Pod, record: TaskRecord) -> Placement:
+    """The placement of a task the session must not release (it is held in the Placer, or its
+    node is not in it): never given to the engine."""
+    return Placement(
+        pod=pod.name,
+        node=record.node or "",
+        node_index=-1,
+        gpus=record.gpus,
+        gpu_milli=record.gpu_milli,
+        cpu_milli=pod.amounts.cpu_milli,
+        memory_mib=pod.amounts.memory_mib,
+    )
+
+
+def _wants_simulated(job: ApiJob) -> bool:
+    from aipaas.controller.launch import wants_simulated
+
+    return wants_simulated(job)
+
+
+def _job(api: ApiJob, key: str, queue: str, tasks: list[Task], order: int, now: float) -> Job:
+    spec = api.spec
+    limit = spec.time_limit_seconds
+    topology = spec.topology
+    starts = [t.since for t in tasks if t.placement is not None and t.since is not None]
+    started = min(starts) if starts else None
+    created = api.metadata.creation_timestamp
+    submitted = now
+    if created:
+        try:
+            submitted = datetime.fromisoformat(created.replace("Z", "+00:00")).timestamp()
+        except ValueError:
+            submitted = now
+    return Job(
+        key=key,
+        tenant=api.tenant,
+        queue=queue,
+        tasks=tasks,
+        priority=spec.priority,
+        preemptible=True if spec.preemptible is None else spec.preemptible,
+        min_available=spec.gang_size,
+        submitted=submitted,
+        order=order,
+        time_limit=None if limit is None else float(limit),
+        topology_required=topology_label(topology.required)
+        if topology and topology.required
+        else None,
+        topology_preferred=topology_label(topology.preferred)
+        if topology and topology.preferred
+        else None,
+        started=started,
+        ends_at=None if started is None or limit is None else started + limit,
+    )
+
+
+def is_held(key: str) -> bool:
+    return key.endswith(HELD_SUFFIX)
+
+
+def records_active(item: JobWork) -> list[TaskRecord]:
+    return [r for r in item.records if r.phase in ACTIVE]
