@@ -89,6 +89,7 @@ class Reservations:
         #: the cluster now and its future ends, kept while no start or eviction changes them
         self._view: tuple[tuple[int, int], dict[str, Room], Resources, list[Ending]] | None
         self._view = None
+        self._pruned_at = (0, 0)
 
     # --- what later jobs may use ------------------------------------------------------
 
@@ -103,6 +104,7 @@ class Reservations:
         return self.session.now + job.time_limit
 
     def allowed_nodes(self, job: Job) -> frozenset[str] | None:
+        self._prune()
         if not self.held or job.key in self.held:
             return None
         end = self.expected_end(job)
@@ -120,6 +122,7 @@ class Reservations:
     # --- making and dropping reservations ---------------------------------------------
 
     def reserve(self, job: Job) -> Reservation | None:
+        self._prune()
         held = self.held.get(job.key)
         if held is not None:
             return held
@@ -185,6 +188,15 @@ class Reservations:
             job = self.session.jobs.get(old.job)
             if job is not None and not job.is_running and job.pending_tasks:
                 self.reserve(job)
+
+    def _prune(self) -> None:
+        """A reserved job that started since (borrowing, preemption) holds nothing any more."""
+        state = self._state()
+        if state == self._pruned_at:
+            return
+        self._pruned_at = state
+        for key in [k for k in self.held if (j := self.session.jobs.get(k)) and j.is_running]:
+            self.drop(key)
 
     # --- the time walk ------------------------------------------------------------------
 

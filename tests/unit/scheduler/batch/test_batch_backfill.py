@@ -346,6 +346,23 @@ def test_a_running_elastic_job_is_judged_by_the_end_of_its_run() -> None:
     assert s.reservations.allowed_nodes(s.jobs["t/forever"]) == frozenset({"n1", "n2", "n7"})
 
 
+def test_a_reserved_job_that_starts_releases_its_nodes() -> None:
+    # reserve() is asked after a refusal now, so it looks from the first end on: n3 at 3600.
+    # Then the job starts after all (a later pass, on n7): its reservation is gone.
+    big = gpus("t/big", 1)
+    s = usual(big)
+    assert s.reservations.reserve(big) == Reservation("t/big", 3600, ("n3",))
+    later = gpus("t/no-limit", 1, 4)
+    assert s.reservations.allowed_nodes(later) == frozenset({"n1", "n2", "n4", "n5", "n6", "n7"})
+    placed = s.engine.place([big.tasks[0].request], nodes=["n7"])
+    assert isinstance(placed, list)
+    statement = s.statement()
+    statement.allocate(big, big.tasks[0], placed[0])
+    statement.commit()
+    assert s.reservations.allowed_nodes(later) is None
+    assert s.reservations.held == {}
+
+
 # --- the backfill action -----------------------------------------------------------------
 
 
