@@ -61,6 +61,7 @@ class ScenarioRun:
         self.active: dict[str, Job] = {}
         self.blocked: dict[str, tuple[str, ...]] = {}  # waiting for dependencies
         self.waiting: set[str] = set()  # active jobs with tasks not running
+        self.succeeded: set[str] = set()
         self.events: list[tuple[float, int, str, int]] = []
         self._seq = 0
         self._woken: set[float] = set()
@@ -102,7 +103,7 @@ class ScenarioRun:
 
     def _submit(self, key: str, job: Job) -> None:
         needs = self.scenario.depends_on.get(key)
-        if needs and not job.is_running:
+        if needs and not job.is_running and not all(n in self.succeeded for n in needs):
             self.blocked[key] = needs
             self.records[key].reason = f"waiting for {', '.join(needs)} to succeed"
             return
@@ -151,12 +152,13 @@ class ScenarioRun:
             f"TimeLimit: ran {run:g}s, its limit is {job.time_limit:g}s" if timed_out else ""
         )
         if record.phase == "Succeeded":
-            self._release_dependents()
+            self.succeeded.add(key)
+            if self.blocked:
+                self._release_dependents()
 
     def _release_dependents(self) -> None:
-        done = {k for k, r in self.records.items() if r.phase == "Succeeded"}
         for key, needs in list(self.blocked.items()):
-            if all(n in done for n in needs):
+            if all(n in self.succeeded for n in needs):
                 del self.blocked[key]
                 self._submit(key, self.scenario.jobs[key])
 
