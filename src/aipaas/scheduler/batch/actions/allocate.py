@@ -173,7 +173,15 @@ def start_gang(
     problem = limits.problem(job, want, fair_share=fair_share)
     if problem is not None:
         session.wait(job, *problem)
-        return QUOTA if problem[0] == "QuotaExceeded" else FAIR_SHARE
+        if problem[0] == "QuotaExceeded":
+            return QUOTA
+        if not borrowing:
+            # Reserved now, before later jobs of the pass start: where the share is all the
+            # room there is (one busy queue), a gang above it waits for room in truth, and
+            # without a reservation small jobs would start ahead of it forever. The
+            # reservation starts when holdings fall within the share and room is there.
+            session.reservations.reserve(job)
+        return FAIR_SHARE
     placed = placer.gang(job, tasks)
     if isinstance(placed, Refusal):
         if not borrowing:
