@@ -166,3 +166,21 @@ def test_a_job_stored_before_preemptible_was_resolved_applies_again_unchanged(ap
     again = _apply(api, text, user="alice")
     assert again.status_code == 200, again.text
     assert again.json()["items"][0]["action"] == "unchanged"
+
+
+def test_a_replace_is_held_to_the_same_rules(api: Api) -> None:
+    assert _apply(api, _queue("top")).status_code == 200
+    assert _apply(api, _queue("low", parent="top")).status_code == 200
+    current = api.client.get("/api/v1/queues/top?tenant=acme", headers=api.as_("tad")).json()
+    version = current["metadata"]["resourceVersion"]
+    body = (
+        "apiVersion: aipaas/v1\nkind: Queue\n"
+        f"metadata: {{name: top, tenant: acme, resourceVersion: '{version}'}}\n"
+        "spec: {parent: low}\n"
+    )
+    answer = api.client.put("/api/v1/queues/top", content=body, headers=api.as_("tad"))
+    _refused(answer, "spec.parent", "would close a cycle")
+    body = body.replace("{parent: low}", "{parent: research}")
+    answer = api.client.put("/api/v1/queues/top", content=body, headers=api.as_("tad"))
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["spec"]["parent"] == "research"
