@@ -68,6 +68,9 @@ class Session:
         self.reservations = Reservations(self)
         #: the leaf of every ``account`` call, in order: orderings re-key what changed
         self.account_log: list[str] = []
+        #: how many times ``account`` gave something back (an eviction, a discarded start):
+        #: "no room" found before stays true until this changes
+        self.releases = 0
         #: jobs the enqueue action let into consideration (None: no enqueue ran, all may)
         self.enqueued: set[str] | None = None
         #: jobs started beyond their queue's fair share (the borrowing pass): reclaim's prey
@@ -94,6 +97,8 @@ class Session:
         for key in self.lineage(job.queue):
             self.allocated[key] = self.allocated[key] + delta
         self.account_log.append(job.queue)
+        if sign < 0:
+            self.releases += 1
 
     def quota_problem(self, job: Job, extra: Resources) -> str | None:
         """Words naming the first queue node (leaf upward) whose quota ``extra`` more of ``job``

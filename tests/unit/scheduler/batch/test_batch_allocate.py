@@ -442,3 +442,24 @@ def test_computed_shares_give_what_one_queue_leaves_to_the_other() -> None:
     assert "t/b1" in started(d)
     assert s.borrowed == set()
     assert d.queues["t/a"].fair_share.gpu_milli == 7000
+
+
+def test_no_room_is_remembered_only_until_something_is_given_back() -> None:
+    """The placer remembers that a 2-GPU gang found no room; once a running task is evicted
+    (its GPU given back), the same shape is tried again and fits."""
+    from aipaas.scheduler.batch.actions.allocate import Placer
+    from aipaas.scheduler.batch.model import Eviction
+
+    r = job("t/r", "t/a", tasks=2)
+    g1 = job("t/g1", "t/a", tasks=2)
+    g2 = job("t/g2", "t/a", tasks=2)
+    s = session([node("n1", gpu=3)], AB, [r, g1, g2], {"t/r": ["n1", "n1"]})
+    placer = Placer(s)
+    refused = placer.gang(g1, g1.tasks)
+    assert not isinstance(refused, list)
+    assert placer.known_no_room(g2, g2.tasks)
+    statement = s.statement()
+    statement.evict(r, r.tasks[0], Eviction("t/r", "w-0", "t/g2", "Preempted", "test"))
+    assert not placer.known_no_room(g2, g2.tasks)
+    placed = placer.gang(g2, g2.tasks)
+    assert isinstance(placed, list) and len(placed) == 2

@@ -34,8 +34,8 @@ STARTED, QUOTA, FAIR_SHARE, NO_ROOM = "started", "quota", "fair share", "no room
 
 class Placer:
     """Places gangs and extras through the session's engine. Remembers gang shapes that found
-    no room: within one allocate nothing is freed, so they cannot fit later in it either (a
-    backlog of thousands of same-shaped jobs costs one placement attempt per shape)."""
+    no room: until something is given back (``session.releases``) they cannot fit later either
+    (a backlog of thousands of same-shaped jobs costs one placement attempt per shape)."""
 
     def __init__(self, session: Session) -> None:
         self.session = session
@@ -93,14 +93,13 @@ class Placer:
         key = self._key([t.request for t in tasks], allowed)
         return key is not None and key in self._no_room
 
-    @staticmethod
     def _key(
-        requests: Sequence[PodRequest], allowed: Collection[str] | None
+        self, requests: Sequence[PodRequest], allowed: Collection[str] | None
     ) -> tuple[object, ...] | None:
         if any(p.claims for p in requests):
             return None  # devices are chosen by claim, not by shape
         shapes = tuple((*p.shape, p.memory_mib) for p in requests)
-        return (shapes, allowed if allowed is None else frozenset(allowed))
+        return (shapes, allowed if allowed is None else frozenset(allowed), self.session.releases)
 
     def _place(
         self, requests: Sequence[PodRequest], allowed: Collection[str] | None
