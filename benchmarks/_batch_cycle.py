@@ -17,12 +17,13 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from aipaas.api.tenancy import Role
 from aipaas.backends.sim import SimBackend, load_cluster
 from aipaas.clock import SystemClock
 from aipaas.controller.cycle import Controller
 from aipaas.server.service import ObjectService
 from aipaas.store import Store, TaskRepository
-from aipaas.tenancy.principal import Principal, Role
+from aipaas.tenancy.principal import Principal
 
 TENANTS = 10
 QUIET_CYCLES = 5

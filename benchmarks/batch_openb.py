@@ -299,16 +299,18 @@ def _fairness(outcome: RunOutcome) -> tuple[float, int]:
                 busy[i].add(tenant)
     for key, job in outcome.jobs.items():
         tenant = int(key.split("/")[0][1:])
-        gaps, at = [], job.submitted
+        gaps: list[tuple[float, float]] = []
+        at = job.submitted
         for start, stop in sorted(runs.get(key, [])):
             gaps.append((at, start))
             at = stop
         if job.finished is None and job.started is None:
             gaps.append((at, end))
-        for low, high in gaps:
-            if high > low:
+        for wait_from, wait_to in gaps:
+            if wait_to > wait_from:
                 for i in range(
-                    int(low // WINDOW_SECONDS), min(count - 1, int(high // WINDOW_SECONDS)) + 1
+                    int(wait_from // WINDOW_SECONDS),
+                    min(count - 1, int(wait_to // WINDOW_SECONDS)) + 1,
                 ):
                     waiting[i].add(tenant)
                     busy[i].add(tenant)

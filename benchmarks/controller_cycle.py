@@ -33,13 +33,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from _measure import usable_databases
+from aipaas.api.tenancy import Role
 from aipaas.backends.sim import SimBackend, load_cluster
 from aipaas.clock import SystemClock
 from aipaas.controller.cycle import Controller
 from aipaas.server.service import ObjectService
 from aipaas.store import Store
 from aipaas.store.pgtest import ThrowawayPostgres
-from aipaas.tenancy.principal import Principal, Role
+from aipaas.tenancy.principal import Principal
 
 DURATION_SECONDS = 4.0
 PERIOD_SECONDS = 0.2
