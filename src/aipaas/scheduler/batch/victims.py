@@ -8,8 +8,10 @@ A ``Search`` evicts candidates in that order inside a Statement until the gang p
 reprieves each victim (last chosen first) whose eviction proves needless, and undoes it all:
 the action replays the best plan found in a fresh Statement and commits it. Plans are tried
 over the whole cluster and per node (per topology domain for a gang that needs one), and the
-cheapest wins: fewest whole jobs, then fewest extras, then the lowest victim priority, then the
-least GPU-time lost (GPU-milli x seconds run).
+cheapest wins: a plan of extras only before any that takes whole jobs; then the lowest
+priority among the whole jobs taken, the fewest whole jobs, the lowest priority and fewest
+among extras, and the least GPU-time lost (GPU-milli x seconds run). When the first greedy
+takes several jobs, a second one takes bigger jobs first (same priority) for fewer victims.
 """
 
 from __future__ import annotations
@@ -363,10 +365,13 @@ def domains_for(session: Session, job: Job) -> list[frozenset[str]] | None:
     return found
 
 
-def preemptors(session: Session, protected: Collection[str]) -> Iterator[Job]:
+def preemptors(
+    session: Session, protected: Collection[str], may: Callable[[Job], bool] | None = None
+) -> Iterator[Job]:
     """Pending jobs that may take room from others, in the session's order (re-keyed as starts
     change what queues hold): let in by enqueue, not running, not started or evicted this
-    cycle, not waiting for dependencies."""
+    cycle, not waiting for dependencies, and passing the action's own first look ``may``
+    (asked before ordering: a big backlog with nothing to take costs one pass)."""
     jobs = [
         job
         for job in session.jobs.values()
@@ -375,6 +380,7 @@ def preemptors(session: Session, protected: Collection[str]) -> Iterator[Job]:
         and job.key not in protected
         and session.considered(job)
         and session.waiting.get(job.key, ("", ""))[0] != "WaitingForDependencies"
+        and (may is None or may(job))
     ]
     return iter(ordered(session, jobs))
 

@@ -33,16 +33,26 @@ if TYPE_CHECKING:
 def preempt(session: Session) -> None:
     protected = touched_jobs(session)
     running: dict[str, list[Job]] = defaultdict(list)
+    #: per queue, the lowest priority among the jobs that may be taken at all (it only rises
+    #: as victims go): a pending job at or below it has nothing to preempt
+    lowest: dict[str, int] = {}
     for job in session.jobs.values():
-        if job.is_running:
+        if eligible(session, job, protected):
             running[job.queue].append(job)
+            lowest[job.queue] = min(lowest.get(job.queue, job.priority), job.priority)
+    if not lowest:
+        return
+
+    def may(job: Job) -> bool:
+        return job.queue in lowest and job.priority > lowest[job.queue]
+
     failed: set[tuple[object, ...]] = set()
-    for job in preemptors(session, protected):
+    for job in preemptors(session, protected, may):
         gang = gang_tasks(job)
         victims = [
             v
             for v in running[job.queue]
-            if v.priority < job.priority and eligible(session, v, protected)
+            if v.priority < job.priority and v.is_running and v.key not in protected
         ]
         shape = shape_of(job, gang)
         if not gang or not victims or (shape is not None and shape in failed):

@@ -160,6 +160,8 @@ def _holds_any(held: Resources, over: Sequence[bool], asked: Sequence[bool]) -> 
 def reclaim(session: Session) -> None:
     protected = touched_jobs(session)
     index = _Index(session, protected)
+    if not index.over:
+        return  # no queue holds more than its share of anything: nothing to take back
     trees: dict[str, _Tree] = {}
     failed: set[tuple[object, ...]] = set()
     for job in preemptors(session, protected):
