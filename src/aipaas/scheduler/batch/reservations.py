@@ -29,7 +29,9 @@ a time limit therefore never starts on reserved nodes. The reserved job itself i
 from __future__ import annotations
 
 import math
+from bisect import bisect_left
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from aipaas.scheduler.batch.model import Job, Reservation, Resources, Task
@@ -48,6 +50,36 @@ from aipaas.scheduler.framework.types import PodRequest
 
 if TYPE_CHECKING:
     from aipaas.scheduler.batch.session import Session
+
+
+@dataclass(slots=True)
+class _View:
+    """The cluster as reservations see it while no start or eviction changes it: what is free
+    now, the future ends in time order, and each node's room after the first k ends (kept for
+    the walks that follow: they test the same times)."""
+
+    state: tuple[int, int]
+    free: Resources
+    endings: list[Ending]
+    rooms: dict[int, dict[str, Room]] = field(default_factory=dict)
+
+    def rooms_after(self, k: int) -> dict[str, Room]:
+        known = self.rooms.get(k)
+        if known is not None:
+            return known
+        start = max(j for j in self.rooms if j <= k)
+        rooms = dict(self.rooms[start])  # Rooms shared until an end changes one
+        copied: set[str] = set()
+        for ending in self.endings[start:k]:
+            for placement in ending.placements:
+                give_back(rooms, copied, placement)
+        if len(self.rooms) < _ROOMS_KEPT:
+            self.rooms[k] = rooms
+        return rooms
+
+
+#: How many node-room maps a view keeps (each is a map of every node).
+_ROOMS_KEPT = 32
 
 
 def run_end(job: Job) -> float | None:
@@ -83,12 +115,15 @@ class Reservations:
         self._per_queue: dict[str, int] = {}
         #: evictions committed when each reservation was made: later ones call for a refresh
         self._evictions_seen: dict[str, int] = {}
-        self._allowed: dict[frozenset[str], frozenset[str]] = {}
+        #: nodes allowed to a job ending after the first k reservation starts (by start)
+        self._allowed: list[frozenset[str] | None] = []
+        self._ordered: list[Reservation] = []
+        self._starts: list[float] = []
+        self._taken: set[str] = set()
         self._never: set[tuple[object, ...]] = set()
         self._was_running: list[Job] | None = None
         #: the cluster now and its future ends, kept while no start or eviction changes them
-        self._view: tuple[tuple[int, int], dict[str, Room], Resources, list[Ending]] | None
-        self._view = None
+        self._view: _View | None = None
         self._pruned_at = (0, 0)
 
     # --- what later jobs may use ------------------------------------------------------
@@ -107,17 +142,19 @@ class Reservations:
         self._prune()
         if not self.held or job.key in self.held:
             return None
-        end = self.expected_end(job)
-        # Ending at or before a reservation's start cannot delay it.
-        blocking = frozenset(k for k, r in self.held.items() if end > r.start)
-        if not blocking:
-            return None
-        allowed = self._allowed.get(blocking)
-        if allowed is None:
-            taken = {n for k in blocking for n in self.held[k].nodes}
-            allowed = frozenset(n.name for n in self.session.engine.nodes if n.name not in taken)
-            self._allowed[blocking] = allowed
-        return allowed
+        if not self._allowed:
+            self._ordered = sorted(self.held.values(), key=lambda r: r.start)
+            self._starts = [r.start for r in self._ordered]
+            self._taken = set()
+            self._allowed = [None]
+        # Ending at or before a reservation's start cannot delay it: the k reservations that
+        # start before the job's end keep it off their nodes (worked out as far as asked).
+        k = bisect_left(self._starts, self.expected_end(job))
+        while len(self._allowed) <= k:
+            self._taken.update(self._ordered[len(self._allowed) - 1].nodes)
+            names = (n.name for n in self.session.engine.nodes)
+            self._allowed.append(frozenset(n for n in names if n not in self._taken))
+        return self._allowed[k]
 
     # --- making and dropping reservations ---------------------------------------------
 
@@ -157,7 +194,7 @@ class Reservations:
         self.held[job.key] = reservation
         self._per_queue[job.queue] = self._per_queue.get(job.queue, 0) + 1
         self._evictions_seen[job.key] = len(self.session.decisions.evicted)
-        self._allowed.clear()
+        self._allowed = []
         return reservation
 
     def drop(self, key: str) -> None:
@@ -169,7 +206,7 @@ class Reservations:
         job = self.session.jobs.get(key)
         if job is not None:
             self._per_queue[job.queue] -= 1
-        self._allowed.clear()
+        self._allowed = []
 
     def refresh(self) -> None:
         """After preemption or reclaim: jobs that started lose their reservations, and when
@@ -215,27 +252,30 @@ class Reservations:
                 seen.add(job.key)
                 yield job
 
-    def _now_and_ends(self) -> tuple[dict[str, Room], Resources, list[Ending]]:
+    def _now_and_ends(self) -> _View:
         """Each node's room now, their sum, and the future ends in time order."""
         state = self._state()
-        if self._view is not None and self._view[0] == state:
-            return self._view[1:]
+        if self._view is not None and self._view.state == state:
+            return self._view
         now = self.session.now
         by_time: dict[float, Ending] = {}
+        lineages: dict[str, list[str]] = {}
         for job in self._running_jobs():
             end = run_end(job)
             if end is not None:
                 at = max(end, now)  # overdue: it is stopped at once
-                by_time.setdefault(at, Ending(at)).add(job)
+                lineage = lineages.get(job.queue)
+                if lineage is None:
+                    lineage = lineages[job.queue] = list(self.session.lineage(job.queue))
+                by_time.setdefault(at, Ending(at)).add(job, lineage)
         rooms = rooms_now(self.session.engine)
         free = Resources(
             sum(sum(r.gpus) for r in rooms.values()),
             sum(r.cpu for r in rooms.values()),
             sum(r.memory for r in rooms.values()),
         )
-        endings = [by_time[at] for at in sorted(by_time)]
-        self._view = (state, rooms, free, endings)
-        return rooms, free, endings
+        self._view = _View(state, free, [by_time[at] for at in sorted(by_time)], {0: rooms})
+        return self._view
 
     def _earliest(self, job: Job, pods: Sequence[PodRequest]) -> tuple[float, list[str]] | None:
         """The first future end (or now, for jobs overdue) at which ``pods`` fit and the job's
@@ -245,9 +285,8 @@ class Reservations:
         domains = groups(nodes, job.topology_required)
         if not domains:
             return None
-        base, free, endings = self._now_and_ends()
-        rooms = dict(base)  # copied node by node as ends give room back
-        copied: set[str] = set()
+        view = self._now_and_ends()
+        free, endings = view.free, view.endings
         others = [(r, self._end(r)) for r in self.held.values()]
         times = sorted(
             {*(e.at for e in endings), *(end for _, end in others if self.session.now < end)}
@@ -259,20 +298,15 @@ class Reservations:
         need = Resources(gang.gpu_milli, gang.cpu_milli, gang.memory_mib)
         shares = Shares(self.session, job, gang)
         next_ending = 0  # endings counted in ``free`` and ``shares``
-        applied = 0  # endings given back to ``rooms`` (only when a fit is tried)
         for at in times:
             while next_ending < len(endings) and endings[next_ending].at <= at:
                 ending = endings[next_ending]
                 free = free + ending.freed
-                for queue, amount in ending.held:
-                    shares.release(queue, amount)
+                shares.release(ending)
                 next_ending += 1
             if not need.fits_within(free) or not shares.ok():
                 continue
-            for ending in endings[applied:next_ending]:
-                for placement in ending.placements:
-                    give_back(rooms, copied, placement)
-            applied = next_ending
+            rooms = view.rooms_after(next_ending)
             # Another reservation's nodes are out while its window overlaps this run.
             blocked = {
                 n for r, end in others if at < end and r.start < at + duration for n in r.nodes

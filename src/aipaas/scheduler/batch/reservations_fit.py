@@ -156,14 +156,15 @@ def rooms_now(engine: PlacementEngine) -> dict[str, Room]:
 @dataclass(slots=True)
 class Ending:
     """Running jobs whose runs end at ``at``: their placements, what they free in all, and
-    what each held against its queue (worked out once per view of the cluster)."""
+    what they held against each queue node (their queues' lineages), worked out once per view
+    of the cluster."""
 
     at: float
     placements: list[Placement] = field(default_factory=list)
     freed: Resources = field(default_factory=Resources)
-    held: list[tuple[str, Resources]] = field(default_factory=list)
+    held: dict[str, Resources] = field(default_factory=dict)
 
-    def add(self, job: Job) -> None:
+    def add(self, job: Job, lineage: Sequence[str]) -> None:
         amount = Resources()
         for task in job.running_tasks:
             if task.placement is not None:
@@ -173,7 +174,8 @@ class Ending:
                 self.freed = self.freed + Resources(
                     gpu, task.placement.cpu_milli, task.placement.memory_mib
                 )
-        self.held.append((job.queue, amount))
+        for key in lineage:
+            self.held[key] = self.held.get(key, Resources()) + amount
 
 
 class Shares:
@@ -189,11 +191,10 @@ class Shares:
         self.held = {k: session.allocated[k] for k in self.limits}
         self.gang = gang
 
-    def release(self, queue: str, amount: Resources) -> None:
-        if not self.limits:
-            return
-        for key in self.session.lineage(queue):
-            if key in self.held:
+    def release(self, ending: Ending) -> None:
+        for key in self.limits:
+            amount = ending.held.get(key)
+            if amount is not None:
                 self.held[key] = self.held[key] - amount
 
     def ok(self) -> bool:
