@@ -315,6 +315,50 @@ def test_fifo_ignores_fair_share() -> None:
     assert s.reservations.reserve(three) == Reservation("t/three", 3600, ("n3", "n4", "n7"))
 
 
+def test_an_overdue_job_counts_as_ending_now() -> None:
+    # mid's limit passed (ends_at 500 < now 600): it is stopped at once, so n5 and n6 count
+    # as free now; with n7, 3 x 8 GPUs fit at 600 on n5, n6, n7.
+    three = gpus("t/three", 3)
+    s = usual(three)
+    s.jobs["t/mid"].ends_at = 500
+    assert s.reservations.reserve(three) == Reservation("t/three", 600, ("n5", "n6", "n7"))
+
+
+def test_a_queue_may_hold_several_reservations_when_it_says_so() -> None:
+    # Queue a holds 2. two (2 x 8 GPUs, no limit) must keep off n3..n6 from 5400 on, for
+    # good: n7 alone is never enough, it gets none. one (1 x 8 GPUs) fits n7 from the first
+    # end on (reserve looks from there: it is asked after a refusal now).
+    first, two, one = gpus("t/first", 4), gpus("t/two", 2), gpus("t/one", 1)
+    s = usual(first, two, one, tree=queues(a=2))
+    assert s.reservations.reserve(first) is not None
+    assert s.reservations.reserve(two) is None
+    assert s.reservations.reserve(one) == Reservation("t/one", 3600, ("n7",))
+    assert set(s.reservations.held) == {"t/first", "t/one"}
+
+
+def test_an_elastic_job_reserves_its_gang_only() -> None:
+    # 6 tasks of 8 GPUs, minAvailable 3: the gang of 3 fits at 3600 (n3, n4, n7).
+    elastic = gpus("t/elastic", 6)
+    elastic.min_available = 3
+    s = usual(elastic)
+    assert s.reservations.reserve(elastic) == Reservation("t/elastic", 3600, ("n3", "n4", "n7"))
+
+
+def test_gpu_models_are_respected() -> None:
+    # n1 (model a) frees up at 1000, n2 (model b) at 2000: a task asking for model b waits
+    # for n2.
+    nodes = [
+        Node("n1", 1, 8_000, 64_000, gpu_model="a"),
+        Node("n2", 1, 8_000, 64_000, gpu_model="b"),
+    ]
+    on_a, on_b = gpus("t/on-a", 1, 1, limit=1000), gpus("t/on-b", 1, 1, limit=2000)
+    wants_b = job(
+        "t/wants-b", [PodRequest("wb", 1000, 1024, gpu_count=1, gpu_milli=1000, gpu_models=("b",))]
+    )
+    s = session(nodes, [(on_a, ["n1"], 0), (on_b, ["n2"], 0)], [wants_b], now=0)
+    assert s.reservations.reserve(wants_b) == Reservation("t/wants-b", 2000, ("n2",))
+
+
 # --- allowed_nodes: who may start now, where ---------------------------------------------
 
 
@@ -361,6 +405,20 @@ def test_a_reserved_job_that_starts_releases_its_nodes() -> None:
     statement.commit()
     assert s.reservations.allowed_nodes(later) is None
     assert s.reservations.held == {}
+
+
+def test_a_job_ending_between_two_reservations_may_use_the_later_ones_nodes() -> None:
+    # first: n3..n6 from 5400 (1000 s); queue b's later: n3, n4 from 6400. A job ending at
+    # 6000 would delay first (5400 < 6000) but not later (6000 <= 6400).
+    first = gpus("t/first", 4, limit=1000)
+    later = gpus("t/later", 2, queue="t/b", limit=3600)
+    s = usual(first, later)
+    s.reservations.reserve(first)
+    s.reservations.reserve(later)
+    assert s.reservations.allowed_nodes(gpus("t/x", 1, 1, limit=5400)) == frozenset(
+        {"n1", "n2", "n7"}
+    )
+    assert s.reservations.allowed_nodes(gpus("t/y", 1, 1, limit=4800)) is None
 
 
 # --- the backfill action -----------------------------------------------------------------
