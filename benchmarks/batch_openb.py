@@ -182,7 +182,11 @@ def scenario(w: Workload, profile: str) -> dict[str, Any]:
     for pod in w.pods:
         tenant = f"t{w.tenants[pod.name]}"
         _, priority, preemptible = QOS[pod.qos]
-        resources: dict[str, Any] = {"cpu": f"{pod.cpu_milli}m", "memory": f"{pod.memory_mib}Mi"}
+        # A few pods ask for no memory, which a Job may not say: 1 MiB is the nearest it may.
+        resources: dict[str, Any] = {
+            "cpu": f"{max(pod.cpu_milli, 1)}m",
+            "memory": f"{max(pod.memory_mib, 1)}Mi",
+        }
         if pod.gpu_count:
             resources["gpu"] = pod.gpu_count if pod.gpu_count > 1 else pod.gpu_milli / 1000
         objects.append(
