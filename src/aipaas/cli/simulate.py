@@ -3,9 +3,11 @@
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import json
 import statistics
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
@@ -242,11 +244,27 @@ def _emit(
         out.print(table)
 
 
+@contextlib.contextmanager
+def _no_cycle_collector() -> Iterator[None]:
+    """A large scenario allocates millions of short-lived objects and holds few reference
+    cycles: the cycle collector walking the whole heap over and over costs more than a third
+    of a 15,000-job run. Reference counting still frees what is dropped."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
 @simulate_app.command("cycle")
 def cycle(file: ScenarioFile, output: OutputFormat = "json") -> None:
     """One scheduling cycle (every action of the profile, once) on the scenario's state."""
-    scenario = _scenario(file, output, honour_arrivals=False)
-    _emit(run_cycle(scenario), output, cycle_tables)
+    with _no_cycle_collector():
+        scenario = _scenario(file, output, honour_arrivals=False)
+        result = run_cycle(scenario)
+    _emit(result, output, cycle_tables)
 
 
 @simulate_app.command("run")
@@ -259,5 +277,7 @@ def run(
 ) -> None:
     """Cycles on a virtual clock with arrivals and durations, until every job has finished
     (or until the time given); what happened to each job."""
-    scenario = _scenario(file, output, honour_arrivals=True)
-    _emit(run_scenario(scenario, until), output, run_tables)
+    with _no_cycle_collector():
+        scenario = _scenario(file, output, honour_arrivals=True)
+        result = run_scenario(scenario, until)
+    _emit(result, output, run_tables)

@@ -20,7 +20,7 @@ from typing import Any
 
 from aipaas.api.job import Job as ApiJob
 from aipaas.api.meta import Object
-from aipaas.api.priority import BUILT_IN, DEFAULT_CLASS, PriorityClass
+from aipaas.api.priority import DEFAULT_CLASS, PriorityClass, resolve_priority
 from aipaas.api.queue import Queue
 from aipaas.api.registry import parse_object
 from aipaas.api.resources import cpu_milli, memory_mib
@@ -71,6 +71,7 @@ def build_scenario(
     tenants = [o for _, o in objects if isinstance(o, Tenant)]
     queues = [o for _, o in objects if isinstance(o, Queue)]
     classes = {o.name: o for _, o in objects if isinstance(o, PriorityClass)}
+    tenants_by_name = {t.name: t for t in tenants}
     api_jobs = [(i, o) for i, o in objects if isinstance(o, ApiJob)]
     _check_tree(objects)
     tree = queue_tree(tenants, queues)
@@ -99,7 +100,7 @@ def build_scenario(
         if queue not in leaves:
             raise _error(f"{where}.spec.queue", f"queue {queue} has sub-queues: jobs go in leaves")
         _check_claims(api_job, where)
-        resolved = _resolve_priority(api_job, classes, where)
+        resolved = _resolve_priority(api_job, classes, tenants_by_name, where)
         job = batch_job(resolved, key_order=order[key], submitted=submitted[key])
         jobs[key] = job
         if api_job.spec.depends_on:
@@ -255,28 +256,21 @@ def _check_claims(job: ApiJob, where: str) -> None:
             )
 
 
-def _resolve_priority(job: ApiJob, classes: dict[str, PriorityClass], where: str) -> ApiJob:
-    """As the server resolves it for a platform admin (server/submission.py): a number of
-    its own is kept; a class gives its value; ``preemptible`` unset takes the class's."""
-    spec = job.spec
-    given = "priority" in spec.model_fields_set
-    named = spec.priority_class_name or (None if given else DEFAULT_CLASS)
-    found = (classes.get(named) or BUILT_IN.get(named)) if named else None
-    if named and found is None:
-        raise _error(f"{where}.spec.priorityClassName", f"priority class {named} does not exist")
-    value = spec.priority
-    if found is not None and (not given or value == _builtin_value(spec.priority_class_name)):
-        value = found.spec.value
-    preemptible = spec.preemptible
-    if preemptible is None:
-        preemptible = found.spec.preemptible if found is not None else True
+def _resolve_priority(
+    job: ApiJob, classes: dict[str, PriorityClass], tenants: dict[str, Tenant], where: str
+) -> ApiJob:
+    """As the server resolves it for a platform admin (api/priority.py): a number of its own is
+    kept; a class gives its value; ``preemptible`` unset takes the class's; a job naming no
+    class has its tenant's default class."""
+    tenant = tenants.get(job.tenant)
+    default = tenant.spec.default_priority_class if tenant is not None else DEFAULT_CLASS
+    try:
+        value, preemptible = resolve_priority(job.spec, classes, default)
+    except InvalidObject as err:
+        fields = [FieldError(f"{where}.{f.path}", f.reason) for f in err.fields]
+        raise InvalidObject(fields) from err
     update = {"priority": value, "preemptible": preemptible}
-    return job.model_copy(update={"spec": spec.model_copy(update=update)})
-
-
-def _builtin_value(name: str | None) -> int | None:
-    found = BUILT_IN.get(name or "")
-    return None if found is None else found.spec.value
+    return job.model_copy(update={"spec": job.spec.model_copy(update=update)})
 
 
 def _profile(name: str, base: Path | None) -> SchedulerProfile:
