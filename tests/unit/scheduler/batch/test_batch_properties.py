@@ -45,7 +45,7 @@ PROFILE = load_profile("default")
 GPU = 1000
 NODE_GPUS = 8
 NOW = 1000.0
-SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
 
 
 @dataclass
@@ -177,7 +177,7 @@ def worlds(draw: st.DrawFn, reclaimable: bool = False) -> World:
                     tenant,
                     tenant,
                     _gpus(mine),
-                    _quota(mine + draw(st.integers(0, 8))),
+                    _quota(mine + draw(st.integers(0, 16))),
                     created=created,
                 )
                 created += 1
@@ -188,7 +188,7 @@ def worlds(draw: st.DrawFn, reclaimable: bool = False) -> World:
                 parent,
                 tenant,
                 _gpus(guarantee),
-                _quota(guarantee + draw(st.integers(0, 8))),
+                _quota(guarantee + draw(st.integers(0, 16))),
                 weight=draw(st.sampled_from([1.0, 2.0])),
                 created=created,
                 min_runtime=0.0 if reclaimable else draw(st.sampled_from([0.0, 100.0, 2000.0])),
@@ -197,7 +197,7 @@ def worlds(draw: st.DrawFn, reclaimable: bool = False) -> World:
             leaves.append(key)
     world = World(nodes, queues, [])
     engine = SnapshotCluster(nodes, PROFILE)
-    for order in range(draw(st.integers(1, 12))):
+    for order in range(draw(st.integers(1, 16))):
         leaf = draw(st.sampled_from(leaves))
         tenant = queues[leaf].tenant
         tasks = 1 if reclaimable else draw(st.integers(1, 3))
