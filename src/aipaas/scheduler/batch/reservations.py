@@ -132,7 +132,7 @@ class Reservations:
         """When ``job`` would end if it started now (inf without a time limit); a running
         (elastic) job's extras end with its run."""
         if job.is_running:
-            end = run_end(job)
+            end = self._run_end(job)
             return math.inf if end is None else end
         if job.time_limit is None:
             return math.inf
@@ -237,6 +237,14 @@ class Reservations:
 
     # --- the time walk ------------------------------------------------------------------
 
+    def _run_end(self, job: Job) -> float | None:
+        """``run_end``, but a run that began in this cycle ends its time limit from now (an
+        ``ends_at`` left from an earlier run would be stale)."""
+        now = self.session.now
+        if job.started == now and job.time_limit is not None:
+            return now + job.time_limit
+        return run_end(job)
+
     def _state(self) -> tuple[int, int]:
         decisions = self.session.decisions
         return (len(decisions.started), len(decisions.evicted))
@@ -261,7 +269,7 @@ class Reservations:
         by_time: dict[float, Ending] = {}
         lineages: dict[str, list[str]] = {}
         for job in self._running_jobs():
-            end = run_end(job)
+            end = self._run_end(job)
             if end is not None:
                 at = max(end, now)  # overdue: it is stopped at once
                 lineage = lineages.get(job.queue)

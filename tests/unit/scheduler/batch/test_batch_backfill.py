@@ -359,6 +359,22 @@ def test_gpu_models_are_respected() -> None:
     assert s.reservations.reserve(wants_b) == Reservation("t/wants-b", 2000, ("n2",))
 
 
+def test_a_run_started_this_cycle_ends_its_limit_from_now_whatever_ends_at_says() -> None:
+    # starter (8 GPUs, limit 1000) starts now on n7 with an ends_at left from an earlier run
+    # (100, which would read as overdue: free at once). Its run ends at 600 + 1000 = 1600: a
+    # one-task 8-GPU job is reserved n7 then, before n3 and n4 free up at 3600.
+    starter = gpus("t/starter", 1, limit=1000)
+    starter.ends_at = 100
+    one = gpus("t/one", 1)
+    s = usual(starter, one)
+    placed = s.engine.place([starter.tasks[0].request], nodes=["n7"])
+    assert isinstance(placed, list)
+    statement = s.statement()
+    statement.allocate(starter, starter.tasks[0], placed[0])
+    statement.commit()
+    assert s.reservations.reserve(one) == Reservation("t/one", 1600, ("n7",))
+
+
 # --- allowed_nodes: who may start now, where ---------------------------------------------
 
 
