@@ -77,6 +77,7 @@ class Session:
         self.borrowed: set[str] = set()
         #: per-cycle memos of the actions, by a name the action chooses
         self.scratch: dict[str, Any] = {}
+        self._gangs: tuple[int, dict[str, tuple[list[Task], Resources]]] | None = None
 
     # --- the tree -------------------------------------------------------------------
 
@@ -138,6 +139,21 @@ class Session:
                     )
                     return fair_share_message(key, share, held, counted)
         return None
+
+    def pending_gangs(self) -> dict[str, tuple[list[Task], Resources]]:
+        """Per job with a gang to start: its ``gang_tasks`` and what they ask for together;
+        worked out once and kept until a start or an eviction (long backlogs are walked by
+        several actions)."""
+        version = len(self.account_log)
+        cached = self._gangs
+        if cached is None or cached[0] != version:
+            gangs = {}
+            for job in self.jobs.values():
+                tasks = gang_tasks(job)
+                if tasks:
+                    gangs[job.key] = (tasks, resources_of(tasks))
+            cached = self._gangs = (version, gangs)
+        return cached[1]
 
     def considered(self, job: Job) -> bool:
         """The enqueue action let the job in (or none ran)."""
@@ -224,14 +240,20 @@ def gang_tasks(job: Job) -> list[Task]:
 
 
 def resources_of(tasks: Sequence[Task]) -> Resources:
-    """What ``tasks`` ask for together (summed in plain ints: backlogs are long)."""
-    if len(tasks) == 1:
-        return tasks[0].resources
+    """What ``tasks`` ask for together (``Task.resources`` summed in plain ints, read from the
+    request directly: backlogs are long and a Resources per task is the cost)."""
     gpu = cpu = memory = gpu_memory = 0
     for task in tasks:
-        r = task.resources
-        gpu += r.gpu_milli
-        cpu += r.cpu_milli
-        memory += r.memory_mib
-        gpu_memory += r.gpu_memory_mib
+        counted = task.counted
+        if counted is not None:
+            gpu += counted.gpu_milli
+            cpu += counted.cpu_milli
+            memory += counted.memory_mib
+            gpu_memory += counted.gpu_memory_mib
+        else:
+            request = task.request
+            gpu += request.gpu_count * request.gpu_milli
+            cpu += request.cpu_milli
+            memory += request.memory_mib
+            gpu_memory += task.gpu_memory_mib
     return Resources(gpu, cpu, memory, gpu_memory)

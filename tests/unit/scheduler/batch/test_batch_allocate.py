@@ -463,3 +463,18 @@ def test_no_room_is_remembered_only_until_something_is_given_back() -> None:
     assert not placer.known_no_room(g2, g2.tasks)
     placed = placer.gang(g2, g2.tasks)
     assert isinstance(placed, list) and len(placed) == 2
+
+
+def test_resources_of_sums_what_each_task_counts() -> None:
+    """The fast sum reads requests directly: it must equal the tasks' own ``resources``,
+    including a task whose ``counted`` amount overrides its request (DRA claims)."""
+    from aipaas.scheduler.batch.session import resources_of
+
+    j = job("t/j", "t/a", tasks=3, gpu=2, cpu=4)
+    j.tasks[1].gpu_memory_mib = 512
+    j.tasks[2].counted = Resources(3000, 1000, 10, 7)
+    expected = Resources()
+    for task in j.tasks:
+        expected = expected + task.resources
+    assert resources_of(j.tasks) == expected == Resources(7000, 9000, 2058, 519)
+    assert resources_of([]) == Resources()

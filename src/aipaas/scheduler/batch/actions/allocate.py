@@ -20,7 +20,7 @@ from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING
 
 from aipaas.scheduler.batch.explain import unschedulable_message
-from aipaas.scheduler.batch.model import Job, Resources, Task
+from aipaas.scheduler.batch.model import UNBOUNDED, Job, Resources, Task
 from aipaas.scheduler.batch.ordering import ordered
 from aipaas.scheduler.batch.session import gang_tasks, resources_of
 from aipaas.scheduler.batch.topology import DomainView, Refusal, job_domain, place_in_domain
@@ -157,6 +157,7 @@ def start_gang(
     borrowing: bool = False,
     limits: Limits | None = None,
     tasks: list[Task] | None = None,
+    want: Resources | None = None,
 ) -> str:
     """Try to start the job's gang (``tasks``: its ``gang_tasks``, when known); say why not
     (``session.wait``) when it cannot. Returns STARTED, QUOTA, FAIR_SHARE or NO_ROOM.
@@ -168,7 +169,8 @@ def start_gang(
         limits = Limits(session)
     if borrowing and placer.known_no_room(job, tasks):
         return NO_ROOM
-    want = resources_of(tasks)
+    if want is None:
+        want = resources_of(tasks)
     problem = limits.problem(job, want, fair_share=fair_share)
     if problem is not None:
         session.wait(job, *problem)
@@ -218,12 +220,9 @@ def allocate(session: Session) -> None:
     limits = Limits(session)
     fair_share = session.options.fairShare != "fifo"
     strict = session.options.strictOrder
-    gangs: dict[str, list[Task]] = {}
-    for job in session.jobs.values():
-        if session.considered(job):
-            tasks = gang_tasks(job)
-            if tasks:
-                gangs[job.key] = tasks
+    gangs = {
+        k: g for k, g in session.pending_gangs().items() if session.considered(session.jobs[k])
+    }
     pending = [session.jobs[key] for key in gangs]
     deferred: list[Job] = []
     blocker: Job | None = None
@@ -232,7 +231,13 @@ def allocate(session: Session) -> None:
             _behind(session, job, blocker)
             continue
         outcome = start_gang(
-            session, placer, job, fair_share=fair_share, limits=limits, tasks=gangs[job.key]
+            session,
+            placer,
+            job,
+            fair_share=fair_share,
+            limits=limits,
+            tasks=gangs[job.key][0],
+            want=gangs[job.key][1],
         )
         if outcome == FAIR_SHARE:
             deferred.append(job)
@@ -246,15 +251,43 @@ def allocate(session: Session) -> None:
         ]
         for job in ordered(session, growing):
             start_extras(session, placer, limits, job, fair_share=fair_share)
+    # Borrowing uses only what is idle: a gang larger than all of it together is not tried
+    # (it keeps its fair-share reason); a cheap test that spares long backlogs on a full cluster.
+    idle = _idle(session) if deferred else Resources()
+    if not strict:  # in strict order the first that cannot start must stop the pass
+        deferred = [j for j in deferred if gangs[j.key][1].fits_within(idle)]
     for job in ordered(session, deferred):
-        tasks = gangs[job.key]
+        tasks, want = gangs[job.key]
+        if not want.fits_within(idle):
+            if strict:
+                break
+            continue
         outcome = start_gang(
-            session, placer, job, fair_share=False, borrowing=True, limits=limits, tasks=tasks
+            session,
+            placer,
+            job,
+            fair_share=False,
+            borrowing=True,
+            limits=limits,
+            tasks=tasks,
+            want=want,
         )
         if outcome == STARTED:
             session.borrowed.add(job.key)
+            idle = idle - want
         elif strict:
             break
+
+
+def _idle(session: Session) -> Resources:
+    """Free capacity over all nodes (GPU memory unbounded: engines do not measure it)."""
+    gpu = cpu = memory = 0
+    for node in session.engine.nodes:
+        free = session.engine.free(node.name)
+        gpu += free.gpu_milli
+        cpu += free.cpu_milli
+        memory += free.memory_mib
+    return Resources(gpu, cpu, memory, UNBOUNDED)
 
 
 def _behind(session: Session, job: Job, blocker: Job) -> None:

@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING
 
 from aipaas.scheduler.batch.explain import capacity_message, describe, over_quota_message
 from aipaas.scheduler.batch.model import UNBOUNDED, Job, Node, Resources, Task
-from aipaas.scheduler.batch.session import gang_tasks, resources_of
 from aipaas.scheduler.batch.topology import ever_fits, level_name
 from aipaas.scheduler.framework.types import PodRequest
 
@@ -27,12 +26,14 @@ def enqueue(session: Session) -> None:
     room = Resources(capacity.gpu_milli, capacity.cpu_milli, capacity.memory_mib, UNBOUNDED)
     # Backlogs repeat themselves: the verdict is the same for the same queue, gang and level.
     verdicts: dict[tuple[object, ...], tuple[str, str] | None] = {}
+    gangs = session.pending_gangs()
     for job in session.jobs.values():
-        tasks = gang_tasks(job)
-        if not tasks:
+        entry = gangs.get(job.key)
+        if entry is None:
             if job.pending_tasks:
                 admitted.add(job.key)  # a running job: its elastic extras may start
             continue
+        tasks, gang = entry
         key = (
             job.queue,
             job.topology_required,
@@ -41,7 +42,6 @@ def enqueue(session: Session) -> None:
         if key in verdicts and not any(t.request.claims for t in tasks):
             problem = verdicts[key]
         else:
-            gang = resources_of(tasks)
             problem = _never_fits(session, job, tasks, gang, nodes)
             if problem is None and not gang.fits_within(room):
                 problem = ("Unschedulable", capacity_message(gang, capacity))
