@@ -70,7 +70,7 @@ class ScenarioNode(Model):
     case need not name them (tasks ask for 1 CPU and 256Mi unless they say otherwise)."""
 
     name: Name
-    gpu: int = Field(default=0, ge=0, le=1024, strict=True)
+    gpu: int = Field(default=0, ge=0, le=1024)  # 8.0 reads as 8; 1.5 is refused
     cpu: QuantityStr = "256"
     memory: QuantityStr = "2Ti"
     gpu_model: str = Field(default="", max_length=64)

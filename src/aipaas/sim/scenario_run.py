@@ -155,6 +155,10 @@ class ScenarioRun:
             self.succeeded.add(key)
             if self.blocked:
                 self._release_dependents()
+        else:
+            for waiting, needs in self.blocked.items():
+                if key in needs:  # it waits for good: its dependency will never succeed
+                    self.records[waiting].reason = f"dependency {key} ended Failed"
 
     def _release_dependents(self) -> None:
         for key, needs in list(self.blocked.items()):
@@ -222,7 +226,9 @@ class ScenarioRun:
             job = self.active[eviction.job]
             touched[eviction.job] = job
             self._account(job, _task(job, eviction.task).resources, -1)
-            self.records[eviction.job].tasks_evicted += 1
+            record = self.records[eviction.job]
+            record.tasks_evicted += 1
+            record.reason = f"{eviction.reason} by {eviction.by}: {eviction.message}"
         for key, job in touched.items():
             record = self.records[key]
             if job.is_running and job.started != record.run_start:
