@@ -132,12 +132,15 @@ class JobOrder:
         self._log_seen = len(log)
         done: set[str] = set()
         for leaf in leaves:
-            node: str | None = leaf
-            while node is not None and node != _TOP and node not in done:
+            # The whole lineage, not only the order's own nodes: an eviction in a queue with
+            # no job in this order still changes what its ancestors (in the order) hold.
+            chain = [leaf] if self.mode == "proportion" else self.session.lineage(leaf)
+            for node in chain:
+                if node in done:
+                    break  # its ancestors were walked with it
                 done.add(node)
                 if node in self._parent and self._pending.get(node, 0) > 0:
                     self._push(node)
-                node = self._parent.get(node)
 
     # --- iteration ------------------------------------------------------------------
 

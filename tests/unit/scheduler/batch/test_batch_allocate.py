@@ -478,3 +478,24 @@ def test_resources_of_sums_what_each_task_counts() -> None:
         expected = expected + task.resources
     assert resources_of(j.tasks) == expected == Resources(7000, 9000, 2058, 519)
     assert resources_of([]) == Resources()
+
+
+def test_the_order_sees_holdings_fall_in_a_queue_it_does_not_order() -> None:
+    """t1/b runs 6 GPUs (tenant t1: 6 of 8, 0.75); t2/c runs 4 of 8 (0.5). Ordering a's and c's
+    pending jobs: c1 first. Then b's job is evicted (t1 holds 0): t1's a1 comes next, although
+    t1/b has no job in this order."""
+    queues = tree(queue("t1"), queue("t1/a"), queue("t1/b"), queue("t2"), queue("t2/c"))
+    shares = {"t1": share(8), "t1/a": share(4), "t1/b": share(4), "t2": share(8)}
+    shares["t2/c"] = share(8)
+    b = job("t1/b", "t1/b", tasks=6)
+    c = job("t2/c", "t2/c", tasks=4)
+    a1, a2 = job("t1/a1", "t1/a"), job("t1/a2", "t1/a")
+    c1, c2 = job("t2/c1", "t2/c"), job("t2/c2", "t2/c")
+    running = {"t1/b": ["n1"] * 6, "t2/c": ["n2"] * 4}
+    s = session(
+        [node("n1"), node("n2")], queues, [b, c, a1, a2, c1, c2], running, fair_share=shares
+    )
+    order = ordered(s, [a1, a2, c1, c2])
+    assert order.pop() is c1
+    s.account(b, b.allocated(), sign=-1)
+    assert order.pop() is a1
