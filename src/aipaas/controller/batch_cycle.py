@@ -55,6 +55,8 @@ log = logging.getLogger("aipaas.controller")
 
 #: a session runs at least this often even when nothing it reads changed (time matters)
 RECHECK_SECONDS = 5.0
+#: what an eviction's reason can be (model.Eviction)
+EVICTION_REASONS = ("Preempted", "Reclaimed", "ElasticShrink")
 
 
 @dataclass
@@ -64,8 +66,6 @@ class BatchState:
     options: BatchOptions | None = None
     fingerprint: int | None = None
     ran_at: float = float("-inf")
-    #: preemptor job key -> (job uid, task) of its victims not yet confirmed stopped
-    preempting: dict[str, set[tuple[str, str]]] = field(default_factory=dict)
     #: the last session's snapshot (pseudo jobs left out) and decisions, for queue status
     report: tuple[Snapshot, Decisions, list[Object]] | None = None
     sessions: int = 0
@@ -93,7 +93,7 @@ def schedule(
 
     state: BatchState = ctl.batch
     now = ctl.clock.now()
-    waiting = _waiting_for_victims(state, work)
+    waiting = _waiting_for_victims(work)
     for item in eligible:
         count = waiting.get(job_key(item.job))
         if count:
@@ -113,7 +113,7 @@ def schedule(
     engine = PlacerEngine(placer, built.on_request)
     built.snapshot.nodes = list(engine.nodes)
     decisions = run_session(built.snapshot, engine, options_of(ctl))
-    victims = _evict(ctl, state, built, decisions.evicted, held)
+    victims = _evict(ctl, built, decisions.evicted, held)
     accepted = _check_starts(ctl, built, decisions.started, placer, engine, victims, quotas)
     for placement in victims:
         engine.hold(placement)  # they keep their resources until their stops are confirmed
@@ -129,19 +129,31 @@ def schedule(
     state.report = (shown, decisions, objects)
 
 
-def _waiting_for_victims(state: BatchState, work: Sequence[JobWork]) -> dict[str, int]:
-    """Preemptors whose victims are still stopping, with how many; the others are forgotten."""
-    stopping = {
-        (item.job.metadata.uid or "", r.name) for item in work for r in item.records if r.stopping
-    }
-    out: dict[str, int] = {}
-    for key, victims in list(state.preempting.items()):
-        victims &= stopping
-        if victims:
-            out[key] = len(victims)
-        else:
-            del state.preempting[key]
+def _waiting_for_victims(work: Sequence[JobWork]) -> dict[str, int]:
+    """Preemptors whose victims are still stopping, with how many. Read from the victims'
+    records (their message names the preemptor, ``evict``): it survives a restart of the
+    controller, which must not evict more for a preemptor whose victims are stopping."""
+    out: dict[str, int] = defaultdict(int)
+    for item in work:
+        for record in item.records:
+            if (
+                record.stopping
+                and record.phase == TaskPhase.PENDING.value
+                and record.restart_after is None
+            ):
+                by = evicted_by(record.message)
+                if by is not None:
+                    out[by] += 1
     return out
+
+
+def evicted_by(message: str) -> str | None:
+    """The preemptor an evicted task's message names ("<Reason> by <tenant/job>: ...")."""
+    head, sep, _ = message.partition(": ")
+    reason, by_word, who = head.partition(" by ")
+    if not sep or not by_word or reason not in EVICTION_REASONS or " " in who:
+        return None
+    return who
 
 
 def _fingerprint(
@@ -186,7 +198,6 @@ def _record(item: JobWork, name: str) -> TaskRecord | None:
 
 def _evict(
     ctl: Controller,
-    state: BatchState,
     built: Built,
     evictions: Sequence[Eviction],
     held: dict[tuple[str, str], Placement],
@@ -205,7 +216,6 @@ def _evict(
         stopped = evict(ctl, item, record, eviction)
         if stopped.stopping and placement is not None:
             victims.append(placement)
-            state.preempting.setdefault(eviction.by, set()).add((uid, record.name))
         by_job[eviction.job].append(eviction)
     for key, group in by_job.items():
         item = built.items[key]

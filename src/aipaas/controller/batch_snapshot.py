@@ -28,6 +28,7 @@ from aipaas.api.job import TaskPhase, topology_label
 from aipaas.controller.claims import ClaimBook
 from aipaas.controller.placement import Pod, pod_request
 from aipaas.controller.work import ACTIVE, JobWork
+from aipaas.metering.usage import aware
 from aipaas.scheduler.batch.from_api import gpu_memory_mib
 from aipaas.scheduler.batch.model import Job, Node, QueueNode, Resources, Snapshot, Task
 from aipaas.scheduler.framework.types import Placement
@@ -59,7 +60,8 @@ def job_key(job: ApiJob) -> str:
 
 
 def epoch(moment: datetime | None, default: float) -> float:
-    return moment.timestamp() if moment is not None else default
+    """Epoch seconds of a stored time (SQLite gives naive datetimes back: they are UTC)."""
+    return aware(moment).timestamp() if moment is not None else default
 
 
 def build(
@@ -147,7 +149,7 @@ def _placeable(record: TaskRecord, now: float) -> bool:
     return (
         record.phase == TaskPhase.PENDING.value
         and not record.stopping
-        and (record.restart_after is None or record.restart_after.timestamp() <= now)
+        and (record.restart_after is None or epoch(record.restart_after, now) <= now)
     )
 
 

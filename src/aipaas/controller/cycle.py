@@ -61,6 +61,7 @@ from aipaas.controller.task_devices import claim_devices
 from aipaas.controller.work import ACTIVE, JobWork
 from aipaas.controller.write_back import OnWritten, publish_metrics, write_back
 from aipaas.metering.metrics import Metrics
+from aipaas.metering.usage import aware
 from aipaas.store import Store, TaskRecord, TaskRepository
 from aipaas.store.lease import Lease, LeaseLost
 
@@ -408,7 +409,7 @@ class Controller:
         starts = [r.started_at for r in item.records if r.phase in counted and r.started_at]
         if not starts:
             return False
-        ran = (now - min(starts)).total_seconds()
+        ran = (now - min(aware(s) for s in starts)).total_seconds()
         if ran < limit:
             return False
         self.finish(item, JobPhase.FAILED, "TimeLimit", f"reached its time limit of {limit}s")
