@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING
 from aipaas.scheduler.batch.model import Eviction, Job, Resources, Task
 from aipaas.scheduler.batch.session import gang_tasks
 from aipaas.scheduler.batch.statement import touched_jobs
+from aipaas.scheduler.batch.victim_search import Search
 from aipaas.scheduler.batch.victims import (
-    Search,
     Unit,
     domains_for,
     eligible,
