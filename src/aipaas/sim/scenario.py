@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any, Final, Literal
+from typing import Annotated, Any, Final, Literal
 
-from pydantic import Field, ValidationError, field_validator
+from pydantic import BeforeValidator, Field, ValidationError, field_validator
 
 from aipaas.api.errors import invalid
 from aipaas.api.meta import Model, Name, _check_labels
@@ -59,6 +59,15 @@ def seconds(value: Any) -> float:
     return number
 
 
+def _time_text(value: Any) -> Any:
+    """A time may be written as a duration (``at: 1h``); numbers go on to the field's checks."""
+    return seconds(value) if isinstance(value, str) else value
+
+
+#: a virtual time in seconds, or a duration text from 0
+Seconds = Annotated[float, BeforeValidator(_time_text)]
+
+
 def _quantity_at_least(value: str, low: float, what: str) -> str:
     if parse_quantity(value) < low:
         raise ValueError(f"{what} must be at least {low:g}, got {value}")
@@ -93,13 +102,13 @@ class Running(Model):
     """What runs at ``now``: the job's tasks on their nodes, since a virtual time."""
 
     job: str = Field(min_length=3, max_length=128)
-    since: float = Field(default=0.0, allow_inf_nan=False)
+    since: Seconds = Field(default=0.0, allow_inf_nan=False)
     nodes: dict[str, str] = Field(min_length=1)
 
 
 class Arrival(Model):
     job: str = Field(min_length=3, max_length=128)
-    at: float = Field(ge=0, allow_inf_nan=False)
+    at: Seconds = Field(ge=0, allow_inf_nan=False)
 
 
 class Duration(Model):
@@ -113,7 +122,7 @@ class Duration(Model):
 
 
 class ScenarioSpec(Model):
-    now: float = Field(default=0.0, ge=0, allow_inf_nan=False)
+    now: Seconds = Field(default=0.0, ge=0, allow_inf_nan=False)
     profile: str = Field(default="default", min_length=1, max_length=4096)
     nodes: list[ScenarioNode] = Field(min_length=1, max_length=MAX_NODES)
     objects: list[dict[str, Any]] = Field(default_factory=list, max_length=MAX_OBJECTS)

@@ -27,6 +27,7 @@ from aipaas.scheduler.batch.model import (
     Eviction,
     Job,
     QueueReport,
+    Reservation,
     Resources,
     Snapshot,
 )
@@ -147,14 +148,17 @@ def cycle_output(
                 entry["reason_code"] = first.reason
         reservation = decisions.reservations.get(key)
         if reservation is not None:
-            entry["reservation"] = {"start": reservation.start, "nodes": list(reservation.nodes)}
+            entry["reservation"] = _reservation(reservation)
         out_jobs[key] = entry
     return {
         "jobs": out_jobs,
         "evicted": [f"{e.job}/{e.task}" for e in decisions.evicted],
         "started": [f"{s.job}/{s.task}" for s in decisions.started],
-        "reservations": {
-            k: {"start": r.start, "nodes": list(r.nodes)} for k, r in decisions.reservations.items()
-        },
+        "reservations": {k: _reservation(r) for k, r in decisions.reservations.items()},
         "queues": queues_output(decisions.queues),
     }
+
+
+def _reservation(reservation: Reservation) -> dict[str, Any]:
+    start = reservation.start
+    return {"start": int(start) if start == int(start) else start, "nodes": list(reservation.nodes)}
