@@ -94,6 +94,17 @@ def _size_words(gang: Resources) -> tuple[str, int]:
     return f"{amount(gang.cpu_milli, 1000)}-CPU", 1
 
 
+def _article(words: str) -> str:
+    """'an' before a number said with a vowel first (8, 11, 18, 80-89, 800...), else 'a'."""
+    number = words.split("-", 1)[0].split(".", 1)[0]
+    spoken_vowel = (
+        number.startswith("8")
+        or (number in ("11", "18"))
+        or (len(number) in (5, 8) and number[:2] in ("11", "18"))
+    )
+    return "an" if spoken_vowel else "a"
+
+
 def place_in_domain(
     engine: PlacementEngine,
     pods: Sequence[PodRequest],
@@ -134,10 +145,10 @@ def place_in_domain(
         if isinstance(anywhere, Unschedulable):
             return Refusal("Unschedulable", unschedulable_message(anywhere, len(pods)))
         return anywhere
-    message = f"waiting for a {words} gang inside one {level}; the largest free {level} has "
-    message += amount(largest, 1000)
+    waiting = f"waiting for {_article(words)} {words} gang inside one {level}"
+    message = f"{waiting}; the largest free {level} has {amount(largest, 1000)}"
     if not grouped:
-        message = f"waiting for a {words} gang inside one {level}; no node has the label {label}"
+        message = f"{waiting}; no node has the label {label}"
     elif last is not None:
         message += f" and no {level} with that much free fits its tasks ({'; '.join(last.reasons)})"
     return Refusal("Topology", message)

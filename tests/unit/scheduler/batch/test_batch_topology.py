@@ -121,3 +121,15 @@ def test_each_start_changes_which_rack_is_fullest() -> None:
         "Topology",
         "waiting for a 4-GPU gang inside one rack; the largest free rack has 0",
     )
+
+
+def test_an_8_gpu_gang_reads_right() -> None:
+    """Two racks of 4 GPUs (and an 8-GPU rack that is busy): 'an 8-GPU gang'."""
+    nodes = [node("n1", gpu=8, rack="r1"), node("n2", gpu=4, rack="r2")]
+    busy = job("t/busy", "t/a", tasks=1)
+    g = job("t/g", "t/a", tasks=8, required="rack")
+    d = session(nodes, Q, [busy, g], {"t/busy": ["n1"]}, fair_share=SHARES, options=ONLY).run()
+    assert d.reasons["t/g"] == (
+        "Topology",
+        "waiting for an 8-GPU gang inside one rack; the largest free rack has 7",
+    )
