@@ -5,7 +5,8 @@ on random nodes, and pending gangs with or without time limits, in one queue; on
 allocate and backfill. Checked against the cycle's decisions, with the future worked out
 independently of the reservation code (from the placements and the limits alone):
 
-* a job started this cycle on a reserved node ends at or before the reservation's start;
+* a job started this cycle after the reserved one, on a reserved node, ends at or before the
+  reservation's start;
 * at its start, the reservation's nodes hold the reserved gang, once every job ending by then
   (started this cycle or before) has given its room back: backfill delayed nothing;
 * a reserved job could not have started now (it is pending), and no reservation lies in the
@@ -107,9 +108,13 @@ def test_backfill_never_delays_a_reservation(mix: Mix) -> None:
         assert not reserved.is_running
         assert reservation.start > NOW
         reserved_nodes = set(reservation.nodes)
-        # Jobs started this cycle on reserved nodes end by the reservation's start.
+        # Jobs started this cycle after the reserved one (in the cycle's order: here the
+        # submission order) on reserved nodes end by the reservation's start. (Those before it
+        # started before the reservation existed; it counts them as running.)
         for key in started_now:
             job = session.jobs[key]
+            if job.order < reserved.order:
+                continue
             on = {t.placement.node for t in job.running_tasks if t.placement is not None}
             if on & reserved_nodes:
                 assert end_of(job) <= reservation.start, (key, reservation)
