@@ -1,9 +1,16 @@
 """A session: one scheduling cycle over one snapshot, the profile's actions in order.
 
-The session computes the queue tree's fair shares once (``fairshare.fair_shares``), keeps what
-each queue (and every ancestor) holds as actions change it (``account``), and collects the
+The session computes the queue tree's fair shares once (``fairshare.fair_shares``; or takes
+them from the caller), keeps what each queue (and every ancestor) holds as actions change it
+(``account``, which also logs the queue so that orderings re-key it), and collects the
 decisions. Actions are functions ``(Session) -> None`` registered by name in
 ``batch/actions/__init__.py``; they change the snapshot only through a ``Statement``.
+
+What actions share through it: ``quota_problem`` and ``fair_share_problem`` (words, or None),
+``pending_gangs`` (each waiting gang and its size, kept until something changes),
+``enqueued``/``considered`` (what enqueue let in), ``borrowed`` (jobs started above their
+share: reclaim's first prey), ``wait`` (why a job waits), ``reservations`` (backfill) and
+``scratch`` (per-cycle memos).
 """
 
 from __future__ import annotations

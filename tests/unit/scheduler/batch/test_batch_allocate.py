@@ -499,3 +499,10 @@ def test_the_order_sees_holdings_fall_in_a_queue_it_does_not_order() -> None:
     assert order.pop() is c1
     s.account(b, b.allocated(), sign=-1)
     assert order.pop() is a1
+
+
+def test_a_job_in_a_queue_that_does_not_exist_waits_and_says_so() -> None:
+    lost = job("t/lost", "t/nowhere")
+    d = session([node("n1")], AB, [lost], options=ONLY).run()
+    assert d.started == []
+    assert d.reasons["t/lost"] == ("Unschedulable", "its queue t/nowhere does not exist")
