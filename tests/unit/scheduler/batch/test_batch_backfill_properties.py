@@ -1,7 +1,8 @@
 """Properties of backfill with reservations over random clusters and job mixes (hypothesis).
 
-Each example: a few whole-GPU nodes, running jobs (some with a time limit, some without) held
-on random nodes, and pending gangs with or without time limits, in one queue; one cycle of
+Each example: a few GPU nodes, running jobs (some with a time limit, some without; whole GPUs
+or a share of one) held on random nodes, and pending gangs with or without time limits, in
+one queue; one cycle of
 allocate and backfill. Checked against the cycle's decisions, with the future worked out
 independently of the reservation code (from the placements and the limits alone):
 
@@ -33,13 +34,18 @@ from aipaas.scheduler.framework.types import PodRequest
 NOW = 100.0
 SETTINGS = settings(max_examples=80, deadline=None, suppress_health_check=list(HealthCheck))
 LIMITS = st.one_of(st.none(), st.sampled_from([200.0, 600.0, 1800.0, 3600.0, 7200.0]))
+#: GPUs of a task: (count, milli per GPU): whole GPUs, or a share of one
+GPUS = st.one_of(
+    st.tuples(st.integers(1, 8), st.just(1000)),
+    st.tuples(st.just(1), st.sampled_from([250, 500, 750])),
+)
 
 
 @dataclass
 class Mix:
     node_gpus: list[int]
-    running: list[tuple[int, int, float | None]]  # (node index, GPUs, limit)
-    pending: list[tuple[int, int, float | None]]  # (tasks, GPUs per task, limit)
+    running: list[tuple[int, tuple[int, int], float | None]]  # (node index, GPUs, limit)
+    pending: list[tuple[int, tuple[int, int], float | None]]  # (tasks, GPUs per task, limit)
     fair: bool
 
 
@@ -48,13 +54,11 @@ def mixes(draw: st.DrawFn) -> Mix:
     node_gpus = draw(st.lists(st.sampled_from([4, 8]), min_size=2, max_size=5))
     running = draw(
         st.lists(
-            st.tuples(st.integers(0, len(node_gpus) - 1), st.integers(1, 8), LIMITS),
+            st.tuples(st.integers(0, len(node_gpus) - 1), GPUS, LIMITS),
             max_size=8,
         )
     )
-    pending = draw(
-        st.lists(st.tuples(st.integers(1, 3), st.integers(1, 8), LIMITS), min_size=1, max_size=8)
-    )
+    pending = draw(st.lists(st.tuples(st.integers(1, 3), GPUS, LIMITS), min_size=1, max_size=8))
     return Mix(node_gpus, running, pending, draw(st.booleans()))
 
 
@@ -67,16 +71,16 @@ def build(mix: Mix) -> Session:
         "t/a": QueueNode("t/a", "t", "t", created=2),
     }
     jobs: list[Job] = []
-    for i, (node, count, limit) in enumerate(mix.running):
-        pod = PodRequest(f"r{i}", 1000, 1024, gpu_count=count, gpu_milli=1000)
+    for i, (node, (count, milli), limit) in enumerate(mix.running):
+        pod = PodRequest(f"r{i}", 1000, 1024, gpu_count=count, gpu_milli=milli)
         placed = engine.place([pod], nodes=[nodes[node].name])
         if not isinstance(placed, list):
             continue  # the node is full: this one does not run
         task = Task("w-0", pod, placement=placed[0], since=0.0)
         jobs.append(Job(f"t/r{i}", "t", "t/a", [task], time_limit=limit, started=0.0))
-    for i, (tasks, count, limit) in enumerate(mix.pending):
+    for i, (tasks, (count, milli), limit) in enumerate(mix.pending):
         pods = [
-            PodRequest(f"p{i}-{k}", 1000, 1024, gpu_count=count, gpu_milli=1000)
+            PodRequest(f"p{i}-{k}", 1000, 1024, gpu_count=count, gpu_milli=milli)
             for k in range(tasks)
         ]
         job_tasks = [Task(f"w-{k}", pod) for k, pod in enumerate(pods)]
