@@ -164,7 +164,13 @@ def parse_document(text: str) -> dict[str, Any]:
         data = load_json(text)
         documents = [data]
     else:
-        documents = load_documents(text)
+        try:
+            documents = load_documents(text)
+        except PayloadTooLarge as err:
+            raise PayloadTooLarge(
+                f"{err.message}: write a scenario this large as JSON (up to "
+                f"{MAX_SCENARIO_BYTES >> 20} MiB)"
+            ) from err
     if len(documents) != 1:
         raise InvalidObject(
             [FieldError("", f"a scenario is one document, this text has {len(documents)}")]

@@ -256,3 +256,11 @@ def test_json_scenario_file(tmp_path: Path) -> None:
     out = json.loads(result.stdout)
     assert out["end"] == 150
     assert out["jobs"]["t/b1"]["phase"] == "Pending"
+
+
+def test_large_yaml_asks_for_json(tmp_path: Path) -> None:
+    data = base()
+    data["metadata"]["labels"] = "x" * (1 << 20)  # over the 1 MiB of a YAML manifest
+    code, stdout, stderr = invoke(tmp_path, yaml.safe_dump(data))
+    assert (code, stdout) == (2, "")
+    assert "asJSON" in stderr
