@@ -111,6 +111,8 @@ def make_app(settings: Settings) -> FastAPI:
             log_dir=settings.log_dir,
             metrics=metrics,
             on_written=lambda uids: _wake_log_followers(app, uids),
+            pool_profiles=settings.pool_profiles,
+            workload_size=settings.workload_size,
         )
         lease = Lease(store, holder_id(uuid.uuid4().hex[:8]))
         trim = EventTrim(

@@ -17,6 +17,7 @@ import logging
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from aipaas.api.job import Job, JobPhase, TaskPhase
@@ -39,7 +40,13 @@ log = logging.getLogger("aipaas.controller")
 def place(ctl: Controller, work: list[JobWork]) -> Placer:
     """Hold what placed tasks use, then let the batch session admit, place and evict
     (controller/batch_cycle.py); start what it placed."""
-    placer = Placer(ctl.inventory.ready, ctl.policy, ctl.claims.devices(work))
+    placer = Placer(
+        ctl.inventory.ready,
+        ctl.policy,
+        ctl.claims.devices(work),
+        workload=ctl.workload.pods(),
+        pool_policies=ctl.pool_profiles or None,
+    )
     tenant_use: dict[str, Usage] = defaultdict(Usage)
     queue_use: dict[tuple[str, str], Usage] = defaultdict(Usage)
     held: dict[tuple[str, str], Placement] = {}
@@ -178,6 +185,7 @@ def new_records(ctl: Controller, job: Job) -> list[TaskRecord]:
     """One record per replica, ranked in task order; not placed yet."""
     records = []
     rank = 0
+    folder = str(Path(log_path(ctl.log_dir, job, "x")).parent)  # one path per job, not task
     for task in job.spec.tasks:
         for index in range(task.replicas):
             name = f"{task.name}-{index}"
@@ -190,7 +198,7 @@ def new_records(ctl: Controller, job: Job) -> list[TaskRecord]:
                     group_name=task.name,
                     index=index,
                     rank=rank,
-                    log_path=log_path(ctl.log_dir, job, name),
+                    log_path=f"{folder}/{name}.log",
                 )
             )
             rank += 1

@@ -188,7 +188,7 @@ def _fingerprint(
         for o in (*quotas.tenants.values(), *quotas.queues.values())
     )
     nodes = tuple(n.name for n in placer.nodes)
-    chosen = tuple(id(i) for i in eligible)
+    chosen = tuple(i.job.metadata.uid for i in eligible)
     return hash((jobs, objects, nodes, chosen, tuple(sorted(waiting.items()))))
 
 

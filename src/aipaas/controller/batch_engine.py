@@ -46,17 +46,24 @@ class PlacerEngine:
     ) -> list[Placement] | Unschedulable:
         if not pods:
             return []
-        pool = self.placer.pool_for(all(p.name in self.on_request for p in pods))
-        if not pool.nodes:
-            return Unschedulable(pods[0].name, (NO_NODE,))
-        mask = None
-        if nodes is not None:
-            mask = np.zeros(len(pool.state), dtype=np.bool_)
-            for name in nodes:
-                index = pool.state.index_of.get(name)
-                if index is not None:
-                    mask[index] = True
-        return pool.scheduler.schedule_gang(pods, mask)
+        refused = Unschedulable(pods[0].name, (NO_NODE,))
+        for pool in self.placer.pools_for(all(p.name in self.on_request for p in pods)):
+            if not pool.nodes:
+                continue
+            mask = None
+            if nodes is not None:
+                mask = np.zeros(len(pool.state), dtype=np.bool_)
+                for name in nodes:
+                    index = pool.state.index_of.get(name)
+                    if index is not None:
+                        mask[index] = True
+                if not mask.any():
+                    continue
+            result = pool.scheduler.schedule_gang(pods, mask)
+            if not isinstance(result, Unschedulable):
+                return result
+            refused = result
+        return refused
 
     def release(self, placement: Placement) -> None:
         pool = self.placer.pool_of(placement.node)

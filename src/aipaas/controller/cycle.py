@@ -39,7 +39,7 @@ cli/control_runtime.py.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -59,6 +59,7 @@ from aipaas.controller.placement import SliceIndex
 from aipaas.controller.queue_status import write_queue_statuses
 from aipaas.controller.task_devices import claim_devices
 from aipaas.controller.work import ACTIVE, JobWork
+from aipaas.controller.workload import DEFAULT_SIZE, Workload
 from aipaas.controller.write_back import OnWritten, publish_metrics, write_back
 from aipaas.metering.metrics import Metrics
 from aipaas.metering.usage import aware
@@ -88,6 +89,8 @@ class Controller:
         inventory_seconds: float = 10.0,
         lease: Lease | None = None,
         on_written: OnWritten | None = None,
+        pool_profiles: Mapping[str, str] | None = None,
+        workload_size: int = DEFAULT_SIZE,
     ) -> None:
         self.store = store
         self.tasks = TaskRepository(store)
@@ -96,6 +99,10 @@ class Controller:
         self.metrics = metrics or Metrics()
         self.clock = clock or SystemClock()
         self.policy = policy
+        #: node pool -> the profile it places with (``aipaas.dev/pool`` label); others: policy
+        self.pool_profiles = dict(pool_profiles or {})
+        #: the task shapes of recent submissions: what FGD-class placement expects
+        self.workload = Workload(workload_size)
         self.backoff_seconds = backoff_seconds
         self.backoff_max_seconds = backoff_max_seconds
         self.stop_grace_seconds = stop_grace_seconds
@@ -163,6 +170,7 @@ class Controller:
             for j in self.store.list_objects("Job", None, exclude_phases=FINISHED)
             if isinstance(j, Job)
         ]
+        self.workload.observe(jobs)
         records = self.tasks.of_jobs_not_in(FINISHED)
         work = [JobWork(j, records.get(j.metadata.uid or "", [])) for j in jobs]
         self._observe(work)

@@ -14,6 +14,7 @@ from aipaas.api.devices import AllocationResult, DeviceClass, ResourceClaim, Res
 from aipaas.api.resources import Amounts
 from aipaas.backends.base import NodeInfo
 from aipaas.backends.composite import ON_REQUEST_LABEL
+from aipaas.controller.workload import pool_of
 from aipaas.devices.inventory import Inventory, InventoryError
 from aipaas.devices.ledger import DeviceLedger
 from aipaas.scheduler.framework.cluster import ClusterState, NodeSpec
@@ -105,7 +106,13 @@ NO_NODE = "no node takes this job (simulated nodes take only jobs that ask for t
 class _Pool:
     """Nodes placed together: one ClusterState and its scheduler."""
 
-    def __init__(self, nodes: Sequence[NodeInfo], policy: str, ledger: DeviceLedger) -> None:
+    def __init__(
+        self,
+        nodes: Sequence[NodeInfo],
+        policy: str,
+        ledger: DeviceLedger,
+        workload: Sequence[PodRequest] = (),
+    ) -> None:
         self.nodes = list(nodes)
         self.state = ClusterState(
             [
@@ -121,28 +128,44 @@ class _Pool:
             ],
             devices=ledger,
         )
-        self.scheduler = Scheduler(self.state, policy)
+        self.scheduler = Scheduler(self.state, policy, workload=workload)
 
 
 class Placer:
     """The cycle's cluster. Nodes labelled ``on-request`` (the demo backend's simulated ones)
     form a pool of their own that only pods asking for it (``Pod.on_request``) go to; such a
     pod goes to the ordinary nodes only where there is no such pool (the sim backend alone).
-    The pools share no node, so one GPU is never in two of them; DRA devices are one ledger."""
+    The pools share no node, so one GPU is never in two of them; DRA devices are one ledger.
+
+    With ``pool_policies`` (node pool -> profile, controller/workload.py), the ordinary nodes
+    are split by their ``aipaas.dev/pool`` label, each pool placing with its own profile (a
+    pool not named uses ``policy``); a gang goes to the first pool, by name, that holds it
+    whole. ``workload``: the pod shapes FGD-class scoring expects (learned from submissions).
+    """
 
     def __init__(
         self,
         nodes: Sequence[NodeInfo],
         policy: str = "default",
         devices: Devices | None = None,
+        *,
+        workload: Sequence[PodRequest] = (),
+        pool_policies: Mapping[str, str] | None = None,
     ) -> None:
         self.nodes = sorted(nodes, key=lambda n: n.name)
         self.ledger = _ledger(devices or Devices())
         on_request = [n for n in self.nodes if n.labels.get(ON_REQUEST_LABEL) == "true"]
         ordinary = [n for n in self.nodes if n.labels.get(ON_REQUEST_LABEL) != "true"]
-        self.ordinary = _Pool(ordinary, policy, self.ledger)
-        self.on_request = _Pool(on_request, policy, self.ledger) if on_request else None
-        self._pools = [p for p in (self.ordinary, self.on_request) if p is not None]
+        groups: dict[str, list[NodeInfo]] = {}
+        for node in ordinary:
+            groups.setdefault(pool_of(node.labels) if pool_policies else "", []).append(node)
+        self.ordinary_pools = [
+            _Pool(members, (pool_policies or {}).get(name, policy), self.ledger, workload)
+            for name, members in sorted(groups.items())
+        ] or [_Pool([], policy, self.ledger, workload)]
+        self.ordinary = self.ordinary_pools[0]
+        self.on_request = _Pool(on_request, policy, self.ledger, workload) if on_request else None
+        self._pools = [*self.ordinary_pools, *([self.on_request] if self.on_request else [])]
         self._pool_of = {n.name: pool for pool in self._pools for n in pool.nodes}
 
     def hold(self, pod: Pod, node: str, gpus: tuple[int, ...], gpu_milli: int) -> str | None:
@@ -176,12 +199,12 @@ class Placer:
             return str(err)
         return placement
 
-    def pool_for(self, on_request: bool) -> _Pool:
-        """The pool a gang goes to: the on-request pool when every pod asks for it and there
-        is one; the ordinary nodes otherwise."""
+    def pools_for(self, on_request: bool) -> list[_Pool]:
+        """The pools a gang may go to, in order: the on-request pool when every pod asks for it
+        and there is one; the ordinary pools otherwise."""
         if on_request and self.on_request is not None:
-            return self.on_request
-        return self.ordinary
+            return [self.on_request]
+        return [p for p in self.ordinary_pools if p.nodes] or [self.ordinary]
 
     def pool_of(self, node: str) -> _Pool | None:
         return self._pool_of.get(node)
@@ -192,12 +215,17 @@ class Placer:
 
     def place(self, pods: Sequence[Pod]) -> list[Slot] | tuple[str, ...]:
         """All pods or none; the scheduler's reasons when they do not fit."""
-        pool = self.pool_for(all(pod.on_request for pod in pods))
-        if not pool.nodes:
-            return (NO_NODE,)
-        result = pool.scheduler.schedule_gang([_request(pod) for pod in pods])
-        if isinstance(result, Unschedulable):
-            return result.reasons
+        reasons: tuple[str, ...] = (NO_NODE,)
+        for pool in self.pools_for(all(pod.on_request for pod in pods)):
+            if not pool.nodes:
+                continue
+            result = pool.scheduler.schedule_gang([_request(pod) for pod in pods])
+            if isinstance(result, Unschedulable):
+                reasons = result.reasons
+                continue
+            break
+        else:
+            return reasons
         claims = {pod.name: pod.claims for pod in pods}
         return [self.slot(p, claims.get(p.pod, ())) for p in result]
 
