@@ -85,6 +85,7 @@ class ScenarioRun:
             self._submit(key, job)
             if job.is_running:
                 self._account(job, job.allocated(), +1)
+                self._count_before_now(job)
                 self._begin_run(key, job, job.started if job.started is not None else self.now)
 
     # --- bookkeeping ---------------------------------------------------------------
@@ -96,6 +97,16 @@ class ScenarioRun:
             out.append(current)
             current = self.queues[current].parent
         return tuple(out)
+
+    def _count_before_now(self, job: Job) -> None:
+        """What a job running at ``now`` used since it started: a queue's GPU-seconds are the
+        sum over its jobs' timelines, which begin at ``since``, not at ``now``."""
+        for task in job.running_tasks:
+            elapsed = self.now - (task.since if task.since is not None else self.now)
+            for key in self.lineage[job.queue]:
+                used = self.used[key]
+                used[0] += task.request.gpu_milli_total * elapsed / 1000
+                used[1] += task.request.cpu_milli * elapsed / 1000
 
     def _push(self, time: float, key: str, generation: int) -> None:
         self._seq += 1

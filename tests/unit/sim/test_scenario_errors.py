@@ -237,10 +237,11 @@ def test_good_scenario_json_and_table(tmp_path: Path) -> None:
     code, stdout, _ = invoke(tmp_path, text, "run", "-o", "json")
     assert code == 0
     run = json.loads(stdout)
-    # a1 ends at 0 + 100 = 100 (the run starts at now = 100); b1 arrives at 200, runs 60 s
+    # a1 ends at 0 + 100 = 100 (the run starts at now = 100); b1 arrives at 200, runs 60 s;
+    # GPU-seconds: a1 2 x 100 (from its since, before now) + b1 2 x 60 = 320
     assert run["jobs"]["t/a1"]["finished"] == 100
     assert (run["jobs"]["t/b1"]["started"], run["jobs"]["t/b1"]["finished"]) == (200, 260)
-    assert run["queues"]["t/a"]["gpu_seconds"] == 120
+    assert run["queues"]["t/a"]["gpu_seconds"] == 320
     for command in ("cycle", "run"):
         code, stdout, _ = invoke(tmp_path, text, command, "-o", "table")
         assert code == 0
