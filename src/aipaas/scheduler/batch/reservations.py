@@ -49,21 +49,37 @@ from aipaas.scheduler.batch.reservations_fit import (
 from aipaas.scheduler.framework.types import PodRequest
 
 if TYPE_CHECKING:
+    from aipaas.scheduler.batch.cluster import PlacementEngine
     from aipaas.scheduler.batch.session import Session
 
 
 @dataclass(slots=True)
 class _View:
-    """The cluster as reservations see it while no start or eviction changes it: what is free
-    now, the future ends in time order, and each node's room after the first k ends (kept for
-    the walks that follow: they test the same times)."""
+    """The cluster as reservations see it while no start or eviction changes it: the future
+    ends in time order, what is free now, and each node's room after the first k ends (kept
+    for the walks that follow: they test the same times). Rooms are read from the engine only
+    when a walk needs them (a cluster without time limits never does)."""
 
     state: tuple[int, int]
-    free: Resources
     endings: list[Ending]
+    engine: PlacementEngine
     rooms: dict[int, dict[str, Room]] = field(default_factory=dict)
+    _free: Resources | None = None
+
+    @property
+    def free(self) -> Resources:
+        if self._free is None:
+            rooms = self.rooms_after(0)
+            self._free = Resources(
+                sum(sum(r.gpus) for r in rooms.values()),
+                sum(r.cpu for r in rooms.values()),
+                sum(r.memory for r in rooms.values()),
+            )
+        return self._free
 
     def rooms_after(self, k: int) -> dict[str, Room]:
+        if not self.rooms:
+            self.rooms[0] = rooms_now(self.engine)
         known = self.rooms.get(k)
         if known is not None:
             return known
@@ -121,7 +137,9 @@ class Reservations:
         self._starts: list[float] = []
         self._taken: set[str] = set()
         self._never: set[tuple[object, ...]] = set()
-        self._was_running: list[Job] | None = None
+        self._ending: dict[str, Job] | None = None
+        self._groups: dict[str | None, list[list[str]]] = {}
+        self._started_seen = 0
         #: the cluster now and its future ends, kept while no start or eviction changes them
         self._view: _View | None = None
         self._pruned_at = (0, 0)
@@ -169,6 +187,8 @@ class Reservations:
         limit = queue.reservations if queue is not None else 1
         if limit <= self._per_queue.get(job.queue, 0) or job.is_running:
             return None
+        if not self.held and not self._now_and_ends().endings:
+            return None  # nothing running ever ends: no time would be better than now
         pods = [t.request for t in _gang(job)]
         # The fit knows no device claims: it could promise room that is not there.
         if not pods or any(p.claims for p in pods):
@@ -249,26 +269,32 @@ class Reservations:
         decisions = self.session.decisions
         return (len(decisions.started), len(decisions.evicted))
 
-    def _running_jobs(self) -> Iterable[Job]:
-        """Jobs that run now: those of the snapshot, and those started this cycle."""
-        if self._was_running is None:
-            self._was_running = [j for j in self.session.jobs.values() if j.is_running]
-        seen: set[str] = set()
-        started = (self.session.jobs.get(s.job) for s in self.session.decisions.started)
-        for job in [*self._was_running, *started]:
-            if job is not None and job.key not in seen and job.is_running:
-                seen.add(job.key)
-                yield job
+    def _ending_jobs(self) -> Iterable[Job]:
+        """Running jobs whose runs end (a time limit): those of the snapshot, found once, and
+        those started this cycle, added as they come; evicted ones are skipped."""
+        if self._ending is None:
+            self._ending = {
+                j.key: j
+                for j in self.session.jobs.values()
+                if j.is_running and self._run_end(j) is not None
+            }
+        started = self.session.decisions.started
+        for start in started[self._started_seen :]:
+            job = self.session.jobs.get(start.job)
+            if job is not None and self._run_end(job) is not None:
+                self._ending[job.key] = job
+        self._started_seen = len(started)
+        return (j for j in self._ending.values() if j.is_running)
 
     def _now_and_ends(self) -> _View:
-        """Each node's room now, their sum, and the future ends in time order."""
+        """The future ends in time order (and, when asked, each node's room now)."""
         state = self._state()
         if self._view is not None and self._view.state == state:
             return self._view
         now = self.session.now
         by_time: dict[float, Ending] = {}
         lineages: dict[str, list[str]] = {}
-        for job in self._running_jobs():
+        for job in self._ending_jobs():
             end = self._run_end(job)
             if end is not None:
                 at = max(end, now)  # overdue: it is stopped at once
@@ -276,30 +302,30 @@ class Reservations:
                 if lineage is None:
                     lineage = lineages[job.queue] = list(self.session.lineage(job.queue))
                 by_time.setdefault(at, Ending(at)).add(job, lineage)
-        rooms = rooms_now(self.session.engine)
-        free = Resources(
-            sum(sum(r.gpus) for r in rooms.values()),
-            sum(r.cpu for r in rooms.values()),
-            sum(r.memory for r in rooms.values()),
-        )
-        self._view = _View(state, free, [by_time[at] for at in sorted(by_time)], {0: rooms})
+        endings = [by_time[at] for at in sorted(by_time)]
+        self._view = _View(state, endings, self.session.engine)
         return self._view
 
     def _earliest(self, job: Job, pods: Sequence[PodRequest]) -> tuple[float, list[str]] | None:
         """The first future end (or now, for jobs overdue) at which ``pods`` fit and the job's
         queue is within its fair share, and the nodes used. Not now otherwise: the job was
         just refused now, and the fit is no better judge than the engine."""
-        nodes = self.session.engine.nodes
-        domains = groups(nodes, job.topology_required)
-        if not domains:
-            return None
         view = self._now_and_ends()
-        free, endings = view.free, view.endings
+        endings = view.endings
         others = [(r, self._end(r)) for r in self.held.values()]
         times = sorted(
             {*(e.at for e in endings), *(end for _, end in others if self.session.now < end)}
             - {math.inf}
         )
+        if not times:
+            return None  # nothing ever ends: no later time is better than now
+        nodes = self.session.engine.nodes
+        domains = self._groups.get(job.topology_required)
+        if domains is None:
+            domains = self._groups[job.topology_required] = groups(nodes, job.topology_required)
+        if not domains:
+            return None
+        free = view.free
         duration = job.time_limit if job.time_limit is not None else math.inf
         ordered = sorted(pods, key=size, reverse=True)
         gang = total(pods)
