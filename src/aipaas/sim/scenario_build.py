@@ -117,10 +117,11 @@ def build_scenario(
         )
         for n in spec.nodes
     ]
-    names = [n.name for n in nodes]
-    for i, name in enumerate(names):
-        if name in names[:i]:
-            raise _error(f"spec.nodes[{i}].name", f"node {name} is given twice")
+    seen: set[str] = set()
+    for i, node in enumerate(nodes):
+        if node.name in seen:
+            raise _error(f"spec.nodes[{i}].name", f"node {node.name} is given twice")
+        seen.add(node.name)
     engine = SnapshotCluster(nodes, profile)
     for key, (i, entry) in running.items():
         hold_running(engine, jobs[key], entry, f"spec.running[{i}]", spec.now)
