@@ -4,7 +4,22 @@ One YAML (or JSON) document, ``kind: Scenario`` (issue 11, "The contract outside
 on"): the sim cluster's nodes, the platform's own manifests (Tenant, Queue, PriorityClass, Job,
 as ``aipaas apply`` takes them), what already runs at ``now``, and for ``simulate run`` the
 arrivals and durations. A top-level ``expect`` block is allowed and ignored (the scenario
-cases of tests/data/scenarios keep their expected decisions there).
+cases of tests/data/scenarios keep their expected decisions there)::
+
+    apiVersion: aipaas/v1
+    kind: Scenario
+    metadata: {name: reclaim-basic}
+    spec:
+      now: 600                  # virtual seconds (default 0); a duration text (10m) too
+      profile: default          # a built-in profile or a file (relative to this one)
+      nodes:                    # gpu: whole GPUs; cpu, memory: quantities (256, 2Ti default)
+        - {name: n1, gpu: 8, cpu: 64, memory: 512Gi, gpuModel: H100,
+           labels: {topology.aipaas.dev/rack: r1}}
+      objects: [...]            # Tenant, Queue, PriorityClass, Job (User: ignored)
+      running:                  # held in this order; GPUs: the first free ones
+        - {job: t/a1, since: 0, nodes: {w-0: n1, w-1: n1}}
+      arrivals: [{job: t/b1, at: 3600}]         # simulate run only
+      durations: [{job: t/a1, seconds: 7200}]   # simulate run only; 2h works too
 
 Parsing is bounded as the server's (api/parsing.py): YAML through ``load_documents`` (1 MiB,
 depth, node and alias bounds); JSON, the form of large generated scenarios (15,000 jobs), by
