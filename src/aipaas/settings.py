@@ -108,6 +108,15 @@ class Settings(BaseModel):
             return parse_pool_profiles(value)
         return value
 
+    @field_validator("pool_profiles")
+    @classmethod
+    def _known_profiles(cls, value: dict[str, str]) -> dict[str, str]:
+        if not value:
+            return value
+        from aipaas.controller.workload import check_pool_profiles
+
+        return check_pool_profiles(value)
+
     @model_validator(mode="after")
     def _tasks_outside_the_data(self) -> Settings:
         if self.task_root is not None:

@@ -93,6 +93,20 @@ def parse_pool_profiles(text: str) -> dict[str, str]:
     return result
 
 
+def check_pool_profiles(pool_profiles: Mapping[str, str]) -> dict[str, str]:
+    """``pool_profiles`` when every profile it names loads (a built-in name, an alias or a
+    profile file); ValueError naming the pool otherwise: a bad entry is refused when the server
+    starts, not found by every controller cycle."""
+    from aipaas.scheduler.framework.profile import load_profile
+
+    for pool, profile in pool_profiles.items():
+        try:
+            load_profile(profile)
+        except ValueError as err:
+            raise ValueError(f"pool {pool!r}: {err}") from err
+    return dict(pool_profiles)
+
+
 def pool_of(labels: Mapping[str, str]) -> str:
     """The pool a node belongs to ("" when it carries no pool label)."""
     return labels.get(POOL_LABEL, "")

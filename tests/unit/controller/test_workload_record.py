@@ -93,6 +93,10 @@ class TestPoolProfiles:
         with pytest.raises(ValueError, match="pool 'a' is named twice"):
             parse_pool_profiles("a=fgd,a=bestfit")
 
+    def test_an_unknown_profile_is_refused_at_start(self) -> None:
+        with pytest.raises(ValueError, match="pool 'gpu-a': unknown policy 'fgdd'"):
+            Settings(**env_overrides({"AIPAAS_POOL_PROFILES": "cpu=bestfit,gpu-a=fgdd"}))
+
     def test_setting_from_the_environment(self) -> None:
         settings = Settings(**env_overrides({"AIPAAS_POOL_PROFILES": "gpu-a=fgd,cpu=bestfit"}))
         assert settings.pool_profiles == {"gpu-a": "fgd", "cpu": "bestfit"}
