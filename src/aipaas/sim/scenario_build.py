@@ -77,7 +77,7 @@ def build_scenario(
     tree = queue_tree(tenants, queues)
     leaves = {k for k in tree if "/" in k} - {n.parent for n in tree.values() if n.parent}
     running = {r.job: (i, r) for i, r in enumerate(spec.running)}
-    _check_references(spec, {f"{j.tenant}/{j.name}" for _, j in api_jobs}, honour_arrivals)
+    _check_references(spec, {f"{j.tenant}/{j.name}" for _, j in api_jobs})
     arrivals = {a.job: a.at for a in spec.arrivals} if honour_arrivals else {}
     queued = [f"{j.tenant}/{j.name}" for _, j in api_jobs]
     queued = [k for k in queued if k not in running and k not in arrivals]
@@ -227,7 +227,7 @@ def _check_tree(objects: list[tuple[int, Object]]) -> None:
             current = parents[(tenant, current)][1]
 
 
-def _check_references(spec: Any, jobs: set[str], honour_arrivals: bool) -> None:
+def _check_references(spec: Any, jobs: set[str]) -> None:
     def check(kind: str, keys: list[str]) -> None:
         seen: set[str] = set()
         for i, key in enumerate(keys):
@@ -244,8 +244,6 @@ def _check_references(spec: Any, jobs: set[str], honour_arrivals: bool) -> None:
     for i, arrival in enumerate(spec.arrivals):
         if arrival.job in running:
             raise _error(f"spec.arrivals[{i}].job", f"job {arrival.job} runs at now already")
-        if honour_arrivals and arrival.at < spec.now:
-            raise _error(f"spec.arrivals[{i}].at", f"{arrival.at:g} is before now ({spec.now:g})")
 
 
 def _check_claims(job: ApiJob, where: str) -> None:

@@ -44,7 +44,8 @@ class _Record:
     evictions: int = 0
     tasks_evicted: int = 0
     phase: str = "Pending"
-    reason: str = ""
+    reason: str = ""  # a code: TimeLimit, Preempted, QuotaExceeded, ...
+    message: str = ""  # the same in words and numbers
     generation: int = 0  # bumps on every start and eviction: older end events are void
 
 
@@ -116,11 +117,15 @@ class ScenarioRun:
         needs = self.scenario.depends_on.get(key)
         if needs and not job.is_running and not all(n in self.succeeded for n in needs):
             self.blocked[key] = needs
-            self.records[key].reason = f"waiting for {', '.join(needs)} to succeed"
+            self._why(key, "WaitingForDependencies", f"waiting for {', '.join(needs)} to succeed")
             return
         self.active[key] = job
         if job.pending_tasks:
             self.waiting.add(key)
+
+    def _why(self, key: str, reason: str, message: str) -> None:
+        record = self.records[key]
+        record.reason, record.message = reason, message
 
     def _account(self, job: Job, amount: Resources, sign: int) -> None:
         current = self.allocated[job.queue]
@@ -134,7 +139,7 @@ class ScenarioRun:
         if record.started is None:
             record.started = start
         record.phase = "Running"
-        record.reason = ""
+        record.reason = record.message = ""
         record.generation += 1
         duration = self.scenario.durations.get(key)
         ends = [start + d for d in (duration, job.time_limit) if d is not None]
@@ -159,9 +164,8 @@ class ScenarioRun:
         record.finished = time
         record.run_start = None
         record.phase = "Failed" if timed_out else "Succeeded"
-        record.reason = (
-            f"TimeLimit: ran {run:g}s, its limit is {job.time_limit:g}s" if timed_out else ""
-        )
+        record.reason = "TimeLimit" if timed_out else ""
+        record.message = f"ran {run:g}s, its limit is {job.time_limit:g}s" if timed_out else ""
         if record.phase == "Succeeded":
             self.succeeded.add(key)
             if self.blocked:
@@ -169,7 +173,7 @@ class ScenarioRun:
         else:
             for waiting, needs in self.blocked.items():
                 if key in needs:  # it waits for good: its dependency will never succeed
-                    self.records[waiting].reason = f"dependency {key} ended Failed"
+                    self._why(waiting, "DependencyFailed", f"dependency {key} ended Failed")
 
     def _release_dependents(self) -> None:
         for key, needs in list(self.blocked.items()):
@@ -239,7 +243,7 @@ class ScenarioRun:
             self._account(job, _task(job, eviction.task).resources, -1)
             record = self.records[eviction.job]
             record.tasks_evicted += 1
-            record.reason = f"{eviction.reason} by {eviction.by}: {eviction.message}"
+            self._why(eviction.job, eviction.reason, f"by {eviction.by}: {eviction.message}")
         for key, job in touched.items():
             record = self.records[key]
             if job.is_running and job.started != record.run_start:
@@ -254,8 +258,8 @@ class ScenarioRun:
                 self.waiting.add(key)
             else:
                 self.waiting.discard(key)
-        for key, (_, message) in decisions.reasons.items():
-            self.records[key].reason = message
+        for key, (code, message) in decisions.reasons.items():
+            self._why(key, code, message)
         self._wake_later(decisions)
         return decisions
 
@@ -318,6 +322,7 @@ class ScenarioRun:
                 "tasks_evicted": record.tasks_evicted,
                 "phase": record.phase,
                 "reason": record.reason,
+                "message": record.message,
                 "wait": None
                 if record.started is None
                 else _time(max(record.started - record.submitted, 0.0)),

@@ -63,7 +63,7 @@ def run_tables(result: dict[str, Any]) -> list[Table]:
                 for c in ("submitted", "started", "finished")
             ),
             str(entry["evictions"]),
-            entry["reason"] or "-",
+            " ".join(w for w in (entry["reason"], entry.get("message", "")) if w) or "-",
         )
     queues = Table(title="queues")
     for column in ("queue", "GPU-seconds", "CPU-seconds"):
