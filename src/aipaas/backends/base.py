@@ -91,6 +91,10 @@ class LaunchRequest:
     #: the job asked for simulated nodes (``sim.aipaas.dev/duration``); a backend that mixes
     #: real and simulated nodes starts a task on a simulated one only then
     simulated: bool = False
+    #: what the task asked for (0: unknown); a backend with its own scheduler (Slurm) asks it
+    #: for as much, so that it does not give the task a whole node
+    cpu_milli: int = 0
+    memory_mib: int = 0
 
 
 class TaskState(StrEnum):

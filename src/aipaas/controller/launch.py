@@ -103,6 +103,8 @@ def make_request(
         devices=devices,
         fencing_token=fencing_token,
         simulated=wants_simulated(job),
+        cpu_milli=spec.resources.amounts().cpu_milli,
+        memory_mib=spec.resources.amounts().memory_mib,
     )
 
 
