@@ -142,13 +142,16 @@ def queue_status_changes(
 def _lenient(status: QueueStatus) -> LenientModel:
     # A Tenant's status is lenient: the object the store remembers as written must hold the
     # type its field declares, or it would serialise as an empty block.
-    return LenientModel.model_validate(status.model_dump(mode="json", by_alias=True))
+    return LenientModel.model_validate(_wire(status))
 
 
 def _wire(status: Any) -> Any:
     # Both sides as stored (wire names, JSON values): a Tenant's lenient status read back
     # compares equal to the typed status it was written from.
-    return None if status is None else status.model_dump(mode="json", by_alias=True)
+    # (entries left out, not null: a lenient block keeps a nested null as it is)
+    return (
+        None if status is None else status.model_dump(mode="json", by_alias=True, exclude_none=True)
+    )
 
 
 def write_queue_statuses(
