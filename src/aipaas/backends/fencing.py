@@ -12,11 +12,18 @@ from __future__ import annotations
 import fcntl
 import logging
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-from aipaas.backends.base import Backend, FencingRefused, Inventory, LaunchRequest, TaskStatus
+from aipaas.backends.base import (
+    Backend,
+    FencingRefused,
+    Inventory,
+    LaunchRequest,
+    TaskStatus,
+    membership_files,
+)
 
 log = logging.getLogger("aipaas.backends")
 
@@ -112,6 +119,15 @@ class Fenced:
 
     def status(self, request_ids: Sequence[str]) -> dict[str, TaskStatus]:
         return self.inner.status(request_ids)
+
+    def membership_file(self, node: str, tenant: str, job: str) -> str | None:
+        inner = membership_files(self.inner)
+        return inner.membership_file(node, tenant, job) if inner is not None else None
+
+    def update_membership(self, tenant: str, job: str, payload: Mapping[str, object]) -> None:
+        inner = membership_files(self.inner)
+        if inner is not None:
+            inner.update_membership(tenant, job, payload)
 
     def close(self) -> None:
         self.inner.close()

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING
 from aipaas.api.job import TaskPhase
 from aipaas.api.meta import Object
 from aipaas.controller.batch_engine import PlacerEngine
-from aipaas.controller.batch_snapshot import Built, build, is_held, job_key
+from aipaas.controller.batch_snapshot import Built, Templates, build, is_held, job_key
 from aipaas.controller.placement import Placer, Slot
 from aipaas.controller.work import ACTIVE, JobWork
 from aipaas.scheduler.batch.from_api import queue_tree
@@ -69,6 +69,8 @@ class BatchState:
     #: the last session's snapshot (pseudo jobs left out) and decisions, for queue status
     report: tuple[Snapshot, Decisions, list[Object]] | None = None
     sessions: int = 0
+    #: the replicas of pending jobs, kept between sessions (batch_snapshot.py)
+    templates: Templates = field(default_factory=dict)
     #: elastic jobs' membership last written, by job uid (controller/membership.py)
     membership: dict[str, str] = field(default_factory=dict)
 
@@ -89,26 +91,31 @@ def schedule(
     held: dict[tuple[str, str], Placement],
 ) -> None:
     """Run the session over the cycle and carry out what it decided."""
-    from aipaas.controller.admission import new_records
-
     state: BatchState = ctl.batch
     now = ctl.clock.now()
     waiting = _waiting_for_victims(work)
-    for item in eligible:
-        count = waiting.get(job_key(item.job))
-        if count:
-            item.reason = "Preempting"
-            item.message = f"waiting for {count} evicted tasks to stop"
-    eligible = [i for i in eligible if not waiting.get(job_key(i.job))]
+    if waiting:
+        for item in eligible:
+            count = waiting.get(job_key(item.job))
+            if count:
+                item.reason = "Preempting"
+                item.message = f"waiting for {count} evicted tasks to stop"
+        eligible = [i for i in eligible if not waiting.get(job_key(i.job))]
     fingerprint = _fingerprint(work, eligible, placer, quotas, waiting, now.timestamp())
     if fingerprint == state.fingerprint and now.timestamp() - state.ran_at < RECHECK_SECONDS:
         return
     state.fingerprint, state.ran_at = fingerprint, now.timestamp()
     state.sessions += 1
     tree = queue_tree(quotas.tenants.values(), quotas.queues.values())
-    fresh = {id(i): new_records(ctl, i.job) for i in eligible if not i.records}
     built = build(
-        ctl.claims, work, {id(i) for i in eligible}, held, tree, [], now.timestamp(), fresh
+        ctl.claims,
+        work,
+        {id(i) for i in eligible},
+        held,
+        tree,
+        [],
+        now.timestamp(),
+        state.templates,
     )
     engine = PlacerEngine(placer, built.on_request)
     built.snapshot.nodes = list(engine.nodes)
@@ -165,22 +172,10 @@ def _fingerprint(
     now: float,
 ) -> int:
     """A hash of everything the session reads (see the module docstring)."""
+    # A task record changed in this cycle is in ``changed`` until the write-back; one changed
+    # in an earlier cycle changed its job's status (a new resource version) when written.
     jobs = tuple(
-        (
-            item.job.metadata.uid,
-            item.job.metadata.resource_version,
-            tuple(
-                (
-                    r.name,
-                    r.phase,
-                    r.node,
-                    r.stopping,
-                    r.attempt,
-                    r.restart_after is None or r.restart_after.timestamp() <= now,
-                )
-                for r in item.records
-            ),
-        )
+        (item.job.metadata.uid, item.job.metadata.resource_version, len(item.changed))
         for item in work
     )
     objects = tuple(
@@ -188,7 +183,7 @@ def _fingerprint(
         for o in (*quotas.tenants.values(), *quotas.queues.values())
     )
     nodes = tuple(n.name for n in placer.nodes)
-    chosen = tuple(i.job.metadata.uid for i in eligible)
+    chosen = len(eligible)
     return hash((jobs, objects, nodes, chosen, tuple(sorted(waiting.items()))))
 
 
@@ -302,7 +297,7 @@ def _commit_and_start(
     ctl: Controller, built: Built, accepted: list[tuple[JobWork, list[tuple[Start, Slot]]]]
 ) -> None:
     """Records of the starts, durable in one fenced transaction, then the backend asked."""
-    from aipaas.controller.admission import starting_on
+    from aipaas.controller.admission import new_records, starting_on
 
     if not accepted:
         return
@@ -314,7 +309,7 @@ def _commit_and_start(
         if not any(r.phase in ACTIVE for r in item.records):
             admitted.append(item)
         if key in built.fresh and not item.records:
-            item.records = list(built.fresh[key])
+            item.records = new_records(ctl, item.job)
             fresh.append(item)
         for start, slot in starts:
             ctl.claims.record_allocated(item.job, start.task, slot.allocations)
@@ -386,9 +381,9 @@ def _reasons(
 def _short_form_hint(built: Built, key: str, item: JobWork) -> str:
     """Where ``resources.gpu`` went to the device allocator, the claim it compiled to (the
     allocator's reasons name that claim, which the user never wrote)."""
-    for record in item.records or built.fresh.get(key, []):
-        pod = built.pods.get((key, record.name))
-        if pod is not None and pod.gpu_claim and pod.claims:
+    for (job, task), pod in built.pods.items():
+        if job == key and pod.gpu_claim and pod.claims:
             name = pod.claims[-1].metadata.name
-            return f"; claim {name} is what resources.gpu of task {record.group_name} compiles to"
+            group = task.rsplit("-", 1)[0]
+            return f"; claim {name} is what resources.gpu of task {group} compiles to"
     return ""

@@ -31,7 +31,7 @@ from aipaas.controller.work import ACTIVE, JobWork
 from aipaas.metering.usage import aware
 from aipaas.scheduler.batch.from_api import gpu_memory_mib
 from aipaas.scheduler.batch.model import Job, Node, QueueNode, Resources, Snapshot, Task
-from aipaas.scheduler.framework.types import Placement
+from aipaas.scheduler.framework.types import Placement, PodRequest
 from aipaas.store import TaskRecord
 from aipaas.tenancy.quota import Usage
 
@@ -47,8 +47,8 @@ class Built:
     items: dict[str, JobWork] = field(default_factory=dict)
     #: (job key, task name) -> the pod the session placed or may place
     pods: dict[tuple[str, str], Pod] = field(default_factory=dict)
-    #: job key -> records made for a job that had none (inserted when it starts)
-    fresh: dict[str, list[TaskRecord]] = field(default_factory=dict)
+    #: keys of the jobs without records yet (their records are made when they start)
+    fresh: set[str] = field(default_factory=set)
     #: names of the pods whose job asks for simulated nodes (the on-request pool)
     on_request: set[str] = field(default_factory=set)
     #: job key -> why it cannot be scheduled at all (its tenant or queue is missing)
@@ -64,6 +64,11 @@ def epoch(moment: datetime | None, default: float) -> float:
     return aware(moment).timestamp() if moment is not None else default
 
 
+#: per job uid: (resource version, whether gpu: compiles to a claim) and the replicas of a job
+#: without records: (name, pod, request, counted); a pending job costs nothing the next time
+Templates = dict[str, tuple[tuple[str | None, bool], list[tuple[str, Pod, PodRequest, Resources]]]]
+
+
 def build(
     claims: ClaimBook,
     work: Sequence[JobWork],
@@ -72,12 +77,13 @@ def build(
     queues: dict[str, QueueNode],
     nodes: list[Node],
     now: float,
-    new_records: Mapping[int, list[TaskRecord]],
+    templates: Templates,
 ) -> Built:
     """The snapshot of the cycle. ``eligible``: ids of the items that may start tasks;
     ``held``: (job uid, task) -> placement held for tasks that may be evicted;
-    ``new_records``: id of an eligible item without records -> the records it would get."""
+    ``templates``: kept across cycles (jobs no longer pending are dropped from it)."""
     built = Built(Snapshot(now=now, nodes=nodes, queues=queues, jobs=[]))
+    pending_uids: set[str] = set()
     for order, item in enumerate(work):
         api = item.job
         key = job_key(api)
@@ -92,9 +98,18 @@ def build(
         simulated = _wants_simulated(api)
         tasks: list[Task] = []
         kept: list[Task] = []  # held, not evictable
-        records = item.records or (new_records.get(id(item), []) if may_start else [])
-        if not item.records and records:
-            built.fresh[key] = records
+        if not item.records:
+            if may_start:
+                pending_uids.add(uid)
+                built.fresh.add(key)
+                for name, pod, request, counted in _template(claims, api, templates):
+                    built.pods[(key, name)] = pod
+                    if simulated:
+                        built.on_request.add(pod.name)
+                    tasks.append(Task(name=name, request=request, counted=counted))
+                built.snapshot.jobs.append(_job(api, key, queue, tasks, order, now))
+            continue
+        records = item.records
         memory = {t.name: gpu_memory_mib(t) for t in api.spec.tasks}
         # No replica is placed while an attempt of the job may still run: a gang evicted
         # whole starts again whole, once every stop is confirmed.
@@ -141,7 +156,31 @@ def build(
             held_job.preemptible = False
             held_job.min_available = len(kept)
             built.snapshot.jobs.append(held_job)
+    for uid in [u for u in templates if u not in pending_uids]:
+        del templates[uid]
     return built
+
+
+def _template(
+    claims: ClaimBook, api: ApiJob, templates: Templates
+) -> list[tuple[str, Pod, PodRequest, Resources]]:
+    """The replicas of a job without records (kept while the job and the claims' path stay)."""
+    uid = api.metadata.uid or ""
+    version = (api.metadata.resource_version, claims.gpu_devices)
+    known = templates.get(uid)
+    if known is not None and known[0] == version:
+        return known[1]
+    entries = []
+    for spec in api.spec.tasks:
+        memory = gpu_memory_mib(spec)
+        for index in range(spec.replicas):
+            name = f"{spec.name}-{index}"
+            record = TaskRecord(uid, api.tenant, api.name, name, spec.name, index, 0)
+            pod = claims.pod(api, record)
+            entries.append((name, pod, pod_request(pod), _counted(pod, (), memory)))
+    if not any(spec.resources.claims for spec in api.spec.tasks):  # stored claims may change
+        templates[uid] = (version, entries)
+    return entries
 
 
 def _placeable(record: TaskRecord, now: float) -> bool:

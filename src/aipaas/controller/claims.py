@@ -127,6 +127,11 @@ class ClaimBook:
             kept.append(default_class())  # the short form's class, built in
         return Devices(published, kept, allocated, inventory)
 
+    @property
+    def gpu_devices(self) -> bool:
+        """The inventory publishes GPU devices: ``resources.gpu`` compiles to a claim."""
+        return self._gpu_devices
+
     def pod(self, job: Job, record: TaskRecord) -> Pod:
         """What the scheduler is asked to place for one task replica, its claims included."""
         spec = task_spec(job, record.group_name)
