@@ -5,13 +5,15 @@
 2. observe: ask the backend what became of every started task, and whether the attempts asked
    to stop have stopped; a status call that fails tells nothing (no task is given up on it);
 3. advance: per job, carry out cancellation, restarts with backoff, failure and completion;
-4. admit and place: pending jobs in fair order (tenants, then priority and queues within one)
-   pass quotas, then the scheduler places their gang; records are committed before the
-   backend is asked to start anything (controller/admission.py, with DRA claims in
-   controller/claims.py); a task the backend already runs when asked right after is Running
-   in this same cycle;
-5. write back job status and events (only what changed), and metrics
-   (controller/write_back.py).
+4. admit, place and evict: the batch session (scheduler/batch, the profile's actions: queue
+   tree, fair share, quotas at every level, preemption, reclaim, backfill) decides over a
+   snapshot of the cycle; records are committed before the backend is asked to start anything
+   and evicted tasks go back to Pending, stopping at most once (controller/admission.py,
+   batch_cycle.py, batch_snapshot.py, with DRA claims in controller/claims.py); a task the
+   backend already runs when asked right after is Running in this same cycle;
+5. write back job status and events (only what changed), queue status, and metrics
+   (controller/write_back.py, queue_status.py); elastic jobs' membership files
+   (controller/membership.py).
 
 At most once: an attempt the controller gives up on (lost, failed start, cancelled, its job
 ended) is asked to stop and marked ``stopping``; it keeps its resources, no replacement starts

@@ -167,3 +167,15 @@ class TestPreemption:
         assert "TaskRestarting" in world.reasons("flaky")
         # evicted once (attempt 1), failed, restarted (attempt 2), failed: the limit reached
         assert status.tasks[0].restarts == 2 and status.tasks[0].exit_code == 3
+
+
+def test_queue_status_follows_the_session(world: World) -> None:
+    controller, clock, _ = sim(world)
+    fill(world, controller, clock)
+    world.submit("waiting", ONE_NODE, extra="  priority: low\n")
+    clock.advance(1)
+    controller.run_cycle()
+    queue = world.store.get("Queue", "acme", "research")
+    status = queue.status  # type: ignore[attr-defined]
+    assert status is not None
+    assert status.allocated.gpu == 16 and status.pending.gpu == 8
