@@ -21,9 +21,17 @@ class Settings(BaseModel):
     db_url: str | None = Field(
         default=None, description="Database URL (postgresql://...); SQLite in data_dir if unset."
     )
-    backend: Literal["local", "sim", "demo"] = Field(
+    backend: Literal["local", "sim", "demo", "slurm"] = Field(
         default="local",
-        description="Where tasks run: this machine, a simulated cluster, or both (demo).",
+        description="Where tasks run: this machine, a simulated cluster, both (demo), Slurm.",
+    )
+    slurm_conf: Path | None = Field(
+        default=None,
+        description="The Slurm cluster's slurm.conf (backend slurm); Slurm's default if unset.",
+    )
+    slurm_mode: Literal["pinned", "third-party"] = Field(
+        default="pinned",
+        description="slurm: aipaas picks nodes (pinned) or Slurm places and queues (third-party).",
     )
     sim_cluster: Path | None = Field(
         default=None, description="YAML file of simulated nodes; two DGX-like H100 nodes if unset."

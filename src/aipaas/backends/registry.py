@@ -12,9 +12,10 @@ from aipaas.backends.sim import SimBackend
 from aipaas.backends.sim.backend import DEFAULT_JOURNAL_RECORDS
 from aipaas.backends.sim.cluster import load_cluster_with_slices
 from aipaas.backends.sim.journal import DEFAULT_MAX_AGE_SECONDS
+from aipaas.backends.slurm.registry import slurm_backend
 from aipaas.clock import Clock
 
-NAMES = ("local", "sim", "demo")
+NAMES = ("local", "sim", "demo", "slurm")
 
 
 def make_backend(
@@ -27,6 +28,8 @@ def make_backend(
     local: LocalOptions | None = None,
     sim_journal_max_records: int = DEFAULT_JOURNAL_RECORDS,
     sim_journal_max_age_seconds: float = DEFAULT_MAX_AGE_SECONDS,
+    slurm_conf: Path | None = None,
+    slurm_mode: str = "pinned",
 ) -> Backend:
     if name == "local":
         return _local(run_dir, local_cpu_milli, local)
@@ -41,6 +44,8 @@ def make_backend(
             run_dir, sim_cluster, clock, sim_journal_max_records, sim_journal_max_age_seconds
         )
         return CompositeBackend([_local(run_dir, local_cpu_milli, local), simulated], [simulated])
+    if name == "slurm":
+        return slurm_backend(run_dir, slurm_conf, slurm_mode)
     raise ValueError(f"unknown backend {name!r}; known: {', '.join(NAMES)}")
 
 

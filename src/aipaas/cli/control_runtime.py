@@ -104,6 +104,8 @@ def make_app(settings: Settings) -> FastAPI:
             local=local_options(settings),
             sim_journal_max_records=settings.sim_journal_max_records,
             sim_journal_max_age_seconds=settings.sim_journal_max_age_seconds,
+            slurm_conf=settings.slurm_conf,
+            slurm_mode=settings.slurm_mode,
         )
         controller = Controller(
             store,

@@ -21,7 +21,14 @@ def register(app: typer.Typer) -> None:
 
 DataDir = Annotated[Path, typer.Option("--data-dir", help="Database, token, logs live here.")]
 Host = Annotated[str, typer.Option("--host", help="Address to listen on.")]
-Backend = Annotated[str, typer.Option("--backend", help="local, sim or demo (both).")]
+Backend = Annotated[str, typer.Option("--backend", help="local, sim, demo (both) or slurm.")]
+SlurmConf = Annotated[
+    Path | None, typer.Option("--slurm-conf", help="slurm.conf of the cluster (backend slurm).")
+]
+SlurmMode = Annotated[
+    str,
+    typer.Option("--slurm-mode", help="pinned (aipaas picks nodes) or third-party (Slurm does)."),
+]
 Db = Annotated[str | None, typer.Option("--db", help="postgresql://... instead of SQLite.")]
 SimCluster = Annotated[Path | None, typer.Option("--sim-cluster", help="YAML of sim nodes.")]
 LocalCpus = Annotated[
@@ -52,6 +59,8 @@ def server(
     task_root: TaskRoot = None,
     task_user: TaskUser = None,
     log_level: LogLevel = "info",
+    slurm_conf: SlurmConf = None,
+    slurm_mode: SlurmMode = "pinned",
 ) -> None:
     """Serve the API (OpenAPI at /docs) with the controller in the same process.
 
@@ -72,6 +81,8 @@ def server(
             "workers": workers,
             **({"task_root": task_root} if task_root else {}),
             **({"task_user": task_user} if task_user else {}),
+            **({"slurm_conf": slurm_conf} if slurm_conf else {}),
+            "slurm_mode": slurm_mode,
         }
     )
     _serve(settings, log_level=log_level)

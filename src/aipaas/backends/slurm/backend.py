@@ -1,0 +1,233 @@
+"""Runs each task as a Slurm batch job on a real Slurm cluster (its own slurmctld and slurmds).
+
+Two modes:
+- ``pinned`` (default): the nodes are Slurm's nodes; aipaas's scheduler chooses, and each task's
+  job names its node (``--nodelist``) and asks for the task's CPUs, memory and GPUs (``--gres``).
+  Slurm binds the GPUs (CUDA_VISIBLE_DEVICES is its choice on that node).
+- ``third-party``: each Slurm partition is one node for aipaas (its healthy nodes added up);
+  a task's job names only the partition, and Slurm places and queues it. A task Slurm holds
+  stays Starting, its status saying Slurm's pending reason.
+
+The backend's memory is Slurm itself (jobs are found by name: jobs.py) plus a small directory per
+attempt under ``run_dir/slurm/<request id>``: the script, the job id, a stop mark and the exit code
+the script writes (on a real cluster the run directory and the logs must be on a filesystem the
+nodes share, as Slurm's --output is).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+from aipaas.backends.base import Inventory, LaunchRequest, TaskState, TaskStatus
+from aipaas.backends.slurm import jobs
+from aipaas.backends.slurm.commands import SlurmCommands, SlurmError
+from aipaas.backends.slurm.inventory import (
+    BACKEND,
+    LABEL_PREFIX,
+    SlurmInventory,
+    SlurmNode,
+    read_nodes,
+)
+from aipaas.backends.slurm.partitions import partition_nodes
+
+log = logging.getLogger("aipaas.backends")
+
+Mode = Literal["pinned", "third-party"]
+MODES: tuple[Mode, ...] = ("pinned", "third-party")
+#: one squeue answer serves the status calls of one controller cycle
+JOBS_CACHE_SECONDS = 0.3
+
+
+class SlurmBackend:
+    name = BACKEND
+
+    def __init__(
+        self,
+        run_dir: Path,
+        *,
+        conf: Path | None = None,
+        mode: Mode = "pinned",
+        gpu_memory: str = "80Gi",
+        commands: SlurmCommands | None = None,
+    ) -> None:
+        if mode not in MODES:
+            raise ValueError(f"slurm mode {mode!r}: one of {', '.join(MODES)}")
+        if conf is not None and not conf.is_file():
+            raise ValueError(f"slurm.conf {conf} does not exist")
+        self.run_dir = (run_dir / "slurm").resolve()
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.mode: Mode = mode
+        self.gpu_memory = gpu_memory
+        self.commands = commands or SlurmCommands(conf)
+        self._slurm: SlurmInventory | None = None
+        self._jobs: tuple[float, dict[str, dict[str, Any]]] | None = None
+        self._partitions: dict[str, str] = {}  # third-party: node name -> partition
+
+    # inventory ----------------------------------------------------------------------------
+
+    def inventory(self) -> Inventory:
+        self._slurm = read_nodes(self.commands.nodes(), self.gpu_memory)
+        if self.mode == "third-party":
+            nodes, partition_slices = partition_nodes(self._slurm, self.gpu_memory)
+            self._partitions = {n.name: n.labels[LABEL_PREFIX + "partition"] for n in nodes}
+            features = frozenset({"slurm", "processes"})
+            return Inventory(tuple(nodes), features, tuple(partition_slices))
+        healthy = [n for n in self._slurm.nodes if n.healthy]
+        for node in self._slurm.nodes:
+            if not node.healthy:
+                log.info("slurm node %s is out of service: %s", node.info.name, node.why)
+        slices = tuple(
+            s for s in self._slurm.slices if s.spec.node_name in {n.info.name for n in healthy}
+        )
+        return Inventory(
+            tuple(n.info for n in healthy),
+            frozenset({"slurm", "processes"}),
+            slices,
+            unknown=frozenset(n.info.name for n in healthy if not n.responding),
+        )
+
+    def _node(self, name: str) -> SlurmNode | None:
+        if self._slurm is None or name not in self._slurm.by_name:
+            self._slurm = read_nodes(self.commands.nodes(), self.gpu_memory)
+        return self._slurm.by_name.get(name)
+
+    # start --------------------------------------------------------------------------------
+
+    def start(self, request: LaunchRequest) -> None:
+        directory = self._dir(request.request_id)
+        if (directory / "job").exists():
+            return  # submitted before (by this process or one before it)
+        directory.mkdir(parents=True, exist_ok=True)
+        found = self._jobs_by_name(fresh=True).get(jobs.job_name(request.request_id))
+        if found is not None:
+            # Submitted by a server that died before it wrote the id down: adopted.
+            _write(directory / "job", str(found.get("job_id")))
+            log.info("adopted Slurm job %s of %s", found.get("job_id"), request.request_id)
+            return
+        node, partition = self._where(request)
+        env = dict(request.env)
+        master = env.get("MASTER_ADDR", "")
+        master_node = self._node(master) if master and self.mode == "pinned" else None
+        if master_node is not None:
+            env["MASTER_ADDR"] = master_node.address  # Slurm's NodeAddr: what resolves
+        script = directory / "job.sh"
+        _write(script, jobs.batch_script(request, env, str(directory / jobs.EXIT_FILE)), 0o700)
+        log_path = Path(request.log_path) if request.log_path else directory / "output.log"
+        _private_dir(log_path.parent)
+        options = jobs.sbatch_options(
+            request,
+            log_path=str(log_path),
+            workdir=request.working_dir or str(directory),
+            node=node,
+            partition=partition,
+        )
+        job_id = self.commands.submit(options, script)
+        _write(directory / "job", str(job_id))
+        self._jobs = None
+        log.info("submitted %s as Slurm job %d", request.request_id, job_id)
+
+    def _where(self, request: LaunchRequest) -> tuple[str | None, str | None]:
+        """The node (pinned) or the partition (third-party) the task's job asks for."""
+        if self.mode == "third-party":
+            if request.node not in self._partitions:
+                self.inventory()
+            if request.node not in self._partitions:
+                raise ValueError(f"node {request.node} is not a Slurm partition of this backend")
+            return None, self._partitions[request.node]
+        node = self._node(request.node)
+        if node is None:
+            raise ValueError(f"Slurm has no node {request.node}")
+        return node.info.name, node.partitions[0] if node.partitions else None
+
+    # stop, status -------------------------------------------------------------------------
+
+    def stop(self, request_id: str, grace_seconds: float = 5.0) -> None:
+        """scancel: Slurm sends SIGTERM, then SIGKILL after its KillWait (not ``grace_seconds``:
+        the cluster's setting)."""
+        directory = self._dir(request_id)
+        if not directory.exists():
+            return
+        (directory / "stop").touch()
+        job = self._jobs_by_name(fresh=True).get(jobs.job_name(request_id))
+        if job is None or jobs.job_state(job) not in jobs.WAITING | jobs.ACTIVE:
+            return
+        try:
+            self.commands.cancel([int(job["job_id"])])
+        except SlurmError as err:
+            if "already" not in str(err).lower():  # it ended meanwhile: nothing to stop
+                raise
+        self._jobs = None
+
+    def status(self, request_ids: Sequence[str]) -> dict[str, TaskStatus]:
+        known = self._jobs_by_name(fresh=False)
+        return {rid: self._status(rid, known.get(jobs.job_name(rid))) for rid in request_ids}
+
+    def _status(self, request_id: str, job: Mapping[str, Any] | None) -> TaskStatus:
+        directory = self._dir(request_id)
+        stopped = (directory / "stop").exists()
+        if job is not None:
+            return jobs.status_of(request_id, job, stopped=stopped)
+        if not directory.exists():
+            return TaskStatus(request_id, TaskState.UNKNOWN)
+        exit_file = directory / jobs.EXIT_FILE
+        if exit_file.exists():  # Slurm forgot the job (MinJobAge); its script told us
+            try:
+                code = int(exit_file.read_text().strip())
+            except ValueError:
+                return TaskStatus(request_id, TaskState.LOST, None, "unreadable exit code")
+            state = TaskState.SUCCEEDED if code == 0 else TaskState.FAILED
+            return TaskStatus(request_id, state, code, f"exit code {code}")
+        job_file = directory / "job"
+        if job_file.exists():
+            job_id = job_file.read_text().strip()
+            if stopped:
+                return TaskStatus(request_id, TaskState.FAILED, 143, "stopped")
+            return TaskStatus(
+                request_id, TaskState.LOST, None, f"Slurm no longer knows job {job_id}"
+            )
+        return TaskStatus(request_id, TaskState.UNKNOWN, None, "not submitted")
+
+    def _jobs_by_name(self, *, fresh: bool) -> dict[str, dict[str, Any]]:
+        """aipaas's jobs by name; a name submitted twice (never by us) counts its newest."""
+        now = time.monotonic()
+        if not fresh and self._jobs is not None and now - self._jobs[0] < JOBS_CACHE_SECONDS:
+            return self._jobs[1]
+        found: dict[str, dict[str, Any]] = {}
+        for job in self.commands.jobs():
+            name = str(job.get("name") or "")
+            if jobs.request_of(name) is None:
+                continue
+            if name not in found or int(job.get("job_id") or 0) > int(found[name]["job_id"]):
+                found[name] = job
+        self._jobs = (now, found)
+        return found
+
+    def close(self) -> None:
+        self._jobs = None
+
+    def _dir(self, request_id: str) -> Path:
+        if "/" in request_id or request_id.startswith(".") or not request_id:
+            raise ValueError(f"invalid request id {request_id!r}")
+        return self.run_dir / request_id
+
+
+def _write(path: Path, text: str, mode: int = 0o600) -> None:
+    temporary = path.with_name(path.name + ".tmp")
+    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+    with os.fdopen(descriptor, "w") as handle:
+        handle.write(text)
+    os.replace(temporary, path)
+
+
+def _private_dir(path: Path) -> None:
+    """The log directory: the server's alone (0700), as the local backend makes it."""
+    for directory in [*reversed(path.parents), path]:
+        if not directory.exists():
+            with contextlib.suppress(FileExistsError):
+                directory.mkdir(mode=0o700)
