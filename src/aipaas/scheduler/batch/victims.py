@@ -63,16 +63,18 @@ def task_started(job: Job, task: Task) -> float:
 def units_of(jobs: Iterable[Job]) -> list[Unit]:
     """Eviction steps in the order victims are taken: extras first (newest extra of each job
     first), then whole jobs; each by lowest priority, then most recently started."""
-    extras: list[tuple[tuple[int, float, str, str], Unit]] = []
+    extras: list[tuple[tuple[int, float, str, int], Unit]] = []
     wholes: list[tuple[tuple[int, float, str], Unit]] = []
     for job in jobs:
         running = job.running_tasks
         spare = len(running) - job.min_available
         if spare > 0:
             newest = sorted(running, key=lambda t: (task_started(job, t), t.name), reverse=True)
-            for task in newest[:spare]:
+            # Ties in start time keep newest's order (the higher index first), so that a job
+            # shrinks from its top rank down and keeps w-0..w-(n-1), as it was chosen here.
+            for rank, task in enumerate(newest[:spare]):
                 started = task_started(job, task)
-                extras.append(((job.priority, -started, job.key, task.name), Unit(job, task)))
+                extras.append(((job.priority, -started, job.key, rank), Unit(job, task)))
         started = job.started if job.started is not None else 0.0
         wholes.append(((job.priority, -started, job.key), Unit(job)))
     extras.sort(key=lambda e: e[0])
