@@ -119,7 +119,14 @@ def schedule(
     )
     engine = PlacerEngine(placer, built.on_request)
     built.snapshot.nodes = list(engine.nodes)
-    decisions = run_session(built.snapshot, engine, options_of(ctl))
+    try:
+        decisions = run_session(built.snapshot, engine, options_of(ctl))
+    except Exception:
+        # A scheduler bug must not stop the rest of the cycle (completions, cancellations,
+        # stops): nothing starts or is evicted this cycle, and the next one tries again.
+        log.exception("the batch session failed; nothing is started or evicted this cycle")
+        state.fingerprint = None
+        return
     victims = _evict(ctl, built, decisions.evicted, held)
     accepted = _check_starts(ctl, built, decisions.started, placer, engine, victims, quotas)
     for placement in victims:
