@@ -7,6 +7,6 @@ if [ ! -x .venv/bin/python ]; then
 fi
 stamp=.venv/.aipaas-installed
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
-  .venv/bin/pip install --quiet --disable-pip-version-check -e '.[dev]'
+  .venv/bin/pip install --quiet --disable-pip-version-check -e '.[dev,ray]'
   touch "$stamp"
 fi

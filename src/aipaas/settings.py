@@ -21,9 +21,13 @@ class Settings(BaseModel):
     db_url: str | None = Field(
         default=None, description="Database URL (postgresql://...); SQLite in data_dir if unset."
     )
-    backend: Literal["local", "sim", "demo", "slurm"] = Field(
+    backend: Literal["local", "sim", "demo", "slurm", "ray"] = Field(
         default="local",
         description="Where tasks run: this machine, a simulated cluster, both (demo), Slurm.",
+    )
+    ray_address: str | None = Field(
+        default=None,
+        description="The Ray cluster (host:port of its GCS; backend ray); RAY_ADDRESS if unset.",
     )
     slurm_conf: Path | None = Field(
         default=None,

@@ -8,6 +8,7 @@ from aipaas.backends.base import Backend
 from aipaas.backends.composite import CompositeBackend
 from aipaas.backends.fencing import FENCING_FILE, Fenced, TokenFile
 from aipaas.backends.local import LocalBackend, LocalOptions
+from aipaas.backends.ray.registry import ray_backend
 from aipaas.backends.sim import SimBackend
 from aipaas.backends.sim.backend import DEFAULT_JOURNAL_RECORDS
 from aipaas.backends.sim.cluster import load_cluster_with_slices
@@ -15,7 +16,7 @@ from aipaas.backends.sim.journal import DEFAULT_MAX_AGE_SECONDS
 from aipaas.backends.slurm.registry import slurm_backend
 from aipaas.clock import Clock
 
-NAMES = ("local", "sim", "demo", "slurm")
+NAMES = ("local", "sim", "demo", "slurm", "ray")
 
 
 def make_backend(
@@ -30,6 +31,7 @@ def make_backend(
     sim_journal_max_age_seconds: float = DEFAULT_MAX_AGE_SECONDS,
     slurm_conf: Path | None = None,
     slurm_mode: str = "pinned",
+    ray_address: str | None = None,
 ) -> Backend:
     if name == "local":
         return _local(run_dir, local_cpu_milli, local)
@@ -46,6 +48,8 @@ def make_backend(
         return CompositeBackend([_local(run_dir, local_cpu_milli, local), simulated], [simulated])
     if name == "slurm":
         return slurm_backend(run_dir, slurm_conf, slurm_mode)
+    if name == "ray":
+        return ray_backend(run_dir, ray_address)
     raise ValueError(f"unknown backend {name!r}; known: {', '.join(NAMES)}")
 
 

@@ -106,6 +106,7 @@ def make_app(settings: Settings) -> FastAPI:
             sim_journal_max_age_seconds=settings.sim_journal_max_age_seconds,
             slurm_conf=settings.slurm_conf,
             slurm_mode=settings.slurm_mode,
+            ray_address=settings.ray_address,
         )
         controller = Controller(
             store,

@@ -21,9 +21,12 @@ def register(app: typer.Typer) -> None:
 
 DataDir = Annotated[Path, typer.Option("--data-dir", help="Database, token, logs live here.")]
 Host = Annotated[str, typer.Option("--host", help="Address to listen on.")]
-Backend = Annotated[str, typer.Option("--backend", help="local, sim, demo (both) or slurm.")]
+Backend = Annotated[str, typer.Option("--backend", help="local, sim, demo (both), slurm or ray.")]
 SlurmConf = Annotated[
     Path | None, typer.Option("--slurm-conf", help="slurm.conf of the cluster (backend slurm).")
+]
+RayAddress = Annotated[
+    str | None, typer.Option("--ray-address", help="The Ray cluster, host:port (backend ray).")
 ]
 SlurmMode = Annotated[
     str,
@@ -61,6 +64,7 @@ def server(
     log_level: LogLevel = "info",
     slurm_conf: SlurmConf = None,
     slurm_mode: SlurmMode = "pinned",
+    ray_address: RayAddress = None,
 ) -> None:
     """Serve the API (OpenAPI at /docs) with the controller in the same process.
 
@@ -83,6 +87,7 @@ def server(
             **({"task_user": task_user} if task_user else {}),
             **({"slurm_conf": slurm_conf} if slurm_conf else {}),
             "slurm_mode": slurm_mode,
+            **({"ray_address": ray_address} if ray_address else {}),
         }
     )
     _serve(settings, log_level=log_level)

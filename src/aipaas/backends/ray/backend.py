@@ -1,0 +1,297 @@
+"""Runs each task as a process inside a detached, named Ray actor on the node aipaas chose.
+
+The controller has already placed every task of a gang (nodes and GPUs), so each actor is
+pinned to its node with ``NodeAffinitySchedulingStrategy(soft=False)``: Ray only checks and
+accounts the resources (``num_gpus``, fractions included: Ray's fractional GPUs) and never moves
+the work elsewhere. Ray gives the actor its GPU ids, which become the task's
+``CUDA_VISIBLE_DEVICES``.
+
+Crash safety: an actor is named by the task's request id (namespace ``aipaas``) and detached,
+so it outlives the controller; a restarted controller finds it by name (``get_if_exists``: a
+second start never makes a second actor). The controller-side record (``run_dir/<id>/``) says a
+start was asked and, once seen, the exit code: the actor is ended only after its exit code is
+on disk, so a status asked again (level-triggered) still answers.
+
+Status never blocks the controller for long: the actors are asked at once and answers not in
+within ``poll_seconds`` count as still running (an actor Ray is still starting). An actor that
+is gone (its node removed or dead, killed) without a recorded exit code is a lost task.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import ray
+from ray import cloudpickle
+from ray.exceptions import GetTimeoutError, RayActorError
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+from aipaas.backends.base import Inventory, LaunchRequest, TaskState, TaskStatus
+from aipaas.backends.local.nvml import DRIVER
+from aipaas.backends.ray import actor as actor_module
+from aipaas.backends.ray.inventory import RayNode, nodes_of
+
+log = logging.getLogger(__name__)
+
+NAMESPACE = "aipaas"
+ACTOR_PREFIX = "aipaas-task-"
+#: where a task without a workingDir runs, on its node (one directory per attempt)
+DEFAULT_TASK_ROOT = "/tmp/aipaas-ray-tasks"
+TASK_PATH = "/usr/local/bin:/usr/bin:/bin"
+STOPPED_CODE = 143  # 128 + SIGTERM, as the local backend reports a stopped task
+
+
+def actor_name(request_id: str) -> str:
+    return ACTOR_PREFIX + request_id
+
+
+def gpu_request(request: LaunchRequest) -> float:
+    """Ray's ``num_gpus`` for a task: its whole GPUs, or the fraction of one it was given."""
+    whole = len(request.gpus) or sum(1 for d in request.devices if d.driver == DRIVER)
+    if whole == 1 and 0 < request.gpu_milli < 1000:
+        return request.gpu_milli / 1000
+    return float(whole)
+
+
+class RayBackend:
+    name = "ray"
+
+    def __init__(
+        self,
+        run_dir: Path,
+        address: str | None = None,
+        *,
+        task_root: str = DEFAULT_TASK_ROOT,
+        poll_seconds: float = 0.5,
+    ) -> None:
+        """Args:
+        run_dir: the controller's records of the tasks it started (one directory per id).
+        address: the Ray cluster (``host:port`` of its GCS, or ``ray://``); None: RAY_ADDRESS
+            or a cluster started on this host.
+        poll_seconds: the most a status call waits for the actors' answers.
+        """
+        self.run_dir = run_dir.resolve()
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.address = address
+        self.task_root = task_root
+        self.poll_seconds = poll_seconds
+        self._connected = False
+        self._owns_connection = False
+        self._nodes: dict[str, RayNode] = {}
+        self._handles: dict[str, Any] = {}
+        self._pending: dict[str, Any] = {}  # request id -> a poll not yet answered
+        self._lock = threading.Lock()
+
+    # the Backend interface ----------------------------------------------------------------
+
+    def inventory(self) -> Inventory:
+        self._connect()
+        nodes = nodes_of(ray.nodes())
+        self._nodes = {n.info.name: n for n in nodes}
+        gpus = any(n.info.gpu_count for n in nodes)
+        features = {"processes", "ray"} | ({"gpu"} if gpus else set())
+        return Inventory(tuple(n.info for n in nodes), frozenset(features))
+
+    def start(self, request: LaunchRequest) -> None:
+        directory = self._dir(request.request_id)
+        directory.mkdir(parents=True, exist_ok=True)
+        if (directory / "created").exists() or (directory / "exit").exists():
+            return  # already started (by this process or an earlier one)
+        self._connect()
+        node = self._nodes.get(request.node)
+        if node is None:
+            self.inventory()
+            node = self._nodes.get(request.node)
+        if node is None:
+            raise ValueError(f"the Ray cluster has no live node {request.node}")
+        spec = self._spec(request)
+        _write(directory / "request.json", json.dumps({"node": node.info.name, "at": time.time()}))
+        runner = ray.remote(actor_module.TaskRunner)
+        runner.options(
+            name=actor_name(request.request_id),
+            namespace=NAMESPACE,
+            lifetime="detached",
+            get_if_exists=True,  # a start repeated after a crash finds the first actor
+            max_restarts=0,  # a restarted actor would run the command a second time
+            num_cpus=0,  # aipaas accounts CPUs itself; Ray places the actor where told
+            num_gpus=gpu_request(request),
+            scheduling_strategy=NodeAffinitySchedulingStrategy(node.node_id, soft=False),
+        ).remote(spec)
+        _write(directory / "created", "")
+
+    def stop(self, request_id: str, grace_seconds: float = 5.0) -> None:
+        directory = self._dir(request_id)
+        if not directory.exists() or (directory / "exit").exists():
+            return
+        (directory / "stop").touch()
+        handle = self._handle(request_id)
+        if handle is not None:
+            handle.stop.remote(grace_seconds)  # answered by the next status's poll
+
+    def status(self, request_ids: Sequence[str]) -> dict[str, TaskStatus]:
+        answers: dict[str, TaskStatus] = {}
+        ask: list[str] = []
+        for rid in request_ids:
+            known = self._recorded(rid)
+            if known is not None:
+                answers[rid] = known
+            else:
+                ask.append(rid)
+        if not ask:
+            return answers
+        self._connect()
+        alive = self._alive_names()
+        polls: dict[str, Any] = {}
+        for rid in ask:
+            handle = self._handle(rid) if actor_name(rid) in alive else None
+            if handle is None:
+                answers[rid] = self._gone(rid)
+                continue
+            with self._lock:
+                ref = self._pending.get(rid) or handle.poll.remote()
+                self._pending[rid] = ref
+            polls[rid] = ref
+        ready: set[Any] = set()
+        if polls:
+            refs = list(polls.values())
+            done, _ = ray.wait(refs, num_returns=len(refs), timeout=self.poll_seconds)
+            ready = set(done)
+        for rid, ref in polls.items():
+            answers[rid] = self._answer(rid, ref, ref in ready)
+        return answers
+
+    def close(self) -> None:
+        with self._lock:
+            self._handles.clear()
+            self._pending.clear()
+        if self._owns_connection and ray.is_initialized():
+            ray.shutdown()  # the actors are detached: they keep running
+        self._connected = self._owns_connection = False
+
+    # helpers ------------------------------------------------------------------------------
+
+    def _connect(self) -> None:
+        if self._connected:
+            return
+        # Shipped by value: the cluster's workers need not have aipaas installed.
+        cloudpickle.register_pickle_by_value(actor_module)
+        if not ray.is_initialized():
+            ray.init(
+                address=self.address,
+                namespace=NAMESPACE,
+                log_to_driver=False,
+                logging_level=logging.WARNING,
+            )
+            self._owns_connection = True
+        self._connected = True
+
+    def _spec(self, request: LaunchRequest) -> dict[str, Any]:
+        cwd = request.working_dir or f"{self.task_root}/{request.request_id}"
+        env = {
+            "PATH": os.environ.get("PATH") or TASK_PATH,
+            "LANG": os.environ.get("LANG") or "C.UTF-8",
+            "HOME": cwd,
+        }
+        env.update(request.env)
+        env["PYTHONUNBUFFERED"] = "1"
+        master = self._nodes.get(env.get("MASTER_ADDR", ""))
+        if master is not None and master.address:
+            env["MASTER_ADDR"] = master.address  # a node's name is not an address
+        return {
+            "command": list(request.command),
+            "env": env,
+            "cwd": cwd,
+            "log_path": request.log_path,
+        }
+
+    def _answer(self, rid: str, ref: Any, ready: bool) -> TaskStatus:
+        if not ready:
+            return TaskStatus(rid, TaskState.RUNNING, message="the Ray actor has not answered")
+        with self._lock:
+            self._pending.pop(rid, None)
+        try:
+            code = ray.get(ref, timeout=0)
+        except (RayActorError, GetTimeoutError):
+            return self._gone(rid)
+        if code is None:
+            return TaskStatus(rid, TaskState.RUNNING)
+        _write(self._dir(rid) / "exit", f"{int(code)}\n")  # before the actor is ended
+        self._finish(rid)
+        recorded = self._recorded(rid)
+        assert recorded is not None
+        return recorded
+
+    def _recorded(self, rid: str) -> TaskStatus | None:
+        """What the records alone say: never started here, or ended with a known code."""
+        directory = self._dir(rid)
+        if not directory.exists():
+            return TaskStatus(rid, TaskState.UNKNOWN)
+        try:
+            code = int((directory / "exit").read_text().strip())
+        except (FileNotFoundError, ValueError):
+            return None
+        if (directory / "stop").exists() and code != 0:
+            return TaskStatus(rid, TaskState.FAILED, code, f"stopped (exit code {code})")
+        state = TaskState.SUCCEEDED if code == 0 else TaskState.FAILED
+        return TaskStatus(rid, state, code, f"exit code {code}")
+
+    def _gone(self, rid: str) -> TaskStatus:
+        """No live actor and no recorded exit code."""
+        directory = self._dir(rid)
+        if (directory / "stop").exists():
+            _write(directory / "exit", f"{STOPPED_CODE}\n")
+            return TaskStatus(rid, TaskState.FAILED, STOPPED_CODE, "stopped")
+        if not (directory / "created").exists():
+            return TaskStatus(rid, TaskState.LOST, message="never started in Ray")
+        return TaskStatus(
+            rid, TaskState.LOST, message="the task's Ray actor is gone (its node removed or dead)"
+        )
+
+    def _finish(self, rid: str) -> None:
+        handle = self._handle(rid)
+        with self._lock:
+            self._handles.pop(rid, None)
+        if handle is not None:
+            handle.finish.remote()  # kills what is left of the group, then the actor exits
+
+    def _handle(self, rid: str) -> Any:
+        with self._lock:
+            handle = self._handles.get(rid)
+        if handle is not None:
+            return handle
+        try:
+            handle = ray.get_actor(actor_name(rid), namespace=NAMESPACE)
+        except ValueError:  # no live actor of that name
+            return None
+        with self._lock:
+            self._handles[rid] = handle
+        return handle
+
+    def _alive_names(self) -> set[str]:
+        listed = ray.util.list_named_actors(all_namespaces=True)
+        return {
+            str(a["name"])
+            for a in listed
+            if isinstance(a, dict) and a.get("namespace") == NAMESPACE
+        }
+
+    def _dir(self, request_id: str) -> Path:
+        if "/" in request_id or request_id.startswith("."):
+            raise ValueError(f"invalid request id {request_id!r}")
+        return self.run_dir / request_id
+
+
+def _write(path: Path, text: str) -> None:
+    temporary = path.with_name(path.name + ".tmp")
+    temporary.write_text(text)
+    os.replace(temporary, path)
+    with contextlib.suppress(OSError):
+        os.chmod(path, 0o600)
