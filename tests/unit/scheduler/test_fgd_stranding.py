@@ -19,7 +19,9 @@ from aipaas.scheduler.plugins import default_registry
 from aipaas.scheduler.plugins.fgd import FgdScore, typical_pods
 from aipaas.scheduler.plugins.fgd_stranding import (
     StrandingFgdScore,
+    bound_gpu_share,
     cpu_per_gpu_milli,
+    model_pressure,
     new_stranding_fgd,
     stranded_gpu_milli,
 )
@@ -110,11 +112,9 @@ def test_weight_zero_is_fgd() -> None:
 
 def test_fgdx_profile_places_by_stranding() -> None:
     profile = load_profile("fgdx")
-    assert [(s.name, s.args) for s in profile.spec.scores] == [("FGDStranding", {"weight": 2})]
-    assert (profile.spec.gpuPicker.name, profile.spec.gpuPicker.args) == (
-        "FGDStranding",
-        {"weight": 2},
-    )
+    args = {"weight": 2, "reserve": 2}
+    assert [(s.name, s.args) for s in profile.spec.scores] == [("FGDStranding", args)]
+    assert (profile.spec.gpuPicker.name, profile.spec.gpuPicker.args) == ("FGDStranding", args)
     light = PodRequest("light", 2_000, 1, 1, 1000)
     # rich comes first in the tie-break order: FGD ties at 50 and takes it; fgdx scores poor
     # 73 (above) and takes poor's lowest idle GPU.
@@ -168,3 +168,70 @@ def test_no_workload_means_no_stranding_term() -> None:
     # No typical pods and no ratio: F' = 0 everywhere, every placement scores 50.
     state = poor_and_rich()
     assert plugin.score(state, PodRequest("p", 6_000, 1, 1, 1000), both()).tolist() == [50, 50]
+
+
+# --- the reserve for contested GPU models ---------------------------------------------------
+
+
+def t4_and_g2() -> ClusterState:
+    # Equal nodes but for the model: 4 GPUs and 64 cores each (rho 4 never strands them).
+    return ClusterState(
+        [NodeSpec("t4", 64_000, 1 << 20, 4, "T4"), NodeSpec("g2", 64_000, 1 << 20, 4, "G2")]
+    )
+
+
+def test_bound_gpu_share_and_pressure() -> None:
+    workload = [
+        PodRequest("t4", 1_000, 1, 1, 1000, ("T4",)),
+        PodRequest("either", 1_000, 1, 2, 1000, ("G2", "T4")),
+        PodRequest("any", 1_000, 1, 1, 1000),
+        PodRequest("cpu", 1_000, 1),
+    ]
+    # 4000 GPU milli in all: T4 alone 1000 (1/4), G2|T4 2000 (1/2).
+    share = bound_gpu_share(workload)
+    assert share == {("T4",): 0.25, ("G2", "T4"): 0.5}
+    state = ClusterState(
+        [NodeSpec("t", 64_000, 1 << 20, 2, "T4"), NodeSpec("g", 64_000, 1 << 20, 6, "G2")]
+    )
+    # Capacity 8 GPUs: T4 2 (1/4), G2 6 (3/4); demand taken as 8 GPUs. T4: 0.25*8 = 2 GPUs
+    # alone, plus G2|T4's 0.5*8 = 4 spread 2:6 -> 1; T4 asked 3 of 2 -> 1.5. G2: 3 of 6 -> 0.5.
+    # The last entry is for nodes without GPUs: 0.
+    pressure = dict(
+        zip((*state.models, "none"), model_pressure(state, share).tolist(), strict=True)
+    )
+    assert pressure == {"G2": 0.5, "T4": 1.5, "none": 0.0}
+    assert bound_gpu_share([PodRequest("cpu", 1_000, 1)]) == {}
+
+
+def test_reserve_sends_unbound_pods_off_contested_models() -> None:
+    # Half the GPU demand is bound to T4, which has half the capacity: pressure 1 on T4, 0 on G2.
+    workload = [
+        PodRequest("bound", 4_000, 1, 1, 1000, ("T4",)),
+        PodRequest("free", 4_000, 1, 1, 1000),
+    ]
+    plugin = StrandingFgdScore(
+        typical_pods(workload), cpu_per_gpu_milli(workload), 2.0, bound_gpu_share(workload), 2.0
+    )
+    plain = StrandingFgdScore(typical_pods(workload), cpu_per_gpu_milli(workload))
+    state = t4_and_g2()
+    free = PodRequest("p", 4_000, 1, 1, 1000)
+    # Without the reserve: t4 F = 0 before and after (both typical pods fit), dF = 0 -> 50;
+    # g2: the bound typical pod (p .5) cannot use G2, counts gpuFree: 2000 -> 1500: dF = 500
+    # -> floor(100 sigmoid(.5)) = 62.
+    assert plain.score(state, free, both()).tolist() == [50, 62]
+    # With it, t4's F' also has -2 * 1 * gpuFree: -8000 -> -6000, dF' = -2000 -> 11.
+    assert plugin.score(state, free, both()).tolist() == [11, 62]
+    # A pod bound to T4 may only go there: the reserve lowers its only score, not its choice.
+    bound = PodRequest("b", 4_000, 1, 1, 1000, ("T4",))
+    assert Scheduler(t4_and_g2(), "fgdx", workload=workload).select_node(bound) == 0
+
+
+def test_reserve_without_bound_pods_changes_nothing() -> None:
+    state = poor_and_rich()
+    state.allocate(Placement("x", "poor", 0, (1,), 300, 1_000, 0))
+    plain = StrandingFgdScore(typical_pods(WHOLE_4C), 4.0)
+    reserved = StrandingFgdScore(typical_pods(WHOLE_4C), 4.0, bound_share={}, reserve=2)
+    for p in (PodRequest("s", 1_000, 1, 1, 600), PodRequest("w", 3_000, 1, 2, 1000)):
+        assert reserved.device_scores(state, p, both()).tolist() == (
+            plain.device_scores(state, p, both()).tolist()
+        )

@@ -168,7 +168,7 @@ def test_a_profile_made_in_code_is_checked_by_the_scheduler() -> None:
         Scheduler(ClusterState([NodeSpec("n", 1, 1)]), bad)
     assert str(error.value) == (
         "profile mine: invalid scheduler profile: spec.scores[0].args.wieght: unknown argument "
-        "of plugin FGDStranding (it takes: coverage, weight)"
+        "of plugin FGDStranding (it takes: coverage, weight, reserve)"
     )
 
 

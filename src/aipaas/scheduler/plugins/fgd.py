@@ -164,8 +164,13 @@ class FgdScore(ScorePlugin, GpuPickerPlugin):
         fitting_gpus: IntArray,
         sliver_milli: IntArray,
         accessible: npt.NDArray[np.bool_],
+        model_ids: IntArray,
     ) -> FloatArray:
-        """F of node variants (see ``fragmentation``); a subclass may measure it differently."""
+        """F of node variants (see ``fragmentation``); a subclass may measure it differently.
+
+        ``model_ids`` (V,) are the variants' GPU models (``ClusterState.model_id``), for a
+        subclass that weighs nodes by model; FGD itself reads models only through ``accessible``.
+        """
         return fragmentation(table, cpu_free, gpu_left, fitting_gpus, sliver_milli, accessible)
 
     def _table(self, state: ClusterState) -> TypicalPodTable:
@@ -201,6 +206,7 @@ class FgdScore(ScorePlugin, GpuPickerPlugin):
                 fitting,
                 sliver,
                 table.accessible[:, state.model_id[dirty]],
+                state.model_id[dirty],
             )
             terms.seen[dirty] = versions[stale]
         return terms.fitting[nodes].T, terms.sliver[nodes].T, terms.before[nodes]
@@ -216,7 +222,8 @@ class FgdScore(ScorePlugin, GpuPickerPlugin):
         fitting, sliver, before = self._node_terms(state, table, nodes)  # (T, k), (T, k), (k,)
         cpu = state.cpu_free[nodes]
         left = state.gpu_free_total[nodes]
-        accessible = table.accessible[:, state.model_id[nodes]]  # (T, k)
+        models = state.model_id[nodes]
+        accessible = table.accessible[:, models]  # (T, k)
         if not pod.is_shared:
             # CPU-only (count 0) or whole GPUs: each taken GPU was idle, so it fitted every pod.
             after = self._fragmentation(
@@ -226,6 +233,7 @@ class FgdScore(ScorePlugin, GpuPickerPlugin):
                 fitting - pod.gpu_count,
                 sliver,
                 accessible,
+                models,
             )
             return self._score_of(before - after).reshape(-1, 1)
         free = state.gpu_free[nodes]  # (k, G)
@@ -247,6 +255,7 @@ class FgdScore(ScorePlugin, GpuPickerPlugin):
             fitting_after.reshape(table.size, k * gpus),
             sliver_after.reshape(table.size, k * gpus),
             np.repeat(accessible, gpus, axis=1),
+            np.repeat(models, gpus),
         ).reshape(k, gpus)
         scores = self._score_of(before[:, None] - after)
         return np.where(free >= pod.gpu_milli, scores, NO_ROOM)
