@@ -18,4 +18,17 @@ if ! command -v pg_ctl >/dev/null 2>&1 && ! ls /usr/lib/postgresql/*/bin/pg_ctl 
   fi
 fi
 # --- end PostgreSQL ---------------------------------------------------------------------------
+# --- Slurm for the Slurm backend's tests (issue 12) -------------------------------------------
+# tests/integration/slurm_cluster.py starts a throwaway cluster itself (scripts/slurm_cluster.sh:
+# munged, slurmctld and two slurmds on this host) and stops it at the end. It needs Debian's
+# slurm-wlm and munge (about 20 s of apt): installed here when absent; without them those tests
+# skip, saying so.
+if ! command -v slurmctld >/dev/null 2>&1 || ! command -v munged >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    (apt-get install -y -qq slurm-wlm munge >/dev/null 2>&1 \
+      || (apt-get update -qq && apt-get install -y -qq slurm-wlm munge >/dev/null)) \
+      || echo "slurm-wlm could not be installed: the Slurm tests will skip" >&2
+  fi
+fi
+# --- end Slurm --------------------------------------------------------------------------------
 pytest -n 2 "$@"
