@@ -1,14 +1,16 @@
 """Regenerates docs/results/scheduling.md: the batch-scheduling measurements of issue 11.
 
-    .venv/bin/python benchmarks/scheduling_tables.py [--full] [--out docs/results/scheduling.md]
+    .venv/bin/python benchmarks/scheduling_tables.py [--full [SECTIONS]] [--only SECTIONS]
+        [--out docs/results/scheduling.md]
 
 Runs, in this process and in order: the Kueue scalability scenario (kueue_scale.py; ``--full``
 adds the 1,000-queue, 50,000-job variant), the openb time-based replay under fifo, volcano and
 default at loads 0.7, 0.9 and 1.1 (batch_openb.py; quick size by default, ``--full`` all 8,152
 pods on a 38-node slice), and one cycle of the live controller in a full cluster
 (controller_cycle.py --batch; quick: 2,000 pending, 200 running on 200 nodes, 40 queues;
-``--full``: 10,000 / 1,000 / 1,000 / 200). Each table is printed as it is made, then the file is
-written with the command that made it.
+``--full``: 10,000 / 1,000 / 1,000 / 200). ``--full`` alone makes every section full size;
+``--full kueue,controller`` only those (the full openb replay takes hours on two shared cores).
+Each table is printed as it is made, then the file is written with the command that made it.
 """
 
 from __future__ import annotations
@@ -112,7 +114,13 @@ def controller_section(full: bool) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--full", action="store_true")
+    parser.add_argument(
+        "--full",
+        nargs="?",
+        const="kueue,openb,controller",
+        default="",
+        help="full sizes for these sections (all when no list is given)",
+    )
     parser.add_argument("--out", default=str(ROOT / "docs/results/scheduling.md"))
     parser.add_argument("--data", default=str(ROOT.parent / "shared/data/openb"))
     parser.add_argument(
@@ -120,19 +128,20 @@ def main() -> None:
     )
     args = parser.parse_args()
     command = "nice -n 10 .venv/bin/python benchmarks/scheduling_tables.py" + (
-        " --full" if args.full else ""
+        f" --full {args.full}" if args.full else ""
     )
+    full = set(args.full.split(",")) if args.full else set()
     started = time.perf_counter()
     sections = []
     wanted = args.only.split(",")
     if "kueue" in wanted:
-        sections.append(kueue_section(args.full))
+        sections.append(kueue_section("kueue" in full))
         print(sections[-1], flush=True)
     if "openb" in wanted:
-        sections.append(openb_section(args.full, Path(args.data)))
+        sections.append(openb_section("openb" in full, Path(args.data)))
         print(sections[-1], flush=True)
     if "controller" in wanted:
-        sections.append(controller_section(args.full))
+        sections.append(controller_section("controller" in full))
         print(sections[-1], flush=True)
     header = [
         "# Batch scheduling: measured (issue 11)",
