@@ -8,6 +8,13 @@ hold more than its fair share of such a resource right before each eviction. Pri
 queues does not decide who may be taken. Since the reclaimer ends at or below its share, the
 victim's queue cannot take the room back next cycle: no reclaim loop. A queue below its
 guarantee reclaims the same way (its fair share is at least min(guaranteed, demand)).
+
+Guaranteed is "always reachable, by reclaim if need be" (issue 11), also where no queue is
+above its fair share (a share made of demand can leave a guarantee unplaceable when the free
+room is fragmented): a job that keeps its side (its queue up to the common ancestor) within
+its guarantee may also take from a branch that holds more than that branch's guarantee. No
+loop either: the reclaimer's side ends within its guarantee and its fair share, so neither
+rule lets the victim's side take the room back.
 """
 
 from __future__ import annotations
@@ -91,6 +98,36 @@ def _holds(unit: Unit) -> Resources:
     return total
 
 
+def _guaranteed(session: Session, key: str) -> Resources:
+    queue = session.queues.get(key)
+    return queue.guaranteed if queue is not None else Resources()
+
+
+def _guaranteed_mask(session: Session, keys: Sequence[str], need: Resources) -> tuple[bool, ...]:
+    """The resources ``need`` asks for of which the reclaimer's queue (``keys[0]``) has a
+    guarantee and every node of ``keys`` stays within its guarantee with ``need`` added (all
+    False when one of them would go above: the guarantee rule does not apply)."""
+    own = _guaranteed(session, keys[0]).as_tuple()
+    mask = tuple(w > 0 and g > 0 for w, g in zip(need.as_tuple(), own, strict=True))
+    for key in keys:
+        after = (session.allocated[key] + need).as_tuple()
+        guaranteed = _guaranteed(session, key).as_tuple()
+        if any(m and a > g for m, a, g in zip(mask, after, guaranteed, strict=True)):
+            return tuple(False for _ in mask)
+    return mask
+
+
+def _over_guarantee(session: Session, key: str, mask: Sequence[bool], holds: Resources) -> bool:
+    """``key`` holds more than its guarantee of a resource of ``mask`` that the victim
+    (``holds``) has some of."""
+    held = session.allocated[key].as_tuple()
+    guaranteed = _guaranteed(session, key).as_tuple()
+    victim = holds.as_tuple()
+    return any(
+        m and h > g and v > 0 for m, h, g, v in zip(mask, held, guaranteed, victim, strict=True)
+    )
+
+
 def _within(session: Session, keys: Sequence[str], need: Resources) -> bool:
     """Every node of ``keys`` holds at most its fair share of what ``need`` asks for, with
     ``need`` added."""
@@ -126,21 +163,35 @@ class _Index:
                 if key:
                     self.leaves_under.setdefault(key, []).append(leaf)
         self.over: dict[str, tuple[bool, ...]] = {}
+        #: nodes above their guarantee, not above their share: only a job within its own
+        #: guarantee may take from these
+        self.over_guarantee: dict[str, tuple[bool, ...]] = {}
         self.refresh()
 
     def refresh(self) -> None:
         self.over.clear()
+        self.over_guarantee.clear()
         for key in self.leaves_under:
             held = self.session.allocated[key].as_tuple()
             share = _share(self.session, key).as_tuple()
             flags = tuple(h > f for h, f in zip(held, share, strict=True))
             if any(flags):
                 self.over[key] = flags
+                continue
+            guaranteed = _guaranteed(self.session, key).as_tuple()
+            flags = tuple(h > g for h, g in zip(held, guaranteed, strict=True))
+            if any(flags):
+                self.over_guarantee[key] = flags
 
-    def victims(self, tree: _Tree, need: Resources) -> list[Job]:
+    def victims(self, tree: _Tree, need: Resources, guaranteed: bool = False) -> list[Job]:
+        """Jobs in branches beside ``tree``'s lineage above their fair share (``guaranteed``:
+        or above their guarantee) in a resource ``need`` asks for."""
         asked = [want > 0 for want in need.as_tuple()]
         out: list[Job] = []
-        for key, flags in self.over.items():
+        over = list(self.over.items())
+        if guaranteed:
+            over += self.over_guarantee.items()
+        for key, flags in over:
             queue = self.session.queues.get(key)
             if queue is None or key in tree.depth or queue.parent not in tree.depth:
                 continue  # not a branch beside the reclaimer's lineage
@@ -153,6 +204,13 @@ class _Index:
         return out
 
 
+def _need(gang: Sequence[Task]) -> Resources:
+    need = Resources()
+    for task in gang:
+        need = need + task.resources
+    return need
+
+
 def _holds_any(held: Resources, over: Sequence[bool], asked: Sequence[bool]) -> bool:
     return any(h > 0 and o and a for h, o, a in zip(held.as_tuple(), over, asked, strict=True))
 
@@ -160,17 +218,24 @@ def _holds_any(held: Resources, over: Sequence[bool], asked: Sequence[bool]) -> 
 def reclaim(session: Session) -> None:
     protected = touched_jobs(session)
     index = _Index(session, protected)
-    if not index.over:
-        return  # no queue holds more than its share of anything: nothing to take back
+    if not index.over and not index.over_guarantee:
+        return  # no queue holds more than its share or guarantee: nothing to take back
+
+    def may(job: Job) -> bool:
+        # With no queue above its share, only a job within its queue's guarantee reclaims.
+        return bool(index.over) or (
+            job.queue in session.queues
+            and any(_guaranteed(session, job.queue).as_tuple())  # cheap: most have none
+            and any(_guaranteed_mask(session, [job.queue], _need(gang_tasks(job))))
+        )
+
     trees: dict[str, _Tree] = {}
     failed: set[tuple[object, ...]] = set()
-    for job in preemptors(session, protected):
-        if not index.over:
-            break  # no queue holds more than its share: nothing to take back
+    for job in preemptors(session, protected, may):
+        if not index.over and not index.over_guarantee:
+            break  # no queue holds more than its share or guarantee: nothing to take back
         gang = gang_tasks(job)
-        need = Resources()
-        for task in gang:
-            need = need + task.resources
+        need = _need(gang)
         # Priority does not decide reclaim: equal shapes of one queue fail alike.
         shape = shape_of(job, gang, priority=False)
         if not gang or (shape is not None and shape in failed):
@@ -180,7 +245,8 @@ def reclaim(session: Session) -> None:
         tree = trees.get(job.queue)
         if tree is None:
             tree = trees[job.queue] = _Tree(session, job.queue)
-        victims = index.victims(tree, need)
+        guaranteed = any(_guaranteed_mask(session, [job.queue], need))
+        victims = index.victims(tree, need, guaranteed)
         if not victims:
             continue
         before = len(session.decisions.evicted)
@@ -205,8 +271,14 @@ def _try(
         # The victim must hold some of what its branch is over in: evicting it lowers the
         # excess. This is also what rules out a loop: a job that reclaimed last cycle left
         # its side at or below its share in everything it holds.
-        branch = tree.split(unit.job.queue)[1]
-        return _over(session, branch, need, _holds(unit)) is not None
+        top, branch = tree.split(unit.job.queue)
+        holds = _holds(unit)
+        if _over(session, branch, need, holds) is not None:
+            return True
+        # Reaching a guarantee: the reclaimer's side stays within its guarantee, the
+        # victim's branch holds more than its own (in the resources guaranteed).
+        mask = _guaranteed_mask(session, tree.lineage[:top], need)
+        return _over_guarantee(session, branch, mask, holds)
 
     def may_start(units: Sequence[Unit]) -> bool:
         if session.quota_problem(job, need) is not None:
@@ -224,15 +296,21 @@ def _try(
     def why(unit: Unit) -> str:
         # Said once per victim, with the numbers as they stand before its first eviction.
         if id(unit) not in said:
-            branch = tree.split(unit.job.queue)[1]
-            index = _over(session, branch, need, _holds(unit)) or 0
+            top, branch = tree.split(unit.job.queue)
+            over = _over(session, branch, need, _holds(unit))
+            if over is None:  # taken by the guarantee rule
+                mask = _guaranteed_mask(session, tree.lineage[:top], need)
+                index = next((i for i, m in enumerate(mask) if m), 0)
+                mine_of, theirs_of, what = _guaranteed, _guaranteed, "guarantee"
+            else:
+                index, mine_of, theirs_of, what = over, _share, _share, "fair share"
             _, per, label = _UNITS[index]
             mine = session.allocated[job.queue].as_tuple()[index]
-            my_share = _share(session, job.queue).as_tuple()[index]
+            my_share = mine_of(session, job.queue).as_tuple()[index]
             theirs = session.allocated[branch].as_tuple()[index]
-            their_share = _share(session, branch).as_tuple()[index]
+            their_share = theirs_of(session, branch).as_tuple()[index]
             said[id(unit)] = (
-                f"{_label(job.queue)} {job.queue} holds {amount(mine, per)} of its fair share "
+                f"{_label(job.queue)} {job.queue} holds {amount(mine, per)} of its {what} "
                 f"of {amount(my_share, per)} {label}; {_label(branch)} {branch} holds "
                 f"{amount(theirs, per)} of {amount(their_share, per)}"
             )
