@@ -238,6 +238,9 @@ class Controller:
                     continue
             if answer.state is TaskState.UNKNOWN:
                 if record.phase == TaskPhase.STARTING:
+                    if answer.message != record.message:  # why it waits (Slurm's own queue)
+                        record = record.with_(message=answer.message)
+                        item.set(record)
                     self.start_task(item, record)  # the start was lost in a crash: ask again
                 else:
                     self.give_up(item, record, TaskPhase.LOST, "the backend does not know the task")
@@ -245,7 +248,9 @@ class Controller:
                 continue
             if answer.state is TaskState.RUNNING:
                 if record.phase == TaskPhase.STARTING:
-                    item.set(record.with_(phase=TaskPhase.RUNNING.value, started_at=now))
+                    item.set(
+                        record.with_(phase=TaskPhase.RUNNING.value, started_at=now, message="")
+                    )
                 continue
             phase = {
                 TaskState.SUCCEEDED: TaskPhase.SUCCEEDED,
