@@ -19,7 +19,9 @@ controller's guarantees kept:
 
 A session is skipped when nothing it reads changed since the last one (jobs' resource versions,
 task records, nodes, tenants and queues, and which jobs wait for victims), except that it runs
-at least every ``RECHECK_SECONDS`` (what depends on time: backoffs, minRuntime, reservations).
+again when something it decided from depends on time (a backoff that ends, a job reaching its
+queue's minRuntime, a reservation's start), and at least every ``RECHECK_SECONDS`` (usage over
+time decays).
 
 Who calls it: controller/admission.py ``place``.
 """
@@ -39,6 +41,7 @@ from aipaas.controller.batch_engine import PlacerEngine
 from aipaas.controller.batch_snapshot import Built, Templates, build, is_held, job_key
 from aipaas.controller.placement import Placer, Slot
 from aipaas.controller.work import ACTIVE, JobWork
+from aipaas.metering.usage import aware
 from aipaas.scheduler.batch.from_api import queue_tree
 from aipaas.scheduler.batch.model import Decisions, Eviction, Snapshot, Start
 from aipaas.scheduler.batch.options import BatchOptions
@@ -54,7 +57,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("aipaas.controller")
 
 #: a session runs at least this often even when nothing it reads changed (time matters)
-RECHECK_SECONDS = 5.0
+RECHECK_SECONDS = 30.0
 #: what an eviction's reason can be (model.Eviction)
 EVICTION_REASONS = ("Preempted", "Reclaimed", "ElasticShrink")
 
@@ -65,7 +68,8 @@ class BatchState:
 
     options: BatchOptions | None = None
     fingerprint: int | None = None
-    ran_at: float = float("-inf")
+    #: when the session must run again even if nothing it reads changed
+    due: float = float("-inf")
     #: the last session's snapshot (pseudo jobs left out) and decisions, for queue status
     report: tuple[Snapshot, Decisions, list[Object]] | None = None
     sessions: int = 0
@@ -102,9 +106,9 @@ def schedule(
                 item.message = f"waiting for {count} evicted tasks to stop"
         eligible = [i for i in eligible if not waiting.get(job_key(i.job))]
     fingerprint = _fingerprint(work, eligible, placer, quotas, waiting, now.timestamp())
-    if fingerprint == state.fingerprint and now.timestamp() - state.ran_at < RECHECK_SECONDS:
+    if fingerprint == state.fingerprint and now.timestamp() < state.due:
         return
-    state.fingerprint, state.ran_at = fingerprint, now.timestamp()
+    state.fingerprint = fingerprint
     state.sessions += 1
     tree = queue_tree(quotas.tenants.values(), quotas.queues.values())
     built = build(
@@ -127,6 +131,7 @@ def schedule(
         log.exception("the batch session failed; nothing is started or evicted this cycle")
         state.fingerprint = None
         return
+    state.due = _next_due(built, decisions, work, now.timestamp())
     victims = _evict(ctl, built, decisions.evicted, held)
     accepted = _check_starts(ctl, built, decisions.started, placer, engine, victims, quotas)
     for placement in victims:
@@ -141,6 +146,23 @@ def schedule(
         [j for j in built.snapshot.jobs if not is_held(j.key)],
     )
     state.report = (shown, decisions, objects)
+
+
+def _next_due(
+    built: Built, decisions: Decisions, work: Sequence[JobWork], now: float
+) -> float:
+    """The earliest time a session could decide otherwise with nothing else changed."""
+    due = [now + RECHECK_SECONDS]
+    due += [r.start for r in decisions.reservations.values() if r.start > now]
+    for job in built.snapshot.jobs:
+        queue = built.snapshot.queues.get(job.queue)
+        if queue is not None and queue.min_runtime > 0:
+            due += [t.since + queue.min_runtime for t in job.running_tasks if t.since is not None]
+    for item in work:
+        for record in item.records:
+            if record.restart_after is not None:
+                due.append(aware(record.restart_after).timestamp())
+    return min((d for d in due if d > now), default=now + RECHECK_SECONDS)
 
 
 def _waiting_for_victims(work: Sequence[JobWork]) -> dict[str, int]:
@@ -317,6 +339,7 @@ def _commit_and_start(
             admitted.append(item)
         if key in built.fresh and not item.records:
             item.records = new_records(ctl, item.job)
+            item.touched = True
             fresh.append(item)
         for start, slot in starts:
             ctl.claims.record_allocated(item.job, start.task, slot.allocations)

@@ -122,6 +122,8 @@ class Controller:
         # stopping attempts never seen running that the backend said once it did not know
         self._unknown_once: set[str] = set()
         self._stops: list[str] = []  # asked to stop this cycle, not yet sent (send_stops)
+        #: jobs (uid, resourceVersion) whose status matched their records at the last write-back
+        self._verified: set[tuple[str, str]] = set()
         #: what the batch session keeps between cycles (controller/batch_cycle.py)
         self.batch = BatchState()
 
@@ -190,6 +192,7 @@ class Controller:
             transaction=self.fenced,
             on_written=self.on_written,
             also=self._write_queue_status,
+            verified=self._verified,
         )
         self.send_stops()  # their ``stopping`` marks are durable now
         membership.sync_all(self, work)
@@ -353,6 +356,8 @@ class Controller:
         if CANCEL_ANNOTATION in job.metadata.annotations:
             self.finish(item, JobPhase.CANCELLED, "Cancelled", "the job was cancelled")
             return
+        if not item.records:
+            return  # not admitted yet: nothing runs, nothing to restart or end
         now = self.clock.now()  # restart times are wall-clock: stored, read by any host
         if self._past_time_limit(item, now):
             return

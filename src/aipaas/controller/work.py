@@ -46,10 +46,13 @@ class JobWork:
     order: int = 0
     reason: str = ""
     message: str = ""
+    #: a record of the job was set in this cycle (its status may have changed)
+    touched: bool = False
 
     def set(self, record: TaskRecord) -> None:
         self.records = [record if r.name == record.name else r for r in self.records]
         self.changed.add(record.name)
+        self.touched = True
 
     def event(self, reason: str, message: str, warning: bool = False) -> None:
         self.events.append((reason, message, warning))

@@ -41,18 +41,38 @@ def write_back(
     transaction: Callable[[], AbstractContextManager[Connection]] | None = None,
     on_written: OnWritten | None = None,
     also: Callable[[Connection], None] | None = None,
+    verified: set[tuple[str, str]] | None = None,
 ) -> None:
     """Task records, job status and events of the cycle, in one transaction: ``transaction``
     (the controller's fenced one: refused when the lease was lost), else a plain one; then
     ``on_written`` with the uids of the jobs it changed (none: not called). ``also`` writes
-    more in the same transaction."""
+    more in the same transaction.
+
+    ``verified``: (uid, resourceVersion) of the jobs whose stored status was found (or written)
+    to match their records by the last write-back; such a job that nothing touched in this
+    cycle keeps its status unchecked (most jobs, most cycles). Updated for the next cycle."""
     statuses: list[tuple[Job, JobStatus]] = []
+    seen: set[tuple[str, str]] = set()
     events: list[tuple[Job, str, str, bool]] = []
     deleted: list[Job] = []
     now = isoformat(clock.now())
     for item in work:
+        meta = item.job.metadata
+        key = (meta.uid or "", meta.resource_version or "")
+        if (
+            verified is not None
+            and key in verified
+            and item.job.status is not None
+            and not item.touched
+            and not item.reason
+            and item.phase is None
+            and not item.events
+        ):
+            seen.add(key)
+            continue
         if item.job.status is not None and status_unchanged(item):
             status = item.job.status
+            seen.add(key)
         else:
             status = job_status(item, now)
             if (item.job.status.model_dump(mode="json") if item.job.status else None) != (
@@ -60,6 +80,10 @@ def write_back(
             ):
                 statuses.append((item.job, status))
                 status_events(item, status)
+                # written below: the job's next version holds this status
+                seen.add((key[0], str(int(key[1] or 0) + 1)))
+            else:
+                seen.add(key)
         events.extend((item.job, *event) for event in item.events)
         if DELETE_ANNOTATION in item.job.metadata.annotations and status.phase.finished:
             deleted.append(item.job)
@@ -76,6 +100,9 @@ def write_back(
         for job in deleted:
             tasks.delete_job(job.metadata.uid or "", conn=tx)
             store.delete("Job", job.tenant, job.name, conn=tx)
+    if verified is not None:
+        verified.clear()
+        verified.update(seen)
     if on_written is None:
         return
     uids = {r.job_uid for r in changed}

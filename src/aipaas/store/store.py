@@ -222,9 +222,27 @@ class Store:
         if exclude_phases is not None:
             query = query.where(tables.objects.c.phase.not_in(list(exclude_phases)))
         query = query.order_by(tables.objects.c.id)
+        objects = tables.objects
+        # Versions first, bodies only of what is not parsed yet: the controller lists every
+        # unfinished job each cycle, and most have not changed since the last (their text was
+        # most of what a listing cost).
+        light = query.with_only_columns(objects.c.id, objects.c.uid, objects.c.resource_version)
         with self.transaction(write=False) as tx:
-            rows = tx.execute(query).mappings().all()
-        return [_to_object(row) for row in rows]
+            versions = tx.execute(light).all()
+            found: dict[int, Object] = {}
+            missing: list[int] = []
+            for row_id, uid, version in versions:
+                cached = _PARSED.get((uid, int(version)))
+                if cached is None:
+                    missing.append(row_id)
+                else:
+                    found[row_id] = cached
+            for first in range(0, len(missing), _BODY_CHUNK):
+                chunk = missing[first : first + _BODY_CHUNK]
+                full = select(objects).where(objects.c.id.in_(chunk))
+                for row in tx.execute(full).mappings():
+                    found[row["id"]] = _to_object(row)
+        return [found[row_id] for row_id, _, _ in versions if row_id in found]
 
     def list_page(
         self, kind: str, tenant: str | None = None, *, limit: int, after: int = 0
@@ -709,6 +727,10 @@ def _status_json(status: Any) -> str:
 
 _PARSED: dict[tuple[str, int], Object] = {}
 _PARSED_MAX = 20_000
+
+
+#: bodies read per statement when a listing reads the objects it has not parsed yet
+_BODY_CHUNK = 500
 
 
 def _to_object(row: Any) -> Object:
