@@ -14,7 +14,7 @@ import pytest
 
 from aipaas.backends.base import FencingRefused, LaunchRequest, TaskState
 from aipaas.backends.slurm import SlurmBackend, jobs
-from aipaas.backends.slurm.commands import SlurmCommands
+from aipaas.backends.slurm.commands import SlurmCommands, SlurmError
 from aipaas.backends.slurm.inventory import gpus_of, read_nodes
 from aipaas.backends.slurm.registry import slurm_backend
 
@@ -44,6 +44,8 @@ class FakeSlurm(SlurmCommands):
         self.job_list: list[dict[str, Any]] = []
         self.submitted: list[tuple[list[str], str]] = []
         self.cancelled: list[int] = []
+        self.accounting: str | None = None  # sacct's answer; None: no slurmdbd
+        self.sacct_calls = 0
 
     def nodes(self) -> list[dict[str, Any]]:
         return self.node_list
@@ -57,6 +59,14 @@ class FakeSlurm(SlurmCommands):
         name = next(a.split("=", 1)[1] for a in args if a.startswith("--job-name="))
         self.job_list.append({"job_id": job_id, "name": name, "job_state": "PENDING"})
         return job_id
+
+    def run(self, args: Sequence[str]) -> str:
+        if args[0] != "sacct":
+            raise AssertionError(f"unexpected {args}")
+        self.sacct_calls += 1
+        if self.accounting is None:
+            raise SlurmError("sacct failed (1): Slurm accounting storage is disabled")
+        return self.accounting
 
     def cancel(self, job_ids: Sequence[int]) -> None:
         self.cancelled.extend(job_ids)
@@ -286,3 +296,22 @@ def test_the_batch_script_runs_the_command_and_records_its_exit(tmp_path: Path) 
     assert done.stdout == f"1 2 [] {work}\n"  # no GPU asked: none visible
     assert exit_file.read_text() == "4\n"
     assert "export ODD='a '\"'\"'quoted'\"'\"' $value'" in script.read_text()
+
+
+def test_accounting_answers_for_jobs_slurmctld_forgot(tmp_path: Path, slurm: FakeSlurm) -> None:
+    backend = SlurmBackend(tmp_path, commands=slurm)
+    for rid in ("a.w-0.0", "b.w-0.0"):
+        backend.start(request(rid))
+    slurm.job_list.clear()
+    backend._jobs = None
+    slurm.accounting = "100|FAILED|2:0\n101|CANCELLED by 0|0:15\n"
+    answers = backend.status(["a.w-0.0", "b.w-0.0"])
+    assert (answers["a.w-0.0"].state, answers["a.w-0.0"].exit_code) == (TaskState.FAILED, 2)
+    assert answers["b.w-0.0"].state is TaskState.LOST  # cancelled, not by aipaas
+    # No slurmdbd: Lost, and sacct is not asked again at every status call.
+    slurm.accounting = None
+    other = SlurmBackend(tmp_path, commands=slurm)
+    calls = slurm.sacct_calls
+    assert other.status(["a.w-0.0"])["a.w-0.0"].state is TaskState.LOST
+    other.status(["a.w-0.0", "b.w-0.0"])
+    assert slurm.sacct_calls == calls + 1

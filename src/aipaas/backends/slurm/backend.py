@@ -42,6 +42,8 @@ Mode = Literal["pinned", "third-party"]
 MODES: tuple[Mode, ...] = ("pinned", "third-party")
 #: one squeue answer serves the status calls of one controller cycle
 JOBS_CACHE_SECONDS = 0.3
+#: a cluster without slurmdbd: sacct is not asked again for this long
+NO_ACCOUNTING_SECONDS = 300.0
 
 
 class SlurmBackend:
@@ -68,6 +70,7 @@ class SlurmBackend:
         self._slurm: SlurmInventory | None = None
         self._jobs: tuple[float, dict[str, dict[str, Any]]] | None = None
         self._partitions: dict[str, str] = {}  # third-party: node name -> partition
+        self._no_accounting_until = 0.0
 
     # inventory ----------------------------------------------------------------------------
 
@@ -186,12 +189,28 @@ class SlurmBackend:
         job_file = directory / "job"
         if job_file.exists():
             job_id = job_file.read_text().strip()
+            accounted = self._accounted(job_id)
+            if accounted is not None:
+                return jobs.status_of(request_id, accounted, stopped=stopped)
             if stopped:
                 return TaskStatus(request_id, TaskState.FAILED, 143, "stopped")
             return TaskStatus(
                 request_id, TaskState.LOST, None, f"Slurm no longer knows job {job_id}"
             )
         return TaskStatus(request_id, TaskState.UNKNOWN, None, "not submitted")
+
+    def _accounted(self, job_id: str) -> dict[str, Any] | None:
+        """The job from sacct, where the cluster keeps accounting (asked again at most every
+        ``NO_ACCOUNTING_SECONDS`` once it said it keeps none)."""
+        now = time.monotonic()
+        if not job_id.isdigit() or now < self._no_accounting_until:
+            return None
+        try:
+            return self.commands.accounted(int(job_id))
+        except SlurmError as err:
+            log.info("no accounting for Slurm job %s: %s", job_id, err)
+            self._no_accounting_until = now + NO_ACCOUNTING_SECONDS
+            return None
 
     def _jobs_by_name(self, *, fresh: bool) -> dict[str, dict[str, Any]]:
         """aipaas's jobs by name; a name submitted twice (never by us) counts its newest."""

@@ -84,6 +84,24 @@ class SlurmCommands:
         ``squeue --json`` ignores --name in 22.05: the caller filters."""
         return self._json(["squeue", "--json", "--states=all"], "jobs")
 
+    def accounted(self, job_id: int) -> dict[str, Any] | None:
+        """A job slurmctld no longer holds, from accounting (``sacct``; needs slurmdbd): in
+        squeue's terms (``job_state``, ``exit_code`` as a wait status). None when accounting
+        has no such job; raises ``SlurmError`` when there is no accounting at all. Parsable
+        text, not --json: its shape is the same in every version."""
+        out = self.run(["sacct", "-n", "-P", "-X", "-j", str(job_id), "-o", "JobID,State,ExitCode"])
+        for line in out.splitlines():
+            fields = line.split("|")
+            if len(fields) != 3 or fields[0] != str(job_id):
+                continue
+            code, _, signal = fields[2].partition(":")
+            status = (int(code) << 8 if code.isdigit() else 0) | (
+                int(signal) & 0x7F if signal.isdigit() else 0
+            )
+            state = fields[1].split()[0] if fields[1] else "UNKNOWN"  # "CANCELLED by 0"
+            return {"job_id": job_id, "job_state": state, "exit_code": status}
+        return None
+
     def submit(self, args: Sequence[str], script: Path) -> int:
         out = self.run(["sbatch", "--parsable", *args, str(script)]).strip()
         try:
