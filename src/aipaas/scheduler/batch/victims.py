@@ -62,9 +62,12 @@ def task_started(job: Job, task: Task) -> float:
 
 def units_of(jobs: Iterable[Job]) -> list[Unit]:
     """Eviction steps in the order victims are taken: extras first (newest extra of each job
-    first), then whole jobs; each by lowest priority, then most recently started."""
-    extras: list[tuple[tuple[int, float, str, int], Unit]] = []
-    wholes: list[tuple[tuple[int, float, str], Unit]] = []
+    first), then whole jobs; each by lowest priority, then most recently started (whole jobs
+    started together: the fewest GPUs first, then the last submitted)."""
+    # Ties in start time: the smaller job first (less GPU-time lost; the search's second
+    # greedy takes bigger ones first when that needs fewer), then the one submitted last.
+    extras: list[tuple[tuple[int, float, float, int, str, int], Unit]] = []
+    wholes: list[tuple[tuple[int, float, int, float, int, str], Unit]] = []
     for job in jobs:
         running = job.running_tasks
         spare = len(running) - job.min_available
@@ -74,9 +77,13 @@ def units_of(jobs: Iterable[Job]) -> list[Unit]:
             # shrinks from its top rank down and keeps w-0..w-(n-1), as it was chosen here.
             for rank, task in enumerate(newest[:spare]):
                 started = task_started(job, task)
-                extras.append(((job.priority, -started, job.key, rank), Unit(job, task)))
+                key = (job.priority, -started, -job.submitted, -job.order, job.key, rank)
+                extras.append((key, Unit(job, task)))
         started = job.started if job.started is not None else 0.0
-        wholes.append(((job.priority, -started, job.key), Unit(job)))
+        gpu = job.allocated().gpu_milli
+        wholes.append(
+            ((job.priority, -started, gpu, -job.submitted, -job.order, job.key), Unit(job))
+        )
     extras.sort(key=lambda e: e[0])
     wholes.sort(key=lambda w: w[0])
     return [u for _, u in extras] + [u for _, u in wholes]
