@@ -6,10 +6,8 @@ Slurm's reason) and runs when Slurm frees room."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
 from server_process import SETUP, ServerProcess
 from slurm_cluster import SlurmCluster, slurm_cluster
 
@@ -28,29 +26,30 @@ spec:
 """
 
 
-@pytest.fixture
-def third_party(tmp_path: Path, slurm_cluster: SlurmCluster) -> Iterator[ServerProcess]:
-    options = ["--slurm-conf", str(slurm_cluster.conf), "--slurm-mode", "third-party"]
-    server = ServerProcess(tmp_path / "data", backend="slurm", extra=options).start()
-    with server.http() as client:
-        client.post("/apply", content=SETUP).raise_for_status()
-    yield server
-    server.stop()
+def server(data: Path, cluster: SlurmCluster) -> ServerProcess:
+    options = ["--slurm-conf", str(cluster.conf), "--slurm-mode", "third-party"]
+    return ServerProcess(data, backend="slurm", extra=options).start()
 
 
 def test_slurm_queues_the_task_while_its_partition_is_full(
-    third_party: ServerProcess, slurm_cluster: SlurmCluster
+    tmp_path: Path, slurm_cluster: SlurmCluster
 ) -> None:
+    """...and a server killed while Slurm holds the task, before it wrote the job's id down,
+    adopts the job after its restart instead of submitting it again."""
+    data = tmp_path / "data"
+    first = server(data, slurm_cluster)
+    second: ServerProcess | None = None
     # Someone else's job holds every GPU of the partition.
     filler = slurm_cluster.run(
         "sbatch", "--parsable", "--nodes=2", "--gres=gpu:4", "--mem=64M", "--wrap", "sleep 120"
     ).strip()
     try:
-        with third_party.http() as client:
+        with first.http() as client:
+            client.post("/apply", content=SETUP).raise_for_status()
             nodes = [n["metadata"]["name"] for n in client.get("/nodes").json()["items"]]
             assert nodes == ["slurm-partition-main"]
             client.post("/apply", content=JOB).raise_for_status()
-        uid = str(third_party.job("queued")["metadata"]["uid"])
+        uid = str(first.job("queued")["metadata"]["uid"])
         # Slurm says Priority (or None) until its scheduler has seen the job, then Resources.
         deadline = time.monotonic() + 30
         pending: list[dict[str, object]] = []
@@ -61,7 +60,7 @@ def test_slurm_queues_the_task_while_its_partition_is_full(
                 for j in slurm_cluster.jobs()
                 if str(j["name"]).startswith(f"aipaas.{uid}.") and j["job_state"] == "PENDING"
             ]
-            tasks = (third_party.job("queued").get("status") or {}).get("tasks") or [{}]
+            tasks = (first.job("queued").get("status") or {}).get("tasks") or [{}]
             task = tasks[0]
             if pending and "(Resources)" in task.get("message", ""):
                 break
@@ -70,9 +69,27 @@ def test_slurm_queues_the_task_while_its_partition_is_full(
         assert (pending[0]["state_reason"], pending[0]["partition"]) == ("Resources", "main")
         assert task["phase"] == "Starting"
         assert task["message"].startswith("pending in Slurm (Resources), job "), task
+
+        first.kill9()
+        # As if it died right after sbatch: the job's id was never written down.
+        (job_file,) = (data / "run" / "slurm").glob(f"{uid}.*/job")
+        job_file.unlink()
+        second = server(data, slurm_cluster)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not job_file.exists():
+            time.sleep(0.25)
+        assert job_file.read_text() == str(pending[0]["job_id"])  # adopted by its name
     finally:
         slurm_cluster.run("scancel", filler)
-    done = third_party.wait_phase("queued", "Succeeded", timeout=60)
-    assert done["status"]["tasks"][0]["message"] in ("", "exit code 0")
-    lines = third_party.cli("logs", "job/queued", "-t", "acme").stdout.splitlines()
-    assert len(lines) == 1 and lines[0].startswith("w-0 | ran on n")
+        first.stop()
+    try:
+        assert second is not None
+        done = second.wait_phase("queued", "Succeeded", timeout=60)
+        assert done["status"]["tasks"][0]["message"] in ("", "exit code 0")
+        lines = second.cli("logs", "job/queued", "-t", "acme").stdout.splitlines()
+        assert len(lines) == 1 and lines[0].startswith("w-0 | ran on n")
+        submitted = [j for j in slurm_cluster.jobs() if str(j["name"]).startswith(f"aipaas.{uid}.")]
+        assert [j["job_state"] for j in submitted] == ["COMPLETED"]  # submitted once
+    finally:
+        if second is not None:
+            second.stop()
