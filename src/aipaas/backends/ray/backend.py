@@ -23,6 +23,7 @@ import contextlib
 import json
 import logging
 import os
+import socket
 import threading
 import time
 from collections.abc import Sequence
@@ -37,7 +38,7 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 from aipaas.backends.base import Inventory, LaunchRequest, TaskState, TaskStatus
 from aipaas.backends.local.nvml import DRIVER
 from aipaas.backends.ray import actor as actor_module
-from aipaas.backends.ray.inventory import RayNode, nodes_of
+from aipaas.backends.ray.inventory import RayNode, nodes_of, slices_of
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +47,8 @@ ACTOR_PREFIX = "aipaas-task-"
 #: where a task without a workingDir runs, on its node (one directory per attempt)
 DEFAULT_TASK_ROOT = "/tmp/aipaas-ray-tasks"
 TASK_PATH = "/usr/local/bin:/usr/bin:/bin"
+#: how long a node where an actor was lost is checked (Ray's own verdict comes within this)
+SUSPECT_SECONDS = 60.0
 STOPPED_CODE = 143  # 128 + SIGTERM, as the local backend reports a stopped task
 
 
@@ -89,6 +92,9 @@ class RayBackend:
         self._handles: dict[str, Any] = {}
         self._pending: dict[str, Any] = {}  # request id -> a poll not yet answered
         self._lock = threading.Lock()
+        #: nodes where an actor was lost, since when: Ray takes its health checks' time (15 s
+        #: by default) to call a dead node dead, and until then a replacement would go there
+        self._suspect: dict[str, float] = {}
 
     # the Backend interface ----------------------------------------------------------------
 
@@ -98,7 +104,12 @@ class RayBackend:
         self._nodes = {n.info.name: n for n in nodes}
         gpus = any(n.info.gpu_count for n in nodes)
         features = {"processes", "ray"} | ({"gpu"} if gpus else set())
-        return Inventory(tuple(n.info for n in nodes), frozenset(features))
+        return Inventory(
+            tuple(n.info for n in nodes),
+            frozenset(features),
+            tuple(slices_of(nodes)),
+            unknown=frozenset(self._failing(nodes)),
+        )
 
     def start(self, request: LaunchRequest) -> None:
         directory = self._dir(request.request_id)
@@ -112,6 +123,8 @@ class RayBackend:
             node = self._nodes.get(request.node)
         if node is None:
             raise ValueError(f"the Ray cluster has no live node {request.node}")
+        if request.node in self._suspect and not _answers(node):
+            raise ValueError(f"the Ray node {request.node} does not answer (lost an actor lately)")
         spec = self._spec(request)
         _write(directory / "request.json", json.dumps({"node": node.info.name, "at": time.time()}))
         runner = ray.remote(actor_module.TaskRunner)
@@ -251,9 +264,27 @@ class RayBackend:
             return TaskStatus(rid, TaskState.FAILED, STOPPED_CODE, "stopped")
         if not (directory / "created").exists():
             return TaskStatus(rid, TaskState.LOST, message="never started in Ray")
+        with contextlib.suppress(OSError, ValueError):
+            node = json.loads((directory / "request.json").read_text())["node"]
+            self._suspect[str(node)] = time.monotonic()
         return TaskStatus(
             rid, TaskState.LOST, message="the task's Ray actor is gone (its node removed or dead)"
         )
+
+    def _failing(self, nodes: Sequence[RayNode]) -> list[str]:
+        """Nodes Ray still lists as alive where an actor was lost lately and whose raylet does
+        not answer a connection: not ready (nothing new goes there) until Ray says."""
+        now = time.monotonic()
+        failing = []
+        for node in nodes:
+            since = self._suspect.get(node.info.name)
+            if since is None:
+                continue
+            if now - since > SUSPECT_SECONDS or _answers(node):
+                del self._suspect[node.info.name]
+            else:
+                failing.append(node.info.name)
+        return failing
 
     def _finish(self, rid: str) -> None:
         handle = self._handle(rid)
@@ -287,6 +318,17 @@ class RayBackend:
         if "/" in request_id or request_id.startswith("."):
             raise ValueError(f"invalid request id {request_id!r}")
         return self.run_dir / request_id
+
+
+def _answers(node: RayNode, timeout: float = 0.2) -> bool:
+    """The node's raylet accepts a connection (a killed one refuses at once)."""
+    if not node.address or not node.raylet_port:
+        return True  # nothing to check: Ray's own health checks decide
+    try:
+        with socket.create_connection((node.address, node.raylet_port), timeout=timeout):
+            return True
+    except OSError:
+        return False
 
 
 def _write(path: Path, text: str) -> None:

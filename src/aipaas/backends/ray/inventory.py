@@ -14,7 +14,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from aipaas.api.devices import ResourceSlice
+from aipaas.api.quantity import parse_quantity
 from aipaas.backends.base import NodeInfo
+from aipaas.devices.topology_files import GpuShape, gpu_node_slices
 
 BACKEND = "ray"
 NAME_LABEL = "aipaas.dev/node"
@@ -22,6 +25,9 @@ NODE_ID_LABEL = "ray.io/node-id"
 ACCELERATOR_PREFIX = "accelerator_type:"
 RESOURCES_ANNOTATION = "ray.aipaas.dev/resources"
 NODE_ID_ANNOTATION = "ray.aipaas.dev/node-id"
+#: Ray does not know a GPU's memory: a node may say it with this label, else DEFAULT_GPU_MEMORY
+GPU_MEMORY_LABEL = "aipaas.dev/gpu-memory"
+DEFAULT_GPU_MEMORY = "80Gi"
 #: Ray's own resources: offered as CPU, memory and GPUs, or internal (object store, node:IP)
 BUILTIN = ("CPU", "GPU", "memory", "object_store_memory")
 _LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
@@ -34,6 +40,7 @@ class RayNode:
     info: NodeInfo
     node_id: str
     address: str
+    raylet_port: int = 0
 
 
 def node_name(entry: Mapping[str, Any]) -> str:
@@ -52,6 +59,20 @@ def nodes_of(entries: Iterable[Mapping[str, Any]]) -> list[RayNode]:
     return found
 
 
+def slices_of(nodes: Iterable[RayNode]) -> list[ResourceSlice]:
+    """The GPUs of each node as a DRA slice (as the sim and Slurm backends publish theirs): the
+    controller gives whole GPUs as claim devices, and the task gets as many from Ray."""
+    slices: list[ResourceSlice] = []
+    for node in nodes:
+        info = node.info
+        if info.gpu_count:
+            model = info.gpu_model or "GPU"
+            memory = f"{info.gpu_memory_mib}Mi"
+            shape = GpuShape(count=info.gpu_count, model=model, productName=model, memory=memory)
+            slices.extend(gpu_node_slices(info.name, shape))
+    return slices
+
+
 def _node(entry: Mapping[str, Any]) -> RayNode:
     resources: Mapping[str, float] = entry.get("Resources") or {}
     node_id = str(entry["NodeID"])
@@ -67,6 +88,7 @@ def _node(entry: Mapping[str, Any]) -> RayNode:
         if k != NODE_ID_LABEL and _LABEL_VALUE.match(str(v))
     }
     labels["aipaas.dev/backend"] = BACKEND
+    gpu_memory = labels.get(GPU_MEMORY_LABEL) or DEFAULT_GPU_MEMORY
     annotations = {NODE_ID_ANNOTATION: node_id}
     if custom:
         annotations[RESOURCES_ANNOTATION] = json.dumps(custom, sort_keys=True)
@@ -77,10 +99,21 @@ def _node(entry: Mapping[str, Any]) -> RayNode:
         memory_mib=int(float(resources.get("memory", 0)) // 2**20),
         gpu_count=int(float(resources.get("GPU", 0))),
         gpu_model=models[0] if models else "",
+        gpu_memory_mib=_mib(gpu_memory),
         labels=labels,
         annotations=annotations,
     )
-    return RayNode(info, node_id, str(entry.get("NodeManagerAddress", "")))
+    address = str(entry.get("NodeManagerAddress", ""))
+    return RayNode(info, node_id, address, int(entry.get("NodeManagerPort") or 0))
+
+
+def _mib(quantity: str) -> int:
+    """A label's memory in MiB; one that is not a quantity counts as the default (a label
+    an operator mistyped must not hide the node)."""
+    try:
+        return int(parse_quantity(quantity) // 2**20)
+    except ValueError:
+        return int(parse_quantity(DEFAULT_GPU_MEMORY) // 2**20)
 
 
 def _accelerator(key: str) -> bool:

@@ -1,0 +1,303 @@
+"""The Ray backend against a real Ray cluster (ray_cluster.py: a head and three nodes with four
+fake GPUs each), driven by the controller as a server drives it.
+
+One cluster for the module (Ray is slow to start on two cores); the node-removal test goes last
+because it takes a node away.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from ray_cluster import GPUS_PER_NODE, RayCluster, World, cycle_until, ray_cluster, world
+
+from aipaas.backends.base import Backend
+from aipaas.controller.cycle import Controller
+from aipaas.store import TaskRecord, TaskRepository
+
+__all__ = ["ray_cluster", "world"]  # fixtures, used by name
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def backend(ray_cluster: RayCluster, tmp_path: Path) -> Iterator[Backend]:
+    from aipaas.backends.ray.registry import ray_backend
+
+    made = ray_backend(tmp_path / "run", ray_cluster.address)
+    yield made
+    made.close()
+
+
+def python_task(
+    script: str, *, replicas: int = 1, gpu: str = "", policy: str = "Never", limit: int = 0
+) -> str:
+    resources = "{cpu: 1, memory: 64Mi" + (f", gpu: {gpu}" if gpu else "") + "}"
+    return (
+        f"    - name: worker\n      replicas: {replicas}\n"
+        f"      command: [{sys.executable}, -c, {script!r}]\n"
+        f"      resources: {resources}\n"
+        f"      restartPolicy: {policy}\n      backoffLimit: {limit}\n"
+    )
+
+
+def records(world: World, job: str) -> list[TaskRecord]:
+    return TaskRepository(world.store).for_job(world.job(job).metadata.uid or "")
+
+
+def actors_of(world: World, job: str) -> list[str]:
+    """The live aipaas actors of a job, as Ray lists them (its detached, named actors)."""
+    import ray
+
+    uid = world.job(job).metadata.uid or ""
+    listed = ray.util.list_named_actors(all_namespaces=True)
+    return [a["name"] for a in listed if a["namespace"] == "aipaas" and uid in a["name"]]
+
+
+def described(pids: list[int]) -> list[str]:
+    """Each process's command line and parent (what was left, when a test fails)."""
+    found = []
+    for pid in pids:
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")[-160:]
+            parent = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1]
+        except OSError:
+            continue
+        found.append(f"{pid} (parent {parent}): {cmdline.decode(errors='replace')}")
+    return found
+
+
+def processes_with(marker: str) -> list[int]:
+    """Processes of this host whose command line carries ``marker``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if marker.encode() in cmdline:
+            found.append(int(entry.name))
+    return found
+
+
+ENV_SCRIPT = (
+    "import os; print(' '.join(f'{k}={os.environ.get(k)}' for k in"
+    " ('RANK', 'WORLD_SIZE', 'MASTER_ADDR', 'MASTER_PORT', 'CUDA_VISIBLE_DEVICES')))"
+)
+
+
+def test_gang_with_gpus_runs_with_env_devices_and_logs_by_task(
+    world: World, backend: Backend, ray_cluster: RayCluster
+) -> None:
+    import ray
+
+    controller = world.controller(backend)
+    world.submit("gang", python_task(ENV_SCRIPT, replicas=2, gpu="2"))
+    world.submit("half", python_task(ENV_SCRIPT, gpu="{fraction: 0.5}"))
+    cycle_until(
+        controller,
+        lambda: world.phase("gang") == "Succeeded" and world.phase("half") == "Succeeded",
+    )
+    addresses = {n["NodeManagerAddress"] for n in ray.nodes() if n["Alive"]}
+    by_rank: dict[str, dict[str, str]] = {}
+    for record in records(world, "gang"):
+        assert record.log_path is not None and record.log_path.endswith(f"{record.name}.log")
+        text = Path(record.log_path).read_text().split()
+        env = dict(item.split("=", 1) for item in text)
+        by_rank[env["RANK"]] = env
+        assert env["WORLD_SIZE"] == "2"
+        assert env["MASTER_ADDR"] in addresses  # the master's node address, not its name
+        assert len(env["CUDA_VISIBLE_DEVICES"].split(",")) == 2  # Ray's GPU ids for 2 GPUs
+        assert all(0 <= int(g) < GPUS_PER_NODE for g in env["CUDA_VISIBLE_DEVICES"].split(","))
+    assert sorted(by_rank) == ["0", "1"]
+    assert by_rank["0"]["MASTER_PORT"] == by_rank["1"]["MASTER_PORT"]
+    gang = records(world, "gang")
+    if gang[0].node == gang[1].node:  # on one node Ray never hands a GPU out twice
+        assert not set(by_rank["0"]["CUDA_VISIBLE_DEVICES"].split(",")) & set(
+            by_rank["1"]["CUDA_VISIBLE_DEVICES"].split(",")
+        )
+    (half,) = records(world, "half")
+    assert half.log_path is not None
+    assert len(Path(half.log_path).read_text().split("CUDA_VISIBLE_DEVICES=")[1].split(",")) == 1
+    # Ended actors are gone once their exit codes are recorded: nothing lingers in Ray.
+    cycle_until(controller, lambda: not actors_of(world, "gang") and not actors_of(world, "half"))
+
+
+def test_a_failing_task_restarts_per_its_policy(
+    world: World, backend: Backend, tmp_path: Path
+) -> None:
+    controller = world.controller(backend, backoff_seconds=0.05)
+    marker = tmp_path / "tried"
+    script = (
+        f"import os, sys; p = {str(marker)!r}; first = not os.path.exists(p); "
+        "open(p, 'w').close(); sys.exit(7 if first else 0)"
+    )
+    world.submit("flaky", python_task(script, gpu="1", policy="OnFailure", limit=2))
+    cycle_until(controller, lambda: world.phase("flaky") == "Succeeded")
+    status = world.job("flaky").status
+    assert status is not None and status.tasks[0].restarts == 1
+    assert world.reasons("flaky").count("TaskRestarting") == 1
+    (record,) = records(world, "flaky")
+    assert record.attempt == 1  # the second attempt: a new request id, a new actor
+
+
+def test_cancel_stops_the_real_work(world: World, backend: Backend) -> None:
+    controller = world.controller(backend, stop_grace_seconds=1)
+    marker = f"aipaas-ray-cancel-{uuid.uuid4().hex[:8]}"
+    # It ignores SIGTERM and starts a grandchild: only the kill of the whole group ends both.
+    script = (
+        "import signal, subprocess, sys, time; signal.signal(signal.SIGTERM, signal.SIG_IGN);"
+        " subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)', sys.argv[1]]);"
+        " time.sleep(300)"
+    )
+    task = python_task(script, replicas=2, gpu="1").replace(
+        f"{script!r}]", f"{script!r}, {marker}]"
+    )
+    world.submit("long", task)
+    cycle_until(
+        controller,
+        lambda: world.phase("long") == "Running" and len(processes_with(marker)) >= 6,
+    )
+    world.service.cancel("long", "acme")
+    cycle_until(controller, lambda: world.phase("long") == "Cancelled")
+    assert described(processes_with(marker)) == []
+    cycle_until(controller, lambda: not actors_of(world, "long"))
+
+
+def test_a_restarted_controller_adopts_running_work(
+    world: World, backend: Backend, ray_cluster: RayCluster, tmp_path: Path
+) -> None:
+    from aipaas.backends.ray.registry import ray_backend
+
+    first = world.controller(backend)
+    counter = tmp_path / "starts"
+    script = f"import time; open({str(counter)!r}, 'a').write('x'); time.sleep(4)"
+    world.submit("survivor", python_task(script, replicas=2, gpu="1"))
+    cycle_until(first, lambda: world.phase("survivor") == "Running")
+    assert len(actors_of(world, "survivor")) == 2
+    backend.close()
+    # A new backend and controller: nothing shared with the first but the store and run dir.
+    again = ray_backend(tmp_path / "run", ray_cluster.address)
+    try:
+        second: Controller = world.controller(again)
+        for _ in range(5):
+            second.run_cycle()
+            assert len(actors_of(world, "survivor")) == 2  # adopted, not started again
+        cycle_until(second, lambda: world.phase("survivor") == "Succeeded")
+    finally:
+        again.close()
+    assert counter.read_text() == "xx"
+    assert "TaskLost" not in world.reasons("survivor")
+    assert all(r.attempt == 0 for r in records(world, "survivor"))
+
+
+SERVER_JOB = """---
+apiVersion: aipaas/v1
+kind: Job
+metadata: {{name: e2e, tenant: acme}}
+spec:
+  queue: research
+  tasks:
+    - name: worker
+      replicas: 2
+      command:
+        - {python}
+        - -c
+        - |
+          import os, time
+          path = os.path.join({out!r}, os.environ["RANK"])
+          print("rank", os.environ["RANK"], "of", os.environ["WORLD_SIZE"], flush=True)
+          open(path, "a").write("start\\n")
+          time.sleep(6)
+          open(path, "a").write("end\\n")
+      resources: {{cpu: 1, memory: 64Mi, gpu: 1}}
+"""
+
+
+def test_kill_9_of_the_server_and_a_restart_adopt_the_running_work(
+    ray_cluster: RayCluster, tmp_path: Path
+) -> None:
+    """The real server (`--backend ray --ray-address`): killed while its gang runs, restarted
+    on the same data directory, it adopts both actors (never a third) and sees them finish."""
+    import ray
+    from server_process import SETUP, ServerProcess
+
+    out = tmp_path / "out"
+    out.mkdir()
+    data = tmp_path / "data"
+    options = ["--ray-address", ray_cluster.address]
+
+    def actors() -> list[str]:
+        listed = ray.util.list_named_actors(all_namespaces=True)
+        return [a["name"] for a in listed if a["namespace"] == "aipaas" and ".worker-" in a["name"]]
+
+    first = ServerProcess(data, backend="ray", extra=options).start()
+    try:
+        first.cli(
+            "apply", "-f", "-", input=SETUP + SERVER_JOB.format(python=sys.executable, out=str(out))
+        )
+        first.wait_phase("e2e", "Running")
+        uid = first.job("e2e")["metadata"]["uid"]
+        deadline = time.monotonic() + 30
+        while len(list(out.iterdir())) < 2 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert sorted(actors()) == [f"aipaas-task-{uid}.worker-{i}.0" for i in range(2)]
+    finally:
+        first.kill9()
+    second = ServerProcess(data, backend="ray", extra=options).start()
+    try:
+        deadline = time.monotonic() + 60
+        while second.phase("e2e") != "Succeeded" and time.monotonic() < deadline:
+            assert len(actors()) <= 2  # adopted by name: never started a second time
+            time.sleep(0.3)
+        assert second.phase("e2e") == "Succeeded"
+        with second.http() as client:
+            logs = client.get("/jobs/e2e/logs", params={"tenant": "acme", "task": "worker-1"})
+        assert logs.status_code == 200 and "rank 1 of 2" in logs.text
+        assert "rank 0" not in logs.text
+    finally:
+        second.stop()
+    for rank in ("0", "1"):
+        assert (out / rank).read_text() == "start\nend\n"  # started once, ended once
+
+
+def test_a_removed_node_loses_its_task_which_is_placed_again(
+    world: World, backend: Backend, ray_cluster: RayCluster
+) -> None:
+    # The inventory read often: the controller learns at once that the node is not ready
+    # (the backend finds its raylet gone well before Ray's health checks call it dead).
+    controller = world.controller(backend, backoff_seconds=0.05, inventory_seconds=0.2)
+    marker = f"aipaas-ray-node-{uuid.uuid4().hex[:8]}"
+    # Four GPUs: the task fills a node, so the one it runs on is known from its record.
+    task = python_task(
+        "import time; time.sleep(300)", gpu=str(GPUS_PER_NODE), policy="OnFailure", limit=2
+    )
+    world.submit("mover", task.replace("time.sleep(300)'", f"time.sleep(300)', {marker}"))
+    cycle_until(controller, lambda: world.phase("mover") == "Running")
+    (before,) = records(world, "mover")
+    assert before.node in ray_cluster.nodes
+    ray_cluster.remove(before.node)
+    cycle_until(
+        controller,
+        lambda: (
+            records(world, "mover")[0].attempt == 1
+            and records(world, "mover")[0].phase == "Running"
+        ),
+        explain=lambda: (records(world, "mover"), world.job("mover").status),
+    )
+    (after,) = records(world, "mover")
+    assert after.node != before.node and after.node in ray_cluster.nodes
+    assert "TaskFailed" in world.reasons("mover") or "TaskLost" in world.reasons("mover")
+    node_names = {n.name for n in backend.inventory().nodes}
+    assert before.node not in node_names
+    world.service.cancel("mover", "acme")
+    cycle_until(controller, lambda: world.phase("mover") == "Cancelled")
+    assert described(processes_with(marker)) == []
