@@ -23,14 +23,23 @@ DataDir = Annotated[Path, typer.Option("--data-dir", help="Database, token, logs
 Host = Annotated[str, typer.Option("--host", help="Address to listen on.")]
 Backend = Annotated[str, typer.Option("--backend", help="local, sim, demo (both), slurm or ray.")]
 SlurmConf = Annotated[
-    Path | None, typer.Option("--slurm-conf", help="slurm.conf of the cluster (backend slurm).")
+    Path | None,
+    typer.Option(
+        "--slurm-conf",
+        exists=True,
+        dir_okay=False,
+        help="slurm.conf of the cluster (backend slurm); Slurm's default if unset.",
+    ),
 ]
 RayAddress = Annotated[
     str | None, typer.Option("--ray-address", help="The Ray cluster, host:port (backend ray).")
 ]
+SLURM_MODES = ("pinned", "third-party")
 SlurmMode = Annotated[
     str,
-    typer.Option("--slurm-mode", help="pinned (aipaas picks nodes) or third-party (Slurm does)."),
+    typer.Option(
+        "--slurm-mode", help="pinned (aipaas picks nodes) or third-party (Slurm places and queues)."
+    ),
 ]
 Db = Annotated[str | None, typer.Option("--db", help="postgresql://... instead of SQLite.")]
 SimCluster = Annotated[Path | None, typer.Option("--sim-cluster", help="YAML of sim nodes.")]
@@ -70,6 +79,8 @@ def server(
 
     As root, local tasks run as one unprivileged user per tenant; otherwise as this user.
     """
+    if slurm_mode not in SLURM_MODES:
+        raise typer.BadParameter(" or ".join(SLURM_MODES), param_hint="--slurm-mode")
     settings = Settings(
         **{
             **env_overrides(os.environ),
