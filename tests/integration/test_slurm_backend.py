@@ -104,6 +104,7 @@ def test_gang_with_gpus_runs_with_its_env_and_logs_by_task(
     lines = logs(slurm_server, "gang")
     assert len(lines) == 2, lines
     port = None
+    devices: dict[str, list[str]] = {}  # node -> the GPUs its tasks were given
     for line in lines:
         task, _, text = line.partition(" | ")
         fields = dict(part.split("=", 1) for part in text.split())
@@ -111,9 +112,12 @@ def test_gang_with_gpus_runs_with_its_env_and_logs_by_task(
         assert fields["world"] == "2"
         assert fields["node"] == tasks[task]["node"]  # pinned where aipaas placed it
         assert len(fields["gpus"].split(",")) == 2  # Slurm's GRES binding: two devices
+        devices.setdefault(fields["node"], []).extend(fields["gpus"].split(","))
         assert fields["master"].startswith("127.0.0.1:")  # n1/n2's NodeAddr
         assert port in (None, fields["master"]), "one rendezvous for the gang"
         port = fields["master"]
+    for node_name, given in devices.items():  # two tasks on one node: different GPUs
+        assert len(set(given)) == len(given), (node_name, given)
     submitted = slurm_jobs_of(slurm_cluster, uid_of(slurm_server, "gang"))
     assert len(submitted) == 2
     assert all(j["job_state"] == "COMPLETED" for j in submitted)
