@@ -41,7 +41,14 @@ def test_slurm_queues_the_task_while_its_partition_is_full(
     second: ServerProcess | None = None
     # Someone else's job holds every GPU of the partition.
     filler = slurm_cluster.run(
-        "sbatch", "--parsable", "--nodes=2", "--gres=gpu:4", "--mem=64M", "--wrap", "sleep 120"
+        "sbatch",
+        "--parsable",
+        "--nodes=2",
+        "--gres=gpu:4",
+        "--mem=64M",
+        "--output=/dev/null",  # not slurm-N.out in the tests' directory
+        "--wrap",
+        "sleep 120",
     ).strip()
     try:
         with first.http() as client:
