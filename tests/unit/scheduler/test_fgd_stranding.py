@@ -112,7 +112,7 @@ def test_weight_zero_is_fgd() -> None:
 
 def test_fgdx_profile_places_by_stranding() -> None:
     profile = load_profile("fgdx")
-    args = {"weight": 2, "reserve": 2}
+    args = {"weight": 1.5, "reserve": 2}
     assert [(s.name, s.args) for s in profile.spec.scores] == [("FGDStranding", args)]
     assert (profile.spec.gpuPicker.name, profile.spec.gpuPicker.args) == ("FGDStranding", args)
     light = PodRequest("light", 2_000, 1, 1, 1000)

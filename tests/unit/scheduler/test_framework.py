@@ -135,7 +135,7 @@ class TestProfiles:
     def test_alias_best(self) -> None:
         profile = load_profile("best")
         assert profile.metadata.name == "fgdx"
-        args = {"weight": 2, "reserve": 2}
+        args = {"weight": 1.5, "reserve": 2}
         assert [(s.name, s.args) for s in profile.spec.scores] == [("FGDStranding", args)]
         assert profile.spec.gpuPicker.name == "FGDStranding"
 

@@ -28,12 +28,13 @@ anywhere goes to an uncontested model first. The policy is FGD on
 
     F'(N) = F(N) + w * S(N) - r * min(1, P(model(N))) * gpuFree(N)
 
-(w = ``weight``, 2 by default; r 0 by default, 2 in fgdx), scored as FGD scores:
-floor(100 * sigmoid((F'(N) - F'(N')) / 1000)). For a pod bound to one model the reserve is the
-same on every node it may use, so it changes nothing there. Both extra terms are the same for
-every GPU of a node, so they do not reorder a node's GPUs for a shared pod (only the integer
-truncation of the shifted score can make two GPUs tie that FGD tells apart, or the reverse).
-P uses only the workload's mix (the same trace FGD takes its typical pods from), not its size.
+(w = ``weight``: 2 by default, 1.5 in fgdx; r = ``reserve``: 0 by default, 2 in fgdx), scored
+as FGD scores: floor(100 * sigmoid((F'(N) - F'(N')) / 1000)). For a pod bound to one model
+the reserve is the same on every node it may use, so it changes nothing there. Both extra
+terms are the same for every GPU of a node, so they do not reorder a node's GPUs for a shared
+pod (only the integer truncation of the shifted score can make two GPUs tie that FGD tells
+apart, or the reverse). P uses only the workload's mix (the same trace FGD takes its typical
+pods from), not its size.
 """
 
 from __future__ import annotations
