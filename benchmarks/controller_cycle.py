@@ -74,11 +74,13 @@ def main() -> None:
     parser.add_argument("--running", type=int, default=1_000)
     parser.add_argument("--nodes", type=int, default=1_000)
     parser.add_argument("--queues", type=int, default=200)
+    parser.add_argument("--cprofile", help="--batch: profile the measured cycles into this file")
     args = parser.parse_args()
     if args.batch:
         from _batch_cycle import measure_batch, table
 
-        print(table([measure_batch(args.pending, args.running, args.nodes, args.queues)]))
+        result = measure_batch(args.pending, args.running, args.nodes, args.queues, args.cprofile)
+        print(table([result]))
         return
     databases = usable_databases(args.db)
     results = [run(db, args.jobs) for _ in range(args.repeat) for db in databases]
