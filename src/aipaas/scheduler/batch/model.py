@@ -55,7 +55,12 @@ class Resources:
 
     def fits_within(self, limit: Resources) -> bool:
         """Every resource of ``self`` is at most ``limit``'s."""
-        return all(a <= b for a, b in zip(self.as_tuple(), limit.as_tuple(), strict=True))
+        return (
+            self.gpu_milli <= limit.gpu_milli
+            and self.cpu_milli <= limit.cpu_milli
+            and self.memory_mib <= limit.memory_mib
+            and self.gpu_memory_mib <= limit.gpu_memory_mib
+        )
 
     def dominant_share(self, capacity: Resources) -> float:
         """DRF: the largest fraction of ``capacity`` that this amount is (0 for an empty
@@ -110,6 +115,8 @@ class Task:
     #: what the task counts against quotas and shares when its request does not say it all
     #: (the live controller: GPUs a DRA claim is given are not in the request's count)
     counted: Resources | None = None
+    #: ``resources`` worked out once (the request does not change; backlogs ask often)
+    _resources: Resources | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def running(self) -> bool:
@@ -119,7 +126,10 @@ class Task:
     def resources(self) -> Resources:
         if self.counted is not None:
             return self.counted
-        return Resources.of_pod(self.request, self.gpu_memory_mib)
+        found = self._resources
+        if found is None:
+            found = self._resources = Resources.of_pod(self.request, self.gpu_memory_mib)
+        return found
 
 
 @dataclass(slots=True)
@@ -154,7 +164,10 @@ class Job:
 
     @property
     def is_running(self) -> bool:
-        return any(t.running for t in self.tasks)
+        for task in self.tasks:  # noqa: SIM110 (a plain loop: asked millions of times per run)
+            if task.placement is not None:
+                return True
+        return False
 
     @property
     def elastic(self) -> bool:

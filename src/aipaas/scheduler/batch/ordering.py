@@ -65,6 +65,9 @@ class JobOrder:
             for node in self._parent:
                 self._push(node)
         self._log_seen = len(session.account_log)
+        #: the leaf of the last pop while nothing was re-keyed since: with no new key the
+        #: same path wins again as long as that leaf has jobs left (the descent is skipped)
+        self._last: str | None = None
 
     # --- the tree -------------------------------------------------------------------
 
@@ -128,6 +131,7 @@ class JobOrder:
         log = self.session.account_log
         if self._log_seen == len(log):
             return
+        self._last = None
         leaves = set(log[self._log_seen :])
         self._log_seen = len(log)
         done: set[str] = set()
@@ -150,17 +154,21 @@ class JobOrder:
             heap = self._jobs.get(_TOP)
             return heapq.heappop(heap)[3] if heap else None
         self._refresh_changed()
-        node = _TOP
-        while node not in self._jobs or node == _TOP:
-            child = self._top_child(node)
-            if child is None:
-                return None
-            node = child
+        node = self._last
+        if node is None or not self._jobs[node]:
+            node = _TOP
+            while node not in self._jobs or node == _TOP:
+                child = self._top_child(node)
+                if child is None:
+                    return None
+                node = child
+            self._last = node
         job = heapq.heappop(self._jobs[node])[3]
         current: str | None = node
+        pending, parent = self._pending, self._parent
         while current is not None and current != _TOP:
-            self._pending[current] -= 1
-            current = self._parent.get(current)
+            pending[current] -= 1
+            current = parent.get(current)
         return job
 
     def __iter__(self) -> Iterator[Job]:

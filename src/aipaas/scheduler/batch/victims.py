@@ -133,16 +133,20 @@ def preemptors(
     change what queues hold): let in by enqueue, not running, not started or evicted this
     cycle, not waiting for dependencies, and passing the action's own first look ``may``
     (asked before ordering: a big backlog with nothing to take costs one pass)."""
-    jobs = [
-        job
-        for job in session.jobs.values()
-        if not job.is_running
-        and job.pending_tasks
-        and job.key not in protected
-        and session.considered(job)
-        and session.waiting.get(job.key, ("", ""))[0] != "WaitingForDependencies"
-        and (may is None or may(job))
-    ]
+    enqueued = session.enqueued
+    waiting = session.waiting
+    jobs = []
+    for job in session.jobs.values():
+        key = job.key
+        # "Not running, some task pending" is "tasks, none running" (one cheap walk).
+        if not job.tasks or key in protected or (enqueued is not None and key not in enqueued):
+            continue
+        why = waiting.get(key)
+        if why is not None and why[0] == "WaitingForDependencies":
+            continue
+        if job.is_running or (may is not None and not may(job)):
+            continue
+        jobs.append(job)
     return iter(ordered(session, jobs))
 
 

@@ -221,13 +221,20 @@ def reclaim(session: Session) -> None:
     if not index.over and not index.over_guarantee:
         return  # no queue holds more than its share or guarantee: nothing to take back
 
+    #: may's answers by (queue, gang request): asked for every waiting job before any change
+    answers: dict[tuple[str, Resources], bool] = {}
+
     def may(job: Job) -> bool:
         # With no queue above its share, only a job within its queue's guarantee reclaims.
-        return bool(index.over) or (
-            job.queue in session.queues
-            and any(_guaranteed(session, job.queue).as_tuple())  # cheap: most have none
-            and any(_guaranteed_mask(session, [job.queue], _need(gang_tasks(job))))
-        )
+        if index.over:
+            return True
+        if job.queue not in session.queues or not any(_guaranteed(session, job.queue).as_tuple()):
+            return False  # cheap: most have none
+        need = _need(gang_tasks(job))
+        found = answers.get((job.queue, need))
+        if found is None:
+            found = answers[(job.queue, need)] = any(_guaranteed_mask(session, [job.queue], need))
+        return found
 
     trees: dict[str, _Tree] = {}
     failed: set[tuple[object, ...]] = set()
