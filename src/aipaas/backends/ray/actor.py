@@ -23,32 +23,43 @@ from typing import Any
 
 EXIT_NOT_STARTED = 127
 
-# The supervisor between the actor and the command (``python -I -S -c SUPERVISOR PARENT CMD...``),
-# leader of the task's process group: it asks the kernel for SIGTERM when the actor's worker
-# dies (prctl PR_SET_PDEATHSIG) and then kills the whole group, grandchildren included; a
-# SIGTERM while the actor lives is a stop sent to the group, which reaches the command too: the
-# supervisor then only waits for it. It exits with the command's code (signal N: 128+N).
+# The supervisor between the actor and the command, leader of the task's process group, run
+# twice nested: ``python -I -S -c SUPERVISOR PARENT SOURCE CMD...`` (the guard, the actor's
+# child) starts ``python -I -S -c SUPERVISOR GUARD '' CMD...`` (the keeper), which starts the
+# command. Both watch their parent: when it is gone (the kernel's parent-death signal, or a
+# check every second) they kill the whole group, grandchildren included. Two levels because
+# Ray, when a worker exits, SIGKILLs the worker's own children: the guard dies, and the keeper,
+# which Ray does not touch, takes the group down. A SIGTERM while the parent lives is a stop
+# sent to the group, which reaches the command too: they then only wait for it. Each exits
+# with the command's code (signal N: 128+N).
 SUPERVISOR = """
 import ctypes, os, signal, subprocess, sys
-parent = int(sys.argv[1])
+parent, source, command = int(sys.argv[1]), sys.argv[2], sys.argv[3:]
 def orphaned():
     return os.getppid() != parent
+def end_all():
+    os.killpg(0, signal.SIGKILL)
 def on_term(signum, frame):
     if orphaned():
-        os.killpg(0, signal.SIGKILL)
+        end_all()
 signal.signal(signal.SIGTERM, on_term)
 ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)
 if orphaned():
-    os.killpg(0, signal.SIGKILL)
+    end_all()
+if source:
+    command = [sys.executable, "-I", "-S", "-c", source, str(os.getpid()), "", *command]
 try:
-    child = subprocess.Popen(sys.argv[2:])
+    child = subprocess.Popen(command)
 except OSError as err:
-    print(f"aipaas: cannot start {sys.argv[2]!r}: {err}", file=sys.stderr, flush=True)
+    print(f"aipaas: cannot start {command[0]!r}: {err}", file=sys.stderr, flush=True)
     sys.exit(127)
 while True:
     try:
-        code = child.wait()
+        code = child.wait(1)
         break
+    except subprocess.TimeoutExpired:
+        if orphaned():
+            end_all()
     except InterruptedError:
         continue
 sys.exit(128 - code if code < 0 else code)
@@ -74,7 +85,8 @@ class TaskRunner:
         cwd = str(spec["cwd"])
         os.makedirs(cwd, mode=0o700, exist_ok=True)
         command = [str(part) for part in spec["command"]]
-        supervised = [sys.executable, "-I", "-S", "-c", SUPERVISOR, str(os.getpid()), *command]
+        supervised = [sys.executable, "-I", "-S", "-c", SUPERVISOR, str(os.getpid()), SUPERVISOR]
+        supervised += command
         with open(log_path, "ab") as log:
             os.fchmod(log.fileno(), 0o600)
             try:

@@ -1,0 +1,63 @@
+"""The Ray backend's own records (``run_dir/<request id>/``): what it answers from them alone,
+without asking Ray (and without connecting to it)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from aipaas.backends.base import TaskState
+
+pytest.importorskip("ray", reason="ray is not installed (the ray extra; scripts/setup.sh)")
+
+import ray
+
+from aipaas.backends.ray.backend import RayBackend
+from aipaas.backends.ray.registry import ray_backend
+
+
+def backend(tmp_path: Path) -> RayBackend:
+    # An address nothing listens on: a test that reached Ray would fail, not pass.
+    return RayBackend(tmp_path / "run", "127.0.0.1:1")
+
+
+def test_an_id_never_started_is_unknown_without_asking_ray(tmp_path: Path) -> None:
+    answers = backend(tmp_path).status(["u.w-0.0"])
+    assert answers["u.w-0.0"].state is TaskState.UNKNOWN
+    assert not ray.is_initialized()
+
+
+@pytest.mark.parametrize(
+    ("code", "stopped", "state", "message"),
+    [
+        ("0\n", False, TaskState.SUCCEEDED, "exit code 0"),
+        ("3\n", False, TaskState.FAILED, "exit code 3"),
+        ("143\n", True, TaskState.FAILED, "stopped (exit code 143)"),
+    ],
+)
+def test_a_recorded_exit_code_is_answered_from_the_record(
+    tmp_path: Path, code: str, stopped: bool, state: TaskState, message: str
+) -> None:
+    made = backend(tmp_path)
+    directory = made.run_dir / "u.w-0.0"
+    directory.mkdir(parents=True)
+    (directory / "exit").write_text(code)
+    if stopped:
+        (directory / "stop").touch()
+    answer = made.status(["u.w-0.0"])["u.w-0.0"]
+    assert (answer.state, answer.exit_code, answer.message) == (state, int(code), message)
+    made.stop("u.w-0.0")  # an ended task: nothing to stop, nothing asked of Ray
+    assert not ray.is_initialized()
+
+
+def test_a_bad_request_id_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="invalid request id"):
+        backend(tmp_path).status(["../escape"])
+
+
+def test_the_registry_fences_starts_and_keeps_records_apart(tmp_path: Path) -> None:
+    made = ray_backend(tmp_path / "run", "127.0.0.1:1")
+    assert made.name == "ray"
+    inner = getattr(made, "inner", None)
+    assert isinstance(inner, RayBackend) and inner.run_dir == (tmp_path / "run" / "ray").resolve()
