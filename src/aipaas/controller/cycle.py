@@ -40,6 +40,7 @@ cli/control_runtime.py.
 
 from __future__ import annotations
 
+import gc
 import logging
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -165,7 +166,21 @@ class Controller:
         return self.claims.slice_index
 
     def run_cycle(self) -> None:
-        """Steps 1 to 5 of the module docstring, then the cycle's duration as a metric."""
+        """Steps 1 to 5 of the module docstring, then the cycle's duration as a metric.
+
+        The garbage collector waits while a cycle runs: a cycle makes tens of thousands of
+        short-lived objects with many thousand jobs, and collections in its middle traversed
+        every cached job again and again (a third of a quiet cycle's time); what the cycle
+        left is collected after it, in the ordinary way."""
+        collecting = gc.isenabled()
+        gc.disable()
+        try:
+            self._run_cycle()
+        finally:
+            if collecting:
+                gc.enable()
+
+    def _run_cycle(self) -> None:
         started = self.clock.monotonic()
         self._stops = []  # a cycle ended by LeaseLost sends none of its stops
         self.inventory.refresh()
