@@ -133,14 +133,19 @@ class Session:
             want > 0 and have > 0
             for want, have in zip(extra.as_tuple(), self.capacity.as_tuple(), strict=True)
         ]
+        capacity = self.capacity.as_tuple()
         for key in self.lineage(job.queue):
             share = self.fair_share.get(key)
             if key == "" or share is None:
                 continue
             held = self.allocated[key]
             after = held + extra
-            for want, used, fair in zip(asked, after.as_tuple(), share.as_tuple(), strict=True):
-                if want and used > fair:
+            for want, used, fair, have in zip(
+                asked, after.as_tuple(), share.as_tuple(), capacity, strict=True
+            ):
+                # A share of the whole cluster (nobody else wants any) is no limit of its
+                # own: going above it is going above the cluster, which placement explains.
+                if want and used > fair and fair < have:
                     counted = Resources(
                         *(w if a else 0 for w, a in zip(extra.as_tuple(), asked, strict=True))
                     )

@@ -482,8 +482,9 @@ def test_backfill_with_zero_reservations_lets_everything_start_where_it_fits() -
 def test_a_whole_cycle_reserves_the_big_gang_of_a_full_single_queue() -> None:
     # Fair share of t/a is the whole cluster (56 GPUs): allocate refuses big (44 + 32 > 56)
     # for fair share, starts the 4-GPU job on n6 and the 8-GPU one on n7 (both within share);
-    # t/a then holds 56, so the job without a limit waits. big is reserved for 5400, when its
-    # queue holds 24 (all three time-limited jobs ended) and n3..n6 are free.
+    # t/a then holds 56, so the job without a limit waits -- for room: a share of the whole
+    # cluster is no limit of its own (Unschedulable, not FairShare). big is reserved for 5400,
+    # when its queue holds 24 (all three time-limited jobs ended) and n3..n6 are free.
     big = gpus("t/big", 4, order=1)
     short = gpus("t/short-4", 1, 4, order=2, limit=1800)
     long = gpus("t/long-8", 1, 8, order=3, limit=7200)
@@ -496,7 +497,7 @@ def test_a_whole_cycle_reserves_the_big_gang_of_a_full_single_queue() -> None:
     }
     assert decisions.reservations == {"t/big": Reservation("t/big", 5400, ("n3", "n4", "n5", "n6"))}
     assert decisions.reasons["t/big"] == ("Reserved", "reserved: starts at t=5400s on n3-n6")
-    assert decisions.reasons["t/no-limit"][0] == "FairShare"
+    assert decisions.reasons["t/no-limit"][0] == "Unschedulable"
 
 
 def test_strict_order_lets_jobs_behind_the_blocker_through_only_where_it_is_not_delayed() -> None:
