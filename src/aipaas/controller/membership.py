@@ -83,16 +83,19 @@ def sync(ctl: Controller, item: JobWork) -> None:
 
 
 def sync_all(ctl: Controller, work: Iterable[JobWork]) -> None:
-    """After the write-back: every elastic job's membership; jobs no longer listed are
-    forgotten."""
+    """After the write-back: the membership of every elastic job whose records changed in this
+    cycle (a membership changes only with them); jobs no longer listed are forgotten."""
+    written = ctl.batch.membership
+    remembering = bool(written)  # else nothing to forget: the uids need not be gathered
     listed = set()
     for item in work:
-        if not is_elastic(item.job):
+        if remembering:
+            listed.add(item.job.metadata.uid or "")
+        if not item.touched or not is_elastic(item.job):
             continue
         listed.add(item.job.metadata.uid or "")
         if item.phase is not None and item.phase.finished:
             continue
         sync(ctl, item)
-    written = ctl.batch.membership
     for uid in [u for u in written if u not in listed]:
         del written[uid]
