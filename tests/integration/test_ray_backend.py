@@ -17,9 +17,14 @@ from pathlib import Path
 import pytest
 from ray_cluster import GPUS_PER_NODE, RayCluster, World, cycle_until, ray_cluster, world
 
-from aipaas.backends.base import Backend
+from aipaas.backends.base import Backend, LaunchRequest, TaskState
 from aipaas.controller.cycle import Controller
 from aipaas.store import TaskRecord, TaskRepository
+
+pytest.importorskip("ray", reason="ray is not installed (the ray extra; scripts/setup.sh)")
+
+
+from aipaas.backends.ray.backend import RayBackend
 
 __all__ = ["ray_cluster", "world"]  # fixtures, used by name
 
@@ -197,6 +202,59 @@ def test_a_restarted_controller_adopts_running_work(
     assert counter.read_text() == "xx"
     assert "TaskLost" not in world.reasons("survivor")
     assert all(r.attempt == 0 for r in records(world, "survivor"))
+
+
+def unplaced(rid: str, gpus: int, log: Path, command: tuple[str, ...] = ("true",)) -> LaunchRequest:
+    return LaunchRequest(
+        request_id=rid,
+        task="worker-0",
+        job="never",
+        tenant="acme",
+        node="ray-gpu-a",
+        command=command,
+        env={},
+        working_dir=None,
+        gpus=tuple(range(gpus)),
+        gpu_milli=1000,
+        log_path=str(log),
+    )
+
+
+def test_an_actor_ray_will_not_place_is_lost_not_running_forever(
+    ray_cluster: RayCluster, tmp_path: Path
+) -> None:
+    """Ray's accounting says no where aipaas's said yes: more GPUs than the node has (Ray
+    refuses at once), or GPUs held by work aipaas does not count (the start deadline passes)."""
+    import ray
+
+    made = RayBackend(tmp_path / "run", ray_cluster.address, start_seconds=2)
+    made.inventory()
+    made.start(unplaced("big.worker-0.0", 2 * GPUS_PER_NODE, tmp_path / "big.log"))
+    cycle = [made.status(["big.worker-0.0"])["big.worker-0.0"] for _ in range(20)]
+    assert cycle[-1].state is TaskState.LOST  # Ray's reason, or "gone" once Ray dropped it
+    assert "not schedulable" in cycle[-1].message or "could not place" in cycle[-1].message
+    # A task started behind the controller's back holds every GPU of the node: the next
+    # actor waits in Ray, and is given up at its deadline.
+    sleeper = ("sleep", "60")
+    made.start(unplaced("holder.worker-0.0", GPUS_PER_NODE, tmp_path / "h.log", sleeper))
+    try:
+        deadline = time.monotonic() + 30
+        while not (made.run_dir / "holder.worker-0.0" / "answered").exists():
+            made.status(["holder.worker-0.0"])
+            assert time.monotonic() < deadline, "the holder never started"
+        made.start(unplaced("busy.worker-0.0", 1, tmp_path / "busy.log"))
+        assert made.status(["busy.worker-0.0"])["busy.worker-0.0"].state is TaskState.RUNNING
+        time.sleep(2.5)
+        answer = made.status(["busy.worker-0.0"])["busy.worker-0.0"]
+        assert answer.state is TaskState.LOST and "within 2 s" in answer.message
+    finally:
+        made.stop("holder.worker-0.0", 0.1)
+    deadline = time.monotonic() + 30
+    while made.status(["holder.worker-0.0"])["holder.worker-0.0"].state is TaskState.RUNNING:
+        assert time.monotonic() < deadline, "the holder never stopped"
+    listed = [a["name"] for a in ray.util.list_named_actors(all_namespaces=True)]
+    assert not [n for n in listed if n.startswith(("aipaas-task-big.", "aipaas-task-busy."))]
+    made.close()
 
 
 SERVER_JOB = """---

@@ -13,13 +13,14 @@ start was asked and, once seen, the exit code: the actor is ended only after its
 on disk, so a status asked again (level-triggered) still answers.
 
 Status never blocks the controller for long: the actors are asked at once and answers not in
-within ``poll_seconds`` count as still running (an actor Ray is still starting). An actor that
+within ``poll_seconds`` count as still running (an actor Ray is still starting), for at most
+``start_seconds`` after the start: an actor that never answered by then (Ray could not place
+it: its resources taken by work that is not aipaas's) is ended and its task lost. An actor that
 is gone (its node removed or dead, killed) without a recorded exit code is a lost task.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import os
@@ -32,13 +33,14 @@ from typing import Any
 
 import ray
 from ray import cloudpickle
-from ray.exceptions import GetTimeoutError, RayActorError
+from ray.exceptions import GetTimeoutError, RayActorError, RayError
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from aipaas.backends.base import Inventory, LaunchRequest, TaskState, TaskStatus
 from aipaas.backends.local.nvml import DRIVER
 from aipaas.backends.ray import actor as actor_module
 from aipaas.backends.ray.inventory import RayNode, nodes_of, slices_of
+from aipaas.backends.ray.records import GONE, TaskRecords
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +51,6 @@ DEFAULT_TASK_ROOT = "/tmp/aipaas-ray-tasks"
 TASK_PATH = "/usr/local/bin:/usr/bin:/bin"
 #: how long a node where an actor was lost is checked (Ray's own verdict comes within this)
 SUSPECT_SECONDS = 60.0
-STOPPED_CODE = 143  # 128 + SIGTERM, as the local backend reports a stopped task
 
 
 def actor_name(request_id: str) -> str:
@@ -74,18 +75,22 @@ class RayBackend:
         *,
         task_root: str = DEFAULT_TASK_ROOT,
         poll_seconds: float = 0.5,
+        start_seconds: float = 300.0,
     ) -> None:
         """Args:
         run_dir: the controller's records of the tasks it started (one directory per id).
         address: the Ray cluster (``host:port`` of its GCS, or ``ray://``); None: RAY_ADDRESS
             or a cluster started on this host.
         poll_seconds: the most a status call waits for the actors' answers.
+        start_seconds: how long an actor may take to answer its first poll (Ray placing and
+            starting it) before its task is given up as lost.
         """
-        self.run_dir = run_dir.resolve()
-        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.records = TaskRecords(run_dir)
+        self.run_dir = self.records.run_dir
         self.address = address
         self.task_root = task_root
         self.poll_seconds = poll_seconds
+        self.start_seconds = start_seconds
         self._connected = False
         self._owns_connection = False
         self._nodes: dict[str, RayNode] = {}
@@ -112,9 +117,9 @@ class RayBackend:
         )
 
     def start(self, request: LaunchRequest) -> None:
-        directory = self._dir(request.request_id)
-        directory.mkdir(parents=True, exist_ok=True)
-        if (directory / "created").exists() or (directory / "exit").exists():
+        rid = request.request_id
+        self.records.dir(rid).mkdir(exist_ok=True)
+        if self.records.has(rid, "created") or self.records.has(rid, "exit"):
             return  # already started (by this process or an earlier one)
         self._connect()
         node = self._nodes.get(request.node)
@@ -126,10 +131,10 @@ class RayBackend:
         if request.node in self._suspect and not _answers(node):
             raise ValueError(f"the Ray node {request.node} does not answer (lost an actor lately)")
         spec = self._spec(request)
-        _write(directory / "request.json", json.dumps({"node": node.info.name, "at": time.time()}))
+        self.records.mark(rid, "request.json", json.dumps({"node": node.info.name}))
         runner = ray.remote(actor_module.TaskRunner)
         runner.options(
-            name=actor_name(request.request_id),
+            name=actor_name(rid),
             namespace=NAMESPACE,
             lifetime="detached",
             get_if_exists=True,  # a start repeated after a crash finds the first actor
@@ -138,13 +143,12 @@ class RayBackend:
             num_gpus=gpu_request(request),
             scheduling_strategy=NodeAffinitySchedulingStrategy(node.node_id, soft=False),
         ).remote(spec)
-        _write(directory / "created", "")
+        self.records.mark(rid, "created")
 
     def stop(self, request_id: str, grace_seconds: float = 5.0) -> None:
-        directory = self._dir(request_id)
-        if not directory.exists() or (directory / "exit").exists():
+        if not self.records.dir(request_id).exists() or self.records.has(request_id, "exit"):
             return
-        (directory / "stop").touch()
+        self.records.mark(request_id, "stop")
         handle = self._handle(request_id)
         if handle is not None:
             handle.stop.remote(grace_seconds)  # answered by the next status's poll
@@ -153,7 +157,7 @@ class RayBackend:
         answers: dict[str, TaskStatus] = {}
         ask: list[str] = []
         for rid in request_ids:
-            known = self._recorded(rid)
+            known = self.records.recorded(rid)
             if known is not None:
                 answers[rid] = known
             else:
@@ -227,49 +231,55 @@ class RayBackend:
 
     def _answer(self, rid: str, ref: Any, ready: bool) -> TaskStatus:
         if not ready:
-            return TaskStatus(rid, TaskState.RUNNING, message="the Ray actor has not answered")
+            return self._unanswered(rid)
+        if not self.records.has(rid, "answered"):
+            self.records.mark(rid, "answered")  # it ran: no start deadline any more
         with self._lock:
             self._pending.pop(rid, None)
         try:
             code = ray.get(ref, timeout=0)
         except (RayActorError, GetTimeoutError):
             return self._gone(rid)
+        except RayError as err:  # Ray refused the actor (unschedulable): its reason says why
+            self._finish(rid)
+            self.records.mark(rid, "lost", f"Ray did not start the actor: {err}"[:500])
+            return self._gone(rid)
         if code is None:
             return TaskStatus(rid, TaskState.RUNNING)
-        _write(self._dir(rid) / "exit", f"{int(code)}\n")  # before the actor is ended
+        self.records.mark(rid, "exit", f"{int(code)}\n")  # before the actor is ended
         self._finish(rid)
-        recorded = self._recorded(rid)
+        recorded = self.records.recorded(rid)
         assert recorded is not None
         return recorded
 
-    def _recorded(self, rid: str) -> TaskStatus | None:
-        """What the records alone say: never started here, or ended with a known code."""
-        directory = self._dir(rid)
-        if not directory.exists():
-            return TaskStatus(rid, TaskState.UNKNOWN)
-        try:
-            code = int((directory / "exit").read_text().strip())
-        except (FileNotFoundError, ValueError):
-            return None
-        if (directory / "stop").exists() and code != 0:
-            return TaskStatus(rid, TaskState.FAILED, code, f"stopped (exit code {code})")
-        state = TaskState.SUCCEEDED if code == 0 else TaskState.FAILED
-        return TaskStatus(rid, state, code, f"exit code {code}")
+    def _unanswered(self, rid: str) -> TaskStatus:
+        """Running, unless the actor never answered within ``start_seconds`` of its start."""
+        if (
+            self.records.has(rid, "answered")
+            or self.records.since_created(rid) < self.start_seconds
+        ):
+            return TaskStatus(rid, TaskState.RUNNING, message="the Ray actor has not answered")
+        handle = self._handle(rid)
+        if handle is not None:
+            ray.kill(handle, no_restart=True)
+        with self._lock:
+            self._handles.pop(rid, None)
+            self._pending.pop(rid, None)
+        self.records.mark(
+            rid,
+            "lost",
+            f"Ray did not start the actor within {self.start_seconds:g} s "
+            "(its node lacks the resources Ray accounts)",
+        )
+        return self._gone(rid)
 
     def _gone(self, rid: str) -> TaskStatus:
-        """No live actor and no recorded exit code."""
-        directory = self._dir(rid)
-        if (directory / "stop").exists():
-            _write(directory / "exit", f"{STOPPED_CODE}\n")
-            return TaskStatus(rid, TaskState.FAILED, STOPPED_CODE, "stopped")
-        if not (directory / "created").exists():
-            return TaskStatus(rid, TaskState.LOST, message="never started in Ray")
-        with contextlib.suppress(OSError, ValueError):
-            node = json.loads((directory / "request.json").read_text())["node"]
-            self._suspect[str(node)] = time.monotonic()
-        return TaskStatus(
-            rid, TaskState.LOST, message="the task's Ray actor is gone (its node removed or dead)"
-        )
+        """No live actor and no recorded exit code; a lost actor's node is checked."""
+        answer = self.records.gone(rid)
+        node = self.records.node(rid)
+        if answer.message == GONE and node is not None:
+            self._suspect[node] = time.monotonic()
+        return answer
 
     def _failing(self, nodes: Sequence[RayNode]) -> list[str]:
         """Nodes Ray still lists as alive where an actor was lost lately and whose raylet does
@@ -314,11 +324,6 @@ class RayBackend:
             if isinstance(a, dict) and a.get("namespace") == NAMESPACE
         }
 
-    def _dir(self, request_id: str) -> Path:
-        if "/" in request_id or request_id.startswith("."):
-            raise ValueError(f"invalid request id {request_id!r}")
-        return self.run_dir / request_id
-
 
 def _answers(node: RayNode, timeout: float = 0.2) -> bool:
     """The node's raylet accepts a connection (a killed one refuses at once)."""
@@ -329,11 +334,3 @@ def _answers(node: RayNode, timeout: float = 0.2) -> bool:
             return True
     except OSError:
         return False
-
-
-def _write(path: Path, text: str) -> None:
-    temporary = path.with_name(path.name + ".tmp")
-    temporary.write_text(text)
-    os.replace(temporary, path)
-    with contextlib.suppress(OSError):
-        os.chmod(path, 0o600)
