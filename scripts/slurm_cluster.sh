@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A throwaway single-host Slurm cluster for trying aipaas's Slurm backend and for its tests.
 #
-#   scripts/slurm_cluster.sh start DIR [NODES] [GPUS]   # prints SLURM_CONF=DIR/slurm.conf
+#   scripts/slurm_cluster.sh start DIR [NODES] [GPUS] [accounting]   # prints SLURM_CONF=DIR/slurm.conf
 #   scripts/slurm_cluster.sh stop DIR
 #
 # Debian's slurm-wlm and munge (apt-get install slurm-wlm munge, as root). Everything lives in
@@ -12,9 +12,14 @@
 # File= lines, or with autodetection, a node with GPUs drains at registration). No cgroups,
 # no accounting daemon: status comes from slurmctld (squeue/scontrol), which keeps a finished
 # job for MinJobAge seconds. Stop kills only the daemons whose pid files are in DIR.
+#
+# With "accounting" (apt-get install slurmdbd mariadb-server): a MariaDB server of its own
+# (datadir, socket and a free TCP port in DIR; the packaged service is not used) and slurmdbd
+# (AccountingStorageType=accounting_storage/slurmdbd), so that sacct answers: when Slurm really
+# started and ended each job. About 5 s more to start.
 set -euo pipefail
 
-usage() { echo "usage: $0 start DIR [NODES] [GPUS] | stop DIR" >&2; exit 2; }
+usage() { echo "usage: $0 start DIR [NODES] [GPUS] [accounting] | stop DIR" >&2; exit 2; }
 [ $# -ge 2 ] || usage
 action=$1
 dir=$(realpath -m "$2")
@@ -24,7 +29,8 @@ free_port() {
 }
 
 stop() {
-  for pidfile in "$dir"/run/slurmd-*.pid "$dir"/run/slurmctld.pid "$dir"/run/munged.pid; do
+  for pidfile in "$dir"/run/slurmd-*.pid "$dir"/run/slurmctld.pid "$dir"/run/slurmdbd.pid \
+    "$dir"/run/mariadbd.pid "$dir"/run/munged.pid; do
     [ -f "$pidfile" ] || continue
     pid=$(cat "$pidfile" 2>/dev/null || true)
     if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
@@ -36,8 +42,67 @@ stop() {
   done
 }
 
+# accounting: MariaDB and slurmdbd, both throwaway daemons in DIR; sets dbd_port
+start_accounting() {
+  local user=$1 host=$2 db_port
+  for tool in mariadb-install-db mariadbd mariadb slurmdbd sacctmgr; do
+    command -v "$tool" >/dev/null || { echo "$tool not found: apt-get install slurmdbd mariadb-server" >&2; exit 3; }
+  done
+  rm -rf "$dir/mysql"
+  mkdir -p "$dir/mysql"
+  db_port=$(free_port)
+  # root reaches it over its socket only (unix_socket authentication for the OS user running
+  # this); slurmdbd over TCP as the user "slurm" created below
+  mariadb-install-db --no-defaults --datadir="$dir/mysql/data" --user="$user" \
+    --auth-root-authentication-method=socket --auth-root-socket-user="$user" \
+    --skip-test-db >"$dir/log/mariadb-install.log" 2>&1
+  mariadbd --no-defaults --datadir="$dir/mysql/data" --user="$user" \
+    --socket="$dir/mysql/mysql.sock" --bind-address=127.0.0.1 --port="$db_port" \
+    --pid-file="$dir/run/mariadbd.pid" --log-error="$dir/log/mariadbd.log" \
+    --skip-name-resolve --innodb-buffer-pool-size=32M --innodb-log-file-size=16M \
+    --innodb-flush-log-at-trx-commit=0 >/dev/null 2>&1 &
+  for _ in $(seq 150); do
+    mariadb --no-defaults -S "$dir/mysql/mysql.sock" -e "SELECT 1" >/dev/null 2>&1 && break
+    sleep 0.1
+  done
+  mariadb --no-defaults -S "$dir/mysql/mysql.sock" -e \
+    "CREATE USER 'slurm'@'127.0.0.1' IDENTIFIED BY 'aipaas'; GRANT ALL ON slurm_acct_db.* TO 'slurm'@'127.0.0.1';"
+  dbd_port=$(free_port)
+  {
+    echo "AuthType=auth/munge"
+    echo "AuthInfo=socket=$dir/munge/munge.sock"
+    echo "DbdHost=$host"
+    echo "DbdAddr=127.0.0.1"
+    echo "DbdPort=$dbd_port"
+    echo "SlurmUser=$user"
+    echo "PidFile=$dir/run/slurmdbd.pid"
+    echo "LogFile=$dir/log/slurmdbd.log"
+    echo "StorageType=accounting_storage/mysql"
+    echo "StorageHost=127.0.0.1"
+    echo "StoragePort=$db_port"
+    echo "StorageUser=slurm"
+    echo "StoragePass=aipaas"
+    echo "StorageLoc=slurm_acct_db"
+  } >"$dir/slurmdbd.conf"
+  chmod 600 "$dir/slurmdbd.conf"  # slurmdbd refuses a readable one (it holds the password)
+}
+
+# slurmdbd reads slurmdbd.conf beside $SLURM_CONF; the cluster is registered before slurmctld
+start_slurmdbd() {
+  slurmdbd
+  for _ in $(seq 50); do
+    timeout 5 sacctmgr -i add cluster aipaas >/dev/null 2>&1 && return 0
+    timeout 5 sacctmgr -n list cluster format=cluster 2>/dev/null | grep -qw aipaas && return 0
+    sleep 0.2
+  done
+  echo "slurmdbd did not answer:" >&2
+  tail -n 20 "$dir"/log/slurmdbd.log "$dir"/log/mariadbd.log >&2 || true
+  exit 1
+}
+
 start() {
-  local nodes=${1:-2} gpus=${2:-4}
+  local nodes=${1:-2} gpus=${2:-4} accounting=${3:-}
+  [ -z "$accounting" ] || [ "$accounting" = accounting ] || usage
   for tool in munged slurmctld slurmd sbatch; do
     command -v "$tool" >/dev/null || { echo "$tool not found: apt-get install slurm-wlm munge" >&2; exit 3; }
   done
@@ -55,7 +120,8 @@ start() {
   user=$(id -un)
   host=$(hostname -s)
   ctl_port=$(free_port)
-  local cpus mem
+  local cpus mem dbd_port=""
+  [ -z "$accounting" ] || start_accounting "$user" "$host"
   cpus=$(nproc)
   mem=$(($(awk '/MemTotal/ {print $2}' /proc/meminfo) / 1024 / 2 / nodes))
   {
@@ -76,7 +142,14 @@ start() {
     echo "ProctrackType=proctrack/linuxproc"
     echo "TaskPlugin=task/none"
     echo "JobAcctGatherType=jobacct_gather/none"
-    echo "AccountingStorageType=accounting_storage/none"
+    if [ -n "$dbd_port" ]; then
+      echo "AccountingStorageType=accounting_storage/slurmdbd"
+      echo "AccountingStorageHost=127.0.0.1"
+      echo "AccountingStoragePort=$dbd_port"
+      echo "AccountingStoragePass=$dir/munge/munge.sock"  # munge's socket, for slurmdbd
+    else
+      echo "AccountingStorageType=accounting_storage/none"
+    fi
     echo "SelectType=select/cons_tres"
     echo "SelectTypeParameters=CR_Core_Memory"
     echo "GresTypes=gpu"
@@ -110,6 +183,7 @@ NodeName=$name Name=gpu Type=a100 File=$dir/dev/$name/nvidia[0-$((gpus - 1))]"
   : >"$dir/plugstack.conf"
   echo "PlugStackConfig=$dir/plugstack.conf" >>"$dir/slurm.conf"
   export SLURM_CONF="$dir/slurm.conf"
+  [ -z "$dbd_port" ] || start_slurmdbd
   slurmctld -i -f "$SLURM_CONF"
   for name in ${names//,/ }; do
     slurmd -N "$name" -f "$SLURM_CONF"

@@ -22,14 +22,22 @@ import pytest
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "slurm_cluster.sh"
 PROGRAMS = ("munged", "slurmctld", "slurmd", "sbatch", "squeue", "sinfo", "scontrol", "scancel")
+#: the accounting mode's: slurmdbd and a MariaDB server of its own
+ACCOUNTING_PROGRAMS = ("slurmdbd", "sacct", "sacctmgr", "mariadbd", "mariadb-install-db")
 
 
-def unavailable_reason() -> str | None:
+def unavailable_reason(accounting: bool = False) -> str | None:
     missing = [p for p in PROGRAMS if shutil.which(p) is None]
     if missing:
         return (
             f"Slurm is not installed ({', '.join(missing)} missing): scripts/test.sh installs "
             "slurm-wlm and munge with apt when run as root"
+        )
+    missing = [p for p in ACCOUNTING_PROGRAMS if accounting and shutil.which(p) is None]
+    if missing:
+        return (
+            f"Slurm accounting is not installed ({', '.join(missing)} missing): scripts/test.sh "
+            "installs slurmdbd and mariadb-server with apt when run as root"
         )
     return None
 
@@ -80,12 +88,23 @@ class SlurmCluster:
 
 @pytest.fixture(scope="module")
 def slurm_cluster() -> Iterator[SlurmCluster]:
-    reason = unavailable_reason()
+    yield from _cluster(accounting=False)
+
+
+@pytest.fixture(scope="module")
+def slurm_accounting_cluster() -> Iterator[SlurmCluster]:
+    """The same cluster with slurmdbd (and its MariaDB): sacct answers."""
+    yield from _cluster(accounting=True)
+
+
+def _cluster(*, accounting: bool) -> Iterator[SlurmCluster]:
+    reason = unavailable_reason(accounting)
     if reason is not None:
         pytest.skip(reason)
     directory = Path(tempfile.mkdtemp(prefix="aipaas-slurm-"))
     started = subprocess.run(
-        ["bash", str(SCRIPT), "start", str(directory), "2", "4"],
+        ["bash", str(SCRIPT), "start", str(directory), "2", "4"]
+        + (["accounting"] if accounting else []),
         capture_output=True,
         text=True,
         timeout=120,

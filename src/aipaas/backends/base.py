@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from enum import StrEnum
 from typing import Protocol, cast
 
@@ -113,6 +114,11 @@ class TaskStatus:
     state: TaskState
     exit_code: int | None = None
     message: str = ""
+    #: when the task really started and ended, where the backend knows better than the
+    #: controller's observation (a backend with a queue of its own: Slurm's accounting); None:
+    #: the controller takes the time it saw the change (the usage ledger charges these times)
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
 
 
 class Backend(Protocol):

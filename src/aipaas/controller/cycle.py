@@ -266,8 +266,9 @@ class Controller:
                 continue
             if answer.state is TaskState.RUNNING:
                 if record.phase == TaskPhase.STARTING:
+                    started = answer.started_at or now  # the backend's own time, if it knows
                     item.set(
-                        record.with_(phase=TaskPhase.RUNNING.value, started_at=now, message="")
+                        record.with_(phase=TaskPhase.RUNNING.value, started_at=started, message="")
                     )
                 continue
             phase = {
@@ -278,7 +279,10 @@ class Controller:
             ended = record.with_(
                 phase=phase.value,
                 exit_code=answer.exit_code,
-                finished_at=now,
+                # the times the backend says it really ran (Slurm's accounting) replace the
+                # cycle's observations: they are what the usage ledger charges
+                started_at=answer.started_at or record.started_at,
+                finished_at=answer.finished_at or now,
                 message=answer.message,
             )
             item.set(ended)
@@ -363,7 +367,8 @@ class Controller:
         for item, record in asked:
             answer = answers.get(record.request_id or "")
             if answer is not None and answer.state is TaskState.RUNNING:
-                item.set(record.with_(phase=TaskPhase.RUNNING.value, started_at=now))
+                started = answer.started_at or now
+                item.set(record.with_(phase=TaskPhase.RUNNING.value, started_at=started))
 
     def _advance(self, item: JobWork) -> None:
         """Step 3: cancel, restart with backoff, fail or complete one job."""

@@ -21,11 +21,12 @@ import logging
 import os
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Literal
 
 from aipaas.backends.base import Inventory, LaunchRequest, TaskState, TaskStatus
-from aipaas.backends.slurm import jobs
+from aipaas.backends.slurm import accounting, jobs
 from aipaas.backends.slurm.commands import SlurmCommands, SlurmError
 from aipaas.backends.slurm.inventory import (
     BACKEND,
@@ -169,7 +170,56 @@ class SlurmBackend:
 
     def status(self, request_ids: Sequence[str]) -> dict[str, TaskStatus]:
         known = self._jobs_by_name(fresh=False)
-        return {rid: self._status(rid, known.get(jobs.job_name(rid))) for rid in request_ids}
+        answers = {rid: self._status(rid, known.get(jobs.job_name(rid))) for rid in request_ids}
+        return self._with_times(answers, known)
+
+    def _with_times(
+        self, answers: dict[str, TaskStatus], known: Mapping[str, Mapping[str, Any]]
+    ) -> dict[str, TaskStatus]:
+        """The answers with the times Slurm really ran each job (accounting.py): a running
+        job's start from slurmctld, an ended job's start and end from sacct (one call), else
+        from slurmctld."""
+        ended: dict[str, int] = {}  # request id -> Slurm job id
+        for rid, answer in answers.items():
+            job = known.get(jobs.job_name(rid))
+            if answer.state is TaskState.RUNNING and job is not None:
+                start, _ = accounting.squeue_times(job)
+                answers[rid] = replace(answer, started_at=start)
+            elif answer.state in (TaskState.SUCCEEDED, TaskState.FAILED, TaskState.LOST):
+                job_id = self._job_id(rid, job)
+                if job_id is not None:
+                    ended[rid] = job_id
+        if not ended:
+            return answers
+        accounted = self._accounted_times(sorted(set(ended.values())))
+        for rid, job_id in ended.items():
+            job = known.get(jobs.job_name(rid))
+            start, end = accounted.get(job_id) or (
+                accounting.squeue_times(job) if job is not None else (None, None)
+            )
+            if end is not None:
+                answers[rid] = replace(answers[rid], started_at=start, finished_at=end)
+        return answers
+
+    def _job_id(self, request_id: str, job: Mapping[str, Any] | None) -> int | None:
+        if job is not None:
+            return int(job["job_id"])
+        job_file = self._dir(request_id) / "job"
+        text = job_file.read_text().strip() if job_file.exists() else ""
+        return int(text) if text.isdigit() else None
+
+    def _accounted_times(self, job_ids: list[int]) -> dict[int, accounting.Times]:
+        """Start and end per job from sacct; none where the cluster keeps no accounting (not
+        asked again for ``NO_ACCOUNTING_SECONDS``)."""
+        now = time.monotonic()
+        if now < self._no_accounting_until:
+            return {}
+        try:
+            return accounting.sacct_times(self.commands.accounting_records(job_ids))
+        except SlurmError as err:
+            log.info("no accounting for Slurm jobs %s: %s", job_ids, err)
+            self._no_accounting_until = now + NO_ACCOUNTING_SECONDS
+            return {}
 
     def _status(self, request_id: str, job: Mapping[str, Any] | None) -> TaskStatus:
         directory = self._dir(request_id)

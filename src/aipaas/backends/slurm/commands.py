@@ -102,6 +102,12 @@ class SlurmCommands:
             return {"job_id": job_id, "job_state": state, "exit_code": status}
         return None
 
+    def accounting_records(self, job_ids: Sequence[int]) -> list[dict[str, Any]]:
+        """The jobs' records in accounting (``sacct --json``; raises ``SlurmError`` where the
+        cluster keeps none): ``job_id``, ``state``, ``time`` (``start``, ``end``), ..."""
+        ids = ",".join(str(j) for j in job_ids)
+        return self._json(["sacct", "--json", "-X", "-j", ids], "jobs") if ids else []
+
     def submit(self, args: Sequence[str], script: Path) -> int:
         out = self.run(["sbatch", "--parsable", *args, str(script)]).strip()
         try:
