@@ -16,7 +16,7 @@ share: reclaim's first prey), ``wait`` (why a job waits), ``reservations`` (back
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from aipaas.scheduler.batch.cluster import PlacementEngine
@@ -51,6 +51,7 @@ class Session:
         self.options = options or BatchOptions()
         self.now = snapshot.now
         self.queues: dict[str, QueueNode] = snapshot.queues
+        self._lineages: dict[str, tuple[str, ...]] = {}
         self.jobs: dict[str, Job] = {j.key: j for j in snapshot.jobs}
         self.decisions = Decisions()
         self.children: dict[str, list[str]] = defaultdict(list)
@@ -60,6 +61,8 @@ class Session:
         #: what each queue node holds now (leaf and every ancestor), changed by ``account``
         self.allocated: dict[str, Resources] = defaultdict(Resources)
         for job in snapshot.jobs:
+            if not job.is_running:
+                continue  # holds nothing (a backlog is most of the jobs)
             used = job.allocated()
             if used != Resources():
                 for key in self.lineage(job.queue):
@@ -88,13 +91,19 @@ class Session:
 
     # --- the tree -------------------------------------------------------------------
 
-    def lineage(self, key: str) -> Iterator[str]:
-        """The queue node and its ancestors up to the root ("")."""
-        current: str | None = key
-        while current is not None:
-            yield current
-            queue = self.queues.get(current)
-            current = queue.parent if queue is not None else None
+    def lineage(self, key: str) -> tuple[str, ...]:
+        """The queue node and its ancestors up to the root ("") (worked out once per key:
+        the tree does not change within a cycle, and every check walks it)."""
+        found = self._lineages.get(key)
+        if found is None:
+            path = []
+            current: str | None = key
+            while current is not None:
+                path.append(current)
+                queue = self.queues.get(current)
+                current = queue.parent if queue is not None else None
+            found = self._lineages[key] = tuple(path)
+        return found
 
     def is_leaf(self, key: str) -> bool:
         return not self.children.get(key)

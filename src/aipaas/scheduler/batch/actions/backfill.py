@@ -55,12 +55,12 @@ def backfill(session: Session) -> None:
     placer = Placer(session)
     fair_share = session.options.fairShare != "fifo"
     memo: dict[tuple[object, ...], bool] = {}
-    waiting = [
+    waiting = [  # the cheap tests first: most of a backlog waits for policy, not room
         job
         for job in session.jobs.values()
-        if gang_tasks(job)
+        if session.waiting.get(job.key, ("Unschedulable", ""))[0] in RESERVING_REASONS
         and session.considered(job)
-        and session.waiting.get(job.key, ("Unschedulable", ""))[0] in RESERVING_REASONS
+        and gang_tasks(job)
     ]
     for job in ordered(session, waiting):
         if session.waiting.get(job.key, ("", ""))[0] == "FairShare":

@@ -34,10 +34,15 @@ def enqueue(session: Session) -> None:
                 admitted.add(job.key)  # a running job: its elastic extras may start
             continue
         tasks, gang = entry
+        # The request's shape field by field (``PodRequest.shape`` builds a tuple per call).
         key = (
             job.queue,
             job.topology_required,
-            tuple((t.name, *t.request.shape, t.request.memory_mib) for t in tasks),
+            tuple(
+                (t.name, r.cpu_milli, r.gpu_milli, r.gpu_count, r.gpu_models, r.memory_mib)
+                for t in tasks
+                for r in (t.request,)
+            ),
         )
         if key in verdicts and not any(t.request.claims for t in tasks):
             problem = verdicts[key]

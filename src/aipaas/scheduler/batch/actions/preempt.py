@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from aipaas.scheduler.batch.model import Eviction, Job, Resources, Task
-from aipaas.scheduler.batch.session import gang_tasks
+from aipaas.scheduler.batch.session import gang_tasks, resources_of
 from aipaas.scheduler.batch.statement import touched_jobs
 from aipaas.scheduler.batch.victim_search import Search
 from aipaas.scheduler.batch.victims import (
@@ -49,13 +49,19 @@ def preempt(session: Session) -> None:
     failed: set[tuple[object, ...]] = set()
     for job in preemptors(session, protected, may):
         gang = gang_tasks(job)
+        shape = shape_of(job, gang)
+        if not gang or (shape is not None and shape in failed):
+            continue
         victims = [
             v
             for v in running[job.queue]
             if v.priority < job.priority and v.is_running and v.key not in protected
         ]
-        shape = shape_of(job, gang)
-        if not gang or not victims or (shape is not None and shape in failed):
+        if not victims:
+            continue
+        if not _quota_reachable(session, job, gang, victims):
+            if shape is not None:
+                failed.add(shape)
             continue
         before = len(session.decisions.evicted)
         if _try(session, job, gang, victims):
@@ -64,6 +70,25 @@ def preempt(session: Session) -> None:
             failed.clear()  # the cluster changed: what failed may fit now
         elif shape is not None:
             failed.add(shape)
+
+
+def _quota_reachable(
+    session: Session, job: Job, gang: Sequence[Task], victims: Sequence[Job]
+) -> bool:
+    """Every quota of the job's lineage would let its gang in with all ``victims`` gone (they
+    are of its own queue: they free every level). When not, no search can succeed: its
+    trials are skipped (a backlog blocked by a tenant's quota costs nothing to look at)."""
+    freed = Resources()
+    for victim in victims:
+        freed = freed + victim.allocated()
+    need = resources_of(gang)
+    for key in session.lineage(job.queue):
+        queue = session.queues.get(key)
+        if queue is None or key == "":
+            continue
+        if not (session.allocated[key] - freed + need).fits_within(queue.quota):
+            return False
+    return True
 
 
 def _try(session: Session, job: Job, gang: Sequence[Task], victims: Sequence[Job]) -> bool:

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 
 from aipaas.scheduler.batch.explain import amount
 from aipaas.scheduler.batch.model import Eviction, Job, Resources, Task
-from aipaas.scheduler.batch.session import gang_tasks
+from aipaas.scheduler.batch.session import gang_tasks, resources_of
 from aipaas.scheduler.batch.statement import touched_jobs
 from aipaas.scheduler.batch.victim_search import Search
 from aipaas.scheduler.batch.victims import (
@@ -238,17 +238,28 @@ def reclaim(session: Session) -> None:
 
     trees: dict[str, _Tree] = {}
     failed: set[tuple[object, ...]] = set()
+    #: ``_within`` of (queue, gang request) while nothing changes (a backlog asks it often)
+    within: dict[tuple[str, Resources], bool] = {}
+    seen = len(session.account_log)
     for job in preemptors(session, protected, may):
         if not index.over and not index.over_guarantee:
             break  # no queue holds more than its share or guarantee: nothing to take back
+        if seen != len(session.account_log):
+            within.clear()
+            seen = len(session.account_log)
         gang = gang_tasks(job)
-        need = _need(gang)
+        if not gang:
+            continue  # no gang to start
+        need = resources_of(gang)
+        ok = within.get((job.queue, need))
+        if ok is None:
+            ok = within[(job.queue, need)] = _within(session, [job.queue], need)
+        if not ok:
+            continue  # its queue would go above its fair share: not a reclaimer
         # Priority does not decide reclaim: equal shapes of one queue fail alike.
         shape = shape_of(job, gang, priority=False)
-        if not gang or (shape is not None and shape in failed):
+        if shape is not None and shape in failed:
             continue
-        if not _within(session, [job.queue], need):
-            continue  # its queue would go above its fair share: not a reclaimer
         tree = trees.get(job.queue)
         if tree is None:
             tree = trees[job.queue] = _Tree(session, job.queue)
