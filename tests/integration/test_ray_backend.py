@@ -8,6 +8,7 @@ because it takes a node away.
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import time
 import uuid
@@ -202,6 +203,28 @@ def test_a_restarted_controller_adopts_running_work(
     assert counter.read_text() == "xx"
     assert "TaskLost" not in world.reasons("survivor")
     assert all(r.attempt == 0 for r in records(world, "survivor"))
+
+
+def test_a_driver_killed_mid_run_is_replaced_and_nothing_is_lost(
+    world: World, ray_cluster: RayCluster, tmp_path: Path
+) -> None:
+    """The Ray driver runs in a process of its own (a dead cluster head ends it, not the
+    server): killed mid-run, the controller sees the backend unreachable, concludes nothing,
+    and the next driver finds the actor by name and sees the task finish."""
+    made = RayBackend(tmp_path / "run", ray_cluster.address, retry_seconds=0.5)
+    try:
+        controller = world.controller(made)
+        world.submit("steady", python_task("import time; time.sleep(4)", gpu="1"))
+        cycle_until(controller, lambda: world.phase("steady") == "Running")
+        first = made.driver_pid
+        assert first is not None
+        os.kill(first, signal.SIGKILL)
+        cycle_until(controller, lambda: world.phase("steady") == "Succeeded")
+        assert made.driver_pid not in (None, first)
+        assert "TaskLost" not in world.reasons("steady")
+        assert [r.attempt for r in records(world, "steady")] == [0]
+    finally:
+        made.close()
 
 
 def unplaced(rid: str, gpus: int, log: Path, command: tuple[str, ...] = ("true",)) -> LaunchRequest:

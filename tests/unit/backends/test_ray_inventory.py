@@ -109,6 +109,6 @@ def test_the_gpus_asked_of_ray(
     gpus: tuple[int, ...], milli: int, devices: tuple[ClaimDevice, ...], wanted: float
 ) -> None:
     pytest.importorskip("ray", reason="ray is not installed (the ray extra)")
-    from aipaas.backends.ray.backend import gpu_request
+    from aipaas.backends.ray.driver import gpu_request
 
     assert gpu_request(request(gpus, milli, devices)) == wanted

@@ -1,8 +1,9 @@
-"""The Ray backend's own records (``run_dir/<request id>/``): what it answers from them alone,
-without asking Ray (and without connecting to it)."""
+"""The Ray driver's own records (``run_dir/<request id>/``): what it answers from them alone,
+without asking Ray (and without connecting to it); the backend the registry builds."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -14,12 +15,13 @@ pytest.importorskip("ray", reason="ray is not installed (the ray extra; scripts/
 import ray
 
 from aipaas.backends.ray.backend import RayBackend
+from aipaas.backends.ray.driver import RayDriver
 from aipaas.backends.ray.registry import ray_backend
 
 
-def backend(tmp_path: Path) -> RayBackend:
+def backend(tmp_path: Path) -> RayDriver:
     # An address nothing listens on: a test that reached Ray would fail, not pass.
-    return RayBackend(tmp_path / "run", "127.0.0.1:1")
+    return RayDriver(tmp_path / "run", "127.0.0.1:1")
 
 
 def test_an_id_never_started_is_unknown_without_asking_ray(tmp_path: Path) -> None:
@@ -61,3 +63,23 @@ def test_the_registry_fences_starts_and_keeps_records_apart(tmp_path: Path) -> N
     assert made.name == "ray"
     inner = getattr(made, "inner", None)
     assert isinstance(inner, RayBackend) and inner.run_dir == (tmp_path / "run" / "ray").resolve()
+    assert inner.driver_pid is None  # the driver process starts with the first call
+
+
+def test_a_driver_that_does_not_answer_is_unreachable_then_retried_later(
+    tmp_path: Path,
+) -> None:
+    """The cluster's head is down (here: nothing listens): the call fails within its timeout
+    (the controller's "unreachable"), the driver is ended, and the next calls fail at once
+    until ``retry_seconds`` have passed; the server's process never imports ray's driver."""
+    from aipaas.backends.ray.backend import RayUnreachable
+
+    made = RayBackend(tmp_path / "run", "127.0.0.1:1", connect_seconds=1, retry_seconds=60)
+    started = time.monotonic()
+    with pytest.raises(RayUnreachable, match="did not answer inventory in 1 s"):
+        made.inventory()
+    assert time.monotonic() - started < 10
+    assert made.driver_pid is None
+    with pytest.raises(RayUnreachable, match="failed lately"):
+        made.status(["u.w-0.0"])
+    made.close()

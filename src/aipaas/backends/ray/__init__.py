@@ -1,5 +1,6 @@
-"""Tasks run in a Ray cluster (``--backend ray --ray-address ADDR``); see backend.py.
+"""Tasks run in a Ray cluster (``--backend ray --ray-address ADDR``).
 
-The package imports nothing of ``ray`` itself: registry.py imports backend.py (and ray) only
-when the backend is asked for.
+backend.py: what the controller holds, a proxy to driver.py, the Ray driver, which runs in a
+process of its own (driver_process.py); actor.py: the actor that runs a task's command;
+inventory.py: Ray's nodes as aipaas's; records.py: the driver's records of its tasks.
 """

@@ -1,25 +1,23 @@
 """Build the Ray backend for ``make_backend`` (``--backend ray --ray-address ADDR``).
 
-``ray`` is imported only here, when the backend is asked for: it is an optional dependency
-(``pip install 'aipaas[ray]'``) and its import costs about a second.
+``ray`` is an optional dependency (``pip install 'aipaas[ray]'``); it is imported only in the
+driver process (backend.py), never in the server's.
 """
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 
 from aipaas.backends.base import Backend
 from aipaas.backends.fencing import FENCING_FILE, Fenced, TokenFile
+from aipaas.backends.ray.backend import RayBackend
 
 
 def ray_backend(run_dir: Path, address: str | None) -> Backend:
     """The Ray backend, refusing starts from a controller whose lease was taken over; its
     records sit in ``run_dir/ray``."""
-    try:
-        from aipaas.backends.ray.backend import RayBackend
-    except ImportError as err:  # the extra is not installed
-        raise ValueError(
-            f"the ray backend needs the ray package (pip install 'aipaas[ray]'): {err}"
-        ) from err
+    if importlib.util.find_spec("ray") is None:  # the extra is not installed
+        raise ValueError("the ray backend needs the ray package (pip install 'aipaas[ray]')")
     backend = RayBackend(run_dir / "ray", address)
     return Fenced(backend, TokenFile(backend.run_dir / FENCING_FILE))

@@ -1,0 +1,45 @@
+"""The driver process's loop (backend.py starts it with ``spawn``): calls come over a pipe as
+``(method, args)``, answers go back as ``("ok", value)`` or ``("error", exception)``.
+
+Kept apart from driver.py so that the server, which pickles ``serve`` by reference to start
+the process, never imports ray itself.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import signal
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+
+PR_SET_PDEATHSIG = 1
+
+
+def serve(conn: Connection, run_dir: Path, address: str | None, options: dict[str, Any]) -> None:
+    # The server's process ends this one: Ctrl-C is its business, and its death (kill -9
+    # included) ends the driver (the actors are detached and stay).
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    from aipaas.backends.ray.driver import RayDriver
+
+    driver = RayDriver(run_dir, address, **options)
+    while True:
+        try:
+            method, args = conn.recv()
+        except (EOFError, OSError):
+            break  # the server is gone
+        if method == "close":
+            driver.close()
+            conn.send(("ok", None))
+            break
+        try:
+            value = getattr(driver, method)(*args)
+        except ValueError as err:  # a start refused (no such node): the controller's Lost
+            conn.send(("error", ValueError(str(err))))
+        except Exception as err:  # Ray's own errors do not always pickle: their words do
+            conn.send(("error", RuntimeError(f"{type(err).__name__}: {err}")))
+        else:
+            conn.send(("ok", value))
