@@ -94,18 +94,17 @@ class JobOrder:
             ratio = _ratio(held.gpu_milli, share.gpu_milli)
             below = ratio < 1.0
         else:
-            ratio, below = 0.0, False
+            ratio, counted = 0.0, False
             for used, fair, measured in zip(
                 held.as_tuple(), share.as_tuple(), self._measured, strict=True
             ):
                 if (used == 0 and fair == 0) or not measured:
                     continue
+                counted = True  # a measured resource held or shared: the ratio says something
                 r = _ratio(used, fair)
-                ratio = max(ratio, r)
-            below = ratio < 1.0 and any(
-                (u or f) and m
-                for u, f, m in zip(held.as_tuple(), share.as_tuple(), self._measured, strict=True)
-            )
+                if r > ratio:
+                    ratio = r
+            below = ratio < 1.0 and counted
         if self.mode == "proportion":
             return (0, -priority, ratio, created)
         return (0 if below else 1, -priority, ratio, created)

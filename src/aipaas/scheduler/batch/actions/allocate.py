@@ -226,9 +226,21 @@ def allocate(session: Session) -> None:
     pending = [session.jobs[key] for key in gangs]
     deferred: list[Job] = []
     blocker: Job | None = None
+    #: the last refusal for quota: (queue, request, count of changes, reason); the jobs after
+    #: it in the same queue with the same request are refused alike while nothing changes
+    refused: tuple[str, Resources, int, tuple[str, str]] | None = None
     for job in ordered(session, pending):
         if blocker is not None:
             _behind(session, job, blocker)
+            continue
+        tasks, want = gangs[job.key]
+        if (
+            refused is not None
+            and refused[0] == job.queue
+            and refused[2] == len(session.account_log)
+            and refused[1] == want
+        ):
+            session.wait(job, *refused[3])  # what start_gang would say (its memo's answer)
             continue
         outcome = start_gang(
             session,
@@ -236,9 +248,11 @@ def allocate(session: Session) -> None:
             job,
             fair_share=fair_share,
             limits=limits,
-            tasks=gangs[job.key][0],
-            want=gangs[job.key][1],
+            tasks=tasks,
+            want=want,
         )
+        if outcome == QUOTA and not strict:
+            refused = (job.queue, want, len(session.account_log), session.waiting[job.key])
         if outcome == FAIR_SHARE:
             deferred.append(job)
         if outcome != STARTED and strict:
