@@ -66,19 +66,28 @@ def test_the_registry_fences_starts_and_keeps_records_apart(tmp_path: Path) -> N
     assert inner.driver_pid is None  # the driver process starts with the first call
 
 
-def test_a_driver_that_does_not_answer_is_unreachable_then_retried_later(
+def test_a_driver_that_cannot_connect_is_unreachable_then_retried_later(
     tmp_path: Path,
 ) -> None:
-    """The cluster's head is down (here: nothing listens): the call fails within its timeout
-    (the controller's "unreachable"), the driver is ended, and the next calls fail at once
-    until ``retry_seconds`` have passed; the server's process never imports ray's driver."""
+    """The cluster's head is down (here: nothing listens): each call waits at most
+    ``ready_seconds`` (the controller's "unreachable"), the driver keeps trying until
+    ``connect_seconds``, is then ended, and calls fail at once until ``retry_seconds`` passed;
+    the server's process never imports ray's driver."""
     from aipaas.backends.ray.backend import RayUnreachable
 
-    made = RayBackend(tmp_path / "run", "127.0.0.1:1", connect_seconds=1, retry_seconds=60)
+    made = RayBackend(
+        tmp_path / "run", "127.0.0.1:1", ready_seconds=0.5, connect_seconds=2, retry_seconds=60
+    )
+    made._ever_connected = True  # a driver that connected once and failed: its successor
     started = time.monotonic()
-    with pytest.raises(RayUnreachable, match="did not answer inventory in 1 s"):
+    with pytest.raises(RayUnreachable, match="connecting to Ray"):
         made.inventory()
-    assert time.monotonic() - started < 10
+    assert time.monotonic() - started < 5
+    first = made.driver_pid
+    assert first is not None  # still trying: the same driver at the next call
+    time.sleep(2)
+    with pytest.raises(RayUnreachable, match="did not connect in"):
+        made.status(["u.w-0.0"])
     assert made.driver_pid is None
     with pytest.raises(RayUnreachable, match="failed lately"):
         made.status(["u.w-0.0"])

@@ -26,7 +26,7 @@ from aipaas.backends.ray.driver_process import serve
 
 log = logging.getLogger(__name__)
 
-#: the first call also starts the driver (imports ray, connects): about 3 s here
+#: a new driver imports ray and connects: about 3 s here, ray.init's own timeout about 30 s
 CONNECT_SECONDS = 60.0
 
 
@@ -44,6 +44,7 @@ class RayBackend:
         *,
         call_seconds: float = 15.0,
         connect_seconds: float = CONNECT_SECONDS,
+        ready_seconds: float = 5.0,
         retry_seconds: float = 10.0,
         **driver_options: Any,
     ) -> None:
@@ -51,7 +52,10 @@ class RayBackend:
         run_dir: the driver's records of the tasks it started (records.py).
         address: the Ray cluster (``host:port`` of its GCS); None: RAY_ADDRESS or a local one.
         call_seconds: the most one call waits for the driver (after its first connection).
-        connect_seconds: the most a new driver's first call waits (it imports ray, connects).
+        connect_seconds: how long a new driver may take to connect (import ray, join the
+            cluster) before it is given up.
+        ready_seconds: the most one call waits for a new driver to be connected (the first
+            driver of the backend: up to ``connect_seconds``).
         retry_seconds: after a driver failed, how long calls fail at once before a new one.
         driver_options: passed to ``RayDriver`` (poll_seconds, start_seconds, task_root).
         """
@@ -60,6 +64,9 @@ class RayBackend:
         self.address = address
         self.call_seconds = call_seconds
         self.connect_seconds = connect_seconds
+        self.ready_seconds = ready_seconds
+        self._spawned_at = 0.0
+        self._ever_connected = False
         self.retry_seconds = retry_seconds
         self._options = driver_options
         self._process: BaseProcess | None = None
@@ -106,9 +113,11 @@ class RayBackend:
     def _call(self, method: str, *args: Any) -> Any:
         with self._lock:
             conn = self._driver()
+            if not self._connected:
+                self._await_ready(conn)
             try:
                 conn.send((method, args))
-                timeout = self.call_seconds if self._connected else self.connect_seconds
+                timeout = self.call_seconds
                 if not conn.poll(timeout):
                     raise RayUnreachable(f"the Ray driver did not answer {method} in {timeout:g} s")
                 kind, value = conn.recv()
@@ -117,11 +126,37 @@ class RayBackend:
                 if isinstance(err, RayUnreachable):
                     raise
                 raise RayUnreachable(f"the Ray driver is gone ({err!r})") from err
-            self._connected = True
             if kind == "error":
                 exception: Exception = value
                 raise exception
             return value
+
+    def _await_ready(self, conn: Connection) -> None:
+        """A new driver connects to Ray on its own and says "ready": a call waits for that at
+        most ``ready_seconds`` (the controller is not held up while Ray is unreachable), and a
+        driver still not connected after ``connect_seconds`` is given up."""
+        # The first driver of this backend may take its time (the server is starting: its
+        # first inventory should see the nodes); a later one, after a failure, may not.
+        wait = self.connect_seconds if not self._ever_connected else self.ready_seconds
+        try:
+            if conn.poll(wait):
+                kind, value = conn.recv()
+                if kind == "ready":
+                    self._connected = self._ever_connected = True
+                    return
+                raise RayUnreachable(f"the Ray driver could not connect: {value}")
+        except (OSError, EOFError) as err:
+            self._failed(err)
+            raise RayUnreachable(f"the Ray driver is gone ({err!r})") from err
+        except RayUnreachable as err:
+            self._failed(err)
+            raise
+        waited = time.monotonic() - self._spawned_at
+        if waited > self.connect_seconds:
+            late = RayUnreachable(f"the Ray driver did not connect in {waited:.0f} s")
+            self._failed(late)
+            raise late
+        raise RayUnreachable(f"the Ray driver is connecting to Ray ({waited:.0f} s)")
 
     def _driver(self) -> Connection:
         if self._conn is not None and self._process is not None and self._process.is_alive():
@@ -141,6 +176,7 @@ class RayBackend:
         process.start()
         theirs.close()
         self._process, self._conn, self._connected = process, ours, False
+        self._spawned_at = time.monotonic()
         return ours
 
     def _failed(self, err: BaseException) -> None:

@@ -104,7 +104,7 @@ class RayDriver:
     # the Backend interface ----------------------------------------------------------------
 
     def inventory(self) -> Inventory:
-        self._connect()
+        self.connect()
         nodes = nodes_of(ray.nodes())
         self._nodes = {n.info.name: n for n in nodes}
         gpus = any(n.info.gpu_count for n in nodes)
@@ -121,7 +121,7 @@ class RayDriver:
         self.records.dir(rid).mkdir(exist_ok=True)
         if self.records.has(rid, "created") or self.records.has(rid, "exit"):
             return  # already started (by this process or an earlier one)
-        self._connect()
+        self.connect()
         node = self._nodes.get(request.node)
         if node is None:
             self.inventory()
@@ -164,7 +164,7 @@ class RayDriver:
                 ask.append(rid)
         if not ask:
             return answers
-        self._connect()
+        self.connect()
         alive = self._alive_names()
         polls: dict[str, Any] = {}
         for rid in ask:
@@ -195,7 +195,7 @@ class RayDriver:
 
     # helpers ------------------------------------------------------------------------------
 
-    def _connect(self) -> None:
+    def connect(self) -> None:
         if self._connected:
             return
         # Shipped by value: the cluster's workers need not have aipaas installed.

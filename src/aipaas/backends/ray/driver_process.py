@@ -26,6 +26,12 @@ def serve(conn: Connection, run_dir: Path, address: str | None, options: dict[st
     from aipaas.backends.ray.driver import RayDriver
 
     driver = RayDriver(run_dir, address, **options)
+    try:
+        driver.connect()
+    except Exception as err:  # the backend gives this driver up and starts another later
+        conn.send(("error", f"{type(err).__name__}: {err}"))
+        return
+    conn.send(("ready", None))
     while True:
         try:
             method, args = conn.recv()
