@@ -179,3 +179,42 @@ def test_queue_status_follows_the_session(world: World) -> None:
     status = queue.status  # type: ignore[attr-defined]
     assert status is not None
     assert status.allocated.gpu == 16 and status.pending.gpu == 8
+
+
+GANG = """    - name: worker
+      replicas: 2
+      command: [train]
+      resources: {cpu: 8, memory: 64Gi, gpu: 8}
+"""
+
+
+def test_a_gang_is_evicted_whole_and_starts_again_whole(world: World) -> None:
+    controller, clock, _ = sim(world)
+    world.setup("{gpu: 100}")
+    world.submit("gang", GANG, extra="  priority: low\n")
+    controller.run_cycle()
+    assert world.phase("gang") == "Running"
+    world.submit(
+        "urgent",
+        ONE_NODE,
+        extra="  priority: critical\n",
+        annotations="{sim.aipaas.dev/duration: '30'}",
+    )
+    clock.advance(1)
+    controller.run_cycle()
+    status = world.job("gang").status
+    assert status is not None and status.phase.value == "Pending"
+    assert status.reason == "Preempted"
+    assert [t.phase.value for t in status.tasks] == ["Pending", "Pending"]  # both, not one
+    clock.advance(1)
+    controller.run_cycle()
+    assert world.phase("urgent") == "Running"
+    status = world.job("gang").status
+    assert status is not None and status.phase.value == "Pending"
+    assert [t.node for t in status.tasks] == [None, None]  # holds nothing while it waits
+    clock.advance(31)  # the critical job ends: the gang starts again, whole
+    controller.run_cycle()
+    controller.run_cycle()
+    status = world.job("gang").status
+    assert status is not None and status.phase.value == "Running"
+    assert [(t.phase.value, t.restarts) for t in status.tasks] == [("Running", 1)] * 2
