@@ -177,6 +177,7 @@ class Measured:
     jobs: int
     finished: int
     wall_seconds: float
+    cpu_seconds: float
     decisions: int
     evictions: int
     usage: float  # share of the guarantees, time-weighted
@@ -209,6 +210,7 @@ def measure(shape: Shape, outcome: RunOutcome) -> Measured:
         jobs=len(outcome.jobs),
         finished=finished,
         wall_seconds=outcome.wall_seconds,
+        cpu_seconds=outcome.cpu_seconds,
         decisions=decisions,
         evictions=evictions,
         usage=cpu_seconds / (shape.guaranteed_cpu * last) if last > 0 else 0.0,
@@ -234,15 +236,16 @@ def run(shape: Shape, profile: str, cli: bool, profile_to: str | None = None) ->
 
 def table(rows: list[tuple[str, Shape, Measured]]) -> str:
     lines = [
-        "| scenario | queues | jobs | finished | wall s | decisions/s | evictions "
+        "| scenario | queues | jobs | finished | wall s | CPU s | decisions/s | evictions "
         "| usage of guarantees | admission large s | medium s | small s | virtual span s |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for label, shape, m in rows:
         a = m.admission
         lines.append(
             f"| {label} | {shape.parents * shape.leaves:,} | {m.jobs:,} | {m.finished:,} "
-            f"| {m.wall_seconds:.2f} | {m.decisions / m.wall_seconds:,.0f} | {m.evictions:,} "
+            f"| {m.wall_seconds:.2f} | {m.cpu_seconds:.2f} | {m.decisions / m.wall_seconds:,.0f} "
+            f"| {m.evictions:,} "
             f"| {100 * m.usage:.1f}% | {a['large']:.2f} | {a['medium']:.2f} | {a['small']:.2f} "
             f"| {m.span:.1f} |"
         )
