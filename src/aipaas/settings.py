@@ -21,9 +21,10 @@ class Settings(BaseModel):
     db_url: str | None = Field(
         default=None, description="Database URL (postgresql://...); SQLite in data_dir if unset."
     )
-    backend: Literal["local", "sim", "demo", "slurm", "ray"] = Field(
+    backend: str = Field(
         default="local",
-        description="Where tasks run: this machine, a simulated cluster, both (demo), Slurm.",
+        description="Where tasks run: this machine (local), a simulated cluster (sim), both "
+        "(demo), slurm, ray, or several side by side (local,slurm,ray).",
     )
     ray_address: str | None = Field(
         default=None,
@@ -110,6 +111,14 @@ class Settings(BaseModel):
         le=1_000_000,
         description="Task replicas of recent submissions that FGD-class placement learns from.",
     )
+
+    @field_validator("backend")
+    @classmethod
+    def _known_backends(cls, value: str) -> str:
+        from aipaas.backends.names import check_names
+
+        check_names(value)
+        return value
 
     @field_validator("pool_profiles", mode="before")
     @classmethod

@@ -117,6 +117,20 @@ def topology_label(level: str) -> str:
     return level if "/" in level else TOPOLOGY_PREFIX + level
 
 
+_LABEL_VALUE_RE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")
+
+
+def _check_selector(value: dict[str, str]) -> dict[str, str]:
+    if len(value) > 16:
+        raise ValueError("at most 16 labels")
+    for key, item in value.items():
+        if len(key) > 316 or not _LABEL_KEY_RE.fullmatch(key):
+            raise ValueError(f"{key!r} is not a node label key (like aipaas.dev/backend)")
+        if len(item) > 63 or not _LABEL_VALUE_RE.fullmatch(item):
+            raise ValueError(f"the value of {key} is not a label value: {item!r}")
+    return value
+
+
 class Topology(Model):
     """Where a gang goes: inside one domain of a topology level, ``required`` (or wait) or
     ``preferred`` (when one can hold it). Exactly one of the two."""
@@ -146,6 +160,11 @@ class JobSpec(Model):
     # The job is stopped at this limit (phase Failed, reason TimeLimit); backfill needs it.
     time_limit: PositiveDuration | None = None
     topology: Topology | None = None
+    # Only nodes with all these labels (``aipaas.dev/backend: slurm``: a pool or backend of a
+    # server that drives several); empty: the scheduler chooses among all.
+    node_selector: Annotated[dict[str, str], AfterValidator(_check_selector)] = Field(
+        default_factory=dict
+    )
 
     @model_validator(mode="before")
     @classmethod

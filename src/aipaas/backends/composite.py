@@ -132,7 +132,11 @@ class CompositeBackend:
                 unreachable = True
                 continue
             for rid, status in answers.items():
-                if status.state is not TaskState.UNKNOWN:
+                # an UNKNOWN with a message (a task Slurm still holds, and why) says more than
+                # the silence of the members that never had the task
+                if status.state is not TaskState.UNKNOWN or (
+                    status.message and merged[rid].state is TaskState.UNKNOWN
+                ):
                     merged[rid] = status
         if unreachable:
             for rid, status in merged.items():

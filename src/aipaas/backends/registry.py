@@ -1,4 +1,7 @@
-"""Build the backend a server asks for: ``local``, ``sim`` or ``demo`` (sim + this machine)."""
+"""Build the backend a server asks for: ``local``, ``sim`` or ``demo`` (sim + this machine),
+``slurm``, ``ray``, or several of local, slurm and ray side by side (``local,slurm``: one
+composite backend whose nodes are the members' nodes, each labelled with its backend,
+``aipaas.dev/backend``, which a job's nodeSelector may ask for)."""
 
 from __future__ import annotations
 
@@ -8,6 +11,7 @@ from aipaas.backends.base import Backend
 from aipaas.backends.composite import CompositeBackend
 from aipaas.backends.fencing import FENCING_FILE, Fenced, TokenFile
 from aipaas.backends.local import LocalBackend, LocalOptions
+from aipaas.backends.names import NAMES, check_names
 from aipaas.backends.ray.registry import ray_backend
 from aipaas.backends.sim import SimBackend
 from aipaas.backends.sim.backend import DEFAULT_JOURNAL_RECORDS
@@ -15,8 +19,6 @@ from aipaas.backends.sim.cluster import load_cluster_with_slices
 from aipaas.backends.sim.journal import DEFAULT_MAX_AGE_SECONDS
 from aipaas.backends.slurm.registry import slurm_backend
 from aipaas.clock import Clock
-
-NAMES = ("local", "sim", "demo", "slurm", "ray")
 
 
 def make_backend(
@@ -33,6 +35,21 @@ def make_backend(
     slurm_mode: str = "pinned",
     ray_address: str | None = None,
 ) -> Backend:
+    names = check_names(name)
+    if len(names) > 1:
+        members = [
+            make_backend(
+                part,
+                run_dir,
+                local_cpu_milli=local_cpu_milli,
+                local=local,
+                slurm_conf=slurm_conf,
+                slurm_mode=slurm_mode,
+                ray_address=ray_address,
+            )
+            for part in names
+        ]
+        return CompositeBackend(members)
     if name == "local":
         return _local(run_dir, local_cpu_milli, local)
     if name == "sim":

@@ -21,7 +21,12 @@ def register(app: typer.Typer) -> None:
 
 DataDir = Annotated[Path, typer.Option("--data-dir", help="Database, token, logs live here.")]
 Host = Annotated[str, typer.Option("--host", help="Address to listen on.")]
-Backend = Annotated[str, typer.Option("--backend", help="local, sim, demo (both), slurm or ray.")]
+Backend = Annotated[
+    str,
+    typer.Option(
+        "--backend", help="local, sim, demo (both), slurm, ray, or side by side: local,slurm,ray."
+    ),
+]
 SlurmConf = Annotated[
     Path | None,
     typer.Option(

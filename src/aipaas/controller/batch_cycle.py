@@ -121,7 +121,12 @@ def schedule(
         now.timestamp(),
         state.templates,
     )
-    engine = PlacerEngine(placer, built.on_request)
+    selectors = {  # spec.nodeSelector of each pod's job
+        pod.name: built.items[key].job.spec.node_selector
+        for (key, _), pod in built.pods.items()
+        if built.items[key].job.spec.node_selector
+    }
+    engine = PlacerEngine(placer, built.on_request, selectors)
     built.snapshot.nodes = list(engine.nodes)
     try:
         decisions = run_session(built.snapshot, engine, options_of(ctl))
@@ -148,9 +153,7 @@ def schedule(
     state.report = (shown, decisions, objects)
 
 
-def _next_due(
-    built: Built, decisions: Decisions, work: Sequence[JobWork], now: float
-) -> float:
+def _next_due(built: Built, decisions: Decisions, work: Sequence[JobWork], now: float) -> float:
     """The earliest time a session could decide otherwise with nothing else changed."""
     due = [now + RECHECK_SECONDS]
     due += [r.start for r in decisions.reservations.values() if r.start > now]

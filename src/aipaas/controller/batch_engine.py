@@ -12,7 +12,7 @@ module (controller/placement.py).
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Hashable, Mapping, Sequence
 
 import numpy as np
 
@@ -23,11 +23,18 @@ from aipaas.scheduler.framework.types import Placement, PodRequest, Unschedulabl
 
 class PlacerEngine:
     """A ``PlacementEngine`` over the cycle's Placer. ``on_request``: the names of the pods
-    whose job asks for simulated nodes."""
+    whose job asks for simulated nodes; ``selectors``: pod name -> the node labels its job
+    requires (``spec.nodeSelector``): a gang goes only to nodes that have them all."""
 
-    def __init__(self, placer: Placer, on_request: Collection[str] = ()) -> None:
+    def __init__(
+        self,
+        placer: Placer,
+        on_request: Collection[str] = (),
+        selectors: Mapping[str, Mapping[str, str]] | None = None,
+    ) -> None:
         self.placer = placer
         self.on_request = set(on_request)
+        self.selectors = selectors or {}
         self.nodes: Sequence[Node] = [
             Node(
                 name=n.name,
@@ -41,11 +48,28 @@ class PlacerEngine:
             for n in pool.nodes
         ]
 
+    def constraint(self, pods: Sequence[PodRequest]) -> Hashable:
+        """What besides their shapes decides where ``pods`` (one gang) may go: their job's
+        node selector and whether it asks for simulated nodes (the allocate action keys its
+        memo of gangs that found no room on it)."""
+        selector = self.selectors.get(pods[0].name) if pods else None
+        return (
+            tuple(sorted(selector.items())) if selector else (),
+            all(p.name in self.on_request for p in pods),
+        )
+
     def place(
         self, pods: Sequence[PodRequest], nodes: Collection[str] | None = None
     ) -> list[Placement] | Unschedulable:
         if not pods:
             return []
+        selector = self.selectors.get(pods[0].name)
+        if selector:
+            chosen = {n.name for n in self.nodes if _matches(n.labels, selector)}
+            nodes = chosen if nodes is None else chosen & set(nodes)
+            if not nodes:
+                wanted = ", ".join(f"{k}={v}" for k, v in sorted(selector.items()))
+                return Unschedulable(pods[0].name, (f"no node has the labels {wanted}",))
         refused = Unschedulable(pods[0].name, (NO_NODE,))
         for pool in self.placer.pools_for(all(p.name in self.on_request for p in pods)):
             if not pool.nodes:
@@ -97,3 +121,7 @@ class PlacerEngine:
     def capacity(self) -> Resources:
         total = self.placer.capacity()
         return Resources(total.gpu_milli, total.cpu_milli, total.memory_mib)
+
+
+def _matches(labels: Mapping[str, str], selector: Mapping[str, str]) -> bool:
+    return all(labels.get(key) == value for key, value in selector.items())

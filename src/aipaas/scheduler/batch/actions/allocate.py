@@ -99,7 +99,13 @@ class Placer:
         if any(p.claims for p in requests):
             return None  # devices are chosen by claim, not by shape
         shapes = tuple((*p.shape, p.memory_mib) for p in requests)
-        return (shapes, allowed if allowed is None else frozenset(allowed), self.session.releases)
+        # An engine whose answer depends on more than the shapes (the live controller's: a
+        # job's nodeSelector, simulated nodes on request) says what, so that the memo never
+        # answers for one job with another's refusal.
+        constraint = getattr(self.session.engine, "constraint", None)
+        extra = constraint(requests) if constraint is not None else None
+        allowed_key = allowed if allowed is None else frozenset(allowed)
+        return (shapes, allowed_key, self.session.releases, extra)
 
     def _place(
         self, requests: Sequence[PodRequest], allowed: Collection[str] | None
