@@ -1,0 +1,111 @@
+"""What aipaas adds on top of the engines it drives (issue 12): per backend, the time from
+submit to Running and from the task's end to Succeeded for a 1-task and an 8-task gang, and jobs
+per second sustained for a burst of small jobs; beside the engine alone on the same cluster
+(``sbatch``, ``ray.remote``; for the local backend, processes started by Python).
+
+    nice -n 10 .venv/bin/python benchmarks/engines.py [--backends local,slurm,ray] [--jobs 500]
+
+Each backend gets a throwaway cluster on this host (scripts/slurm_cluster.sh with 4 nodes of
+this machine's cores; Ray's cluster utilities, 2 nodes of 4 CPUs) and an ``aipaas server`` of
+its own. Latencies: the median of ``--repeats`` runs after one to warm up, each task
+printing the times it started and ended (``date``): "to Running" is when the API says Running
+(aipaas) or squeue says RUNNING (sbatch) or the task started (Ray, which has no cheaper way to
+see it), minus the submit; "to done" is when the API says Succeeded (aipaas), squeue COMPLETED
+(sbatch) or ray.get returned, minus the task's own end. Throughput: ``--jobs`` one-task jobs
+(`true`, 1 CPU) sent as fast as one client can, until all have succeeded: jobs per second from
+the first submit to the last success. Helpers: benchmarks/_engines_run.py (the server, the
+aipaas side), benchmarks/_engines_alone.py (the engines alone and their clusters).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _engines_alone import LocalEngine, RayEngine, SlurmEngine
+from _engines_run import Figures, Server, aipaas_burst, aipaas_latency
+
+GANGS = (1, 8)
+
+
+def measure(
+    backend: str, engine: LocalEngine | SlurmEngine | RayEngine, jobs: int, repeats: int
+) -> tuple[Figures, Figures]:
+    """(aipaas's figures, the engine's) on one cluster."""
+    ours = Figures()
+    alone = Figures()
+    with tempfile.TemporaryDirectory(prefix="aipaas-bench-") as data:
+        server = Server(Path(data), backend, engine.server_options()).start()
+        try:
+            server.setup()
+            # warm: the first task of a cluster starts its workers (Ray) or caches (Slurm)
+            aipaas_latency(server, max(GANGS), "warm")
+            engine.latency(max(GANGS))
+            for gang in GANGS:
+                runs = [aipaas_latency(server, gang, f"lat{gang}-{i}") for i in range(repeats)]
+                ours.latency[gang] = _median(runs)
+                runs = [engine.latency(gang) for _ in range(repeats)]
+                alone.latency[gang] = _median(runs)
+            ours.rate = aipaas_burst(server, jobs)
+        finally:
+            server.stop()
+    alone.rate = engine.burst(jobs)
+    return ours, alone
+
+
+def _median(runs: list[tuple[float, float]]) -> tuple[float, float]:
+    return statistics.median(r[0] for r in runs), statistics.median(r[1] for r in runs)
+
+
+def table(results: dict[str, tuple[Figures, Figures]], names: dict[str, str]) -> str:
+    lines = [
+        "| backend | who | 1 task: to Running | 1 task: to done | 8 tasks: to Running "
+        "| 8 tasks: to done | jobs/s |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for backend, (ours, alone) in results.items():
+        for who, figures in (("aipaas", ours), (names[backend], alone)):
+            cells = [
+                f"{figures.latency[g][0]:.2f} s | {figures.latency[g][1]:.2f} s" for g in GANGS
+            ]
+            lines.append(f"| {backend} | {who} | {' | '.join(cells)} | {figures.rate:.1f} |")
+        added = [ours.latency[g][0] - alone.latency[g][0] for g in GANGS]
+        share = ours.rate / alone.rate if alone.rate else 0.0
+        lines.append(
+            f"| {backend} | added | {added[0]:+.2f} s | | {added[1]:+.2f} s | | "
+            f"{share:.0%} of the engine's |"
+        )
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--backends", default="local,slurm,ray")
+    parser.add_argument("--jobs", type=int, default=500)
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+    makers: dict[str, tuple[Callable[[], LocalEngine | SlurmEngine | RayEngine], str]] = {
+        "local": (LocalEngine, "processes"),
+        "slurm": (SlurmEngine, "sbatch"),
+        "ray": (RayEngine, "ray.remote"),
+    }
+    results: dict[str, tuple[Figures, Figures]] = {}
+    for backend in args.backends.split(","):
+        make, _ = makers[backend]
+        engine = make()
+        try:
+            results[backend] = measure(backend, engine, args.jobs, args.repeats)
+        finally:
+            engine.close()
+        print(f"{backend}: done", file=sys.stderr, flush=True)
+    print(table(results, {name: who for name, (_, who) in makers.items()}))
+
+
+if __name__ == "__main__":
+    main()
