@@ -217,6 +217,18 @@ class Reservations:
         self._allowed = []
         return reservation
 
+    def gives_none(self, job: Job) -> bool:
+        """``reserve(job)`` would make no reservation whatever the job's gang: no backfill
+        action, its queue holds all it may, or nothing is held and nothing running ever ends
+        (a cheap test, for long backlogs; the cluster as of the last ``reserve``)."""
+        if "backfill" not in self.session.options.actions:
+            return True
+        queue = self.session.queues.get(job.queue)
+        limit = queue.reservations if queue is not None else 1
+        if limit <= self._per_queue.get(job.queue, 0):
+            return True
+        return not self.held and not self._now_and_ends().endings
+
     def drop(self, key: str) -> None:
         """Forget a job's reservation (it started, or left the cycle)."""
         reservation = self.held.pop(key, None)

@@ -129,10 +129,18 @@ def domains_for(session: Session, job: Job) -> list[frozenset[str]] | None:
 def preemptors(
     session: Session, protected: Collection[str], may: Callable[[Job], bool] | None = None
 ) -> Iterator[Job]:
-    """Pending jobs that may take room from others, in the session's order (re-keyed as starts
-    change what queues hold): let in by enqueue, not running, not started or evicted this
-    cycle, not waiting for dependencies, and passing the action's own first look ``may``
-    (asked before ordering: a big backlog with nothing to take costs one pass)."""
+    """``preemptor_jobs`` in the session's order (re-keyed as starts change what queues
+    hold)."""
+    return iter(ordered(session, preemptor_jobs(session, protected, may)))
+
+
+def preemptor_jobs(
+    session: Session, protected: Collection[str], may: Callable[[Job], bool] | None = None
+) -> list[Job]:
+    """Pending jobs that may take room from others (in the snapshot's order): let in by
+    enqueue, not running, not started or evicted this cycle, not waiting for dependencies,
+    and passing the action's own first look ``may`` (asked before ordering: a big backlog
+    with nothing to take costs one pass)."""
     enqueued = session.enqueued
     waiting = session.waiting
     jobs = []
@@ -147,7 +155,7 @@ def preemptors(
         if job.is_running or (may is not None and not may(job)):
             continue
         jobs.append(job)
-    return iter(ordered(session, jobs))
+    return jobs
 
 
 def shape_of(job: Job, gang: Sequence[Task], *, priority: bool = True) -> tuple[object, ...] | None:

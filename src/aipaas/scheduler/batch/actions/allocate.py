@@ -232,9 +232,10 @@ def allocate(session: Session) -> None:
     pending = [session.jobs[key] for key in gangs]
     deferred: list[Job] = []
     blocker: Job | None = None
-    #: the last refusal for quota: (queue, request, count of changes, reason); the jobs after
-    #: it in the same queue with the same request are refused alike while nothing changes
-    refused: tuple[str, Resources, int, tuple[str, str]] | None = None
+    #: the last refusal for quota or fair share: (queue, request, count of changes, reason,
+    #: outcome); the jobs after it in the same queue with the same request are refused alike
+    #: while nothing changes (start_gang's memo would answer the same)
+    refused: tuple[str, Resources, int, tuple[str, str], str] | None = None
     for job in ordered(session, pending):
         if blocker is not None:
             _behind(session, job, blocker)
@@ -245,8 +246,13 @@ def allocate(session: Session) -> None:
             and refused[0] == job.queue
             and refused[2] == len(session.account_log)
             and refused[1] == want
+            # a fair-share refusal also asks for a reservation: skipped only where none
+            # could be made
+            and (refused[4] == QUOTA or session.reservations.gives_none(job))
         ):
-            session.wait(job, *refused[3])  # what start_gang would say (its memo's answer)
+            session.wait(job, *refused[3])
+            if refused[4] == FAIR_SHARE:
+                deferred.append(job)
             continue
         outcome = start_gang(
             session,
@@ -257,8 +263,9 @@ def allocate(session: Session) -> None:
             tasks=tasks,
             want=want,
         )
-        if outcome == QUOTA and not strict:
-            refused = (job.queue, want, len(session.account_log), session.waiting[job.key])
+        if outcome in (QUOTA, FAIR_SHARE) and not strict:
+            why = session.waiting[job.key]
+            refused = (job.queue, want, len(session.account_log), why, outcome)
         if outcome == FAIR_SHARE:
             deferred.append(job)
         if outcome != STARTED and strict:

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from aipaas.scheduler.batch.model import Eviction, Job, Resources, Task
+from aipaas.scheduler.batch.ordering import ordered
 from aipaas.scheduler.batch.session import gang_tasks, resources_of
 from aipaas.scheduler.batch.statement import touched_jobs
 from aipaas.scheduler.batch.victim_search import Search
@@ -21,7 +22,7 @@ from aipaas.scheduler.batch.victims import (
     Unit,
     domains_for,
     eligible,
-    preemptors,
+    preemptor_jobs,
     shape_of,
     units_of,
 )
@@ -46,8 +47,31 @@ def preempt(session: Session) -> None:
     def may(job: Job) -> bool:
         return job.queue in lowest and job.priority > lowest[job.queue]
 
+    #: per (queue, priority, gang request): it has victims that could free its quotas
+    hopes: dict[tuple[str, int, Resources], bool] = {}
+
+    def hopeful(job: Job) -> bool:
+        gang = gang_tasks(job)
+        if not gang:
+            return False
+        key = (job.queue, job.priority, resources_of(gang))
+        found = hopes.get(key)
+        if found is None:
+            victims = [
+                v
+                for v in running[job.queue]
+                if v.priority < job.priority and v.is_running and v.key not in protected
+            ]
+            found = hopes[key] = bool(victims) and _quota_reachable(session, job, gang, victims)
+        return found
+
+    jobs = preemptor_jobs(session, protected, may)
+    if not any(hopeful(job) for job in jobs):
+        # None could start by any set of its victims: nothing changes without a preemption,
+        # so none can all through the action (its searches would all fail).
+        return
     failed: set[tuple[object, ...]] = set()
-    for job in preemptors(session, protected, may):
+    for job in ordered(session, jobs):
         gang = gang_tasks(job)
         shape = shape_of(job, gang)
         if not gang or (shape is not None and shape in failed):

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 
 from aipaas.scheduler.batch.explain import amount
 from aipaas.scheduler.batch.model import Eviction, Job, Resources, Task
+from aipaas.scheduler.batch.ordering import ordered
 from aipaas.scheduler.batch.session import gang_tasks, resources_of
 from aipaas.scheduler.batch.statement import touched_jobs
 from aipaas.scheduler.batch.victim_search import Search
@@ -31,7 +32,7 @@ from aipaas.scheduler.batch.victims import (
     Unit,
     domains_for,
     eligible,
-    preemptors,
+    preemptor_jobs,
     shape_of,
     units_of,
 )
@@ -215,6 +216,27 @@ def _holds_any(held: Resources, over: Sequence[bool], asked: Sequence[bool]) -> 
     return any(h > 0 and o and a for h, o, a in zip(held.as_tuple(), over, asked, strict=True))
 
 
+def _may_reclaim(
+    session: Session,
+    job: Job,
+    memo: dict[tuple[str, Resources], bool],
+    gang: Sequence[Task] | None = None,
+    need: Resources | None = None,
+) -> bool:
+    """The job has a gang and its queue stays within its fair share with it (``_within``,
+    remembered per (queue, gang request) in ``memo`` while nothing changes)."""
+    if gang is None:
+        gang = gang_tasks(job)
+    if not gang:
+        return False
+    if need is None:
+        need = resources_of(gang)
+    ok = memo.get((job.queue, need))
+    if ok is None:
+        ok = memo[(job.queue, need)] = _within(session, [job.queue], need)
+    return ok
+
+
 def reclaim(session: Session) -> None:
     protected = touched_jobs(session)
     index = _Index(session, protected)
@@ -241,7 +263,12 @@ def reclaim(session: Session) -> None:
     #: ``_within`` of (queue, gang request) while nothing changes (a backlog asks it often)
     within: dict[tuple[str, Resources], bool] = {}
     seen = len(session.account_log)
-    for job in preemptors(session, protected, may):
+    jobs = preemptor_jobs(session, protected, may)
+    if not any(_may_reclaim(session, job, within) for job in jobs):
+        # Not one of them keeps its queue within its fair share: none reclaims, and since
+        # nothing changes without a reclaim, that stays so all through the action.
+        return
+    for job in ordered(session, jobs):
         if not index.over and not index.over_guarantee:
             break  # no queue holds more than its share or guarantee: nothing to take back
         if seen != len(session.account_log):
@@ -251,10 +278,7 @@ def reclaim(session: Session) -> None:
         if not gang:
             continue  # no gang to start
         need = resources_of(gang)
-        ok = within.get((job.queue, need))
-        if ok is None:
-            ok = within[(job.queue, need)] = _within(session, [job.queue], need)
-        if not ok:
+        if not _may_reclaim(session, job, within, gang, need):
             continue  # its queue would go above its fair share: not a reclaimer
         # Priority does not decide reclaim: equal shapes of one queue fail alike.
         shape = shape_of(job, gang, priority=False)
