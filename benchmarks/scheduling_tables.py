@@ -154,7 +154,7 @@ def main() -> None:
     ]
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text("\n".join(header) + "\n\n".join(sections) + "\n")
+    out.write_text("\n".join(header) + "\n" + "\n\n".join(sections) + "\n")
     print(f"wrote {out}")
 
 
