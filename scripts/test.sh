@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Every test: install, lint, type-check, check import boundaries, then run the test suite.
 set -euo pipefail
+export DEBIAN_FRONTEND=noninteractive
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 export PATH="$PWD/.venv/bin:$PATH"
@@ -40,4 +41,6 @@ if [ -n "$slurm_packages" ]; then
   fi
 fi
 # --- end Slurm --------------------------------------------------------------------------------
-pytest -n 2 "$@"
+# --dist loadfile: a test module's tests share one worker, so a module that starts a real
+# cluster (Slurm, Ray) starts it once, not once per worker.
+pytest -n 2 --dist loadfile "$@"
