@@ -135,9 +135,9 @@ def main() -> None:
     lines += [
         f"## Better: {OURS} (ours, alias best) against fgd, same seeds, our replay of both",
         "",
-        f"{OURS} is FGD whose fragmentation also counts, twice, the free GPU milli that a node's "
-        "free CPU cannot feed at the workload's CPU-per-GPU ratio, less twice the free GPU milli "
-        "of GPU models that pods bound to models contend for, at their pressure "
+        f"{OURS} is FGD whose fragmentation also counts, 1.5 times, the free GPU milli that a "
+        "node's free CPU cannot feed at the workload's CPU-per-GPU ratio, less twice the free GPU "
+        "milli of GPU models that pods bound to models contend for, at their pressure "
         "(`src/aipaas/scheduler/plugins/fgd_stranding.py`). The given workloads are the paper's; "
         "ours (x-) are built from the default trace the way the paper built its variants "
         "(`src/aipaas/sim/variants.py`; `benchmarks/openb_variants.py` writes them and shows "
