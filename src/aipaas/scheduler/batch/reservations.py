@@ -29,7 +29,7 @@ a time limit therefore never starts on reserved nodes. The reserved job itself i
 from __future__ import annotations
 
 import math
-from bisect import bisect_left
+from bisect import bisect_left, insort
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -301,7 +301,13 @@ class Reservations:
     def _now_and_ends(self) -> _View:
         """The future ends in time order (and, when asked, each node's room now)."""
         state = self._state()
-        if self._view is not None and self._view.state == state:
+        view = self._view
+        if view is not None and view.state == state:
+            return view
+        if view is not None and view.state[1] == state[1] and self._ending is not None:
+            # Only starts since: each started task ends with its job's run (a time limit) and
+            # is added to its end; nothing ended or left (a start changes the rooms only).
+            self._view = self._with_starts(view, state)
             return self._view
         now = self.session.now
         by_time: dict[float, Ending] = {}
@@ -317,6 +323,31 @@ class Reservations:
         endings = [by_time[at] for at in sorted(by_time)]
         self._view = _View(state, endings, self.session.engine)
         return self._view
+
+    def _with_starts(self, view: _View, state: tuple[int, int]) -> _View:
+        """``view`` with the tasks started since it was made added to their runs' ends (what
+        a rebuild would find: the same endings, the same sums)."""
+        endings = view.endings
+        by_time = {e.at: e for e in endings}
+        now = self.session.now
+        for start in self.session.decisions.started[view.state[0] : state[0]]:
+            job = self.session.jobs.get(start.job)
+            if job is None:
+                continue
+            end = self._run_end(job)
+            if end is None:
+                continue
+            self._ending[job.key] = job
+            task = next(t for t in job.tasks if t.name == start.task)
+            if task.placement is None:
+                continue
+            at = max(end, now)
+            ending = by_time.get(at)
+            if ending is None:
+                ending = by_time[at] = Ending(at)
+                insort(endings, ending, key=lambda e: e.at)
+            ending.add_task(task, self.session.lineage(job.queue))
+        return _View(state, endings, self.session.engine)
 
     def _earliest(self, job: Job, pods: Sequence[PodRequest]) -> tuple[float, list[str]] | None:
         """The first future end (or now, for jobs overdue) at which ``pods`` fit and the job's

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
-from aipaas.scheduler.batch.model import Job, Node, Resources
+from aipaas.scheduler.batch.model import Job, Node, Resources, Task
 from aipaas.scheduler.framework.types import MILLI_PER_GPU, Placement, PodRequest
 
 if TYPE_CHECKING:
@@ -163,6 +163,18 @@ class Ending:
     placements: list[Placement] = field(default_factory=list)
     freed: Resources = field(default_factory=Resources)
     held: dict[str, Resources] = field(default_factory=dict)
+
+    def add_task(self, task: Task, lineage: Sequence[str]) -> None:
+        """One running task more (a start since the view was made), as ``add`` counts it."""
+        placement = task.placement
+        if placement is None:
+            return
+        self.placements.append(placement)
+        gpu = placement.gpu_milli * len(placement.gpus)
+        self.freed = self.freed + Resources(gpu, placement.cpu_milli, placement.memory_mib)
+        amount = task.resources
+        for key in lineage:
+            self.held[key] = self.held.get(key, Resources()) + amount
 
     def add(self, job: Job, lineage: Sequence[str]) -> None:
         amount = Resources()
