@@ -337,7 +337,8 @@ class Reservations:
             end = self._run_end(job)
             if end is None:
                 continue
-            self._ending[job.key] = job
+            if self._ending is not None:  # always, once a view was made
+                self._ending[job.key] = job
             task = next(t for t in job.tasks if t.name == start.task)
             if task.placement is None:
                 continue
