@@ -5,20 +5,25 @@
 
 Runs, in this process and in order: the Kueue scalability scenario (kueue_scale.py; ``--full``
 adds the 1,000-queue, 50,000-job variant), the openb time-based replay under fifo, volcano and
-default at loads 0.7, 0.9 and 1.1 (batch_openb.py; quick size by default, ``--full`` all 8,152
-pods on a 38-node slice), and one cycle of the live controller in a full cluster
-(controller_cycle.py --batch; quick: 2,000 pending, 200 running on 200 nodes, 40 queues;
-``--full``: 10,000 / 1,000 / 1,000 / 200). ``--full`` alone makes every section full size;
-``--full kueue,controller`` only those (the full openb replay takes hours on two shared cores).
-Each table is printed as it is made, then the file is written with the command that made it.
+default at loads 0.7, 0.9 and 1.1 on batch_openb's default set-up, the high pods alone (their
+floor), the first set-up at 0.9 and other set-ups for default at 0.9 (batch_openb.py; quick size
+by default, ``--full`` all 8,152 pods on a 38-node slice), and one cycle of the live controller
+in a full cluster (controller_cycle.py --batch; quick: 2,000 pending, 200 running on 200 nodes,
+40 queues; ``--full``: 10,000 / 1,000 / 1,000 / 200). ``--full`` alone makes every section full
+size; ``--full kueue,controller`` only those (the full openb replay takes hours on two shared
+cores). Each table is printed as it is made, then the file is written with the command that made
+it. With ``--only`` naming some of the sections and the file already there, only those sections
+are replaced in it (each then says the command that made it); the rest is kept.
 """
 
 from __future__ import annotations
 
 import argparse
 import platform
+import re
 import sys
 import time
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -64,11 +69,26 @@ def kueue_section(full: bool) -> str:
     )
 
 
+#: the set-ups compared for ``default`` at 0.9 besides the default one and the first one
+OPENB_SETUPS = (
+    batch_openb.Setup("tenant", 0.25),
+    batch_openb.Setup("qos", 0.25),
+    batch_openb.Setup("class", 0.25, 600),
+)
+
+
 def openb_section(full: bool, data: Path) -> str:
     size = batch_openb.FULL if full else batch_openb.QUICK
-    rows = batch_openb.run_all(
-        data, size, [0.7, 0.9, 1.1], ["fifo", "volcano", "default"], 42, "random"
-    )
+    setup, old = batch_openb.Setup(), batch_openb.OLD
+    policies = ["fifo", "volcano", "default"]
+    rows = batch_openb.run_all(data, size, [0.7, 0.9, 1.1], policies, 42, setup)
+    floor = batch_openb.high_floor(data, size, 0.9, 42, setup)
+    old_rows = batch_openb.run_all(data, size, [0.9], policies, 42, old)
+    study = [
+        replace(row, policy=f"default: {each.label()}")
+        for each in OPENB_SETUPS
+        for row in batch_openb.run_all(data, size, [0.9], ["default"], 42, each)
+    ]
     described = (
         "all 8,152 pods on every 32nd node (38 nodes, 193 GPUs)"
         if full
@@ -80,16 +100,50 @@ def openb_section(full: bool, data: Path) -> str:
             "",
             f"Size: {described}. Arrivals in creation order compressed to the target load "
             "(offered GPU-time / (cluster GPUs x arrival span)), durations = deletion - creation "
-            "capped at 4 h, QoS LS/Guaranteed -> priority 1000 not preemptible, Burstable -> 100, "
-            "BE -> 0 (both preemptible), 4 tenants of equal weight (20% of the GPUs guaranteed "
-            "each) with 2 queues each (seeded coin), timeLimit = duration rounded up to a minute. "
-            "Times in trace seconds. Jain: per 1-hour window over tenants with work in it, mean "
-            "over windows where at least two tenants had a job waiting (their count in brackets). "
-            "Why each choice: the module's docstring.",
+            "capped at 4 h, QoS LS/Guaranteed -> priority 1000 (class high) not preemptible, "
+            "Burstable -> 100 (normal), BE -> 0 (low), both preemptible; 4 tenants of equal "
+            "weight (seeded choice); timeLimit = duration rounded up to a minute. Times in trace "
+            "seconds. Jain: per 1-hour window, mean over windows where at least two tenants had "
+            "a job waiting (their count in brackets), of Jain's index of x_i = tenant GPU-time / "
+            "its max-min fair share of the window's GPU-time capped by its demand (Jain's own "
+            "normalised definition); `Jain raw`: of the GPU-time itself among tenants with work "
+            "(penalises a tenant that simply asked for less). Why each choice: the module's "
+            "docstring.",
+            "",
+            f"### Set-up used by default (every policy): {setup.label()}",
+            "",
+            "Each tenant has a queue `svc` (the high class, queue priority 1: above guarantees "
+            "its sibling gets capacity only after it) and a queue `batch` (normal and low), and "
+            f"{setup.guarantee:.0%} of the GPUs guaranteed, so the guarantees cover the cluster "
+            "and reclaim reaches any tenant below its share.",
             "",
             batch_openb.table(rows),
             "",
             *(f"- {line}" for line in batch_openb.verdicts(rows)),
+            f"- floor: the high-class pods alone (same arrivals, nothing else offered, "
+            f"`default`): high p99 queueing delay {floor.delay['high'][1]:,.0f} s, avg "
+            f"{floor.delay['high'][0]:,.0f} s. High pods are "
+            "not preemptible and of equal priority, so no policy can start one before "
+            "another high pod ends; the 60 s target is out of reach on this slice whatever the "
+            "policy.",
+            "",
+            f"### The first set-up ({old.label()}): two queues per tenant by a seeded coin",
+            "",
+            "A tenant's high job could not preempt the same tenant's low jobs in its other "
+            "queue (preemption stays in a leaf queue), and 4 x 20% left a fifth of the cluster "
+            "unguaranteed.",
+            "",
+            batch_openb.table(old_rows),
+            "",
+            *(f"- {line}" for line in batch_openb.verdicts(old_rows)),
+            "",
+            "### Set-ups compared (`default` at load 0.9)",
+            "",
+            "`tenant`: one queue per tenant; `qos`: svc and batch queues without queue "
+            "priority; `class`: svc with queue priority 1; minRuntime protects a job from "
+            "preemption and reclaim for that long.",
+            "",
+            batch_openb.table(study),
         ]
     )
 
@@ -110,6 +164,22 @@ def controller_section(full: bool) -> str:
             _batch_cycle.table([result]),
         ]
     )
+
+
+def splice(existing: str, sections: list[str]) -> str:
+    """``existing`` with each section (from its ``## `` title to the next) replaced by the one
+    of the same title in ``sections``; a section not there is added at the end."""
+    parts = re.split(r"(?m)^(?=## )", existing)
+    for section in sections:
+        title = section.splitlines()[0]
+        for i, part in enumerate(parts):
+            if part.splitlines()[0] == title:
+                parts[i] = section + "\n\n"
+                break
+        else:
+            parts[-1] = parts[-1].rstrip("\n") + "\n\n"
+            parts.append(section + "\n\n")
+    return "".join(parts).rstrip("\n") + "\n"
 
 
 def main() -> None:
@@ -154,7 +224,14 @@ def main() -> None:
     ]
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text("\n".join(header) + "\n" + "\n\n".join(sections) + "\n")
+    if set(wanted) < {"kueue", "openb", "controller"} and out.exists():
+        stamp = (
+            f"_This section: `{command} --only {args.only}` on "
+            f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC._"
+        )
+        out.write_text(splice(out.read_text(), [f"{s}\n\n{stamp}" for s in sections]))
+    else:
+        out.write_text("\n".join(header) + "\n" + "\n\n".join(sections) + "\n")
     print(f"wrote {out}")
 
 
