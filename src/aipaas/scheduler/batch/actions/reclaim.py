@@ -129,6 +129,22 @@ def _over_guarantee(session: Session, key: str, mask: Sequence[bool], holds: Res
     )
 
 
+def _below_guarantee_after(session: Session, leaf: str, branch: str, holds: Resources) -> bool:
+    """Whether a queue node between the victim's leaf and its ``branch`` (both included) holds
+    no more than its guarantee of a resource the victim holds: taking from it would break the
+    guarantee's promise (and it would reclaim the job back: a loop). A node above its
+    guarantee may lose a whole gang even if that takes it below (a gang is not divisible)."""
+    taken = holds.as_tuple()
+    for key in session.lineage(leaf):
+        held = session.allocated[key].as_tuple()
+        guaranteed = _guaranteed(session, key).as_tuple()
+        if any(t > 0 and h <= g for t, h, g in zip(taken, held, guaranteed, strict=True)):
+            return True
+        if key == branch:
+            break
+    return False
+
+
 def _within(session: Session, keys: Sequence[str], need: Resources) -> bool:
     """Every node of ``keys`` holds at most its fair share of what ``need`` asks for, with
     ``need`` added."""
@@ -315,6 +331,8 @@ def _try(
         # its side at or below its share in everything it holds.
         top, branch = tree.split(unit.job.queue)
         holds = _holds(unit)
+        if _below_guarantee_after(session, unit.job.queue, branch, holds):
+            return False  # a guarantee is always reachable: never taken below it by reclaim
         if _over(session, branch, need, holds) is not None:
             return True
         # Reaching a guarantee: the reclaimer's side stays within its guarantee, the
