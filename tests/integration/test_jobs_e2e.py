@@ -133,7 +133,9 @@ spec:
     sqlite_server.cli("apply", "-f", "-", input=job.format(name="second", seconds=0))
     # Pending at once ("Submitted"), then the controller's admission says why it waits.
     waiting = sqlite_server.wait_phase("second", "Pending", reason="QuotaExceeded", timeout=20)
-    assert waiting["status"]["message"] == "tenant acme quota: cpu: needs 2, 2 of 2 in use"
+    assert waiting["status"]["message"] == (
+        "tenant acme is at its quota of 2 CPUs (cpu: holds 2, needs 2 more)"
+    )
     sqlite_server.wait_phase("first", "Succeeded")
     sqlite_server.wait_phase("second", "Succeeded")
 
