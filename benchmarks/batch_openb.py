@@ -41,7 +41,8 @@ How (each choice, and why):
   ``--min-runtime``: the queues' minRuntime (default none: it protects victims and so delays
   preemptors).
   Measured at 0.9 with the quick size, ``default``: random/20% high p99 4,244 s, delay avg
-  589 s; tenant/25% 2,571 s, 529 s; class/25% 1,435 s, 414 s (docs/results/scheduling.md).
+  589 s; tenant/25% 3,296 s, 558 s; qos/25% 4,673 s, 485 s; class/25% 1,805 s, 412 s
+  (docs/results/scheduling.md).
 * Time limits: every job's ``timeLimit`` is its duration rounded up to a whole minute (what a
   user would declare), so that backfill has end times to plan with; no job reaches it.
 * High floor (``high_floor``): the high pods alone at the same arrivals; their p99 delay is
