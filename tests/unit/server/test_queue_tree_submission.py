@@ -32,7 +32,7 @@ spec:
 {extra}"""
 
 
-def _refused(answer: Any, path: str, words: str) -> None:
+def assert_refused(answer: Any, path: str, words: str) -> None:
     assert answer.status_code == 422, answer.text
     fields = answer.json()["fields"]
     assert [f["path"] for f in fields] == [path], fields
@@ -40,15 +40,17 @@ def _refused(answer: Any, path: str, words: str) -> None:
 
 
 def test_a_parent_must_exist_in_the_same_tenant(api: Api) -> None:
-    _refused(_apply(api, _queue("sub", parent="nowhere")), "spec.parent", "queue nowhere does not")
+    assert_refused(
+        _apply(api, _queue("sub", parent="nowhere")), "spec.parent", "queue nowhere does not"
+    )
     assert _apply(api, _queue("only-globex", tenant="globex")).status_code == 200
     answer = _apply(api, _queue("sub", parent="only-globex"))
-    _refused(answer, "spec.parent", "does not exist in tenant acme")
+    assert_refused(answer, "spec.parent", "does not exist in tenant acme")
     assert api.store.find("Queue", "acme", "sub") is None
 
 
 def test_a_queue_cannot_be_its_own_parent(api: Api) -> None:
-    _refused(_apply(api, _queue("loop", parent="loop")), "spec.parent", "its own parent")
+    assert_refused(_apply(api, _queue("loop", parent="loop")), "spec.parent", "its own parent")
 
 
 def test_a_parent_that_would_close_a_cycle_is_refused(api: Api) -> None:
@@ -56,7 +58,7 @@ def test_a_parent_that_would_close_a_cycle_is_refused(api: Api) -> None:
     assert _apply(api, _queue("mid", parent="top")).status_code == 200
     assert _apply(api, _queue("low", parent="mid")).status_code == 200
     answer = _apply(api, _queue("top", parent="low"))
-    _refused(answer, "spec.parent", "top -> low -> mid -> top")
+    assert_refused(answer, "spec.parent", "top -> low -> mid -> top")
     stored = api.store.get("Queue", "acme", "top")
     assert stored.spec.parent is None  # type: ignore[attr-defined]
 
@@ -65,7 +67,7 @@ def test_jobs_go_only_in_leaf_queues(api: Api) -> None:
     assert _apply(api, _queue("team")).status_code == 200
     assert _apply(api, _queue("team-a", parent="team")).status_code == 200
     answer = _apply(api, _job("j1", "team"), user="alice")
-    _refused(answer, "spec.queue", "queue team is the parent of queues (team-a)")
+    assert_refused(answer, "spec.queue", "queue team is the parent of queues (team-a)")
     assert api.store.find("Job", "acme", "j1") is None
     assert _apply(api, _job("j1", "team-a"), user="alice").status_code == 200
 
@@ -73,7 +75,7 @@ def test_jobs_go_only_in_leaf_queues(api: Api) -> None:
 def test_a_queue_with_unfinished_jobs_cannot_become_a_parent(api: Api) -> None:
     assert _apply(api, _job("waiting", "research"), user="alice").status_code == 200
     answer = _apply(api, _queue("sub", parent="research"))
-    _refused(answer, "spec.parent", "queue research has unfinished jobs (waiting)")
+    assert_refused(answer, "spec.parent", "queue research has unfinished jobs (waiting)")
     # Another tenant's queue of the same name has jobs of its own: no matter to acme's.
     assert _apply(api, _queue("team")).status_code == 200
     assert _apply(api, _queue("sub", parent="team")).status_code == 200
@@ -90,9 +92,9 @@ def test_a_queue_already_under_its_parent_applies_again(api: Api) -> None:
 
 def test_a_guarantee_above_the_quota_is_refused(api: Api) -> None:
     answer = _apply(api, _queue("big", guaranteed="{gpu: 4}", quota="{gpu: 2}"))
-    _refused(answer, "spec.guaranteed.gpu", "4 is more than the quota of 2")
+    assert_refused(answer, "spec.guaranteed.gpu", "4 is more than the quota of 2")
     answer = _apply(api, _queue("big", guaranteed="{memory: 2Gi}", quota="{memory: 1Gi}"))
-    _refused(answer, "spec.guaranteed.memory", "2Gi is more than the quota of 1Gi")
+    assert_refused(answer, "spec.guaranteed.memory", "2Gi is more than the quota of 1Gi")
 
 
 def test_a_tenant_guarantee_above_its_quota_is_refused(api: Api) -> None:
@@ -101,7 +103,7 @@ kind: Tenant
 metadata: {name: initech}
 spec: {guaranteed: {cpu: "8"}, quota: {cpu: "4"}}
 """
-    _refused(_apply(api, text), "spec.guaranteed.cpu", "8 is more than the quota of 4")
+    assert_refused(_apply(api, text), "spec.guaranteed.cpu", "8 is more than the quota of 4")
 
 
 def test_preemptible_is_resolved_from_the_class_when_the_job_does_not_say(api: Api) -> None:
@@ -143,11 +145,11 @@ def test_a_job_may_say_it_is_not_preemptible(api: Api) -> None:
 
 def test_job_fields_are_validated_with_their_paths(api: Api) -> None:
     answer = _apply(api, _job("slow", "research", "  timeLimit: soon\n"), user="alice")
-    _refused(answer, "spec.timeLimit", "must be a duration like")
+    assert_refused(answer, "spec.timeLimit", "must be a duration like")
     answer = _apply(
         api, _job("both", "research", "  topology: {required: rack, preferred: rack}\n")
     )
-    _refused(answer, "spec.topology", "exactly one of required or preferred")
+    assert_refused(answer, "spec.topology", "exactly one of required or preferred")
 
 
 def test_a_job_stored_before_preemptible_was_resolved_applies_again_unchanged(api: Api) -> None:
@@ -179,7 +181,7 @@ def test_a_replace_is_held_to_the_same_rules(api: Api) -> None:
         "spec: {parent: low}\n"
     )
     answer = api.client.put("/api/v1/queues/top", content=body, headers=api.as_("tad"))
-    _refused(answer, "spec.parent", "would close a cycle")
+    assert_refused(answer, "spec.parent", "would close a cycle")
     body = body.replace("{parent: low}", "{parent: research}")
     answer = api.client.put("/api/v1/queues/top", content=body, headers=api.as_("tad"))
     assert answer.status_code == 200, answer.text
