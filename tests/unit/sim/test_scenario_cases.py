@@ -62,6 +62,11 @@ def mismatches(expected: Any, actual: Any, path: str = "") -> list[str]:
 
 @pytest.mark.parametrize("case", case_files(), ids=lambda p: f"{p.parent.name}/{p.stem}")
 def test_case(case: Path) -> None:
+    check_case(case)
+
+
+def check_case(case: Path) -> None:
+    """Run the case's expected commands through the CLI and compare with its ``expect``."""
     expect = yaml.safe_load(case.read_text()).get("expect") or {}
     assert expect.get("cycle") or expect.get("run"), f"{case}: no expect.cycle or expect.run"
     problems = []

@@ -10,8 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import yaml
-from test_scenario_cases import CASES, mismatches, simulate
+from test_scenario_cases import CASES, check_case
 
 EXTERNAL = CASES / "external"
 
@@ -22,19 +21,7 @@ def external_cases() -> list[Path]:
 
 @pytest.mark.parametrize("case", external_cases(), ids=lambda p: f"{p.parent.name}/{p.stem}")
 def test_external_case(case: Path) -> None:
-    expect = yaml.safe_load(case.read_text()).get("expect") or {}
-    assert expect.get("cycle") or expect.get("run"), f"{case}: no expect.cycle or expect.run"
-    problems = []
-    if "cycle" in expect:
-        output = simulate("cycle", "-f", str(case), "-o", "json")
-        problems += [f"cycle {p}" for p in mismatches(expect["cycle"], output)]
-    if "run" in expect:
-        wanted = dict(expect["run"])
-        until = wanted.pop("until", None)
-        extra = ["--until", str(until)] if until is not None else []
-        output = simulate("run", "-f", str(case), "-o", "json", *extra)
-        problems += [f"run {p}" for p in mismatches(wanted, output)]
-    assert not problems, "\n".join(problems)
+    check_case(case)
 
 
 def test_every_source_has_cases() -> None:
