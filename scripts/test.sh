@@ -41,6 +41,6 @@ if [ -n "$slurm_packages" ]; then
   fi
 fi
 # --- end Slurm --------------------------------------------------------------------------------
-# --dist loadfile: a test module's tests share one worker, so a module that starts a real
-# cluster (Slurm, Ray) starts it once, not once per worker.
-pytest -n 2 --dist loadfile "$@"
+# --dist loadgroup: an integration module's tests share one worker (its cluster or server
+# starts once), and the modules that start Slurm clusters share one (tests/integration/conftest.py).
+pytest -n 2 --dist loadgroup "$@"

@@ -45,3 +45,24 @@ def sqlite_server(tmp_path: Path) -> Iterator[ServerProcess]:
     process = ServerProcess(tmp_path / "data").start()
     yield process
     process.stop()
+
+
+# Modules that start a Slurm cluster on this host run one after another on one worker (two
+# clusters at once have crossed messages on a loaded machine); every other integration module
+# keeps its tests on one worker, so a module's own cluster or server starts once
+# (scripts/test.sh runs pytest with ``--dist loadgroup``).
+_SLURM_MODULES = (
+    "test_slurm_backend.py",
+    "test_slurm_third_party.py",
+    "test_slurm_accounting.py",
+    "test_multi_backend.py",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        path = item.path
+        if path.parent.name != "integration":
+            continue
+        group = "slurm" if path.name in _SLURM_MODULES else path.name
+        item.add_marker(pytest.mark.xdist_group(group))
