@@ -19,26 +19,13 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-WORKLOADS = (
-    "default",
-    "cpu050",
-    "cpu100",
-    "cpu200",
-    "gpushare40",
-    "gpushare60",
-    "gpushare80",
-    "gpuspec10",
-    "multigpu20",
-    "multigpu30",
-    "multigpu40",
-)
 PAPER_POLICIES = ("random", "dotprod", "clustering", "packing", "bestfit", "fgd")
 OURS = "fgdx"
 NOTES = "<!-- Hand-written below: benchmarks/openb_fidelity.py keeps it when it rewrites. -->"
 
 
 def main() -> None:
-    from aipaas.sim.better import better_table, rows_from, runs_for, variant_files
+    from aipaas.sim.better import GIVEN, better_table, rows_from, runs_for, variant_files
     from aipaas.sim.experiment import OpenbRun, run_many
     from aipaas.sim.paper import load_paper_means
     from aipaas.sim.report import value_at
@@ -48,7 +35,7 @@ def main() -> None:
     parser.add_argument("--data", default=str(ROOT.parent / "shared/data/openb"))
     parser.add_argument("--seeds", default="42-51")
     parser.add_argument("--jobs", type=int, default=2)
-    parser.add_argument("--workloads", default=",".join(WORKLOADS))
+    parser.add_argument("--workloads", default=",".join(GIVEN))
     parser.add_argument("--out", default=str(ROOT / "docs/results/openb-fidelity.md"))
     parser.add_argument("--variants", default=str(ROOT / "build/openb-variants"))
     args = parser.parse_args()
