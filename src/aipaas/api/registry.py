@@ -17,6 +17,7 @@ from aipaas.api.dra import DEVICE_KINDS, parse_device_kind
 from aipaas.api.errors import invalid
 from aipaas.api.job import Job
 from aipaas.api.meta import API_VERSION, Object
+from aipaas.api.more_kinds import MORE_KINDS
 from aipaas.api.node import Node
 from aipaas.api.parsing import (
     MAX_DEPTH,
@@ -44,8 +45,9 @@ __all__ = [
     "resolve_kind",
 ]
 
+_CORE_KINDS: tuple[type[Object], ...] = (Tenant, User, Queue, Job, Node, PriorityClass)
 KINDS: dict[str, type[Object]] = {
-    cls.model_fields["kind"].default: cls for cls in (Tenant, User, Queue, Job, Node, PriorityClass)
+    cls.model_fields["kind"].default: cls for cls in (*_CORE_KINDS, *MORE_KINDS)
 }
 KINDS.update(DEVICE_KINDS)
 

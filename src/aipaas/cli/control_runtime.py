@@ -21,6 +21,7 @@ from aipaas.backends.registry import make_backend
 from aipaas.cli.worker_pool import serve_in_processes
 from aipaas.client import config_path
 from aipaas.controller.cycle import Controller
+from aipaas.controller.extension_set import build_extensions
 from aipaas.controller.loop import ControllerLoop
 from aipaas.metering.metrics import Metrics, prepare_multiprocess
 from aipaas.server import reads
@@ -116,6 +117,7 @@ def make_app(settings: Settings) -> FastAPI:
             on_written=lambda uids: _wake_log_followers(app, uids),
             pool_profiles=settings.pool_profiles,
             workload_size=settings.workload_size,
+            extensions=build_extensions(settings),
         )
         lease = Lease(store, holder_id(uuid.uuid4().hex[:8]))
         trim = EventTrim(

@@ -13,7 +13,9 @@
    backend already runs when asked right after is Running in this same cycle;
 5. write back job status and events (only what changed), queue status, and metrics
    (controller/write_back.py, queue_status.py); elastic jobs' membership files
-   (controller/membership.py).
+   (controller/membership.py);
+6. extensions: the later domains' reconcilers (datasets, services, node pools, budgets, a
+   Kubernetes cluster's own pods), each handed the cycle's facts (controller/extensions.py).
 
 At most once: an attempt the controller gives up on (lost, failed start, cancelled, its job
 ended) is asked to stop and marked ``stopping``; it keeps its resources, no replacement starts
@@ -56,6 +58,7 @@ from aipaas.clock import Clock, SystemClock
 from aipaas.controller import admission, membership
 from aipaas.controller.batch_cycle import BatchState
 from aipaas.controller.claims import ClaimBook
+from aipaas.controller.extensions import CycleContext, CycleExtension, run_extensions
 from aipaas.controller.launch import make_request, request_id, task_spec
 from aipaas.controller.nodes import NodeInventory
 from aipaas.controller.placement import SliceIndex
@@ -94,6 +97,7 @@ class Controller:
         on_written: OnWritten | None = None,
         pool_profiles: Mapping[str, str] | None = None,
         workload_size: int = DEFAULT_SIZE,
+        extensions: Sequence[CycleExtension] = (),
     ) -> None:
         self.store = store
         self.tasks = TaskRepository(store)
@@ -127,6 +131,8 @@ class Controller:
         self._verified: set[tuple[str, str]] = set()
         #: what the batch session keeps between cycles (controller/batch_cycle.py)
         self.batch = BatchState()
+        #: step 6's reconcilers, in order
+        self.extensions = list(extensions)
 
     @property
     def fencing_token(self) -> int | None:
@@ -213,8 +219,21 @@ class Controller:
         membership.sync_all(self, work)
         self.inventory.write_status(placer)
         publish_metrics(self.metrics, self.store, work, placer)
+        if self.extensions:
+            run_extensions(self.extensions, self._context())
         self.cycles += 1
         self.metrics.cycle_seconds.observe(self.clock.monotonic() - started)
+
+    def _context(self) -> CycleContext:
+        return CycleContext(
+            store=self.store,
+            backend=self.backend,
+            clock=self.clock,
+            metrics=self.metrics,
+            nodes=tuple(self.nodes),
+            transaction=self.fenced,
+            cycle=self.cycles,
+        )
 
     def _write_queue_status(self, tx: Connection) -> None:
         """Each Queue's and Tenant's status from this cycle's session (none ran: unchanged)."""

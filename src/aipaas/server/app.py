@@ -20,7 +20,7 @@ from starlette.types import Receive, Scope, Send
 
 from aipaas.errors import AipaasError
 from aipaas.metering.metrics import Metrics
-from aipaas.server import http_errors, openapi, routes, token_routes
+from aipaas.server import http_errors, more_routes, openapi, routes, token_routes
 from aipaas.server.auth import PrincipalCache, metrics_reader, remembered
 from aipaas.server.body_limit import limit_body
 from aipaas.store import Store
@@ -93,6 +93,8 @@ def create_app(
 
     app.include_router(routes.router)
     app.include_router(token_routes.router)
+    for router in more_routes.routers():
+        app.include_router(router)
     app.include_router(routes.generic)
     return app
 

@@ -1,0 +1,25 @@
+"""Which cycle extensions (controller/extensions.py) a server's controller runs.
+
+Each domain adds its own line to ``build_extensions``; an extension reads what it needs from
+the settings and may decide it has nothing to do (returns None).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from aipaas.controller.extensions import CycleExtension
+from aipaas.settings import Settings
+
+#: a domain's factory: the server's settings -> its extension, or None (nothing to do)
+Factory = Callable[[Settings], CycleExtension | None]
+
+
+def factories() -> list[Factory]:
+    """The domains' factories, in the order their extensions run each cycle."""
+    return []
+
+
+def build_extensions(settings: Settings) -> list[CycleExtension]:
+    built = (factory(settings) for factory in factories())
+    return [extension for extension in built if extension is not None]
