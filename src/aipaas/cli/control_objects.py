@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.table import Table
 
 from aipaas.api.registry import resolve_kind
-from aipaas.cli import queue_views
+from aipaas.cli import columns, queue_views
 from aipaas.client import Client
 from aipaas.errors import AipaasError, InvalidObject
 
@@ -101,7 +101,8 @@ def get(
                 queues = client.list(kind, tenant, page_size=chunk_size)
         queue_views.print_queues(queues, wide=output == "wide")
         return
-    output = "table" if output == "wide" else output
+    wide = output == "wide"
+    output = "table" if wide else output
     if kind.lower() in ("device", "devices"):
         with _client() as client:
             _print_devices(client.devices(page_size=chunk_size), output)
@@ -109,9 +110,10 @@ def get(
     with _client() as client:
         if name:
             obj = client.get(kind, name, tenant)
-            _print([obj], output, single=True)
+            _print([obj], output, single=True, wide=wide)
         else:
-            _print(client.list(kind, tenant, page_size=chunk_size), output, single=False)
+            items = client.list(kind, tenant, page_size=chunk_size)
+            _print(items, output, single=False, wide=wide)
 
 
 def describe(
@@ -428,7 +430,7 @@ def _print_claim_state(obj: dict[str, Any], events: list[dict[str, Any]]) -> Non
     print(f"waiting: {reason}")
 
 
-def _print(items: list[dict[str, Any]], output: str, *, single: bool) -> None:
+def _print(items: list[dict[str, Any]], output: str, *, single: bool, wide: bool = False) -> None:
     if output == "json":
         print(json.dumps(items[0] if single else items, indent=2))
         return
@@ -436,47 +438,9 @@ def _print(items: list[dict[str, Any]], output: str, *, single: bool) -> None:
         print(yaml.safe_dump(items[0] if single else items, sort_keys=False).rstrip())
         return
     table = Table(box=None)
-    columns = _columns(items[0]["kind"] if items else "")
-    for header, _ in columns:
-        table.add_column(header)
+    shown = columns.columns_for(items[0]["kind"] if items else "", wide=wide)
+    for column in shown:
+        table.add_column(column.header)
     for item in items:
-        table.add_row(*[str(getter(item)) for _, getter in columns])
-    Console(width=200).print(table)
-
-
-def _columns(kind: str) -> list[tuple[str, Callable[[dict[str, Any]], object]]]:
-    def meta(key: str) -> Callable[[dict[str, Any]], object]:
-        return lambda o: o["metadata"].get(key, "")
-
-    def status(key: str) -> Callable[[dict[str, Any]], object]:
-        return lambda o: (o.get("status") or {}).get(key, "")
-
-    common = [("NAME", meta("name"))]
-    if kind == "Job":
-        return [
-            *common,
-            ("TENANT", meta("tenant")),
-            ("QUEUE", lambda o: o["spec"]["queue"]),
-            ("PHASE", lambda o: (o.get("status") or {}).get("phase", "Pending")),
-            ("REASON", status("reason")),
-            ("MESSAGE", status("message")),
-        ]
-    if kind == "Node":
-        return [
-            *common,
-            ("BACKEND", lambda o: o["spec"]["backend"]),
-            ("CPU", lambda o: o["spec"]["cpu"]),
-            ("MEMORY", lambda o: o["spec"]["memory"]),
-            ("GPUS", lambda o: o["spec"].get("gpus", {}).get("count", 0)),
-            ("MODEL", lambda o: o["spec"].get("gpus", {}).get("model", "")),
-            ("READY", status("ready")),
-            ("GPUS USED", status("allocatedGpus")),
-            ("CPU USED", status("allocatedCpu")),
-        ]
-    if kind in ("User", "Queue"):
-        return [
-            *common,
-            ("TENANT", meta("tenant")),
-            ("SPEC", lambda o: json.dumps(o.get("spec", {}))),
-        ]
-    return [*common, ("SPEC", lambda o: json.dumps(o.get("spec", {})))]
+        table.add_row(*columns.row(shown, item))
+    Console(width=240 if wide else 200).print(table)
