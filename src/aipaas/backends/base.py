@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
-from typing import Protocol, cast
+from typing import Any, Protocol, cast
 
 from aipaas.api.devices import ResourceSlice
 
@@ -96,6 +96,9 @@ class LaunchRequest:
     #: for as much, so that it does not give the task a whole node
     cpu_milli: int = 0
     memory_mib: int = 0
+    #: the task's allocated claims as resource.k8s.io/v1 ResourceClaim documents (metadata.name,
+    #: spec, status.allocation), for a backend that writes them into its engine (Kubernetes)
+    claims: tuple[Mapping[str, Any], ...] = ()
 
 
 class TaskState(StrEnum):

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from typing import Any
 
 from aipaas.api.devices import (
     AllocationResult,
@@ -190,17 +191,33 @@ class ClaimBook:
     def allocations(self, job: Job, record: TaskRecord) -> list[AllocationResult]:
         """The stored allocations of the claims a task uses (its own, shared ones, and its
         compiled ``gpu:`` claim): what the backend pins it to."""
-        spec = task_spec(job, record.group_name)
-        names = [claim_name(job, record.name, ref) for ref in spec.resources.claims]
-        if compiles_to_claim(spec.resources.gpu):
-            names.append(short_form_claim_name(job, record.name))
         out = []
-        for name in names:
+        for name in task_claim_names(job, record):
             stored = self.store.find("ResourceClaim", job.tenant, name)
             status = stored.status if isinstance(stored, ResourceClaimObject) else None
             if status is not None and status.allocation:
                 out.append(AllocationResult.model_validate(status.allocation))
         return out
+
+    def allocated_claims(self, job: Job, record: TaskRecord) -> tuple[dict[str, Any], ...]:
+        """The task's allocated claims as resource.k8s.io/v1 documents (name, spec and
+        status.allocation): what a backend with DRA of its own (Kubernetes) writes there."""
+        out = []
+        for name in task_claim_names(job, record):
+            stored = self.store.find("ResourceClaim", job.tenant, name)
+            if (
+                isinstance(stored, ResourceClaimObject)
+                and stored.status
+                and stored.status.allocation
+            ):
+                out.append(
+                    {
+                        "metadata": {"name": name},
+                        "spec": stored.spec,
+                        "status": {"allocation": stored.status.allocation},
+                    }
+                )
+        return tuple(out)
 
     def record_wait(self, job: Job, message: str) -> None:
         """An event on each named claim of the job saying why it waits (when it changes)."""
@@ -324,6 +341,15 @@ class ClaimBook:
         )
         assert isinstance(made, ResourceClaim)
         return made
+
+
+def task_claim_names(job: Job, record: TaskRecord) -> list[str]:
+    """The stored names of the claims a task replica uses (its compiled ``gpu:`` one last)."""
+    spec = task_spec(job, record.group_name)
+    names = [claim_name(job, record.name, ref) for ref in spec.resources.claims]
+    if compiles_to_claim(spec.resources.gpu):
+        names.append(short_form_claim_name(job, record.name))
+    return names
 
 
 def claim_name(job: Job, task: str, ref: TaskClaim) -> str:

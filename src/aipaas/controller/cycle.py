@@ -553,6 +553,7 @@ class Controller:
             devices,
             fencing_token=self.fencing_token,
             membership_file=membership.file_for(self, item.job, record.node),
+            claims=self.claims.allocated_claims(item.job, record) if devices else (),
         )
         try:
             self.backend.start(request)

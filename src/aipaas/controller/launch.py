@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from aipaas.api.job import SIM_DURATION_ANNOTATION, Job, TaskPhase, TaskSpec
 from aipaas.backends.base import ClaimDevice, LaunchRequest
@@ -51,6 +52,7 @@ def make_request(
     *,
     fencing_token: int | None = None,
     membership_file: str | None = None,
+    claims: tuple[Mapping[str, Any], ...] = (),
 ) -> LaunchRequest:
     """The request that starts ``record``'s attempt. WORLD_SIZE is the job's size: all its
     replicas, or for an elastic job (minAvailable below the replicas) the tasks starting or
@@ -105,6 +107,7 @@ def make_request(
         simulated=wants_simulated(job),
         cpu_milli=spec.resources.amounts().cpu_milli,
         memory_mib=spec.resources.amounts().memory_mib,
+        claims=claims,
     )
 
 
