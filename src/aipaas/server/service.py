@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from sqlalchemy import Connection
 
+from aipaas.api.finops import PriceList
 from aipaas.api.job import CANCEL_ANNOTATION, Job, JobPhase, JobSpec, JobStatus
 from aipaas.api.meta import Object
 from aipaas.api.priority import PriorityClass
@@ -37,6 +38,7 @@ from aipaas.store.paging import Page
 from aipaas.store.queue_tree import child_queues, unfinished_jobs_in
 from aipaas.store.store import ObjectKey
 from aipaas.tenancy import users
+from aipaas.tenancy.prices import prices_visible
 from aipaas.tenancy.principal import Principal, Verb
 
 DELETE_ANNOTATION = "aipaas.dev/delete-requested"
@@ -82,7 +84,14 @@ class ObjectService:
         scope = self._scope(cls, tenant)
         if kind == "Tenant" and not self.caller.sees_tenant(name):
             raise NotFound(f"tenant {name} not found")
-        return self.store.get(kind, scope, name)
+        found = self.store.get(kind, scope, name)
+        if not self._sees_prices(found):
+            raise NotFound(f"{kind.lower()} {name} not found")
+        return found
+
+    def _sees_prices(self, obj: Object) -> bool:
+        """A tenant's own (negotiated) price list is invisible to other tenants."""
+        return not isinstance(obj, PriceList) or prices_visible(obj, self.caller)
 
     def _find_anywhere(self, kind: str, name: str) -> Object:
         """A platform admin who names no tenant: the one object of that name, if only one."""
@@ -106,7 +115,7 @@ class ObjectService:
             items = self.store.list_objects("Tenant", "")
             return [t for t in items if self.caller.sees_tenant(t.name)]
         if not cls.namespaced:
-            return self.store.list_objects(kind, "")
+            return [o for o in self.store.list_objects(kind, "") if self._sees_prices(o)]
         if tenant is None and self.caller.is_platform_admin:
             return self.store.list_objects(kind, None)
         return self.store.list_objects(kind, self._scope(cls, tenant))
@@ -122,6 +131,9 @@ class ObjectService:
             # would count tenants they cannot see (and tell them how many there are).
             seen = [t for t in page.items if self.caller.sees_tenant(t.name)]
             return Page(seen, page.next_after, None)
+        if kind == "PriceList" and not self.caller.is_platform_admin:
+            page = self.store.list_page(kind, "", limit=limit, after=after)
+            return Page([p for p in page.items if self._sees_prices(p)], page.next_after, None)
         if not cls.namespaced:
             scope: str | None = ""
         elif tenant is None and self.caller.is_platform_admin:

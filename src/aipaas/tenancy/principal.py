@@ -26,11 +26,17 @@ class Verb(StrEnum):
 
 # DeviceClass and ResourceSlice (the cluster's devices) are the platform admin's alone.
 _CLAIM_KINDS = frozenset({"ResourceClaim", "ResourceClaimTemplate"})
+# A tenant's budgets and invitations are its admins' (issue 15).
+_TENANT_ADMIN_KINDS = frozenset({"Budget", "Invitation"})
 _WRITABLE: dict[Role, frozenset[str]] = {
     Role.PLATFORM_ADMIN: frozenset(
-        {"Tenant", "User", "Queue", "Job", "Token", "DeviceClass", "ResourceSlice"} | _CLAIM_KINDS
+        {"Tenant", "User", "Queue", "Job", "Token", "DeviceClass", "ResourceSlice"}
+        | _CLAIM_KINDS
+        | _TENANT_ADMIN_KINDS
     ),
-    Role.TENANT_ADMIN: frozenset({"User", "Queue", "Job", "Token"} | _CLAIM_KINDS),
+    Role.TENANT_ADMIN: frozenset(
+        {"User", "Queue", "Job", "Token"} | _CLAIM_KINDS | _TENANT_ADMIN_KINDS
+    ),
     Role.MEMBER: frozenset({"Job"} | _CLAIM_KINDS),
     Role.VIEWER: frozenset(),
     Role.METRICS_READER: frozenset(),
