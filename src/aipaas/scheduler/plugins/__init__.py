@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from aipaas.scheduler.framework.registry import Registry
 from aipaas.scheduler.plugins import (
+    data_affinity,
     device_claims,
     fgd,
     fgd_stranding,
@@ -34,4 +35,7 @@ def default_registry() -> Registry:
     )
     registry.register("DeviceClaims", device_claims.new_device_claims)
     registry.register("DeviceTopology", device_claims.new_device_topology)
+    registry.register(
+        data_affinity.NAME, data_affinity.new_data_affinity, data_affinity.DataAffinityArgs
+    )
     return registry
