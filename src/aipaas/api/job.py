@@ -9,6 +9,7 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import AfterValidator, Field, ValidationError, field_validator, model_validator
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
+from aipaas.api.data import DatasetMount, OutputLocation, check_mounts
 from aipaas.api.duration import PositiveDuration
 from aipaas.api.duration import seconds as duration_seconds
 from aipaas.api.meta import LenientModel, Model, Name, Object
@@ -165,6 +166,10 @@ class JobSpec(Model):
     node_selector: Annotated[dict[str, str], AfterValidator(_check_selector)] = Field(
         default_factory=dict
     )
+    # Datasets the tasks read and directories uploaded when they end (api/data.py); None
+    # rather than empty, so that a job without them is written as before.
+    datasets: Annotated[list[DatasetMount] | None, AfterValidator(check_mounts)] = None
+    outputs: list[OutputLocation] | None = Field(default=None, max_length=16)
 
     @model_validator(mode="before")
     @classmethod
