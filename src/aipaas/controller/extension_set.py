@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from aipaas.controller.extensions import CycleExtension
+from aipaas.controller.pools import pools_extension
 from aipaas.settings import Settings
 
 #: a domain's factory: the server's settings -> its extension, or None (nothing to do)
@@ -17,7 +18,7 @@ Factory = Callable[[Settings], CycleExtension | None]
 
 def factories() -> list[Factory]:
     """The domains' factories, in the order their extensions run each cycle."""
-    return []
+    return [pools_extension]
 
 
 def build_extensions(settings: Settings) -> list[CycleExtension]:

@@ -25,6 +25,7 @@ from aipaas.api.devices import ResourceSlice
 from aipaas.backends.base import Inventory, LaunchRequest, NodeInfo, TaskState, TaskStatus
 from aipaas.backends.fencing import FENCING_FILE, TokenFile
 from aipaas.backends.sim import journal
+from aipaas.backends.sim.pool import SimPoolNodes
 from aipaas.clock import Clock, SystemClock, isoformat
 
 DEFAULT_DURATION = 5.0
@@ -32,7 +33,7 @@ DEFAULT_JOURNAL_RECORDS = 100_000
 EXIT_CODE_ANNOTATION = "sim.aipaas.dev/exit-code"  # a simulated task ends with this code
 
 
-class SimBackend:
+class SimBackend(SimPoolNodes):
     name = "sim"
 
     def __init__(
@@ -67,12 +68,22 @@ class SimBackend:
         self.fencing = TokenFile(self.run_dir / FENCING_FILE)
         self._load_task_files()
         self._catch_up()
+        self._init_pool()  # node pools (backends/sim/pool.py)
 
     def inventory(self) -> Inventory:
-        return Inventory(self.nodes, frozenset({"simulated", "gpu"}), self.slices)
+        pool_nodes, pool_slices, draining = self.pool_inventory()
+        if not pool_nodes:
+            return Inventory(self.nodes, frozenset({"simulated", "gpu"}), self.slices)
+        # A draining pool node is reported as not taking work: nothing new lands there.
+        return Inventory(
+            (*self.nodes, *pool_nodes),
+            frozenset({"simulated", "gpu"}),
+            (*self.slices, *pool_slices),
+            unknown=frozenset(draining),
+        )
 
     def start(self, request: LaunchRequest) -> None:
-        if request.node not in self._names:
+        if request.node not in self._names and not self.is_pool_node(request.node):
             return
         _check_request_id(request.request_id)
         with self.fencing.admit(request.fencing_token, request.request_id):
@@ -93,6 +104,7 @@ class SimBackend:
             "duration": duration,
             "log": request.log_path,
             "task": request.task,
+            "node": request.node,
             "stopped": None,
             "exit_code": _exit_code(request.annotations.get(EXIT_CODE_ANNOTATION)),
         }
@@ -129,6 +141,18 @@ class SimBackend:
         answer = {rid: self._status(rid, now) for rid in request_ids}
         self._trim_journal()
         return answer
+
+    def _busy_nodes(self) -> set[str]:
+        """Nodes where a task of the journal runs now (a pool node there is not removed)."""
+        self._catch_up()
+        now = self.clock.now().timestamp()
+        return {
+            str(data["node"])
+            for data in self._records.values()
+            if data.get("node")
+            and data.get("stopped") is None
+            and now - data["start"] < data["duration"]
+        }
 
     def close(self) -> None:
         if self._appender is not None:
