@@ -1,0 +1,100 @@
+"""The web dashboard: its page and assets (from the package, no CDN) and the one read it needs
+that the API had not: allocation and usage over time (dashboard_timeline.py).
+
+The page holds no data: it signs in with a token (kept in the browser's sessionStorage) and
+reads everything through the API with it, so each tenant sees what the API lets it see.
+Mounted by server/more_routes.py.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, Final
+
+from fastapi import APIRouter, Depends, Query, Request
+from fastapi.responses import FileResponse, RedirectResponse
+from starlette.concurrency import run_in_threadpool
+
+from aipaas.errors import NotFound
+from aipaas.server.auth import principal_of
+from aipaas.server.dashboard_timeline import timeline
+from aipaas.store import Store
+from aipaas.tenancy.principal import Principal
+
+ASSETS: Final = Path(__file__).parent / "static" / "dashboard"
+# Every request the page makes goes to this server; inline scripts and styles are refused, so
+# that text from the API (names, events, logs) can never run as code.
+POLICY: Final = (
+    "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; "
+    "connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'"
+)
+_HEADERS: Final = {"Content-Security-Policy": POLICY, "Cache-Control": "no-cache"}
+#: The pages of the dashboard (each a view of the one page, chosen by its path).
+PAGES: Final = ("cluster", "queues", "jobs", "usage", "alerts")
+MAX_WINDOW: Final = 90 * 24 * 3600
+MAX_POINTS: Final = 720
+
+router = APIRouter()
+Caller = Annotated[Principal, Depends(principal_of)]
+
+
+def _assets() -> dict[str, Path]:
+    """The files the page may load, by their path under ASSETS: nothing else is served."""
+    return {p.relative_to(ASSETS).as_posix(): p for p in ASSETS.rglob("*") if p.is_file()}
+
+
+_FILES: Final = _assets()
+
+
+@router.get("/", include_in_schema=False)
+def root() -> RedirectResponse:
+    return RedirectResponse("/dashboard/", status_code=307)
+
+
+@router.get("/dashboard", include_in_schema=False)
+def dashboard_bare() -> RedirectResponse:
+    return RedirectResponse("/dashboard/", status_code=307)
+
+
+@router.get("/dashboard/", include_in_schema=False)
+def dashboard() -> FileResponse:
+    return FileResponse(ASSETS / "index.html", headers=_HEADERS)
+
+
+@router.get("/dashboard/assets/{path:path}", include_in_schema=False)
+def asset(path: str) -> FileResponse:
+    found = _FILES.get(path)
+    if found is None:
+        raise NotFound(f"no dashboard asset {path}")
+    return FileResponse(found, headers=_HEADERS)
+
+
+@router.get("/dashboard/{page}", include_in_schema=False)
+def dashboard_page(page: str) -> FileResponse:
+    if page not in PAGES:
+        raise NotFound(f"no dashboard page {page} (pages: {', '.join(PAGES)})")
+    return FileResponse(ASSETS / "index.html", headers=_HEADERS)
+
+
+@router.get(
+    "/api/v1/dashboard/timeline",
+    tags=["dashboard"],
+    summary="Allocated GPUs and CPUs and hours used over time, per tenant and queue",
+)
+async def allocation_timeline(
+    request: Request,
+    caller: Caller,
+    tenant: Annotated[str | None, Query(max_length=63, description="Tenant (admins)")] = None,
+    window: Annotated[
+        int, Query(ge=60, le=MAX_WINDOW, description="Seconds back from now.")
+    ] = 3600,
+    points: Annotated[
+        int, Query(ge=2, le=MAX_POINTS, description="Buckets the window is cut into.")
+    ] = 60,
+) -> dict[str, Any]:
+    # Everyone reads its own tenant's; a platform admin any tenant's or all (tenant unset).
+    scope = tenant if caller.is_platform_admin else (tenant or caller.tenant)
+    if scope is not None and not caller.sees_tenant(scope):
+        raise NotFound(f"tenant {scope} not found")
+    store: Store = request.app.state.store
+    return await run_in_threadpool(timeline, store, scope, window, points)

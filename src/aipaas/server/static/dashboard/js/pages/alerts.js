@@ -1,0 +1,41 @@
+// Budgets (where the server has them) and the events that warn: alerts, refusals, failures.
+import * as api from "../api.js";
+import { card, h, table } from "../dom.js";
+
+const NEWEST = 100;
+
+export default function alerts() {
+  const live = h("div");
+  const node = h("div", { id: "page-alerts" }, h("h1", {}, "Budgets & alerts"), live);
+  return {
+    node,
+    stop() {},
+    async refresh() {
+      const [budgets, events] = await Promise.all([api.listIfKnown("/budgets"), api.list("/events")]);
+      const newest = events.slice(-NEWEST).reverse();
+      const warnings = newest.filter((e) => e.type === "Warning");
+      live.replaceChildren(
+        card("Budgets", budgets === null
+          ? h("p", { class: "muted" }, "This server has no budgets.")
+          : table([
+            ["budget", (b) => b.metadata.name],
+            ["tenant", (b) => b.metadata.tenant],
+            ["spec", (b) => JSON.stringify(b.spec)],
+            ["status", (b) => JSON.stringify(b.status || {})],
+          ], budgets, { id: "budgets" })),
+        card(`Warnings (of the newest ${NEWEST} events)`, eventTable(warnings, "warnings")),
+        card("Newest events", eventTable(newest, "all-events")),
+      );
+    },
+  };
+}
+
+function eventTable(events, id) {
+  return table([
+    ["time", (e) => new Date(e.timestamp).toLocaleString()],
+    ["type", (e) => h("span", { class: e.type }, e.type)],
+    ["object", (e) => `${e.kind} ${e.tenant ? e.tenant + "/" : ""}${e.name}`],
+    ["reason", (e) => e.reason],
+    ["message", (e) => e.message],
+  ], events, { id });
+}

@@ -1,0 +1,33 @@
+// Usage (and cost, where the server prices it) over time per tenant and queue, and the totals.
+import * as api from "../api.js";
+import { card, h, number, table } from "../dom.js";
+import { stackedChart } from "../charts.js";
+import { bySeries, timeline } from "../timeline.js";
+
+export default function usage() {
+  const live = h("div");
+  const node = h("div", { id: "page-usage" }, h("h1", {}, "Usage & cost"), live);
+  return {
+    node,
+    stop() {},
+    async refresh(settings) {
+      const [line, report] = await Promise.all([timeline(settings), api.get("/usage")]);
+      const gpu = settings.resource === "gpu";
+      const field = gpu ? "gpuHours" : "cpuHours";
+      live.replaceChildren(
+        card(`${gpu ? "GPU" : "CPU"}-hours used in the window, by queue`, h("div", { id: "usage-chart" },
+          stackedChart({ title: `${gpu ? "GPU" : "CPU"}-hours`, times: line.times, series: bySeries(line, field), unit: "h" }))),
+        card("Totals (the usage ledger and what runs now)", table([
+          ["tenant", (r) => r.tenant],
+          ["queue", (r) => r.queue],
+          ["user", (r) => r.user],
+          ["GPU model", (r) => r.gpuModel],
+          ["GPU-hours", (r) => number(r.gpuHours, 4), "num"],
+          ["CPU-hours", (r) => number(r.cpuHours, 4), "num"],
+          ["memory GiB-hours", (r) => number(r.memoryGiBHours, 4), "num"],
+          ["task attempts", (r) => r.tasks, "num"],
+        ], report.items, { id: "usage" })),
+      );
+    },
+  };
+}
