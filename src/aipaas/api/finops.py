@@ -35,7 +35,7 @@ PRIORITY_LOWERED: Final = "aipaas.dev/priority-lowered"
 LOWERED_QUEUE_PRIORITY: Final = -1_000_000
 
 
-def _moment(value: Any) -> Any:
+def parse_moment(value: Any) -> Any:
     """An RFC 3339 time or a date (midnight UTC); kept as an aware datetime."""
     if isinstance(value, datetime):
         return value if value.tzinfo else value.replace(tzinfo=UTC)
@@ -51,7 +51,7 @@ def _moment(value: Any) -> Any:
     raise ValueError("must be an RFC 3339 time or a date")
 
 
-Moment = Annotated[datetime, BeforeValidator(_moment)]
+Moment = Annotated[datetime, BeforeValidator(parse_moment)]
 
 
 def _price(value: float) -> float:

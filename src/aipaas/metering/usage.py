@@ -20,6 +20,7 @@ from sqlalchemy import Connection
 from aipaas.api.job import Job
 from aipaas.api.node import Node
 from aipaas.api.resources import cpu_milli, memory_mib
+from aipaas.metering.attribution import POOL_LABEL, attribution
 from aipaas.store import Store, TaskRecord, TaskRepository
 from aipaas.store.ledger import ATTEMPT, CORRECTION, LedgerEntry, Total, insert_entries, totals
 
@@ -55,10 +56,16 @@ def record_attempts(
     wanted = {record.job_uid for record in done}
     by_uid = {job.metadata.uid: job for job in jobs if job.metadata.uid in wanted}
     models = node_models(store, conn, {r.node for r in done if r.node and r.gpus})
+    pools = node_pools(store, conn, {r.node for r in done if r.node})
     now = store.clock.now()
     entries = [
         attempt_entry(
-            by_uid.get(r.job_uid), r, models.get(r.node or "", ""), r.finished_at or now, now
+            by_uid.get(r.job_uid),
+            r,
+            models.get(r.node or "", ""),
+            r.finished_at or now,
+            now,
+            pool=pools.get(r.node or "", ""),
         )
         for r in done
     ]
@@ -67,21 +74,42 @@ def record_attempts(
 
 def node_models(store: Store, conn: Connection | None, names: Iterable[str]) -> dict[str, str]:
     """The GPU model of each named node that exists."""
+    return {node.name: node.spec.gpus.model for node in _nodes(store, conn, names)}
+
+
+def node_pools(store: Store, conn: Connection | None, names: Iterable[str]) -> dict[str, str]:
+    """The pool (label aipaas.dev/pool) of each named node that exists and has one."""
+    return {
+        node.name: node.metadata.labels[POOL_LABEL]
+        for node in _nodes(store, conn, names)
+        if POOL_LABEL in node.metadata.labels
+    }
+
+
+def _nodes(store: Store, conn: Connection | None, names: Iterable[str]) -> list[Node]:
     keys = [("Node", "", name) for name in sorted(names)]
     if not keys:
-        return {}
+        return []
     if conn is None:
         with store.transaction(write=False) as tx:
             found = store.find_each(keys, conn=tx)
     else:
         found = store.find_each(keys, conn=conn)
-    return {node.name: node.spec.gpus.model for node in found.values() if isinstance(node, Node)}
+    return [node for node in found.values() if isinstance(node, Node)]
 
 
 def attempt_entry(
-    job: Job | None, record: TaskRecord, gpu_model: str, end: datetime, recorded_at: datetime
+    job: Job | None,
+    record: TaskRecord,
+    gpu_model: str,
+    end: datetime,
+    recorded_at: datetime,
+    *,
+    pool: str = "",
 ) -> LedgerEntry:
-    """The ledger entry of one attempt of ``record``'s task, from its start to ``end``."""
+    """The ledger entry of one attempt of ``record``'s task, from its start to ``end``. Its
+    ``reason`` holds what prices it besides its resources: the node's pool and the job's
+    priority class (metering/attribution.py)."""
     start = aware(record.started_at or end)
     hours = max((aware(end) - start).total_seconds(), 0.0) / 3600
     spec = next((t for t in job.spec.tasks if t.name == record.group_name), None) if job else None
@@ -108,6 +136,7 @@ def attempt_entry(
         memory_gib_hours=hours * memory / 1024,
         recorded_by=CONTROLLER,
         recorded_at=recorded_at,
+        reason=attribution(pool, (job.spec.priority_class_name or "") if job else ""),
         attempt_key=f"{record.job_uid}/{record.name}/{record.attempt}",
     )
 
@@ -116,6 +145,11 @@ def report(store: Store, tenant: str | None) -> list[UsageRow]:
     """Usage of ``tenant`` (None: all): the ledger summed by the database, plus the attempts
     running now. Reads one row per group of the ledger, not its entries, and only the jobs of
     the running attempts, so that its cost does not grow with the ledger's history."""
+    return usage(running_entries(store, tenant), totals(store, tenant))
+
+
+def running_entries(store: Store, tenant: str | None) -> list[LedgerEntry]:
+    """What the attempts of ``tenant`` (None: all) running now have used so far."""
     running = [
         r
         for r in TaskRepository(store).active()
@@ -123,8 +157,8 @@ def report(store: Store, tenant: str | None) -> list[UsageRow]:
     ]
     jobs = running_jobs(store, running)
     models = node_models(store, None, {r.node for r in running if r.node and r.gpus})
-    live = live_entries(running, jobs, models, store.clock.now())
-    return usage(live, totals(store, tenant))
+    pools = node_pools(store, None, {r.node for r in running if r.node})
+    return live_entries(running, jobs, models, store.clock.now(), pools)
 
 
 def running_jobs(store: Store, records: Iterable[TaskRecord]) -> dict[str, Job]:
@@ -147,11 +181,20 @@ def live_entries(
     jobs: Mapping[str, Job],
     models: Mapping[str, str],
     now: datetime,
+    pools: Mapping[str, str] | None = None,
 ) -> list[LedgerEntry]:
     """What the attempts running now have used so far (not stored: they enter the ledger when
-    they end). ``jobs`` by uid."""
+    they end). ``jobs`` by uid; ``models`` and ``pools`` by node name."""
+    pools = pools or {}
     return [
-        attempt_entry(jobs.get(r.job_uid), r, models.get(r.node or "", ""), now, now)
+        attempt_entry(
+            jobs.get(r.job_uid),
+            r,
+            models.get(r.node or "", ""),
+            now,
+            now,
+            pool=pools.get(r.node or "", ""),
+        )
         for r in records
         if r.phase == "Running" and r.started_at is not None
     ]

@@ -209,6 +209,11 @@ def _get(conn: Connection, entry_id: int) -> LedgerEntry | None:
     return None if row is None else _entry(row)
 
 
+def entry_of(row: Any) -> LedgerEntry:
+    """A ledger entry from its row (for readers that select rows of their own)."""
+    return _entry(row)
+
+
 def _entry(row: Any) -> LedgerEntry:
     values = {column: _utc(row[column]) for column in _COLUMNS}
     return LedgerEntry(**values, id=row["id"])

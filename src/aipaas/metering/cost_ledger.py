@@ -1,0 +1,57 @@
+"""What cost reads from the store: the ledger entries that overlap a window, the attempts
+running now, and the price lists (metering/cost.py prices them)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+
+from sqlalchemy import and_, or_, select
+
+from aipaas.api.finops import PriceList
+from aipaas.metering.cost import CostRow, price_entries, utc
+from aipaas.metering.prices import PriceBook
+from aipaas.metering.usage import running_entries
+from aipaas.store import Store, tables
+from aipaas.store.ledger import ATTEMPT, CORRECTION, LedgerEntry, entry_of
+
+
+def price_book(store: Store) -> PriceBook:
+    return PriceBook(p for p in store.list_objects("PriceList", "") if isinstance(p, PriceList))
+
+
+def entries_between(
+    store: Store, tenant: str | None, since: datetime, until: datetime
+) -> list[LedgerEntry]:
+    """Attempts that ran some of [since, until) and corrections recorded in it, of ``tenant``
+    (None: all), plus what the attempts running now used so far."""
+    table = tables.usage_ledger
+    since, until = utc(since), utc(until)
+    query = select(table).where(
+        or_(
+            and_(
+                table.c.kind == ATTEMPT,
+                table.c.started_at < until,
+                table.c.ended_at > since,
+            ),
+            and_(
+                table.c.kind == CORRECTION,
+                table.c.recorded_at >= since,
+                table.c.recorded_at < until,
+            ),
+        )
+    )
+    if tenant is not None:
+        query = query.where(table.c.tenant == tenant)
+    with store.transaction(write=False) as tx:
+        stored = [entry_of(row) for row in tx.execute(query.order_by(table.c.id)).mappings()]
+    return stored + running_entries(store, tenant)
+
+
+def cost(
+    store: Store, tenant: str | None, since: datetime, until: datetime, by: Sequence[str]
+) -> list[CostRow]:
+    """The cost of ``tenant``'s use (None: all tenants) in [since, until), summed by ``by``."""
+    return price_entries(
+        entries_between(store, tenant, since, until), price_book(store), since, until, by
+    )
