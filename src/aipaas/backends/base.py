@@ -22,6 +22,7 @@ from enum import StrEnum
 from typing import Any, Protocol, cast
 
 from aipaas.api.devices import ResourceSlice
+from aipaas.backends.datasets import DatasetMount
 
 
 @dataclass(frozen=True)
@@ -99,6 +100,8 @@ class LaunchRequest:
     #: the task's allocated claims as resource.k8s.io/v1 ResourceClaim documents (metadata.name,
     #: spec, status.allocation), for a backend that writes them into its engine (Kubernetes)
     claims: tuple[Mapping[str, Any], ...] = ()
+    #: the datasets the task reads (backends/datasets.py); a backend without a cache ignores them
+    datasets: tuple[DatasetMount, ...] = ()
 
 
 class TaskState(StrEnum):

@@ -58,6 +58,7 @@ from aipaas.clock import Clock, SystemClock
 from aipaas.controller import admission, membership
 from aipaas.controller.batch_cycle import BatchState
 from aipaas.controller.claims import ClaimBook
+from aipaas.controller.datasets_launch import with_datasets
 from aipaas.controller.extensions import CycleContext, CycleExtension, run_extensions
 from aipaas.controller.launch import make_request, request_id, task_spec
 from aipaas.controller.nodes import NodeInventory
@@ -556,6 +557,7 @@ class Controller:
             claims=self.claims.allocated_claims(item.job, record) if devices else (),
         )
         try:
+            request = with_datasets(self.store, item.job, request)  # controller/datasets_launch
             self.backend.start(request)
             self.started_now.append((item, record))
         except FencingRefused as err:

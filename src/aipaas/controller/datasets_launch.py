@@ -1,0 +1,80 @@
+"""A task's datasets, resolved for its launch: the tenant's Dataset and Secret objects read from
+the store and put in ``LaunchRequest.datasets`` (backends/datasets.py).
+
+Only the job's own tenant is searched: the server already refused a job naming another
+tenant's dataset, and this keeps it so if objects change after submission. A dataset deleted
+since is an error: the start fails and the task is reported lost with the reason.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+from aipaas.api.data import Dataset, DatasetSpec, Secret
+from aipaas.api.job import Job
+from aipaas.backends.base import LaunchRequest
+from aipaas.backends.datasets import DatasetMount
+from aipaas.data.cache import entry_key
+from aipaas.data.source import SourceSpec
+from aipaas.store import Store
+
+
+class MissingDataset(Exception):
+    """A dataset or its secret named by a job is not there any more."""
+
+
+def fingerprint(spec: DatasetSpec) -> str:
+    """What makes two versions of a dataset the same data (its cache entry's hash)."""
+    return json.dumps(
+        [spec.source, spec.endpoint, spec.sub_paths, spec.include], separators=(",", ":")
+    )
+
+
+def source_of(store: Store, dataset: Dataset) -> SourceSpec:
+    """The dataset's source with its Secret's values (same tenant only)."""
+    credentials: dict[str, str] = {}
+    if dataset.spec.secret_ref is not None:
+        key = ("Secret", dataset.tenant, dataset.spec.secret_ref)
+        with store.transaction(write=False) as tx:
+            secret = store.find_each([key], conn=tx).get(key)
+        if not isinstance(secret, Secret):
+            raise MissingDataset(
+                f"dataset {dataset.name}: secret {dataset.spec.secret_ref} does not exist"
+            )
+        credentials = dict(secret.spec.data)
+    return SourceSpec(
+        url=dataset.spec.source,
+        endpoint=dataset.spec.endpoint,
+        credentials=credentials,
+        sub_paths=tuple(dataset.spec.sub_paths),
+        include=tuple(dataset.spec.include),
+    )
+
+
+def key_of(dataset: Dataset) -> str:
+    return entry_key(dataset.tenant, dataset.name, fingerprint(dataset.spec))
+
+
+def with_datasets(store: Store, job: Job, request: LaunchRequest) -> LaunchRequest:
+    """``request`` with the job's datasets (unchanged for a job that names none)."""
+    if not job.spec.datasets:
+        return request
+    keys = [("Dataset", job.tenant, mount.name) for mount in job.spec.datasets]
+    with store.transaction(write=False) as tx:
+        found = store.find_each(keys, conn=tx)
+    mounts: list[DatasetMount] = []
+    for mount, key in zip(job.spec.datasets, keys, strict=True):
+        dataset = found.get(key)
+        if not isinstance(dataset, Dataset):
+            raise MissingDataset(f"dataset {mount.name} does not exist in tenant {job.tenant}")
+        mounts.append(
+            DatasetMount(
+                name=mount.name,
+                key=key_of(dataset),
+                mount_path=mount.mount_path,
+                source=source_of(store, dataset).to_json(),
+                require_warm=mount.require_warm,
+            )
+        )
+    return dataclasses.replace(request, datasets=tuple(mounts))
