@@ -5,8 +5,12 @@
     client.apply(open("job.yaml").read())
     client.get("job", "hello")["status"]["phase"]
 
+    client.wait("job", "hello", "phase=Succeeded", timeout=600)
+    for change in client.watch("jobs"):   # ADDED / MODIFIED / DELETED, resumed if dropped
+        print(change["type"], change["object"]["metadata"]["name"])
+
 Errors come back as the aipaas error classes (NotFound, Forbidden, InvalidObject, ...), with the
-server's message.
+server's message; ``wait`` adds WaitTimeout and WaitFailed (client_streams.py).
 """
 
 from __future__ import annotations
@@ -20,10 +24,13 @@ from typing import Any
 import httpx
 import yaml
 
+from aipaas import client_streams
 from aipaas.api.registry import KINDS, resolve_kind
+from aipaas.client_streams import WaitFailed, WaitTimeout
 from aipaas.errors import AipaasError, FieldError, InvalidObject, Unavailable, error_class
 
 DEFAULT_URL = "http://127.0.0.1:8600"
+__all__ = ["Client", "WaitFailed", "WaitTimeout", "config_path"]
 
 
 def config_path(environ: Mapping[str, str]) -> Path:
@@ -166,6 +173,74 @@ class Client:
                 yield from response.iter_lines()
         except httpx.TransportError as err:
             raise Unavailable(f"cannot reach {self.url}: {err}") from err
+
+    # streams (client_streams.py) ----------------------------------------------------------------
+
+    def watch(
+        self,
+        kind: str,
+        name: str | None = None,
+        tenant: str | None = None,
+        *,
+        resource_version: str | None = None,
+        timeout: float | None = None,
+        bookmarks: bool = False,
+    ) -> Iterator[dict[str, Any]]:
+        """Changes of a kind's objects (or of one) as ``{"type": ADDED|MODIFIED|DELETED,
+        "object": ...}``: first every object as ADDED (or, from a bookmark's
+        ``resource_version``, what changed since), then each change as it comes, until
+        ``timeout`` seconds (None: until the caller stops). Dropped connections are resumed.
+        ``bookmarks``: also yield the BOOKMARK documents (after the first state, then after
+        changes), whose ``object.metadata.resourceVersion`` resumes a later watch."""
+        params = _t(tenant)
+        if name:
+            params["name"] = name
+        return client_streams.watch(
+            self,
+            f"/watch/{_plural(kind)}",
+            params,
+            resource_version=resource_version,
+            timeout=timeout,
+            bookmarks=bookmarks,
+        )
+
+    def wait(
+        self,
+        kind: str,
+        name: str,
+        for_: client_streams.Condition = "phase=Succeeded",
+        *,
+        tenant: str | None = None,
+        timeout: float = 60.0,
+    ) -> dict[str, Any] | None:
+        """Block until the object meets ``for_`` (``phase=Succeeded``, ``condition=Ready``, a
+        function of the object) and return it, or until it is gone with ``"delete"`` (None).
+        Raises WaitTimeout after ``timeout`` seconds, NotFound if it does not exist (or goes),
+        WaitFailed when a job ends in another phase than the one waited for."""
+        return client_streams.wait(self, kind, name, for_, tenant=tenant, timeout=timeout)
+
+    def follow_events(
+        self,
+        kind: str | None = None,
+        name: str | None = None,
+        tenant: str | None = None,
+        *,
+        after: int = 0,
+        timeout: float | None = None,
+    ) -> Iterator[dict[str, Any]]:
+        """Events with an ``id`` above ``after`` (0: from the oldest kept), then each new one
+        as it is written, until ``timeout`` seconds (None: until the caller stops)."""
+        params = _t(tenant)
+        if kind:
+            params["kind"] = resolve_kind(kind)
+        if name:
+            params["name"] = name
+        return client_streams.follow_events(self, params, after=after, timeout=timeout)
+
+    def rerun(self, name: str, tenant: str | None = None) -> dict[str, Any]:
+        """A new job from job ``name``'s spec (NAME-2, NAME-3, ...), annotated with the job it
+        reruns (``aipaas.io/rerun-of``); the original keeps its history. The apply's answer."""
+        return client_streams.rerun(self, name, tenant)
 
     def usage(self, tenant: str | None = None) -> builtins.list[dict[str, Any]]:
         """GPU-hours and CPU-hours by tenant, queue, user and GPU model."""

@@ -1,0 +1,164 @@
+"""Streams of changes, newline-delimited JSON (one document a line, flushed as it comes):
+
+- ``GET /api/v1/watch/events``: events as they are written, each with its ``id``; ``after``
+  (an id) resumes after the last one seen.
+- ``GET /api/v1/watch/{plural}``: objects as they change, ``{"type": ADDED|MODIFIED|DELETED|
+  BOOKMARK|ERROR, "object": ...}``; ``resourceVersion`` (a BOOKMARK's) resumes. The rules are
+  in watch_stream.py.
+
+Both end after ``timeoutSeconds`` (clients reconnect with their cursor) and when the caller's
+token stops being valid. A caller sees what the lists show it: its own tenant's only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Callable
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import StreamingResponse
+from starlette.concurrency import run_in_threadpool
+
+from aipaas.api.registry import KINDS, resolve_kind
+from aipaas.errors import AipaasError, InvalidObject, NotFound
+from aipaas.server.auth import authenticate, principal_cache
+from aipaas.server.service import ObjectService
+from aipaas.server.watch_stream import ObjectWatch, bookmark, decode_cursor, encode_cursor
+from aipaas.store import Store, changes
+from aipaas.tenancy.principal import Principal
+
+router = APIRouter(prefix="/api/v1")
+POLL_SECONDS = 0.5  # how often a stream reads; app.state.watch_poll_seconds overrides it
+HEARTBEAT_SECONDS = 15.0  # a bookmark at least this often: idle proxies keep the stream
+MAX_TIMEOUT = 3600
+TenantQuery = Annotated[str | None, Query(max_length=63, description="Tenant (admins)")]
+TimeoutQuery = Annotated[
+    int,
+    Query(alias="timeoutSeconds", ge=1, le=MAX_TIMEOUT, description="The stream ends then."),
+]
+MEDIA_TYPE = "application/x-ndjson"
+
+
+def _line(document: Any) -> bytes:
+    return (json.dumps(document, separators=(",", ":")) + "\n").encode()
+
+
+def _poll(request: Request) -> float:
+    return float(getattr(request.app.state, "watch_poll_seconds", POLL_SECONDS))
+
+
+def _caller_check(request: Request) -> Callable[[], Principal]:
+    """Authenticates the request's token again (through the process's cache) at each read."""
+    store: Store = request.app.state.store
+    header = request.headers.get("authorization")
+    cache = principal_cache(request)
+    return lambda: authenticate(store, header, cache)
+
+
+def _error_line(err: AipaasError) -> bytes:
+    return _line({"type": "ERROR", "object": {"code": err.code, "message": err.message}})
+
+
+@router.get("/watch/events", summary="Events as they are written (NDJSON); after: resume")
+async def watch_events(
+    request: Request,
+    tenant: TenantQuery = None,
+    kind: Annotated[str | None, Query(max_length=32)] = None,
+    name: Annotated[str | None, Query(max_length=63)] = None,
+    after: Annotated[int, Query(ge=0, description="Only events with a greater id.")] = 0,
+    timeout_seconds: TimeoutQuery = 300,
+) -> StreamingResponse:
+    store: Store = request.app.state.store
+    who = _caller_check(request)
+    caller = await run_in_threadpool(who)
+    resolved = resolve_kind(kind) if kind else None
+    scope = tenant if caller.is_platform_admin else (tenant or caller.tenant)
+    if scope is not None and not caller.sees_tenant(scope):
+        raise NotFound(f"tenant {scope} not found")
+    tenants = None if scope is None else [scope]
+
+    def read(last: int) -> list[changes.NumberedEvent]:
+        who()  # a revoked token ends the stream
+        return changes.events_after(store, last, tenants=tenants, kind=resolved, name=name)
+
+    first = await run_in_threadpool(read, after)
+
+    async def lines() -> AsyncIterator[bytes]:
+        last = after
+        batch = first
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_seconds
+        while True:
+            for event in batch:
+                last = event.id
+                yield _line(event.to_wire())
+            if loop.time() >= deadline or await request.is_disconnected():
+                return
+            await asyncio.sleep(_poll(request))
+            try:
+                batch = await run_in_threadpool(read, last)
+            except AipaasError as err:
+                yield _error_line(err)
+                return
+
+    return StreamingResponse(lines(), media_type=MEDIA_TYPE)
+
+
+@router.get("/watch/{plural}", summary="Objects of a kind as they change (NDJSON)")
+async def watch_objects(
+    plural: str,
+    request: Request,
+    tenant: TenantQuery = None,
+    name: Annotated[str | None, Query(max_length=63, description="One object only.")] = None,
+    resource_version: Annotated[
+        str | None,
+        Query(alias="resourceVersion", max_length=64, description="A BOOKMARK's: resume."),
+    ] = None,
+    timeout_seconds: TimeoutQuery = 300,
+) -> StreamingResponse:
+    try:
+        kind = resolve_kind(plural)
+    except InvalidObject as err:
+        raise NotFound(f"unknown kind {plural!r}; known kinds: {', '.join(KINDS)}") from err
+    store: Store = request.app.state.store
+    who = _caller_check(request)
+    cache = principal_cache(request)
+    resume = decode_cursor(resource_version) if resource_version else None
+
+    def service() -> ObjectService:
+        return ObjectService(store, who(), identity_changed=cache.forget_all)
+
+    watch = ObjectWatch(service, kind, tenant, name)
+    # The first read before the answer starts: a wrong kind, tenant or token is an HTTP error.
+    first, _ = await run_in_threadpool(watch.start, store.clock.now(), resume)
+
+    def step() -> list[Any]:
+        now = store.clock.now()
+        found = watch.next()
+        return [*found, bookmark(encode_cursor(now))] if found else []
+
+    async def lines() -> AsyncIterator[bytes]:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_seconds
+        for document in first:
+            yield _line(document)
+        quiet_since = loop.time()
+        while loop.time() < deadline:
+            await asyncio.sleep(_poll(request))
+            if await request.is_disconnected():
+                return
+            try:
+                found = await run_in_threadpool(step)
+            except AipaasError as err:
+                yield _error_line(err)
+                return
+            if not found and loop.time() - quiet_since >= HEARTBEAT_SECONDS:
+                found = [bookmark(encode_cursor(store.clock.now()))]
+            if found:
+                quiet_since = loop.time()
+            for document in found:
+                yield _line(document)
+
+    return StreamingResponse(lines(), media_type=MEDIA_TYPE)

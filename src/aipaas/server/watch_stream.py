@@ -1,0 +1,161 @@
+"""The watch streams' rules: what a caller sees change, as a sequence of lines.
+
+An object watch reads the caller's visible objects of a kind (through ObjectService, so that
+visibility is the lists' own: a tenant's watcher sees its tenant only) every ``poll`` seconds
+and tells the difference from the last read: ADDED, MODIFIED (a new resourceVersion),
+DELETED. After the first read and after each read that found changes it sends a BOOKMARK whose
+``metadata.resourceVersion`` is where a new watch resumes: the objects changed since then come
+as MODIFIED (ADDED when created since), and objects a deletion event named since, now gone, as
+DELETED. A resumed watch may repeat a change it had already sent (same resourceVersion); the
+SDK drops those. The caller's token is checked again at every read: a revoked token ends the
+stream with an ERROR line.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from aipaas.api.meta import Object
+from aipaas.api.registry import KINDS
+from aipaas.errors import FieldError, InvalidObject
+from aipaas.server.service import ObjectService
+from aipaas.store import changes
+from aipaas.tenancy.principal import Principal
+
+PAGE = 1000
+# A write's updated_at is taken before it commits: a resumed watch looks this far further back
+# so that a change committed just after the bookmark's read is not missed.
+OVERLAP = timedelta(seconds=5)
+# Deletions a resumed watch replays: DeleteRequested may precede the delete itself by a while.
+DELETION_LOOKBACK = timedelta(hours=1)
+_CURSOR_PREFIX = "w1."
+
+
+def encode_cursor(moment: datetime) -> str:
+    micros = int(moment.timestamp() * 1_000_000)
+    return _CURSOR_PREFIX + base64.urlsafe_b64encode(str(micros).encode()).decode().rstrip("=")
+
+
+def decode_cursor(text: str) -> datetime:
+    """The time a bookmark stands for; 422 naming resourceVersion for anything else."""
+    try:
+        if not text.startswith(_CURSOR_PREFIX):
+            raise ValueError(text)
+        body = text[len(_CURSOR_PREFIX) :]
+        micros = int(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)).decode())
+        return datetime.fromtimestamp(micros / 1_000_000, UTC)
+    except (ValueError, binascii.Error, OverflowError, UnicodeDecodeError) as err:
+        raise InvalidObject(
+            [FieldError("resourceVersion", "not a bookmark this server gave out")]
+        ) from err
+
+
+def event_line(kind: str, obj: dict[str, Any]) -> dict[str, Any]:
+    return {"type": kind, "object": obj}
+
+
+def bookmark(cursor: str) -> dict[str, Any]:
+    return {"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": cursor}}}
+
+
+@dataclass
+class ObjectWatch:
+    """One caller's watch of one kind (optionally one name, one tenant)."""
+
+    service: Callable[[], ObjectService]  # a fresh one per read: the caller is checked again
+    kind: str
+    tenant: str | None
+    name: str | None
+    known: dict[str, Object] = field(default_factory=dict)
+
+    def read(self) -> dict[str, Object]:
+        """The visible objects now, by uid."""
+        service = self.service()
+        found: dict[str, Object] = {}
+        after = 0
+        while True:
+            page = service.list_page(self.kind, self.tenant, limit=PAGE, after=after)
+            for obj in page.items:
+                if self.name is None or obj.name == self.name:
+                    found[obj.metadata.uid or ""] = obj
+            if page.next_after is None:
+                return found
+            after = page.next_after
+
+    def start(self, store_now: datetime, resume: datetime | None) -> tuple[list[Any], str]:
+        """The first lines: everything as ADDED, or (resuming) what changed since ``resume``;
+        then the bookmark."""
+        current = self.read()
+        cursor = encode_cursor(store_now)
+        lines: list[Any] = []
+        if resume is None:
+            lines = [event_line("ADDED", obj.to_wire()) for obj in current.values()]
+        else:
+            lines = self._since(current, resume)
+        self.known = current
+        return [*lines, bookmark(cursor)], cursor
+
+    def _since(self, current: dict[str, Object], resume: datetime) -> list[Any]:
+        service = self.service()
+        store = service.store
+        changed = changes.updated_since(store, self.kind, resume - OVERLAP)
+        lines = []
+        for uid, obj in current.items():
+            if uid in changed:
+                created = _time(obj.metadata.creation_timestamp)
+                new = created is not None and created > resume - OVERLAP
+                lines.append(event_line("ADDED" if new else "MODIFIED", obj.to_wire()))
+        seen: set[str] = set()
+        for gone in changes.deletions_since(store, self.kind, resume - DELETION_LOOKBACK):
+            if gone.uid in current or gone.uid in seen or not self._may_see(service, gone):
+                continue
+            if self.name is not None and gone.name != self.name:
+                continue
+            seen.add(gone.uid)
+            stub = {
+                "kind": gone.kind,
+                "metadata": {"name": gone.name, "tenant": gone.tenant or None, "uid": gone.uid},
+            }
+            lines.append(event_line("DELETED", stub))
+        return lines
+
+    def _may_see(self, service: ObjectService, gone: changes.Deletion) -> bool:
+        caller: Principal = service.caller
+        if not KINDS[self.kind].namespaced:
+            return caller.is_platform_admin
+        if self.tenant is not None and gone.tenant != self.tenant:
+            return False
+        if not caller.is_platform_admin and self.tenant is None:
+            return gone.tenant == caller.tenant
+        return caller.sees_tenant(gone.tenant)
+
+    def next(self) -> list[Any]:
+        """The changes since the last read, as lines."""
+        current = self.read()
+        lines = []
+        for uid, obj in current.items():
+            before = self.known.get(uid)
+            if before is None:
+                lines.append(event_line("ADDED", obj.to_wire()))
+            elif before.metadata.resource_version != obj.metadata.resource_version:
+                lines.append(event_line("MODIFIED", obj.to_wire()))
+        for uid, obj in self.known.items():
+            if uid not in current:
+                lines.append(event_line("DELETED", obj.to_wire()))
+        self.known = current
+        return lines
+
+
+def _time(text: str | None) -> datetime | None:
+    if not text:
+        return None
+    try:
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
