@@ -41,6 +41,15 @@ if [ -n "$slurm_packages" ]; then
   fi
 fi
 # --- end Slurm --------------------------------------------------------------------------------
+# --- Chromium for the dashboard's browser tests (issue 15) ----------------------------------
+# tests/integration/test_dashboard_browser.py drives Debian's chromium with Playwright (no
+# browser download); installed here when absent (about 50 s of apt); without it those tests skip.
+if ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  (apt-get install -y -qq chromium >/dev/null 2>&1 \
+    || (apt-get update -qq && apt-get install -y -qq chromium >/dev/null)) \
+    || echo "chromium could not be installed: the dashboard's browser tests will skip" >&2
+fi
+# --- end Chromium -----------------------------------------------------------------------------
 # --dist loadgroup: an integration module's tests share one worker (its cluster or server
 # starts once), and the modules that start Slurm clusters share one (tests/integration/conftest.py).
 pytest -n 2 --dist loadgroup "$@"

@@ -45,7 +45,7 @@ export function stackedChart({ title, times, series, limit, unit }) {
     s.values.forEach((v, i) => { tops[i] += v; });
     return { bottom, top: tops.slice() };
   });
-  const high = Math.max(1e-9, ...tops, limit || 0) * 1.05;
+  const high = (Math.max(...tops, limit || 0) || 1) * 1.05;
   const x = (i) => PAD.left + (n <= 1 ? 0 : (i * plotW) / (n - 1));
   const y = (v) => PAD.top + plotH - (v / high) * plotH;
   const figure = svg("svg", { viewBox: `0 0 ${WIDTH} ${HEIGHT}`, role: "img" }, svg("title", {}, title));
@@ -84,7 +84,7 @@ export function shareBars({ title, rows, unit }) {
   const height = PAD.top + rows.length * rowH + 20;
   const left = 160;
   const plotW = WIDTH - left - PAD.right;
-  const high = Math.max(1e-9, ...rows.map((r) => Math.max(r.allocated + r.pending, r.fairShare, r.guaranteed))) * 1.05;
+  const high = (Math.max(0, ...rows.map((r) => Math.max(r.allocated + r.pending, r.fairShare, r.guaranteed))) || 1) * 1.05;
   const x = (v) => left + (v / high) * plotW;
   const figure = svg("svg", { viewBox: `0 0 ${WIDTH} ${height}`, role: "img" }, svg("title", {}, title));
   rows.forEach((row, i) => {

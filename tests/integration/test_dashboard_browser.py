@@ -1,0 +1,252 @@
+"""The web dashboard in a real headless Chromium (Debian's, driven by Playwright; no browser
+download) against a real server: sign-in, the cluster, a job followed from submission to
+success with its logs, a usage chart that moves, tenants that never see each other, and the
+OpenAPI page offline. Every page request must stay on the server (anything else is aborted and
+fails the test). Screenshots go to test-output/screenshots/ (an artefact of the run).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import httpx
+import pytest
+from dashboard_browser import Browser, browser_or_skip, screenshot_dir
+from playwright.sync_api import Page, Route, expect
+from server_process import ServerProcess
+
+TENANTS = """apiVersion: aipaas/v1
+kind: Tenant
+metadata: {name: acme}
+---
+apiVersion: aipaas/v1
+kind: Queue
+metadata: {name: research, tenant: acme}
+---
+apiVersion: aipaas/v1
+kind: User
+metadata: {name: alice, tenant: acme}
+spec: {role: member}
+---
+apiVersion: aipaas/v1
+kind: Tenant
+metadata: {name: globex}
+---
+apiVersion: aipaas/v1
+kind: Queue
+metadata: {name: lab, tenant: globex}
+---
+apiVersion: aipaas/v1
+kind: User
+metadata: {name: bob, tenant: globex}
+spec: {role: member}
+"""
+
+
+def job_yaml(name: str, queue: str, script: str) -> str:
+    return f"""apiVersion: aipaas/v1
+kind: Job
+metadata: {{name: {name}}}
+spec:
+  queue: {queue}
+  tasks:
+    - name: main
+      command: [/bin/sh, -c, {script!r}]
+      resources: {{cpu: 2, memory: 64Mi}}
+"""
+
+
+@dataclass
+class World:
+    server: ServerProcess
+    tokens: dict[str, str]
+    offsite: list[str] = field(default_factory=list)  # requests that left the server
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
+    server = ServerProcess(tmp_path_factory.mktemp("dashboard") / "data").start()
+    try:
+        tokens = {}
+        with server.http() as client:
+            client.post("/apply", content=TENANTS).raise_for_status()
+            for user, tenant in (("alice", "acme"), ("bob", "globex")):
+                answer = client.post("/tokens", json={"user": user, "tenant": tenant})
+                answer.raise_for_status()
+                tokens[user] = answer.json()["token"]
+        yield World(server, tokens)
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    with browser_or_skip() as found:
+        yield found
+
+
+@pytest.fixture
+def page(browser: Browser, world: World) -> Iterator[Page]:
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    host = world.server.url
+
+    def only_this_server(route: Route) -> None:
+        if route.request.url.startswith(host + "/"):
+            route.continue_()
+        else:
+            world.offsite.append(route.request.url)
+            route.abort()
+
+    context.route("**/*", only_this_server)
+    opened = context.new_page()
+    errors: list[str] = []
+    opened.on("pageerror", lambda error: errors.append(str(error)))
+    yield opened
+    context.close()
+    assert not errors, f"the page's scripts failed: {errors}"
+    assert not world.offsite, f"the page reached outside the server: {world.offsite}"
+
+
+def sign_in(page: Page, world: World, user: str) -> None:
+    page.goto(world.server.url + "/")
+    expect(page).to_have_url(re.compile(r"/dashboard/$"))
+    page.fill("#token", world.tokens[user])
+    page.click("#login-form button")
+    expect(page.locator("#whoami")).to_contain_text(user)
+    expect(page.locator("#login")).to_be_hidden()
+
+
+def shoot(page: Page, name: str) -> None:
+    """Save the page as an artefact of the run (and check that it was written)."""
+    path = screenshot_dir() / f"{name}.png"
+    page.screenshot(path=str(path), full_page=True)
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_sign_in_refuses_a_bad_token_then_shows_the_cluster(page: Page, world: World) -> None:
+    page.goto(world.server.url + "/")
+    expect(page.locator("#login-form")).to_be_visible()
+    page.fill("#token", "not-a-token")
+    page.click("#login-form button")
+    expect(page.locator("#login-error")).to_contain_text("not valid")
+    expect(page.locator("#nav")).to_be_hidden()
+    sign_in(page, world, "alice")
+    expect(page.locator("#whoami")).to_contain_text("acme")
+    # The cluster: this machine's node, its CPU cores, and the allocation chart.
+    nodes = page.locator("#nodes tbody tr")
+    expect(nodes).to_have_count(1)
+    expect(nodes.first).to_contain_text("local")
+    expect(page.locator("#stat-cpus")).to_contain_text("/ 8")
+    expect(page.locator("#page-cluster figure.chart svg")).to_be_visible()
+    # The token is this tab's only: kept in sessionStorage, and gone on sign-out.
+    kept = page.evaluate("sessionStorage.getItem('aipaas.token')")
+    assert kept == world.tokens["alice"]
+    shoot(page, "cluster")
+    page.click("#logout")
+    expect(page.locator("#login-form")).to_be_visible()
+    assert page.evaluate("sessionStorage.getItem('aipaas.token')") is None
+
+
+def test_a_job_is_followed_from_submission_to_success_with_its_logs(
+    page: Page, world: World
+) -> None:
+    sign_in(page, world, "alice")
+    page.click("nav a[data-page=jobs]")
+    script = "echo first line; sleep 3; echo last line"
+    page.fill("#submit-text", job_yaml("hello", "research", script))
+    page.click("#submit")
+    expect(page).to_have_url(re.compile(r"/dashboard/jobs\?name=hello"))
+    # The first line shows while the job still runs: the logs follow, they are not read once.
+    logs = page.locator("#logs")
+    expect(logs).to_contain_text("first line", timeout=20_000)
+    expect(page.locator("#job-phase")).to_have_text("Running")
+    expect(logs).not_to_contain_text("last line")
+    shoot(page, "job-running")
+    expect(page.locator("#job-phase")).to_have_text("Succeeded", timeout=30_000)
+    expect(logs).to_contain_text("last line")
+    expect(page.locator("#tasks")).to_contain_text("main-0")
+    expect(page.locator("#events")).not_to_contain_text("none")
+    shoot(page, "job-succeeded")
+    # The list shows it with its phase.
+    page.click("text=← all jobs")
+    expect(page.locator("#jobs")).to_contain_text("hello")
+    expect(page.locator("#jobs")).to_contain_text("Succeeded")
+
+
+def test_the_usage_chart_moves_while_a_job_runs(page: Page, world: World) -> None:
+    sign_in(page, world, "alice")
+    page.click("nav a[data-page=usage]")
+    page.select_option("#resource", "cpu")
+    page.select_option("#window", "300")
+    chart = page.locator("#usage-chart figure")
+    expect(chart).to_be_visible()
+    before = float(chart.get_attribute("data-total") or "0")
+    with world.server.http(world.tokens["alice"]) as client:
+        client.post("/apply", content=job_yaml("burn", "research", "sleep 4")).raise_for_status()
+    deadline = time.monotonic() + 30
+    after = before
+    while time.monotonic() < deadline and after <= before:
+        page.wait_for_timeout(500)
+        after = float(chart.get_attribute("data-total") or "0")
+    assert after > before, f"CPU-hours stayed at {before}"
+    expect(page.locator("#usage")).to_contain_text("research")
+    shoot(page, "usage")
+    world.server.wait_phase("burn", "Succeeded", timeout=30)
+
+
+def test_a_tenant_never_sees_another_tenants_data(page: Page, world: World) -> None:
+    with world.server.http(world.tokens["alice"]) as client:
+        client.post(
+            "/apply", content=job_yaml("acme-secret", "research", "true")
+        ).raise_for_status()
+        # The timeline refuses another tenant's name as if it did not exist.
+        answer = client.get("/dashboard/timeline", params={"tenant": "globex"})
+        assert answer.status_code == 404
+    world.server.wait_phase("acme-secret", "Succeeded", timeout=30)
+    sign_in(page, world, "bob")
+    main = page.locator("main")
+    for name, waits_for in (
+        ("queues", "#queues"),
+        ("jobs", "#jobs"),
+        ("usage", "#usage"),
+        ("alerts", "#all-events"),
+        ("cluster", "#nodes"),
+    ):
+        page.click(f"nav a[data-page={name}]")
+        expect(page.locator(waits_for)).to_be_visible()
+        page.wait_for_timeout(300)  # a refresh or two: nothing of acme may come late either
+        text = main.inner_text()
+        for word in ("acme", "research", "hello", "burn", "alice"):
+            assert word not in text, f"globex's {name} page shows {word!r}"
+        shoot(page, f"globex-{name}")
+    # Asking for acme's job by its address: the API answers 404, the page says it could not.
+    page.goto(world.server.url + "/dashboard/jobs?name=acme-secret&tenant=acme")
+    expect(page.locator("#status")).to_contain_text("could not update")
+    assert "acme-secret" not in page.locator("#logs").inner_text()
+
+
+def test_the_openapi_page_works_offline(page: Page, world: World) -> None:
+    page.goto(world.server.url + "/docs")
+    expect(page.locator(".swagger-ui .info .title")).to_contain_text("aipaas", timeout=20_000)
+    expect(page.locator(".opblock-summary-path").first).to_be_visible()
+    timeline = page.locator(".opblock-summary-path[data-path='/api/v1/dashboard/timeline']")
+    expect(timeline).to_be_visible()
+    shoot(page, "openapi")
+
+
+def test_assets_come_from_the_package_and_nothing_else_is_served(world: World) -> None:
+    with httpx.Client(base_url=world.server.url) as client:
+        for path in ("/dashboard/assets/js/app.js", "/dashboard/assets/style.css"):
+            answer = client.get(path)
+            assert answer.status_code == 200
+            assert "default-src 'self'" in answer.headers["content-security-policy"]
+        for path in (
+            "/dashboard/assets/../dashboard_routes.py",
+            "/dashboard/assets/%2e%2e/%2e%2e/app.py",
+            "/dashboard/assets/missing.js",
+            "/dashboard/nowhere",
+        ):
+            assert client.get(path).status_code == 404, path
