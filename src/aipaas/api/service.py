@@ -1,7 +1,259 @@
-"""Service (issue 14: inference services that scale with load)."""
+"""Service (issue 14): a long-running inference server of several replicas behind an entry point.
+
+Each replica is an HTTP server that listens on the port it is given in ``$PORT``; the platform
+materialises every replica as a one-task Job owned by the service (controller/services.py), so
+replicas wait in the service's queue, count against its quotas and fair share, and run at its
+priority like any job. The entry point (server/entry.py, ``/services/<tenant>/<name>/``)
+balances requests over the ready replicas and measures the load that autoscaling reads.
+"""
 
 from __future__ import annotations
 
-from aipaas.api.meta import Object
+import hashlib
+import json
+import math
+import re
+from typing import Annotated, Any, ClassVar, Literal
 
-SERVICE_KINDS: tuple[type[Object], ...] = ()
+from pydantic import AfterValidator, Field, ValidationError, field_validator, model_validator
+from pydantic_core import InitErrorDetails, PydanticCustomError
+
+from aipaas.api.job import _check_command, _check_env, _check_selector
+from aipaas.api.meta import LenientModel, Model, Name, Object
+from aipaas.api.resources import TaskResources
+from aipaas.api.service_scaling import Autoscaling, ScheduledMinimum
+
+MAX_SERVICE_REPLICAS = 1000
+_PERCENT_RE = re.compile(r"(\d{1,3})%")
+#: labels and annotations the platform puts on a service's replica jobs
+SERVICE_LABEL = "aipaas.dev/service"
+REVISION_LABEL = "aipaas.dev/service-revision"
+PORT_ANNOTATION = "aipaas.dev/service-port"
+
+
+class HttpProbe(Model):
+    """An HTTP GET of ``path`` on the replica's port: 2xx or 3xx within the timeout passes."""
+
+    path: str = Field(default="/", min_length=1, max_length=1024)
+    period_seconds: float = Field(default=2.0, gt=0, le=300)
+    timeout_seconds: float = Field(default=1.0, gt=0, le=60)
+    initial_delay_seconds: float = Field(default=0.0, ge=0, le=3600)
+    failure_threshold: int = Field(default=3, ge=1, le=100, strict=True)
+    success_threshold: int = Field(default=1, ge=1, le=100, strict=True)
+
+    @field_validator("path")
+    @classmethod
+    def _path(cls, value: str) -> str:
+        if not value.startswith("/") or any(c.isspace() or ord(c) < 32 for c in value):
+            raise ValueError(f"must be an absolute URL path without spaces, got {value!r}")
+        return value
+
+
+def _check_budget(value: int | str) -> int | str:
+    if isinstance(value, str):
+        match = _PERCENT_RE.fullmatch(value)
+        if match is None or int(match.group(1)) > 100:
+            raise ValueError(
+                f"must be a number of replicas or a percentage like 25%, got {value!r}"
+            )
+    return value
+
+
+Budget = Annotated[int | str, AfterValidator(_check_budget)]
+
+
+def budget_replicas(value: int | str, replicas: int, *, round_up: bool) -> int:
+    """A surge or unavailable budget in replicas (percentages of ``replicas``; Kubernetes
+    rounds a surge up and an unavailability down)."""
+    if isinstance(value, int):
+        return value
+    share = int(value.rstrip("%")) * replicas / 100
+    return math.ceil(share) if round_up else math.floor(share)
+
+
+class RollingUpdate(Model):
+    """A changed template replaces replicas a few at a time: at most ``maxSurge`` replicas
+    above the desired count, at most ``maxUnavailable`` of them not ready."""
+
+    max_surge: Budget = Field(default=1)
+    max_unavailable: Budget = Field(default=0)
+
+    @field_validator("max_surge", "max_unavailable", mode="before")
+    @classmethod
+    def _non_negative(cls, value: Any) -> Any:
+        if isinstance(value, bool) or (isinstance(value, int) and not 0 <= value <= 1000):
+            raise ValueError(f"must be 0 to 1000 replicas or a percentage, got {value!r}")
+        return value
+
+    @model_validator(mode="after")
+    def _progress(self) -> RollingUpdate:
+        if self.max_surge in (0, "0%") and self.max_unavailable in (0, "0%"):
+            raise ValueError("maxSurge and maxUnavailable cannot both be 0: nothing could change")
+        return self
+
+
+class ReplicaTemplate(Model):
+    """What each replica runs: one process that serves HTTP on ``$PORT``."""
+
+    command: Annotated[list[str], AfterValidator(_check_command)] = Field(
+        min_length=1, max_length=1024
+    )
+    env: Annotated[dict[str, str], AfterValidator(_check_env)] = Field(default_factory=dict)
+    working_dir: str | None = Field(default=None, min_length=1, max_length=4096)
+    resources: TaskResources = Field(default_factory=TaskResources)
+    readiness_probe: HttpProbe | None = None
+    liveness_probe: HttpProbe | None = None
+
+    @field_validator("working_dir")
+    @classmethod
+    def _absolute(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith("/"):
+            raise ValueError("must be an absolute path")
+        return value
+
+    @field_validator("env")
+    @classmethod
+    def _port_is_given(cls, value: dict[str, str]) -> dict[str, str]:
+        if "PORT" in value:
+            raise ValueError("PORT is set by the platform: each replica gets its own port")
+        return value
+
+
+class ServiceSpec(Model):
+    queue: Name = "default"
+    # None: the tenant's default class; the value is resolved for each replica job.
+    priority_class_name: Name | None = None
+    # Inference is usually not preempted by batch work: replicas are not, unless this says.
+    preemptible: bool = Field(default=False, strict=True)
+    min_replicas: int = Field(default=1, ge=0, le=MAX_SERVICE_REPLICAS, strict=True)
+    max_replicas: int | None = Field(default=None, ge=1, le=MAX_SERVICE_REPLICAS, strict=True)
+    template: ReplicaTemplate
+    node_selector: Annotated[dict[str, str], AfterValidator(_check_selector)] = Field(
+        default_factory=dict
+    )
+    rolling_update: RollingUpdate = Field(default_factory=RollingUpdate)
+    autoscaling: Autoscaling | None = None
+    scheduled_minimums: list[ScheduledMinimum] = Field(default_factory=list, max_length=32)
+    #: the entry point answers anyone, without a token
+    public: bool = Field(default=False, strict=True)
+    #: how long the entry point holds a request while no replica is ready (scale from zero)
+    request_timeout_seconds: float = Field(default=60.0, gt=0, le=3600)
+    #: a replica taken out of the endpoints is stopped this much later (its requests finish)
+    drain_seconds: float = Field(default=5.0, ge=0, le=3600)
+
+    @property
+    def replica_limit(self) -> int:
+        """maxReplicas, or minReplicas (at least 1) when it is not given."""
+        return self.max_replicas if self.max_replicas is not None else max(self.min_replicas, 1)
+
+    def revision(self) -> str:
+        """A short hash of what each replica runs: a change starts a rolling update."""
+        text = json.dumps(self.template.model_dump(mode="json"), sort_keys=True)
+        text += json.dumps(self.node_selector, sort_keys=True)
+        return hashlib.sha256(text.encode()).hexdigest()[:10]
+
+
+class Endpoint(LenientModel):
+    """One replica the entry point may send requests to."""
+
+    replica: str
+    address: str
+    port: int
+    revision: str = ""
+
+
+class ReplicaRecord(LenientModel):
+    """The controller's record of one replica job (its memory across restarts)."""
+
+    job: str
+    revision: str
+    port: int
+    created_at: float  # seconds since the epoch
+    node: str = ""
+    address: str = ""
+    ready: bool = False
+    #: taken out of the endpoints at this time; its job is cancelled at ``stop_at``
+    draining_since: float | None = None
+    stop_at: float | None = None
+    stop_asked: bool = False
+    why: str = ""
+
+
+class ServiceStatus(LenientModel):
+    phase: str = "Pending"  # Pending, Running (a replica ready), Idle (scaled to zero)
+    reason: str = ""
+    message: str = ""
+    revision: str = ""
+    desired_replicas: int = 0
+    replicas: int = 0
+    ready_replicas: int = 0
+    updated_replicas: int = 0
+    endpoints: list[Endpoint] = Field(default_factory=list)
+    url: str = ""
+    last_scale_time: str | None = None
+    replica_jobs: list[ReplicaRecord] = Field(default_factory=list)
+
+
+class Service(Object):
+    plural: ClassVar[str] = "services"
+
+    kind: Literal["Service"] = "Service"
+    spec: ServiceSpec
+    status: ServiceStatus | None = None
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Service:
+        """Checks across fields, each reported at the field at fault."""
+        spec = self.spec
+        top = spec.replica_limit
+        if top < spec.min_replicas:
+            _refuse(("maxReplicas",), f"{top} is less than minReplicas ({spec.min_replicas})")
+        for index, scheduled in enumerate(spec.scheduled_minimums):
+            if scheduled.replicas > top:
+                _refuse(
+                    ("scheduledMinimums", index, "replicas"),
+                    f"{scheduled.replicas} is more than maxReplicas ({top})",
+                )
+        if spec.min_replicas == 0 and spec.autoscaling is None:
+            _refuse(
+                ("minReplicas",),
+                "0 scales to zero only with spec.autoscaling (which brings the service back "
+                "when requests come); give spec.autoscaling or minReplicas >= 1",
+            )
+        return self
+
+
+def _refuse(loc: tuple[str | int, ...], message: str) -> None:
+    error = PydanticCustomError("service", message)
+    raise ValidationError.from_exception_data(
+        "Service", [InitErrorDetails(type=error, loc=("spec", *loc), input=None)]
+    )
+
+
+class LoadSample(LenientModel):
+    """One server process's measurement of a service (server/entry_load.py)."""
+
+    at: float  # seconds since the epoch
+    in_flight: int = 0
+    concurrency: float = 0.0  # requests in flight, averaged over the sample's interval
+    rate: float = 0.0  # requests per second over the interval
+    requests: int = 0  # requests answered by this process since it started
+
+
+class ServiceLoadStatus(LenientModel):
+    #: by server process: each entry point writes its own sample, the autoscaler adds them up
+    samples: dict[str, LoadSample] = Field(default_factory=dict)
+
+
+class ServiceLoad(Object):
+    """The load the entry points measured for the service of the same name. Written by the
+    server processes (not by users: read-only through the API), read by the autoscaler."""
+
+    plural: ClassVar[str] = "serviceloads"
+
+    kind: Literal["ServiceLoad"] = "ServiceLoad"
+    spec: LenientModel = Field(default_factory=LenientModel)
+    status: ServiceLoadStatus | None = None
+
+
+SERVICE_KINDS: tuple[type[Object], ...] = (Service, ServiceLoad)

@@ -10,6 +10,7 @@ from collections.abc import Callable
 
 from aipaas.controller.extensions import CycleExtension
 from aipaas.controller.pools import pools_extension
+from aipaas.controller.services import build as services_extension
 from aipaas.settings import Settings
 
 #: a domain's factory: the server's settings -> its extension, or None (nothing to do)
@@ -18,7 +19,7 @@ Factory = Callable[[Settings], CycleExtension | None]
 
 def factories() -> list[Factory]:
     """The domains' factories, in the order their extensions run each cycle."""
-    return [pools_extension]
+    return [pools_extension, services_extension]
 
 
 def build_extensions(settings: Settings) -> list[CycleExtension]:

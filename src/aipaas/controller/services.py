@@ -1,0 +1,124 @@
+"""The services' step of the controller cycle (a CycleExtension): for each Service, read its
+replicas' jobs and health, decide the replica count from the measured load
+(autoscale/replicas.py), start and stop replicas for that count and for rolling updates
+(autoscale/service_rollout.py), and write the service's status (its ready endpoints are what
+the entry point balances over).
+
+Scaling decisions that change the count are events with their numbers (reason ``Scaled``).
+A replica whose job ended, or whose liveness probe failed, is replaced (restartPolicy Always
+at the level of the service); a replica's job without its service is stopped.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from datetime import datetime
+
+from aipaas.api.job import Job
+from aipaas.api.priority import PriorityClass
+from aipaas.api.service import SERVICE_LABEL, Service, ServiceLoad, ServiceStatus
+from aipaas.api.tenancy import Tenant
+from aipaas.autoscale.replicas import Load, ScalerMemory
+from aipaas.controller.extensions import CycleContext
+from aipaas.controller.services_probe import Prober
+from aipaas.controller.services_reconcile import Reconciler
+from aipaas.controller.services_replicas import node_addresses, stop_replica
+from aipaas.settings import Settings
+from aipaas.store.lease import LeaseLost
+
+log = logging.getLogger("aipaas.controller")
+FINISHED = ["Succeeded", "Failed", "Cancelled"]
+#: a sample older than this is from an entry point that stopped measuring (nothing in flight)
+LOAD_FRESH_SECONDS = 3.0
+
+
+class ServiceExtension:
+    name = "services"
+
+    def __init__(self, *, seed: int | None = None) -> None:
+        self.prober = Prober()
+        self.memories: dict[str, ScalerMemory] = {}
+        self.rng = random.Random(seed)
+
+    def run(self, context: CycleContext) -> None:
+        store = context.store
+        services = [s for s in store.list_objects("Service", None) if isinstance(s, Service)]
+        owned = self._replica_jobs(context, {(s.tenant, s.name) for s in services})
+        if not services:
+            return
+        wall = context.clock.now()
+        loads = {
+            (load.tenant, load.name): load
+            for load in store.list_objects("ServiceLoad", None)
+            if isinstance(load, ServiceLoad)
+        }
+        classes = {
+            c.name: c
+            for c in store.list_objects("PriorityClass", "")
+            if isinstance(c, PriorityClass)
+        }
+        tenants = {t.name: t for t in store.list_objects("Tenant", "") if isinstance(t, Tenant)}
+        taken = {
+            record.port
+            for service in services
+            if service.status is not None
+            for record in service.status.replica_jobs
+        }
+        reconciler = Reconciler(
+            context,
+            self.prober,
+            addresses=node_addresses((n.name, n.backend) for n in context.nodes),
+            classes=classes,
+            taken_ports=taken,
+            rng=self.rng,
+        )
+        for service in services:
+            uid = service.metadata.uid or service.name
+            memory = self.memories.setdefault(uid, ScalerMemory())
+            load = measured(loads.get((service.tenant, service.name)), wall)
+            try:
+                service = reconciler.adopt(service, owned.get((service.tenant, service.name), []))
+                reconciler.reconcile(service, memory, load, tenants.get(service.tenant), wall)
+            except LeaseLost:
+                raise
+            except Exception:
+                log.exception("service %s/%s: reconcile failed", service.tenant, service.name)
+        known = {s.metadata.uid or s.name for s in services}
+        for uid in set(self.memories) - known:
+            del self.memories[uid]
+
+    def _replica_jobs(
+        self, context: CycleContext, services: set[tuple[str, str]]
+    ) -> dict[tuple[str, str], list[Job]]:
+        """The unfinished replica jobs by service; those whose service is gone (deleted) are
+        stopped and deleted."""
+        owned: dict[tuple[str, str], list[Job]] = {}
+        for job in context.store.list_objects("Job", None, exclude_phases=FINISHED):
+            owner = job.metadata.labels.get(SERVICE_LABEL)
+            if owner is None or not isinstance(job, Job):
+                continue
+            if (job.tenant, owner) in services:
+                owned.setdefault((job.tenant, owner), []).append(job)
+            else:
+                stop_replica(context.store, job.tenant, job.name, f"service {owner} was deleted")
+        return owned
+
+
+def measured(load: ServiceLoad | None, wall: datetime) -> Load | None:
+    """The load the entry points measured lately, added up over the server processes."""
+    now = wall.timestamp()
+    if load is None or load.status is None:
+        return Load(now, 0.0, 0.0)
+    fresh = [s for s in load.status.samples.values() if s.at >= now - LOAD_FRESH_SECONDS]
+    return Load(now, sum(s.concurrency for s in fresh), sum(s.rate for s in fresh))
+
+
+def status_of(service: Service) -> ServiceStatus:
+    return service.status if service.status is not None else ServiceStatus()
+
+
+def build(settings: Settings) -> ServiceExtension | None:
+    """The factory of controller/extension_set.py: every server runs the services' step."""
+    del settings
+    return ServiceExtension()
