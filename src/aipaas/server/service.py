@@ -25,6 +25,7 @@ from aipaas.api.tenancy import Tenant, User
 from aipaas.clock import isoformat
 from aipaas.errors import Conflict, FieldError, Forbidden, InvalidObject, NotFound
 from aipaas.metering.usage import SUBMITTER_ANNOTATION
+from aipaas.server.data_checks import check_data_references, data_reference_keys
 from aipaas.server.submission import (
     check_dependencies,
     check_leaf_queue,
@@ -347,6 +348,7 @@ class ObjectService:
         tenant = ("Tenant", "", obj.tenant)
         queue = ("Queue", obj.tenant, obj.spec.queue) if isinstance(obj, Job) else None
         found = self.store.find_each(keys, conn=tx)
+        check_data_references(obj, found)  # server/data_checks.py
         if obj.namespaced and obj.tenant and tenant not in found:  # "": tenant-less users
             raise InvalidObject(
                 [FieldError("metadata.tenant", f"tenant {obj.tenant} does not exist")]
@@ -467,6 +469,7 @@ def _reference_keys(obj: Object) -> list[ObjectKey]:
         keys.extend(("Job", obj.tenant, name) for name in obj.spec.depends_on)
     if isinstance(obj, Queue) and obj.spec.parent is not None:
         keys.append(("Queue", obj.tenant, obj.spec.parent))
+    keys.extend(data_reference_keys(obj))
     return keys
 
 
