@@ -1,0 +1,53 @@
+"""The references of the data kinds, checked where an object is applied (server/service.py):
+a Dataset's ``secretRef`` and an output location's must name a Secret of the same tenant; a
+Job's ``spec.datasets`` must name Datasets of the same tenant. Another tenant's objects are
+never looked up, so a name of theirs reads as missing (their existence is not revealed).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from aipaas.api.data import Dataset
+from aipaas.api.job import Job
+from aipaas.api.meta import Object
+from aipaas.errors import FieldError, InvalidObject
+from aipaas.store.store import ObjectKey
+
+
+def data_reference_keys(obj: Object) -> list[ObjectKey]:
+    """What applying ``obj`` must find, all in its own tenant."""
+    if isinstance(obj, Dataset) and obj.spec.secret_ref is not None:
+        return [("Secret", obj.tenant, obj.spec.secret_ref)]
+    if isinstance(obj, Job):
+        keys: list[ObjectKey] = [("Dataset", obj.tenant, m.name) for m in obj.spec.datasets or ()]
+        keys += [
+            ("Secret", obj.tenant, out.secret_ref)
+            for out in obj.spec.outputs or ()
+            if out.secret_ref is not None
+        ]
+        return keys
+    return []
+
+
+def check_data_references(obj: Object, found: Mapping[ObjectKey, Object]) -> None:
+    problems: list[FieldError] = []
+    if isinstance(obj, Dataset) and obj.spec.secret_ref is not None:
+        if ("Secret", obj.tenant, obj.spec.secret_ref) not in found:
+            problems.append(_missing("spec.secretRef", "secret", obj.spec.secret_ref, obj.tenant))
+    if isinstance(obj, Job):
+        for index, mount in enumerate(obj.spec.datasets or ()):
+            if ("Dataset", obj.tenant, mount.name) not in found:
+                path = f"spec.datasets[{index}].name"
+                problems.append(_missing(path, "dataset", mount.name, obj.tenant))
+        for index, out in enumerate(obj.spec.outputs or ()):
+            ref = out.secret_ref
+            if ref is not None and ("Secret", obj.tenant, ref) not in found:
+                path = f"spec.outputs[{index}].secretRef"
+                problems.append(_missing(path, "secret", ref, obj.tenant))
+    if problems:
+        raise InvalidObject(problems)
+
+
+def _missing(path: str, kind: str, name: str, tenant: str) -> FieldError:
+    return FieldError(path, f"{kind} {name} does not exist in tenant {tenant}")
