@@ -24,11 +24,31 @@ class Settings(BaseModel):
     backend: str = Field(
         default="local",
         description="Where tasks run: this machine (local), a simulated cluster (sim), both "
-        "(demo), slurm, ray, or several side by side (local,slurm,ray).",
+        "(demo), slurm, ray, kubernetes, or several side by side (local,slurm,ray).",
     )
     ray_address: str | None = Field(
         default=None,
         description="The Ray cluster (host:port of its GCS; backend ray); RAY_ADDRESS if unset.",
+    )
+    kube_config: Path | None = Field(
+        default=None,
+        description="kubeconfig of the cluster (backend kubernetes); in-cluster config, then"
+        " $KUBECONFIG, then ~/.kube/config if unset.",
+    )
+    kube_context: str | None = Field(default=None, description="kubeconfig context to use.")
+    kube_namespaces: dict[str, str] = Field(
+        default_factory=dict,
+        description="Namespace per tenant where it differs from the tenant's name, as"
+        " 'acme=team-acme,beta=ml-beta' (backend kubernetes).",
+    )
+    kube_image: str = Field(
+        default="python:3.12-slim",
+        max_length=512,
+        description="Container image of a task whose job names none (kubernetes.aipaas.dev/image).",
+    )
+    kube_import: bool = Field(
+        default=True,
+        description="Schedule pods that others create with schedulerName aipaas (kubernetes).",
     )
     slurm_conf: Path | None = Field(
         default=None,
@@ -118,6 +138,15 @@ class Settings(BaseModel):
         from aipaas.backends.names import check_names
 
         check_names(value)
+        return value
+
+    @field_validator("kube_namespaces", mode="before")
+    @classmethod
+    def _kube_namespaces(cls, value: object) -> object:
+        if isinstance(value, str):  # from the environment: TENANT=NAMESPACE,...
+            from aipaas.backends.kubernetes.options import parse_namespaces
+
+            return parse_namespaces(value)
         return value
 
     @field_validator("pool_profiles", mode="before")

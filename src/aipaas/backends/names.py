@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-NAMES = ("local", "sim", "demo", "slurm", "ray")
+NAMES = ("local", "sim", "demo", "slurm", "ray", "kubernetes")
 #: the backends that may run side by side (sim and demo have simulated nodes of their own)
 SIDE_BY_SIDE = ("local", "slurm", "ray")
 

@@ -1,7 +1,8 @@
 """Build the backend a server asks for: ``local``, ``sim`` or ``demo`` (sim + this machine),
-``slurm``, ``ray``, or several of local, slurm and ray side by side (``local,slurm``: one
-composite backend whose nodes are the members' nodes, each labelled with its backend,
-``aipaas.dev/backend``, which a job's nodeSelector may ask for)."""
+``slurm``, ``ray``, ``kubernetes`` (a cluster aipaas schedules), or several of local, slurm and
+ray side by side (``local,slurm``: one composite backend whose nodes are the members' nodes,
+each labelled with its backend, ``aipaas.dev/backend``, which a job's nodeSelector may ask for).
+"""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ from pathlib import Path
 from aipaas.backends.base import Backend
 from aipaas.backends.composite import CompositeBackend
 from aipaas.backends.fencing import FENCING_FILE, Fenced, TokenFile
+from aipaas.backends.kubernetes.options import KubeOptions
+from aipaas.backends.kubernetes.registry import kube_backend
 from aipaas.backends.local import LocalBackend, LocalOptions
 from aipaas.backends.names import NAMES, check_names
 from aipaas.backends.ray.registry import ray_backend
@@ -34,6 +37,7 @@ def make_backend(
     slurm_conf: Path | None = None,
     slurm_mode: str = "pinned",
     ray_address: str | None = None,
+    kube: KubeOptions | None = None,
 ) -> Backend:
     names = check_names(name)
     if len(names) > 1:
@@ -67,6 +71,8 @@ def make_backend(
         return slurm_backend(run_dir, slurm_conf, slurm_mode)
     if name == "ray":
         return ray_backend(run_dir, ray_address)
+    if name == "kubernetes":
+        return kube_backend(kube)
     raise ValueError(f"unknown backend {name!r}; known: {', '.join(NAMES)}")
 
 

@@ -15,6 +15,7 @@ import uvicorn
 import yaml
 from fastapi import FastAPI
 
+from aipaas.backends.kubernetes.options import KubeOptions
 from aipaas.backends.local import LocalOptions, TaskIsolation
 from aipaas.backends.local.isolation import default_task_root
 from aipaas.backends.registry import make_backend
@@ -108,6 +109,7 @@ def make_app(settings: Settings) -> FastAPI:
             slurm_conf=settings.slurm_conf,
             slurm_mode=settings.slurm_mode,
             ray_address=settings.ray_address,
+            kube=kube_options(settings),
         )
         controller = Controller(
             store,
@@ -149,6 +151,15 @@ def _wake_log_followers(app: FastAPI, job_uids: Sequence[str]) -> None:
     watch = getattr(app.state, "log_watch", None)  # made on the first follow (server/reads.py)
     if isinstance(watch, LogWatch):
         watch.notify(job_uids)
+
+
+def kube_options(settings: Settings) -> KubeOptions:
+    return KubeOptions(
+        kubeconfig=str(settings.kube_config) if settings.kube_config else None,
+        context=settings.kube_context,
+        namespaces=settings.kube_namespaces,
+        default_image=settings.kube_image,
+    )
 
 
 def local_options(settings: Settings) -> LocalOptions:

@@ -1,0 +1,108 @@
+"""Writing and releasing a pod's ResourceClaims in the cluster, as the kube-scheduler's DRA
+plugin (reserve, in PreBind) and the resourceclaim controller (release) do.
+
+Every write carries the resourceVersion it read; on a conflict (another writer in between) the
+claim is read again and the write tried once more.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from aipaas.backends.kubernetes import manifests as m
+from aipaas.backends.kubernetes.api import Conflict, KubeApi
+
+Claim = dict[str, Any]
+
+
+def _retry(api: KubeApi, namespace: str, name: str, write: Callable[[Claim], None]) -> None:
+    for attempt in range(3):
+        claim = api.get("ResourceClaim", name, namespace)
+        if claim is None:
+            raise LookupError(f"ResourceClaim {namespace}/{name} does not exist")
+        try:
+            write(claim)
+            return
+        except Conflict:
+            if attempt == 2:
+                raise
+
+
+def reserve_claim(
+    api: KubeApi,
+    namespace: str,
+    name: str,
+    allocation: Mapping[str, Any],
+    node: str,
+    pod: Mapping[str, Any],
+) -> None:
+    """The finalizer first (a claim that is allocated must not vanish under its pod), then
+    status.allocation with reservedFor the pod, in one status write."""
+
+    def write(claim: Claim) -> None:
+        meta = claim["metadata"]
+        reserved = (claim.get("status") or {}).get("reservedFor") or []
+        if any(r.get("uid") == pod["metadata"]["uid"] for r in reserved):
+            return
+        finalizers = list(meta.get("finalizers") or [])
+        if m.CLAIM_FINALIZER not in finalizers or not (claim.get("status") or {}).get("allocation"):
+            patch: dict[str, Any] = {"resourceVersion": meta["resourceVersion"]}
+            if m.CLAIM_FINALIZER not in finalizers:
+                patch["finalizers"] = [*finalizers, m.CLAIM_FINALIZER]
+            if not (claim.get("status") or {}).get("allocation"):
+                patch["annotations"] = {m.ALLOCATED_ANNOTATION: "aipaas"}
+            claim = api.patch("ResourceClaim", name, {"metadata": patch}, namespace)
+        api.replace_status(m.allocated_status(claim, allocation, node, pod))
+
+    _retry(api, namespace, name, write)
+
+
+def pod_claim_names(pod: Mapping[str, Any]) -> list[str]:
+    """The claims a pod uses: named ones, and those made from its templates (pod status)."""
+    names = [
+        c["resourceClaimName"]
+        for c in (pod.get("spec") or {}).get("resourceClaims") or []
+        if c.get("resourceClaimName")
+    ]
+    for entry in (pod.get("status") or {}).get("resourceClaimStatuses") or []:
+        if entry.get("resourceClaimName"):
+            names.append(entry["resourceClaimName"])
+    return names
+
+
+def release_claims(api: KubeApi, pod: Mapping[str, Any]) -> None:
+    """The pod leaves its claims' reservedFor; a claim aipaas allocated that no one holds any
+    more is deallocated and its finalizer removed, and deleted when aipaas created it."""
+    namespace, uid = pod["metadata"]["namespace"], pod["metadata"]["uid"]
+    for name in pod_claim_names(pod):
+
+        def write(claim: Claim, name: str = name) -> None:
+            status = dict(claim.get("status") or {})
+            reserved = status.get("reservedFor") or []
+            kept = [r for r in reserved if r.get("uid") != uid]
+            meta = claim["metadata"]
+            ours = (meta.get("annotations") or {}).get(m.ALLOCATED_ANNOTATION)
+            if len(kept) != len(reserved) or (not kept and ours and status.get("allocation")):
+                status["reservedFor"] = kept
+                if not kept and ours:
+                    status.pop("allocation", None)
+                claim = api.replace_status({**claim, "status": status})
+            if kept or not ours:
+                return
+            finalizers = [
+                f for f in claim["metadata"].get("finalizers") or [] if f != m.CLAIM_FINALIZER
+            ]
+            patch = {
+                "resourceVersion": claim["metadata"]["resourceVersion"],
+                "finalizers": finalizers or None,
+                "annotations": {m.ALLOCATED_ANNOTATION: None},
+            }
+            api.patch("ResourceClaim", name, {"metadata": patch}, namespace)
+            if (meta.get("labels") or {}).get(m.MANAGED_LABEL) == "true":
+                api.delete("ResourceClaim", name, namespace)
+
+        try:
+            _retry(api, namespace, name, write)
+        except LookupError:
+            continue  # gone already

@@ -1,0 +1,132 @@
+"""A cluster's inventory from its Nodes, Pods, ResourceSlices and ResourceClaims (pure).
+
+What aipaas may place on a node is its allocatable CPU and memory less what pods it does not
+manage request there (other schedulers share the cluster); the devices it may allocate are the
+ResourceSlices' devices less those that claims allocated by others hold. The node's labels are
+its topology (``topology.kubernetes.io/zone``, a rack label...), as the scheduler reads them.
+A node that is not Ready, or is cordoned, is reported as ``unknown``: nothing new goes there and
+its tasks are not given up.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from pydantic import ValidationError
+
+from aipaas.api.devices import ResourceSlice
+from aipaas.api.quantity import parse_quantity
+from aipaas.backends.base import Inventory, NodeInfo
+from aipaas.backends.kubernetes.manifests import ALLOCATED_ANNOTATION, MANAGED_LABEL
+
+log = logging.getLogger("aipaas.backends.kubernetes")
+
+BACKEND = "kubernetes"
+GPU_RESOURCE = "nvidia.com/gpu"
+_ENDED = ("Succeeded", "Failed")
+
+
+def _milli(text: object) -> int:
+    return int(parse_quantity(str(text)) * 1000) if text not in (None, "") else 0
+
+
+def _mib(text: object) -> int:
+    return int(parse_quantity(str(text)) / (1 << 20)) if text not in (None, "") else 0
+
+
+def _ready(node: Mapping[str, Any]) -> bool:
+    conditions = (node.get("status") or {}).get("conditions") or []
+    ready = [c for c in conditions if c.get("type") == "Ready"]
+    # a node without conditions (a test cluster's bare Node) counts as ready
+    return not ready or ready[-1].get("status") == "True"
+
+
+def _others_requests(pods: Iterable[Mapping[str, Any]]) -> dict[str, tuple[int, int]]:
+    """CPU milli and memory MiB that pods aipaas does not manage request, per node."""
+    used: dict[str, tuple[int, int]] = {}
+    for pod in pods:
+        spec = pod.get("spec") or {}
+        node = spec.get("nodeName")
+        labels = (pod.get("metadata") or {}).get("labels") or {}
+        if not node or labels.get(MANAGED_LABEL) == "true":
+            continue
+        if (pod.get("status") or {}).get("phase") in _ENDED:
+            continue
+        cpu, mem = used.get(node, (0, 0))
+        for container in spec.get("containers") or []:
+            requests = (container.get("resources") or {}).get("requests") or {}
+            cpu += _milli(requests.get("cpu"))
+            mem += _mib(requests.get("memory"))
+        used[node] = (cpu, mem)
+    return used
+
+
+def held_by_others(claims: Iterable[Mapping[str, Any]]) -> set[tuple[str, str, str]]:
+    """(driver, pool, device) of the devices claims allocated by another scheduler hold."""
+    held: set[tuple[str, str, str]] = set()
+    for claim in claims:
+        meta = claim.get("metadata") or {}
+        if (meta.get("annotations") or {}).get(ALLOCATED_ANNOTATION):
+            continue
+        allocation = (claim.get("status") or {}).get("allocation") or {}
+        for result in (allocation.get("devices") or {}).get("results") or []:
+            held.add((result.get("driver", ""), result.get("pool", ""), result.get("device", "")))
+    return held
+
+
+def node_info(node: Mapping[str, Any], used: tuple[int, int]) -> NodeInfo:
+    status = node.get("status") or {}
+    allocatable = status.get("allocatable") or status.get("capacity") or {}
+    meta = node.get("metadata") or {}
+    labels = dict(meta.get("labels") or {})
+    return NodeInfo(
+        name=meta["name"],
+        backend=BACKEND,
+        cpu_milli=max(_milli(allocatable.get("cpu")) - used[0], 0),
+        memory_mib=max(_mib(allocatable.get("memory")) - used[1], 0),
+        gpu_count=int(parse_quantity(str(allocatable.get(GPU_RESOURCE, 0)))),
+        gpu_model=labels.get("nvidia.com/gpu.product", ""),
+        labels=labels,
+    )
+
+
+def _slice(document: Mapping[str, Any], held: set[tuple[str, str, str]]) -> ResourceSlice | None:
+    spec = dict(document.get("spec") or {})
+    driver, pool = spec.get("driver", ""), (spec.get("pool") or {}).get("name", "")
+    spec["devices"] = [
+        d for d in spec.get("devices") or [] if (driver, pool, d.get("name", "")) not in held
+    ]
+    meta = document.get("metadata") or {}
+    body = {"apiVersion": document.get("apiVersion"), "kind": "ResourceSlice", "spec": spec}
+    body["metadata"] = {"name": meta.get("name"), "labels": meta.get("labels") or {}}
+    try:
+        return ResourceSlice.model_validate(body)
+    except ValidationError as err:
+        log.warning("ResourceSlice %s is not usable here: %s", meta.get("name"), err)
+        return None
+
+
+def inventory(
+    nodes: list[dict[str, Any]],
+    pods: list[dict[str, Any]],
+    slices: list[dict[str, Any]],
+    claims: list[dict[str, Any]],
+) -> Inventory:
+    used = _others_requests(pods)
+    infos = tuple(node_info(n, used.get(n["metadata"]["name"], (0, 0))) for n in nodes)
+    unknown = frozenset(
+        n["metadata"]["name"]
+        for n in nodes
+        if not _ready(n) or (n.get("spec") or {}).get("unschedulable")
+    )
+    names = {n.name for n in infos}
+    held = held_by_others(claims)
+    kept = [
+        s
+        for s in (_slice(d, held) for d in slices)
+        if s is not None and (s.spec.node_name is None or s.spec.node_name in names)
+    ]
+    features = frozenset({"containers"} | ({"gpu"} if any(n.gpu_count for n in infos) else set()))
+    return Inventory(infos, features, tuple(kept), unknown)
