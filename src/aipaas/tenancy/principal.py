@@ -28,6 +28,8 @@ class Verb(StrEnum):
 _CLAIM_KINDS = frozenset({"ResourceClaim", "ResourceClaimTemplate"})
 # A tenant's budgets and invitations are its admins' (issue 15).
 _TENANT_ADMIN_KINDS = frozenset({"Budget", "Invitation"})
+# A tenant's datasets and the credentials they read with are its admins' (issue 13).
+_TENANT_ADMIN_KINDS |= {"Dataset", "Secret"}
 _WRITABLE: dict[Role, frozenset[str]] = {
     Role.PLATFORM_ADMIN: frozenset(
         {"Tenant", "User", "Queue", "Job", "Token", "DeviceClass", "ResourceSlice"}
