@@ -32,9 +32,9 @@ def data_reference_keys(obj: Object) -> list[ObjectKey]:
 
 def check_data_references(obj: Object, found: Mapping[ObjectKey, Object]) -> None:
     problems: list[FieldError] = []
-    if isinstance(obj, Dataset) and obj.spec.secret_ref is not None:
-        if ("Secret", obj.tenant, obj.spec.secret_ref) not in found:
-            problems.append(_missing("spec.secretRef", "secret", obj.spec.secret_ref, obj.tenant))
+    ref = obj.spec.secret_ref if isinstance(obj, Dataset) else None
+    if ref is not None and ("Secret", obj.tenant, ref) not in found:
+        problems.append(_missing("spec.secretRef", "secret", ref, obj.tenant))
     if isinstance(obj, Job):
         for index, mount in enumerate(obj.spec.datasets or ()):
             if ("Dataset", obj.tenant, mount.name) not in found:
