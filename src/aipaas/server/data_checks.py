@@ -7,12 +7,16 @@ never looked up, so a name of theirs reads as missing (their existence is not re
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import TypeVar, cast
 
-from aipaas.api.data import Dataset
+from aipaas.api.data import Dataset, Secret
 from aipaas.api.job import Job
 from aipaas.api.meta import Object
 from aipaas.errors import FieldError, InvalidObject
+from aipaas.store.paging import Page
 from aipaas.store.store import ObjectKey
+
+T = TypeVar("T")
 
 
 def data_reference_keys(obj: Object) -> list[ObjectKey]:
@@ -51,3 +55,19 @@ def check_data_references(obj: Object, found: Mapping[ObjectKey, Object]) -> Non
 
 def _missing(path: str, kind: str, name: str, tenant: str) -> FieldError:
     return FieldError(path, f"{kind} {name} does not exist in tenant {tenant}")
+
+
+def redact_secret(obj: T) -> T:
+    """What the API shows of an object: a Secret's keys but never its values (to anyone; the
+    controller reads them from the store)."""
+    if isinstance(obj, Secret):
+        return cast(T, obj.redacted())
+    return obj
+
+
+def redact_secrets(items: list[T]) -> list[T]:
+    return [redact_secret(item) for item in items]
+
+
+def redact_page(page: Page[T]) -> Page[T]:
+    return Page(redact_secrets(page.items), page.next_after, page.remaining)
