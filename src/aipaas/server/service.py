@@ -25,7 +25,13 @@ from aipaas.api.tenancy import Tenant, User
 from aipaas.clock import isoformat
 from aipaas.errors import Conflict, FieldError, Forbidden, InvalidObject, NotFound
 from aipaas.metering.usage import SUBMITTER_ANNOTATION
-from aipaas.server.data_checks import check_data_references, data_reference_keys
+from aipaas.server.data_checks import (
+    check_data_references,
+    data_reference_keys,
+    redact_page,
+    redact_secret,
+    redact_secrets,
+)
 from aipaas.server.submission import (
     check_dependencies,
     check_leaf_queue,
@@ -88,7 +94,7 @@ class ObjectService:
         found = self.store.get(kind, scope, name)
         if not self._sees_prices(found):
             raise NotFound(f"{kind.lower()} {name} not found")
-        return found
+        return redact_secret(found)
 
     def _sees_prices(self, obj: Object) -> bool:
         """A tenant's own (negotiated) price list is invisible to other tenants."""
@@ -108,7 +114,7 @@ class ObjectService:
                     )
                 ]
             )
-        return found[0]
+        return redact_secret(found[0])
 
     def list_objects(self, kind: str, tenant: str | None) -> list[Object]:
         cls = KINDS[kind]
@@ -118,8 +124,8 @@ class ObjectService:
         if not cls.namespaced:
             return [o for o in self.store.list_objects(kind, "") if self._sees_prices(o)]
         if tenant is None and self.caller.is_platform_admin:
-            return self.store.list_objects(kind, None)
-        return self.store.list_objects(kind, self._scope(cls, tenant))
+            return redact_secrets(self.store.list_objects(kind, None))
+        return redact_secrets(self.store.list_objects(kind, self._scope(cls, tenant)))
 
     def list_page(self, kind: str, tenant: str | None, *, limit: int, after: int) -> Page[Object]:
         """``list_objects`` a page at a time (the API's lists; see store/paging.py)."""
@@ -141,7 +147,7 @@ class ObjectService:
             scope = None
         else:
             scope = self._scope(cls, tenant)
-        return self.store.list_page(kind, scope, limit=limit, after=after)
+        return redact_page(self.store.list_page(kind, scope, limit=limit, after=after))
 
     # writes -------------------------------------------------------------------------------
 
