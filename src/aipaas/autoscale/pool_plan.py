@@ -195,14 +195,14 @@ def _growth(
         for pod in sorted(job.pods, key=lambda p: (-p.gpus, -p.cpu_milli, -p.memory_mib)):
             if any(room.take(pod) for room in rooms):
                 continue
-            if len(active) + len(undrain) + created >= max_size:
-                fits = False
-                break
             back = next((i for i, n in enumerate(spare) if _free(shape, n).take(pod)), None)
-            if back is not None:
+            if back is not None:  # a drained node taken back: the pool does not grow
                 node = spare.pop(back)
                 undrain.append(node.name)
                 room = _free(shape, node)
+            elif len(active) + len(draining) + created >= max_size:
+                fits = False  # drained nodes still there count against maxSize
+                break
             else:
                 created += 1
                 room = _Room(shape.cpu_milli, shape.memory_mib, shape.gpus)

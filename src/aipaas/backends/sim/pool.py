@@ -102,7 +102,8 @@ class SimPoolNodes:
         return names
 
     def drain_nodes(self, pool: str, names: Sequence[str]) -> None:
-        self._set_state(pool, names, NodeState.DRAINING, NodeState.READY)
+        # a node still provisioning may be drained too: it is removed without ever taking work
+        self._set_state(pool, names, NodeState.DRAINING, NodeState.READY, NodeState.PROVISIONING)
 
     def undrain_nodes(self, pool: str, names: Sequence[str]) -> None:
         self._set_state(pool, names, NodeState.READY, NodeState.DRAINING)
@@ -123,12 +124,12 @@ class SimPoolNodes:
 
     # helpers -------------------------------------------------------------------------------
 
-    def _set_state(self, pool: str, names: Sequence[str], state: str, before: str) -> None:
+    def _set_state(self, pool: str, names: Sequence[str], state: str, *before: str) -> None:
         now = self.clock.now().timestamp()
         changed = False
         for name in names:
             record = self._pool.get(name)
-            if record and record["template"]["pool"] == pool and record["state"] == before:
+            if record and record["template"]["pool"] == pool and record["state"] in before:
                 record["state"], record["since"] = state, now
                 changed = True
         if changed:
