@@ -29,6 +29,7 @@ from typing import BinaryIO, TypedDict
 from aipaas.api.devices import ResourceSlice
 from aipaas.backends.base import Inventory, LaunchRequest, NodeInfo, TaskState, TaskStatus
 from aipaas.backends.local import machine, runner
+from aipaas.backends.local.datasets import DatasetCacheConfig, LocalDatasetCaches
 from aipaas.backends.local.isolation import (
     ISOLATION_ANNOTATION,
     IsolationError,
@@ -56,9 +57,10 @@ class LocalOptions(TypedDict, total=False):
 
     isolation: TaskIsolation
     gpu_discovery_seconds: float
+    dataset_cache: DatasetCacheConfig
 
 
-class LocalBackend:
+class LocalBackend(LocalDatasetCaches):  # datasets: backends/local/datasets.py
     name = "local"
 
     def __init__(
@@ -74,6 +76,7 @@ class LocalBackend:
         isolation: TaskIsolation | None = None,
         gpu_discovery_seconds: float = 30.0,
         nvml: object | None = None,
+        dataset_cache: DatasetCacheConfig | None = None,
     ) -> None:
         """Args (beyond the machine's description, which tests give):
         isolation: who tasks run as and where; the server passes the policy of its settings.
@@ -93,6 +96,7 @@ class LocalBackend:
         self._cpu_milli = cpu_milli or machine.cpu_milli()
         self._memory_mib = memory_mib or machine.memory_mib()
         self._nvml = nvml
+        self._dataset_config = dataset_cache or DatasetCacheConfig()
         self._discovery_seconds = gpu_discovery_seconds
         self._discovered_at: float | None = None
         self._problem: str | None = None
@@ -140,6 +144,9 @@ class LocalBackend:
         env = self.placer.environment(identity, request.env, self.base_env)
         env["CUDA_VISIBLE_DEVICES"] = visible
         env["PYTHONUNBUFFERED"] = "1"
+        command = [sys.executable, "-I", RUNNER, str(directory)]  # -I: may be root
+        if request.datasets:  # staged first: data in the cache, then the runner (same pid)
+            command = self.stage_command(request, directory, identity, env)
         # An explicit workingDir is entered as the task's user (runner.py): it grants nothing
         # that user could not reach anyway. HOME stays the task's own directory.
         launch = {
@@ -153,12 +160,7 @@ class LocalBackend:
         with _open_log(log_path) as log_file:
             try:
                 child = subprocess.Popen(
-                    [
-                        sys.executable,
-                        "-I",  # no PYTHON* variable, no user site, no script dir: may be root
-                        RUNNER,
-                        str(directory),
-                    ],
+                    command,
                     env={"PATH": RUNNER_PATH, "LANG": "C.UTF-8"},
                     cwd="/",
                     stdin=subprocess.DEVNULL,
