@@ -34,7 +34,8 @@ from aipaas.api.tenancy import Tenant
 from aipaas.errors import FieldError, InvalidObject
 
 SYSTEM_DOMAIN = "aipaas.dev"
-USER_DOMAINS = frozenset({"sim.aipaas.dev"})  # what a job asks of the simulator is the user's
+USER_DOMAINS = frozenset({"sim.aipaas.dev", "kubernetes.aipaas.dev"})  # what a job asks of
+# the simulator or of a Kubernetes cluster (its image) is the user's
 
 
 def is_system_key(key: str) -> bool:

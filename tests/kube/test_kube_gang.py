@@ -1,0 +1,158 @@
+"""A 2-task gang with a DRA claim per task, placed by aipaas on a Kubernetes cluster: the pods,
+bindings and claim allocations written are compared field by field with what the
+kube-scheduler's DRA plugin writes (Kubernetes documentation: "Install and use DRA" tutorial and
+the resource.k8s.io/v1 API reference: the finalizer resource.kubernetes.io/delete-protection,
+status.allocation.devices.results[{request, driver, pool, device}], a nodeSelector matching the
+node's metadata.name field, reservedFor [{resource: pods, name, uid}])."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ctl_world import World
+from kube_fake import FakeKube
+
+from aipaas.backends.kubernetes.backend import KubernetesBackend
+from aipaas.controller.cycle import Controller
+
+EXAMPLES = Path(__file__).parents[2] / "examples" / "dra"
+TEMPLATE = """apiVersion: resource.k8s.io/v1
+kind: ResourceClaimTemplate
+metadata: {name: two-gpus, namespace: acme}
+spec:
+  spec:
+    devices:
+      requests:
+      - name: gpus
+        exactly: {deviceClassName: gpu.nvidia.com, count: 2}
+"""
+GANG = """    - name: worker
+      replicas: 2
+      command: [python, train.py]
+      env: {EPOCHS: "3"}
+      resources:
+        cpu: 4
+        memory: 16Gi
+        claims: [{name: gpus, resourceClaimTemplateName: two-gpus}]
+"""
+IMAGE = "{kubernetes.aipaas.dev/image: 'nvcr.io/nvidia/pytorch:25.01-py3'}"
+
+
+def start_gang(world: World, backend: KubernetesBackend) -> Controller:
+    world.setup()
+    world.service.apply_text((EXAMPLES / "nvidia-classes.yaml").read_text())
+    controller = world.controller(backend, inventory_seconds=0)
+    controller.run_cycle()  # the cluster's slices are published
+    world.service.apply_text(TEMPLATE)
+    world.submit("train", GANG, extra="  minAvailable: 2\n", annotations=IMAGE)
+    controller.run_cycle()
+    return controller
+
+
+def expected_claim_status(node: str, devices: list[str], pod: dict[str, Any]) -> dict[str, Any]:
+    """What the DRA plugin writes for a claim of one request ``gpus`` on ``node``."""
+    return {
+        "allocation": {
+            "devices": {
+                "results": [
+                    {"request": "gpus", "driver": "gpu.nvidia.com", "pool": node, "device": d}
+                    for d in devices
+                ]
+            },
+            "nodeSelector": {
+                "nodeSelectorTerms": [
+                    {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}
+                ]
+            },
+        },
+        "reservedFor": [
+            {"resource": "pods", "name": pod["metadata"]["name"], "uid": pod["metadata"]["uid"]}
+        ],
+    }
+
+
+def test_a_gang_becomes_bound_pods_with_allocated_claims(
+    world: World, fake: FakeKube, backend: KubernetesBackend
+) -> None:
+    start_gang(world, backend)
+    assert world.phase("train") in ("Pending", "Running")
+    pods = [p for p in fake.list("Pod") if p["metadata"]["labels"].get("aipaas.dev/job") == "train"]
+    assert len(pods) == 2
+    seen_devices = set()
+    for pod in pods:
+        spec = pod["spec"]
+        assert spec["schedulerName"] == "aipaas"
+        assert spec["nodeName"] in ("gpu-a", "gpu-b")
+        assert spec["restartPolicy"] == "Never"
+        container = spec["containers"][0]
+        assert container["image"] == "nvcr.io/nvidia/pytorch:25.01-py3"
+        assert container["command"] == ["python", "train.py"]
+        env = {e["name"]: e["value"] for e in container["env"]}
+        assert env["EPOCHS"] == "3" and env["WORLD_SIZE"] == "2"
+        assert container["resources"]["requests"] == {"cpu": "4000m", "memory": "16384Mi"}
+        assert container["resources"]["claims"] == [{"name": "claim-0"}]
+        task = pod["metadata"]["labels"]["aipaas.dev/task"]
+        claim_name = f"train-{task}-gpus"
+        assert spec["resourceClaims"] == [{"name": "claim-0", "resourceClaimName": claim_name}]
+        assert pod["metadata"]["namespace"] == "acme"
+        assert pod["metadata"]["labels"]["aipaas.dev/tenant"] == "acme"
+
+        claim = fake.get("ResourceClaim", "acme", claim_name)
+        assert claim is not None
+        assert claim["metadata"]["finalizers"] == ["resource.kubernetes.io/delete-protection"]
+        assert claim["spec"] == {
+            "devices": {
+                "requests": [
+                    {"name": "gpus", "exactly": {"deviceClassName": "gpu.nvidia.com", "count": 2}}
+                ]
+            }
+        }
+        results = claim["status"]["allocation"]["devices"]["results"]
+        devices = [r["device"] for r in results]
+        assert claim["status"] == expected_claim_status(spec["nodeName"], devices, pod)
+        seen_devices.update((spec["nodeName"], d) for d in devices)
+    assert len(seen_devices) == 4  # no device given twice
+
+
+def test_claims_are_written_before_the_binding_as_in_prebind(
+    world: World, fake: FakeKube, backend: KubernetesBackend
+) -> None:
+    start_gang(world, backend)
+    writes = [(verb, path) for verb, path in fake.requests if verb != "GET"]
+    for pod in fake.list("Pod"):
+        name = pod["metadata"]["name"]
+        claim = pod["spec"]["resourceClaims"][0]["resourceClaimName"]
+        created = writes.index(("POST", "/api/v1/namespaces/acme/pods"))
+        status = writes.index(
+            ("PUT", f"/apis/resource.k8s.io/v1/namespaces/acme/resourceclaims/{claim}/status")
+        )
+        bound = writes.index(("POST", f"/api/v1/namespaces/acme/pods/{name}/binding"))
+        assert created < status < bound
+
+
+def test_every_object_written_passes_the_schemas_in_strict_mode(
+    world: World, fake: FakeKube, backend: KubernetesBackend
+) -> None:
+    start_gang(world, backend)
+    kinds = {obj["kind"] for obj in fake.written}
+    assert {"Pod", "ResourceClaim", "Binding"} <= kinds
+    assert fake.rejected == []
+
+
+def test_the_fake_server_refuses_what_a_real_one_refuses(fake: FakeKube) -> None:
+    """The validation is live: a pod with an unknown field is answered 422 and recorded."""
+    import pytest
+    from kube_fake import ApiError
+
+    bad = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "bad", "namespace": "acme"},
+        "spec": {"containers": [{"name": "c", "image": "x", "gpus": 1}]},
+    }
+    with pytest.raises(ApiError) as raised:
+        fake.put(bad)
+    assert raised.value.code == 422 and "gpus" in raised.value.message
+    assert fake.rejected and fake.rejected[-1][0]["metadata"]["name"] == "bad"
+    fake.rejected.clear()  # refused on purpose: the fixture's check is for the backend's writes
