@@ -112,6 +112,23 @@ class Settings(BaseModel):
     sim_journal_max_age_seconds: float = Field(
         default=24 * 3600, gt=0, description="Finished simulated tasks older than this are trimmed."
     )
+    budget_interval_seconds: float = Field(
+        default=30, gt=0, le=3600, description="How often budgets' spend is computed again."
+    )
+    alert_webhook_url: str | None = Field(
+        default=None,
+        max_length=2048,
+        description="Where platform alerts (idle GPUs, long-pending jobs, unhealthy nodes) go.",
+    )
+    alert_webhook_secret: str | None = Field(
+        default=None, max_length=4096, description="The key platform alerts are signed with."
+    )
+    alert_pending_seconds: float = Field(
+        default=3600, gt=0, description="A job pending longer than this raises an alert."
+    )
+    alert_idle_gpu_seconds: float = Field(
+        default=1800, gt=0, description="Allocated GPUs unused this long raise an alert."
+    )
     workers: int = Field(
         default=1,
         ge=1,

@@ -23,7 +23,7 @@ from pydantic import AfterValidator, BeforeValidator, Field, field_validator, mo
 
 from aipaas.api.duration import PositiveDuration
 from aipaas.api.meta import LenientModel, Model, Name, Object
-from aipaas.api.queue import raise_at
+from aipaas.api.queue import Queue, QueueSpec, raise_at
 
 MAX_PRICE: Final = 1e9
 MAX_AMOUNT: Final = 1e12
@@ -248,4 +248,46 @@ class Invitation(Object):
     status: InvitationStatus | None = None
 
 
-FINOPS_KINDS: tuple[type[Object], ...] = (PriceList, Budget, Invitation)
+def effective_queue_spec(queue: Queue) -> QueueSpec:
+    """The queue's spec as the queue tree uses it: a queue whose budget lowered its priority
+    (annotation ``aipaas.dev/priority-lowered``) comes after all its siblings."""
+    if not queue.metadata.annotations.get(PRIORITY_LOWERED):
+        return queue.spec
+    return queue.spec.model_copy(update={"priority": LOWERED_QUEUE_PRIORITY})
+
+
+class WebhookDeliverySpec(Model):
+    """One notification to send: ``event`` with ``payload`` (JSON) to ``url``, signed with the
+    key ``secretRef`` names (a Secret of the tenant; none: a platform alert, signed with the
+    server's alert key)."""
+
+    url: str = Field(max_length=2048)
+    secret_ref: SecretRef | None = None
+    event: str = Field(max_length=128)
+    #: the object the notification is about (a Budget, a Job, a Node)
+    source: str = Field(default="", max_length=256)
+    payload: dict[str, Any] = Field(default_factory=dict)
+
+
+class WebhookDeliveryStatus(LenientModel):
+    state: Literal["Pending", "Delivered", "Failed"] = "Pending"
+    attempts: int = 0
+    next_attempt_at: str | None = None
+    last_code: int | None = None
+    last_error: str | None = None
+    delivered_at: str | None = None
+
+
+class WebhookDelivery(Object):
+    """The delivery log: one object per notification, written by the controller only; the name
+    is derived from what is notified (a budget's threshold in one period), so a notification is
+    entered once however often the controller sees it."""
+
+    plural: ClassVar[str] = "webhookdeliveries"
+
+    kind: Literal["WebhookDelivery"] = "WebhookDelivery"
+    spec: WebhookDeliverySpec
+    status: WebhookDeliveryStatus | None = None
+
+
+FINOPS_KINDS: tuple[type[Object], ...] = (PriceList, Budget, Invitation, WebhookDelivery)

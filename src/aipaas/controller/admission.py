@@ -29,6 +29,7 @@ from aipaas.controller.placement import Placer, Pod, Slot
 from aipaas.controller.work import ACTIVE, JobWork
 from aipaas.scheduler.framework.types import Placement
 from aipaas.store import TaskRecord
+from aipaas.tenancy.admission_holds import admission_held
 from aipaas.tenancy.quota import Usage, exceeded
 
 if TYPE_CHECKING:  # the controller calls this module; only its type is needed here
@@ -118,6 +119,9 @@ class _Quotas:
         if tenant is None or queue is None:
             missing = f"tenant {job.tenant}" if tenant is None else f"queue {job.spec.queue}"
             return "Waiting", f"{missing} does not exist"
+        held = admission_held(tenant, queue)  # a budget's stopAdmission
+        if held is not None:
+            return held
         why = exceeded(tenant.spec.quota, self.tenant_use[job.tenant], wanted)
         if why is not None:
             return "QuotaExceeded", f"tenant {job.tenant} quota: {why}"

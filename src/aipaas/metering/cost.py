@@ -59,7 +59,9 @@ def days(start: datetime, end: datetime) -> Iterator[tuple[datetime, datetime]]:
         left = right
 
 
-def _key(entry: LedgerEntry, by: Sequence[str], day: datetime, pool: str, tier: str) -> tuple:
+def _key(
+    entry: LedgerEntry, by: Sequence[str], day: datetime, pool: str, tier: str
+) -> tuple[str, ...]:
     values = {
         "tenant": entry.tenant,
         "queue": entry.queue,
@@ -82,9 +84,9 @@ def price_entries(
 ) -> list[CostRow]:
     """The cost of ``entries`` inside [since, until), summed by ``by`` (and currency)."""
     since, until = utc(since), utc(until)
-    rows: dict[tuple, CostRow] = {}
+    rows: dict[tuple[str, ...], CostRow] = {}
 
-    def row(key: tuple, currency: str) -> CostRow:
+    def row(key: tuple[str, ...], currency: str) -> CostRow:
         found = rows.get((*key, currency))
         if found is None:
             found = rows[(*key, currency)] = CostRow(dict(zip(by, key, strict=True)), currency)

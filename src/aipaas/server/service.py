@@ -49,7 +49,7 @@ from aipaas.tenancy.prices import prices_visible
 from aipaas.tenancy.principal import Principal, Verb
 
 DELETE_ANNOTATION = "aipaas.dev/delete-requested"
-READ_ONLY_KINDS = frozenset({"Node"})
+READ_ONLY_KINDS = frozenset({"Node", "WebhookDelivery"})
 # Cluster-wide policy only a platform admin writes, whatever the role table says.
 PLATFORM_ADMIN_KINDS = frozenset({"PriorityClass", "NodePool", "PriceList"})
 # Writing these changes who a token is or what it may do: cached principals must go.

@@ -19,6 +19,7 @@ from types import MappingProxyType
 from typing import Final, TypeVar
 
 from aipaas.api.duration import seconds
+from aipaas.api.finops import effective_queue_spec
 from aipaas.api.job import Job as ApiJob
 from aipaas.api.job import TaskSpec, topology_label
 from aipaas.api.meta import Object
@@ -99,7 +100,8 @@ def queue_tree(
         parent = queue.tenant
         if _parent_reachable(queue.tenant, queue.name, specs):
             parent = f"{queue.tenant}/{queue.spec.parent}"
-        tree[key] = _queue_node(key, parent, queue.tenant, queue.spec, created, usage)
+        queue_spec = effective_queue_spec(queue)  # a budget's lowerPriority
+        tree[key] = _queue_node(key, parent, queue.tenant, queue_spec, created, usage)
         created += 1
     return tree
 
