@@ -1,0 +1,107 @@
+"""The simulated data plane's settings, policies and running jobs: plain data.
+
+Bandwidth defaults (stated in docs/data.md): an object store serving 400 MB/s to one node
+(many mid-size objects over HTTP) and 6 GB/s in all; a node's NVMe cache serving its tasks
+4 GB/s; 2 TiB of cache per node.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from aipaas.data.prefetch_policy import PrefetchOptions
+from aipaas.data.sim_cache import SimEntry
+from aipaas.data.sim_trace import SimJob
+
+MBPS = 1_000_000
+TIB = 1 << 40
+
+
+@dataclass(frozen=True, slots=True)
+class DataPlane:
+    source_to_node_bps: float = 400 * MBPS
+    source_total_bps: float = 6_000 * MBPS
+    cache_to_task_bps: float = 4_000 * MBPS
+    cache_bytes_per_node: int = 2 * TIB
+
+
+@dataclass(frozen=True, slots=True)
+class Policy:
+    """``cache``: nodes cache what tasks read (filled on first read); ``affinity``: placement
+    prefers nodes holding the job's data; ``prefetch``: the queue's heads are warmed ahead and
+    eviction uses the prefetch policy's score (LRU otherwise)."""
+
+    name: str
+    cache: bool
+    affinity: bool = False
+    prefetch: bool = False
+
+
+NO_CACHE = Policy("no cache", cache=False)
+CACHE_ONLY = Policy("cache, data-blind placement (Fluid default)", cache=True)
+OURS = Policy("ours: affinity + prefetch", cache=True, affinity=True, prefetch=True)
+AFFINITY_ONLY = Policy("cache + affinity, no prefetch", cache=True, affinity=True)
+PREFETCH_ONLY = Policy("cache + prefetch, no affinity", cache=True, prefetch=True)
+
+
+@dataclass(frozen=True, slots=True)
+class SimSettings:
+    plane: DataPlane = field(default_factory=DataPlane)
+    #: Seconds per step of the simulated clock.
+    step_s: float = 30.0
+    #: A job waiting longer than this blocks the jobs behind it (no starvation of gangs).
+    starvation_s: float = 2 * 3600.0
+    #: Sigma of the log-normal error of runtime estimates the predictor uses.
+    estimate_sigma: float = 0.3
+    prefetch: PrefetchOptions = field(default_factory=PrefetchOptions)
+    #: DataAffinity's weight in the profile (ours); the base profile is ``default``.
+    affinity_weight: int = 30
+    #: A bound on simulated time past the last arrival (seconds).
+    drain_limit_s: float = 30 * 86_400.0
+
+
+@dataclass
+class PodRun:
+    node: str
+    gpus: int
+    #: Bytes per second it consumes when never starved.
+    demand: float
+    #: The cache entry it reads through (None: it reads the source uncached).
+    entry: SimEntry | None
+    #: Bytes consumed so far (all passes).
+    consumed: float = 0.0
+    #: Rate granted this step, and whether from the cache.
+    rate: float = 0.0
+    from_cache: bool = False
+
+
+@dataclass
+class JobRun:
+    job: SimJob
+    start_s: float
+    pods: list[PodRun]
+    placements: list[object]
+    #: Compute seconds done (at full speed one per second).
+    progress_s: float = 0.0
+    #: GPU-seconds stalled on data.
+    stall_gpu_s: float = 0.0
+    #: Wall seconds stalled on data during the first pass over the dataset.
+    first_pass_stall_s: float = 0.0
+    #: Estimated / actual runtime factor, for the predictor.
+    estimate_factor: float = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class JobResult:
+    name: str
+    gpus: int
+    submit_s: float
+    start_s: float
+    end_s: float
+    stall_gpu_s: float
+    first_pass_stall_s: float
+
+    @property
+    def start_delay_s(self) -> float:
+        """Queueing plus the stall on data before its first pass over the data is read."""
+        return self.start_s - self.submit_s + self.first_pass_stall_s
