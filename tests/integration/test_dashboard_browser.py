@@ -44,6 +44,17 @@ kind: User
 metadata: {name: bob, tenant: globex}
 spec: {role: member}
 """
+# One unit per CPU core-second: a few seconds of a job move the cost chart.
+PRICES = """apiVersion: aipaas/v1
+kind: PriceList
+metadata: {name: standard}
+spec: {currency: EUR, validFrom: "2026-01-01", cpuCoreHour: 3600}
+---
+apiVersion: aipaas/v1
+kind: Budget
+metadata: {name: acme-monthly, tenant: acme}
+spec: {amount: 5000, currency: EUR, period: monthly, thresholds: [50, 80, 100]}
+"""
 
 
 def job_yaml(name: str, queue: str, script: str) -> str:
@@ -73,6 +84,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
         tokens = {}
         with server.http() as client:
             client.post("/apply", content=TENANTS).raise_for_status()
+            client.post("/apply", content=PRICES).raise_for_status()
             for user, tenant in (("alice", "acme"), ("bob", "globex")):
                 answer = client.post("/tokens", json={"user": user, "tenant": tenant})
                 answer.raise_for_status()
@@ -176,25 +188,57 @@ def test_a_job_is_followed_from_submission_to_success_with_its_logs(
     expect(page.locator("#jobs")).to_contain_text("Succeeded")
 
 
-def test_the_usage_chart_moves_while_a_job_runs(page: Page, world: World) -> None:
+def test_the_usage_and_cost_charts_move_while_a_job_runs(page: Page, world: World) -> None:
     sign_in(page, world, "alice")
     page.click("nav a[data-page=usage]")
     page.select_option("#resource", "cpu")
     page.select_option("#window", "300")
-    chart = page.locator("#usage-chart figure")
-    expect(chart).to_be_visible()
-    before = float(chart.get_attribute("data-total") or "0")
+    usage, cost = page.locator("#usage-chart figure"), page.locator("#cost-chart figure")
+    expect(cost).to_be_visible()
+    before = chart_totals(page)
     with world.server.http(world.tokens["alice"]) as client:
         client.post("/apply", content=job_yaml("burn", "research", "sleep 4")).raise_for_status()
     deadline = time.monotonic() + 30
     after = before
-    while time.monotonic() < deadline and after <= before:
+    while time.monotonic() < deadline and not all(
+        a > b for a, b in zip(after, before, strict=True)
+    ):
         page.wait_for_timeout(500)
-        after = float(chart.get_attribute("data-total") or "0")
-    assert after > before, f"CPU-hours stayed at {before}"
+        after = chart_totals(page)
+    assert after[0] > before[0], f"CPU-hours stayed at {before[0]}"
+    assert after[1] > before[1], f"the cost stayed at {before[1]}"
+    assert cost.get_attribute("data-series") == "1"
+    assert usage.get_attribute("data-series") == "1"
+    expect(page.locator("#cost-chart")).to_contain_text("EUR")
     expect(page.locator("#usage")).to_contain_text("research")
     shoot(page, "usage")
     world.server.wait_phase("burn", "Succeeded", timeout=30)
+    page.wait_for_timeout(2500)  # a refresh after the end: the whole job is in both charts
+    # CPU is the only thing priced: 3600 EUR a core-hour, so the cost is 3600 x the CPU-hours
+    # (of every job in the window), and what the API's cost route says.
+    cpu_hours, spent = chart_totals(page)
+    assert spent == pytest.approx(3600 * cpu_hours, rel=0.02)
+    with world.server.http(world.tokens["alice"]) as client:
+        priced = client.get("/cost", params={"since": "300s"}).json()["total"]["EUR"]
+    assert priced == pytest.approx(spent, rel=0.1)
+
+
+def chart_totals(page: Page) -> tuple[float, float]:
+    """What the usage and the cost charts show now (their right edges)."""
+    usage = page.locator("#usage-chart figure").get_attribute("data-total")
+    cost = page.locator("#cost-chart figure").get_attribute("data-total")
+    return float(usage or "0"), float(cost or "0")
+
+
+def test_budgets_and_alerts_show_the_tenants_own(page: Page, world: World) -> None:
+    sign_in(page, world, "alice")
+    page.click("nav a[data-page=alerts]")
+    budgets = page.locator("#budgets")
+    expect(budgets).to_contain_text("acme-monthly")
+    expect(budgets).to_contain_text("5000 EUR monthly")
+    expect(budgets.locator("svg.gauge")).to_have_count(1)
+    expect(page.locator("#all-events")).to_contain_text("Created")
+    shoot(page, "alerts")
 
 
 def test_a_tenant_never_sees_another_tenants_data(page: Page, world: World) -> None:

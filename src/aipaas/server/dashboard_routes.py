@@ -17,6 +17,7 @@ from starlette.concurrency import run_in_threadpool
 
 from aipaas.errors import NotFound
 from aipaas.server.auth import principal_of
+from aipaas.server.dashboard_cost import cost_timeline
 from aipaas.server.dashboard_timeline import timeline
 from aipaas.store import Store
 from aipaas.tenancy.principal import Principal
@@ -76,6 +77,19 @@ def dashboard_page(page: str) -> FileResponse:
     return FileResponse(ASSETS / "index.html", headers=_HEADERS)
 
 
+Window = Annotated[int, Query(ge=60, le=MAX_WINDOW, description="Seconds back from now.")]
+Points = Annotated[int, Query(ge=2, le=MAX_POINTS, description="Buckets the window is cut into.")]
+TenantQuery = Annotated[str | None, Query(max_length=63, description="Tenant (admins)")]
+
+
+def _scope(caller: Principal, tenant: str | None) -> str | None:
+    """Everyone reads its own tenant's; a platform admin any tenant's or all (tenant unset)."""
+    scope = tenant if caller.is_platform_admin else (tenant or caller.tenant)
+    if scope is not None and not caller.sees_tenant(scope):
+        raise NotFound(f"tenant {scope} not found")
+    return scope
+
+
 @router.get(
     "/api/v1/dashboard/timeline",
     tags=["dashboard"],
@@ -84,17 +98,25 @@ def dashboard_page(page: str) -> FileResponse:
 async def allocation_timeline(
     request: Request,
     caller: Caller,
-    tenant: Annotated[str | None, Query(max_length=63, description="Tenant (admins)")] = None,
-    window: Annotated[
-        int, Query(ge=60, le=MAX_WINDOW, description="Seconds back from now.")
-    ] = 3600,
-    points: Annotated[
-        int, Query(ge=2, le=MAX_POINTS, description="Buckets the window is cut into.")
-    ] = 60,
+    tenant: TenantQuery = None,
+    window: Window = 3600,
+    points: Points = 60,
 ) -> dict[str, Any]:
-    # Everyone reads its own tenant's; a platform admin any tenant's or all (tenant unset).
-    scope = tenant if caller.is_platform_admin else (tenant or caller.tenant)
-    if scope is not None and not caller.sees_tenant(scope):
-        raise NotFound(f"tenant {scope} not found")
     store: Store = request.app.state.store
-    return await run_in_threadpool(timeline, store, scope, window, points)
+    return await run_in_threadpool(timeline, store, _scope(caller, tenant), window, points)
+
+
+@router.get(
+    "/api/v1/dashboard/cost",
+    tags=["dashboard"],
+    summary="Cost over time (cumulative in the window), per tenant, queue and currency",
+)
+async def cost_over_time(
+    request: Request,
+    caller: Caller,
+    tenant: TenantQuery = None,
+    window: Window = 3600,
+    points: Points = 60,
+) -> dict[str, Any]:
+    store: Store = request.app.state.store
+    return await run_in_threadpool(cost_timeline, store, _scope(caller, tenant), window, points)

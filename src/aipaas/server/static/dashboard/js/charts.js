@@ -1,5 +1,5 @@
 // Hand-made SVG charts: stacked areas over time, and per-queue share bars. No library.
-import { h, number } from "./dom.js";
+import { h, number, short } from "./dom.js";
 
 const SVG = "http://www.w3.org/2000/svg";
 const PALETTE = ["#2f6fed", "#e8710a", "#1e8e3e", "#9334e6", "#d01884", "#12b5cb", "#b7791f", "#5f6368"];
@@ -52,7 +52,7 @@ export function stackedChart({ title, times, series, limit, unit }) {
   for (let k = 0; k <= 4; k++) {
     const value = (high * k) / 4;
     figure.append(svg("line", { class: "axis", x1: PAD.left, x2: WIDTH - PAD.right, y1: y(value), y2: y(value) }));
-    figure.append(svg("text", { x: PAD.left - 4, y: y(value) + 3, "text-anchor": "end" }, number(value, 1)));
+    figure.append(svg("text", { x: PAD.left - 4, y: y(value) + 3, "text-anchor": "end" }, short(value)));
   }
   layers.forEach((layer, s) => {
     const upper = layer.top.map((v, i) => `${x(i)},${y(v)}`);
@@ -71,7 +71,7 @@ export function stackedChart({ title, times, series, limit, unit }) {
   }
   const total = n ? tops[n - 1] : 0;
   return h("figure", { class: "chart", "data-total": total.toFixed(6), "data-series": series.length },
-    h("figcaption", { class: "muted" }, `${title} (now ${number(total)} ${unit})`), figure, legend(series.map((s) => s.name)),
+    h("figcaption", { class: "muted" }, `${title} (now ${short(total)} ${unit})`), figure, legend(series.map((s) => s.name)),
     limit ? h("div", { class: "muted" }, `dashed: capacity ${number(limit)} ${unit}`) : null);
 }
 
@@ -110,4 +110,21 @@ function swatch(fill) {
   const element = h("i");
   element.style.background = fill;
   return element;
+}
+
+/** A budget's use: a bar to `percent` (of 100), ticks at the thresholds, a ring at the forecast. */
+export function gauge(percent, thresholds, forecast) {
+  const width = 160;
+  const top = Math.max(100, percent, forecast, ...thresholds) * 1.05;
+  const x = (p) => (p / top) * width;
+  const fill = percent >= 100 ? "#c0392b" : percent >= 80 ? "#b7791f" : "#1e8e3e";
+  const figure = svg("svg", { viewBox: `0 0 ${width} 16`, width, height: 16, role: "img", class: "gauge" },
+    svg("title", {}, `${number(percent, 1)}% spent, forecast ${number(forecast, 1)}%`),
+    svg("rect", { x: 0, y: 3, width, height: 10, fill: "#eef0f3" }),
+    svg("rect", { x: 0, y: 3, width: x(percent), height: 10, fill }));
+  for (const t of thresholds) {
+    figure.append(svg("line", { x1: x(t), x2: x(t), y1: 0, y2: 16, stroke: "#1d2433" }));
+  }
+  if (forecast) figure.append(svg("circle", { cx: x(forecast), cy: 8, r: 3, fill: "none", stroke: "#1d2433" }));
+  return h("span", { "data-percent": number(percent, 1) }, figure, ` ${number(percent, 1)}%`);
 }

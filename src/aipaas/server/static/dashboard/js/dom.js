@@ -35,6 +35,15 @@ export function number(value, digits = 2) {
   return Number.isInteger(n) ? String(n) : n.toFixed(digits);
 }
 
+/** A figure for an axis or a caption: two significant digits below 1, one decimal below 100. */
+export function short(value) {
+  const n = Number(value);
+  if (n === 0 || !Number.isFinite(n)) return "0";
+  if (Math.abs(n) >= 100) return n.toFixed(0);
+  if (Math.abs(n) >= 1) return n.toFixed(1);
+  return n.toPrecision(2);
+}
+
 /** "500m" -> 0.5, "4" -> 4 (CPU cores as the API writes them). */
 export function cores(quantity) {
   if (quantity === null || quantity === undefined) return 0;

@@ -1,6 +1,7 @@
 // Budgets (where the server has them) and the events that warn: alerts, refusals, failures.
 import * as api from "../api.js";
-import { card, h, table } from "../dom.js";
+import { card, h, number, table } from "../dom.js";
+import { gauge } from "../charts.js";
 
 const NEWEST = 100;
 
@@ -19,9 +20,13 @@ export default function alerts() {
           ? h("p", { class: "muted" }, "This server has no budgets.")
           : table([
             ["budget", (b) => b.metadata.name],
-            ["tenant", (b) => b.metadata.tenant],
-            ["spec", (b) => JSON.stringify(b.spec)],
-            ["status", (b) => JSON.stringify(b.status || {})],
+            ["for", (b) => `${b.metadata.tenant}${b.spec.queue ? "/" + b.spec.queue : ""}`],
+            ["amount", (b) => `${number(b.spec.amount)} ${b.spec.currency} ${b.spec.period}`, "num"],
+            ["spent", (b) => number((b.status || {}).spent || 0), "num"],
+            ["forecast", (b) => number((b.status || {}).forecast || 0), "num"],
+            ["used", budgetGauge],
+            ["crossed", (b) => ((b.status || {}).crossed || []).map((p) => `${p}%`).join(", ")],
+            ["actions", (b) => ((b.status || {}).actions || []).join(", ")],
           ], budgets, { id: "budgets" })),
         card(`Warnings (of the newest ${NEWEST} events)`, eventTable(warnings, "warnings")),
         card("Newest events", eventTable(newest, "all-events")),
@@ -38,4 +43,10 @@ function eventTable(events, id) {
     ["reason", (e) => e.reason],
     ["message", (e) => e.message],
   ], events, { id });
+}
+
+function budgetGauge(budget) {
+  const status = budget.status || {};
+  const ticks = (budget.spec.thresholds || []).map((t) => (typeof t === "number" ? t : t.percent));
+  return gauge(status.percent || 0, ticks, (status.forecast || 0) / budget.spec.amount * 100);
 }

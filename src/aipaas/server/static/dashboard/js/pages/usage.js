@@ -11,10 +11,13 @@ export default function usage() {
     node,
     stop() {},
     async refresh(settings) {
-      const [line, report] = await Promise.all([timeline(settings), api.get("/usage")]);
+      const [line, report, spend] = await Promise.all([
+        timeline(settings), api.get("/usage"),
+        api.get("/dashboard/cost", { window: settings.window, points: 60 })]);
       const gpu = settings.resource === "gpu";
       const field = gpu ? "gpuHours" : "cpuHours";
       live.replaceChildren(
+        card("Cost in the window, by queue", costChart(spend)),
         card(`${gpu ? "GPU" : "CPU"}-hours used in the window, by queue`, h("div", { id: "usage-chart" },
           stackedChart({ title: `${gpu ? "GPU" : "CPU"}-hours`, times: line.times, series: bySeries(line, field), unit: "h" }))),
         card("Totals (the usage ledger and what runs now)", table([
@@ -30,4 +33,20 @@ export default function usage() {
       );
     },
   };
+}
+
+function costChart(spend) {
+  const currencies = new Set(spend.series.map((s) => s.currency));
+  const tenants = new Set(spend.series.map((s) => s.tenant));
+  const series = spend.series.map((s) => ({
+    name: `${tenants.size > 1 ? s.tenant + "/" : ""}${s.queue}${currencies.size > 1 ? " " + s.currency : ""}`,
+    values: s.cost,
+  }));
+  const unit = currencies.size === 1 ? [...currencies][0] : "";
+  const totals = Object.entries(spend.total).filter(([currency]) => currency)
+    .map(([currency, amount]) => `${number(amount, 4)} ${currency}`).join(", ");
+  return h("div", { id: "cost-chart" },
+    stackedChart({ title: "cost", times: spend.times, series, unit }),
+    h("p", { class: "muted" }, series.length ? `spent in the window: ${totals}`
+      : "No price list prices this use (a platform admin writes PriceLists)."));
 }

@@ -1,0 +1,72 @@
+"""Cost over time, per tenant and queue, for the dashboard's chart: the window cut into buckets,
+each priced as GET /api/v1/cost prices it (metering/cost.py: the price valid at each instant,
+split at price changes), summed from the window's start to each bucket's end.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+from aipaas.metering.cost import price_entries, totals, utc
+from aipaas.metering.cost_ledger import entries_between, price_book
+from aipaas.metering.prices import PriceBook
+from aipaas.store import Store
+from aipaas.store.ledger import CORRECTION, LedgerEntry
+
+
+def cost_timeline(store: Store, tenant: str | None, window: int, points: int) -> dict[str, Any]:
+    """The cost of ``tenant``'s use (None: every tenant's) over the last ``window`` seconds."""
+    end = store.clock.now()
+    start = end - timedelta(seconds=window)
+    entries = entries_between(store, tenant, start, end)
+    edges = [start + timedelta(seconds=window * i / points) for i in range(points)] + [end]
+    return bucketed_cost(entries, price_book(store), edges)
+
+
+def bucketed_cost(
+    entries: Sequence[LedgerEntry], book: PriceBook, edges: Sequence[datetime]
+) -> dict[str, Any]:
+    """Cumulative cost per (tenant, queue, currency) at the end of each bucket between
+    ``edges``; each bucket prices only the entries that overlap it."""
+    points = len(edges) - 1
+    spent: dict[tuple[str, str, str], list[float]] = defaultdict(lambda: [0.0] * points)
+    all_rows = []
+    for i in range(points):
+        left, right = edges[i], edges[i + 1]
+        rows = price_entries(
+            [e for e in entries if _overlaps(e, left, right)],
+            book,
+            left,
+            right,
+            ("tenant", "queue"),
+        )
+        all_rows.extend(rows)
+        for row in rows:
+            spent[(row.key["tenant"], row.key["queue"], row.currency)][i] += row.cost
+    series = []
+    for (tenant, queue, currency), amounts in sorted(spent.items()):
+        if not currency:
+            continue  # use no price list priced: it costs nothing, in no currency
+        running, cumulative = 0.0, []
+        for amount in amounts:
+            running += amount
+            cumulative.append(round(running, 6))
+        series.append({"tenant": tenant, "queue": queue, "currency": currency, "cost": cumulative})
+    return {
+        "start": edges[0].isoformat(),
+        "end": edges[-1].isoformat(),
+        "times": [edge.isoformat() for edge in edges[1:]],
+        "series": series,
+        "total": totals(all_rows),
+    }
+
+
+def _overlaps(entry: LedgerEntry, left: datetime, right: datetime) -> bool:
+    if entry.kind == CORRECTION:
+        return left <= utc(entry.recorded_at) < right
+    if entry.started_at is None or entry.ended_at is None:
+        return False
+    return utc(entry.started_at) < right and utc(entry.ended_at) > left
