@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from aipaas.controller.budgets import budgets_extension
+from aipaas.controller.datasets import datasets_extension
 from aipaas.controller.extensions import CycleExtension
 from aipaas.controller.pools import pools_extension
 from aipaas.controller.services import build as services_extension
@@ -20,7 +21,7 @@ Factory = Callable[[Settings], CycleExtension | None]
 
 def factories() -> list[Factory]:
     """The domains' factories, in the order their extensions run each cycle."""
-    return [pools_extension, services_extension, budgets_extension]
+    return [pools_extension, services_extension, budgets_extension, datasets_extension]
 
 
 def build_extensions(settings: Settings) -> list[CycleExtension]:
