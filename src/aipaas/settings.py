@@ -148,6 +148,17 @@ class Settings(BaseModel):
         le=1_000_000,
         description="Task replicas of recent submissions that FGD-class placement learns from.",
     )
+    dataset_cache_root: Path | None = Field(
+        default=None,
+        description="The local node's dataset cache; unset: beside the task root (<task root>-datasets).",
+    )
+    dataset_cache_bytes: int = Field(
+        default=100 << 30, ge=0, description="Bytes the local dataset cache may hold."
+    )
+    dataset_file_roots: list[Path] = Field(
+        default_factory=list,
+        description="Directories file:// datasets may be read from (none unless set).",
+    )
 
     @field_validator("backend")
     @classmethod
