@@ -150,7 +150,7 @@ class Settings(BaseModel):
     )
     dataset_cache_root: Path | None = Field(
         default=None,
-        description="The local node's dataset cache; unset: beside the task root (<task root>-datasets).",
+        description="The local node's dataset cache; unset: <task root>-datasets.",
     )
     dataset_cache_bytes: int = Field(
         default=100 << 30, ge=0, description="Bytes the local dataset cache may hold."
