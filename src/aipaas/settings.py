@@ -160,6 +160,13 @@ class Settings(BaseModel):
         description="Directories file:// datasets may be read from (none unless set).",
     )
 
+    @field_validator("dataset_file_roots", mode="before")
+    @classmethod
+    def _roots_from_text(cls, value: object) -> object:
+        if isinstance(value, str):  # AIPAAS_DATASET_FILE_ROOTS=/data/a,/data/b
+            return [part for part in value.split(",") if part.strip()]
+        return value
+
     @field_validator("backend")
     @classmethod
     def _known_backends(cls, value: str) -> str:
