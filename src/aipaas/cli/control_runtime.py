@@ -17,6 +17,7 @@ from fastapi import FastAPI
 
 from aipaas.backends.kubernetes.options import KubeOptions
 from aipaas.backends.local import LocalOptions, TaskIsolation
+from aipaas.backends.local.datasets import DatasetCacheConfig
 from aipaas.backends.local.isolation import default_task_root
 from aipaas.backends.registry import make_backend
 from aipaas.cli.worker_pool import serve_in_processes
@@ -166,7 +167,16 @@ def local_options(settings: Settings) -> LocalOptions:
     """Who local tasks run as and where, from the settings (``ValueError``: a bad task_user)."""
     root = settings.task_root or default_task_root(settings.data_dir)
     isolation = TaskIsolation.for_server(root, fixed_user=settings.task_user)
-    return {"isolation": isolation, "gpu_discovery_seconds": settings.gpu_discovery_seconds}
+    cache = DatasetCacheConfig(
+        settings.dataset_cache_root,
+        settings.dataset_cache_bytes,
+        tuple(str(p) for p in settings.dataset_file_roots),
+    )
+    return {
+        "isolation": isolation,
+        "gpu_discovery_seconds": settings.gpu_discovery_seconds,
+        "dataset_cache": cache,
+    }
 
 
 def _private_dir(path: Path) -> None:
