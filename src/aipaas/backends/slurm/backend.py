@@ -36,6 +36,7 @@ from aipaas.backends.slurm.inventory import (
     read_nodes,
 )
 from aipaas.backends.slurm.partitions import partition_nodes
+from aipaas.backends.slurm.power import SlurmPowerPool
 
 log = logging.getLogger("aipaas.backends")
 
@@ -47,7 +48,7 @@ JOBS_CACHE_SECONDS = 0.3
 NO_ACCOUNTING_SECONDS = 300.0
 
 
-class SlurmBackend:
+class SlurmBackend(SlurmPowerPool):
     name = BACKEND
 
     def __init__(
@@ -93,7 +94,9 @@ class SlurmBackend:
             tuple(n.info for n in healthy),
             frozenset({"slurm", "processes"}),
             slices,
-            unknown=frozenset(n.info.name for n in healthy if not n.responding),
+            # not responding, or drained by a node pool (backends/slurm/power.py): no new work
+            unknown=frozenset(n.info.name for n in healthy if not n.responding)
+            | (self.drained_pool_nodes() & {n.info.name for n in healthy}),
         )
 
     def _node(self, name: str) -> SlurmNode | None:
