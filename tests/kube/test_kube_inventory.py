@@ -1,0 +1,92 @@
+"""The cluster as aipaas sees it: nodes with their labels as topology, less what other
+schedulers' pods request and what claims allocated by others hold; a node that is not Ready or
+is cordoned takes nothing new."""
+
+from __future__ import annotations
+
+from kube_fake import FakeKube
+from kube_objects import gpu_node, gpu_slice
+
+from aipaas.backends.kubernetes.backend import KubernetesBackend
+
+
+def other_pod(node: str) -> dict:  # type: ignore[type-arg]
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "web", "namespace": "acme"},
+        "spec": {
+            "nodeName": node,
+            "containers": [
+                {
+                    "name": "web",
+                    "image": "nginx",
+                    "resources": {"requests": {"cpu": "1500m", "memory": "2Gi"}},
+                }
+            ],
+        },
+    }
+
+
+def test_nodes_carry_their_labels_and_what_others_leave(
+    fake: FakeKube, backend: KubernetesBackend
+) -> None:
+    fake.put(other_pod("gpu-a"))
+    found = backend.inventory()
+    nodes = {n.name: n for n in found.nodes}
+    assert set(nodes) == {"gpu-a", "gpu-b"}
+    assert nodes["gpu-a"].labels["topology.aipaas.dev/rack"] == "r1"
+    assert nodes["gpu-b"].labels["topology.aipaas.dev/rack"] == "r2"
+    assert nodes["gpu-a"].cpu_milli == 64_000 - 1_500
+    assert nodes["gpu-a"].memory_mib == 512 * 1024 - 2 * 1024
+    assert nodes["gpu-b"].cpu_milli == 64_000
+    assert {n.backend for n in found.nodes} == {"kubernetes"}
+    assert found.unknown == frozenset()
+
+
+def test_devices_allocated_by_another_scheduler_are_left_out(
+    fake: FakeKube, backend: KubernetesBackend
+) -> None:
+    claim = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": "theirs", "namespace": "acme"},
+        "spec": {
+            "devices": {
+                "requests": [{"name": "g", "exactly": {"deviceClassName": "gpu.nvidia.com"}}]
+            }
+        },
+    }
+    fake.put(claim)
+    with fake.lock:  # the kube-scheduler allocated it
+        stored = fake.objects[("resourceclaims", "acme", "theirs")]
+        stored["status"] = {
+            "allocation": {
+                "devices": {
+                    "results": [
+                        {
+                            "request": "g",
+                            "driver": "gpu.nvidia.com",
+                            "pool": "gpu-a",
+                            "device": "gpu-1",
+                        }
+                    ]
+                }
+            }
+        }
+    slices = {s.spec.node_name: s for s in backend.inventory().slices}
+    assert [d.name for d in slices["gpu-a"].spec.devices] == ["gpu-0", "gpu-2", "gpu-3"]
+    assert len(slices["gpu-b"].spec.devices) == 4
+
+
+def test_a_node_not_ready_or_cordoned_is_unknown(
+    fake: FakeKube, backend: KubernetesBackend
+) -> None:
+    fake.put(gpu_node("gpu-c", ready=False))
+    cordoned = gpu_node("gpu-d")
+    cordoned["spec"] = {"unschedulable": True}
+    fake.put(cordoned)
+    fake.put(gpu_slice("gpu-c", 2))
+    found = backend.inventory()
+    assert found.unknown == frozenset({"gpu-c", "gpu-d"})
+    assert {n.name for n in found.nodes} == {"gpu-a", "gpu-b", "gpu-c", "gpu-d"}

@@ -1,0 +1,188 @@
+"""A task's life on the cluster: its pod ends (exit codes, logs, claims released), a restarted
+server adopts its pods by label without starting duplicates, a removed node loses its tasks,
+and a stop deletes the pod while keeping its end readable."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from conftest import make_backend
+from ctl_world import World
+from kube_fake import FakeKube
+
+from aipaas.backends.base import LaunchRequest, TaskState
+from aipaas.backends.kubernetes.backend import KubernetesBackend
+from aipaas.store import TaskRepository
+
+ONE = """    - name: main
+      command: [sh, -c, "echo hello"]
+      resources: {cpu: 1, memory: 1Gi}
+"""
+PAIR = ONE.replace("- name: main", "- name: worker\n      replicas: 2")
+
+
+def pods_of(fake: FakeKube, job: str) -> list[dict]:  # type: ignore[type-arg]
+    return [p for p in fake.list("Pod") if p["metadata"]["labels"].get("aipaas.dev/job") == job]
+
+
+def test_a_pod_that_succeeds_ends_its_task_with_its_log(
+    world: World, fake: FakeKube, backend: KubernetesBackend
+) -> None:
+    world.setup()
+    controller = world.controller(backend, inventory_seconds=0)
+    world.submit("hello", ONE)
+    controller.run_cycle()
+    [pod] = pods_of(fake, "hello")
+    name = pod["metadata"]["name"]
+    fake.logs[("acme", name)] = "hello\n"
+    fake.set_pod_phase("acme", name, "Running")
+    controller.run_cycle()
+    assert world.phase("hello") == "Running"
+    fake.set_pod_phase("acme", name, "Succeeded", exit_code=0)
+    controller.run_cycle()
+    assert world.phase("hello") == "Succeeded"
+    log_file = Path(pod["metadata"]["annotations"]["aipaas.dev/log-path"])
+    assert log_file.read_text() == "hello\n"
+
+
+def test_a_failed_container_reports_its_exit_code(
+    world: World, fake: FakeKube, backend: KubernetesBackend
+) -> None:
+    world.setup()
+    controller = world.controller(backend, inventory_seconds=0)
+    world.submit("crash", ONE)
+    controller.run_cycle()
+    [pod] = pods_of(fake, "crash")
+    fake.set_pod_phase("acme", pod["metadata"]["name"], "Failed", exit_code=3)
+    controller.run_cycle()
+    status = world.job("crash").status
+    assert status is not None and status.phase.value == "Failed"
+    tasks = TaskRepository(world.store).for_job(world.job("crash").metadata.uid or "")
+    assert [t.exit_code for t in tasks] == [3]
+
+
+def test_a_restarted_server_adopts_its_pods_without_duplicates(
+    world: World, fake: FakeKube, tmp_path: Path
+) -> None:
+    world.setup()
+    first = make_backend(fake, tmp_path)
+    controller = world.controller(first, inventory_seconds=0)
+    world.submit("pair", PAIR)
+    controller.run_cycle()
+    before = {p["metadata"]["name"]: p["metadata"]["uid"] for p in pods_of(fake, "pair")}
+    assert len(before) == 2
+    first.close()
+    # a new process: a new backend and controller over the same store and cluster
+    second = make_backend(fake, tmp_path)
+    restarted = world.controller(second, inventory_seconds=0)
+    for name in before:
+        fake.set_pod_phase("acme", name, "Running")
+    restarted.run_cycle()
+    restarted.run_cycle()
+    after = {p["metadata"]["name"]: p["metadata"]["uid"] for p in pods_of(fake, "pair")}
+    assert after == before
+    assert world.phase("pair") == "Running"
+    second.close()
+
+
+def test_a_second_start_of_the_same_request_creates_nothing(
+    fake: FakeKube, backend: KubernetesBackend
+) -> None:
+    request = LaunchRequest(
+        request_id="uid-1.main-0.0",
+        task="main-0",
+        job="again",
+        tenant="acme",
+        node="gpu-a",
+        command=("true",),
+        env={},
+        working_dir=None,
+        gpus=(),
+        gpu_milli=0,
+        log_path="",
+    )
+    backend.start(request)
+    backend.start(request)
+    assert len(pods_of(fake, "again")) == 1
+    assert [p["spec"]["nodeName"] for p in pods_of(fake, "again")] == ["gpu-a"]
+    assert backend.status(["uid-1.main-0.0"])["uid-1.main-0.0"].state is TaskState.RUNNING
+
+
+def test_a_pod_left_unbound_by_a_crash_is_bound_on_the_next_status(
+    fake: FakeKube, backend: KubernetesBackend
+) -> None:
+    from aipaas.backends.kubernetes.manifests import pod_manifest
+
+    request = LaunchRequest(
+        request_id="uid-2.main-0.0",
+        task="main-0",
+        job="crashed",
+        tenant="acme",
+        node="gpu-b",
+        command=("true",),
+        env={},
+        working_dir=None,
+        gpus=(),
+        gpu_milli=0,
+        log_path="",
+    )
+    backend.api.create(pod_manifest(request, backend.options, []))  # the start died here
+    assert backend.status([request.request_id])[request.request_id].state is TaskState.RUNNING
+    [pod] = pods_of(fake, "crashed")
+    assert pod["spec"]["nodeName"] == "gpu-b"
+
+
+def test_a_removed_node_loses_its_tasks(
+    world: World, fake: FakeKube, backend: KubernetesBackend
+) -> None:
+    world.setup()
+    controller = world.controller(backend, inventory_seconds=0)
+    world.submit("pair", PAIR)
+    controller.run_cycle()
+    pods = pods_of(fake, "pair")
+    for pod in pods:
+        fake.set_pod_phase("acme", pod["metadata"]["name"], "Running")
+    controller.run_cycle()
+    gone = pods[0]["spec"]["nodeName"]
+    fake.remove("Node", "", gone)
+    controller.run_cycle()
+    controller.run_cycle()
+    records = TaskRepository(world.store).for_job(world.job("pair").metadata.uid or "")
+    lost = [r for r in records if r.node == gone]
+    assert lost and all(r.phase == "Lost" for r in lost), [(r.name, r.phase) for r in records]
+    assert any(gone in (r.message or "") for r in lost)
+    world.submit("after", ONE)  # nothing new goes to the removed node
+    controller.run_cycle()
+    assert [p["spec"]["nodeName"] for p in pods_of(fake, "after")] != [gone]
+    assert len(pods_of(fake, "after")) == 1
+
+
+def test_a_stopped_pod_is_deleted_once_its_end_is_read(
+    fake: FakeKube, backend: KubernetesBackend
+) -> None:
+    request = LaunchRequest(
+        request_id="uid-3.main-0.0",
+        task="main-0",
+        job="stopped",
+        tenant="acme",
+        node="gpu-a",
+        command=("sleep", "100"),
+        env={},
+        working_dir=None,
+        gpus=(),
+        gpu_milli=0,
+        log_path="",
+    )
+    backend.start(request)
+    [pod] = pods_of(fake, "stopped")
+    fake.set_pod_phase("acme", pod["metadata"]["name"], "Running")
+    backend.stop(request.request_id)
+    held = fake.get("Pod", "acme", pod["metadata"]["name"])
+    assert held is not None and held["metadata"].get("deletionTimestamp")  # terminating
+    assert backend.status([request.request_id])[request.request_id].state is TaskState.RUNNING
+    fake.set_pod_phase("acme", pod["metadata"]["name"], "Failed", exit_code=143)  # the kubelet
+    first = backend.status([request.request_id])[request.request_id]
+    assert (first.state, first.exit_code) == (TaskState.FAILED, 143)
+    again = backend.status([request.request_id])[request.request_id]
+    assert again.exit_code == 143  # answered twice, then the pod may go
+    assert fake.get("Pod", "acme", pod["metadata"]["name"]) is None
