@@ -87,6 +87,23 @@ def fill(
     return FillResult(len(files), total, copied[0])
 
 
+def cached(entry: Entry, spec: SourceSpec) -> FillResult | None:
+    """The entry as complete as its manifest says, every file there at its size: a hit served
+    without asking the source (the entry's key changes with the source's URL, sub-paths and
+    patterns; new objects at the same URL are seen once the entry is evicted or expires)."""
+    manifest = entry.read_json(MANIFEST)
+    if not manifest.get("complete") or manifest.get("url") != spec.url:
+        return None
+    files: dict[str, Any] = manifest.get("files", {})
+    for relative, record in files.items():
+        try:
+            if local_path(entry.data, relative).stat().st_size != record.get("size"):
+                return None
+        except (FileNotFoundError, SourceError):
+            return None
+    return FillResult(len(files), int(manifest.get("size", 0)), 0)
+
+
 def _manifest_writer(
     entry: Entry, spec: SourceSpec, state: dict[str, Any], total: int
 ) -> Callable[[bool], None]:

@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from aipaas.data.cache import NodeCache
-from aipaas.data.copier import fill
-from aipaas.data.entry import MANIFEST, write_atomic
+from aipaas.data.copier import cached, fill
+from aipaas.data.entry import write_atomic
 from aipaas.data.source import SourceSpec
 
 STAGE_FILE = "stage.json"
@@ -32,11 +32,11 @@ def stage(directory: Path, spec: dict[str, Any]) -> None:
     for item in spec["datasets"]:
         entry = cache.entry(item["key"])
         with entry.locked():
-            complete = bool(entry.read_json(MANIFEST).get("complete"))
             source = SourceSpec.from_json(item["source"])
-            result = fill(entry, source, reserve=cache.room_for(entry))
+            found = cached(entry, source)
+            result = found or fill(entry, source, reserve=cache.room_for(entry))
             entry.add_lease(request_id, os.getpid())
-            hit = complete and result.copied_bytes == 0
+            hit = found is not None
             entry.update_stats(
                 hits=int(hit),
                 misses=int(not hit),

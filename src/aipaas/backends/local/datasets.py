@@ -23,7 +23,7 @@ from typing import Any
 
 from aipaas.backends.base import LaunchRequest
 from aipaas.backends.datasets import CachedDataset
-from aipaas.backends.local.isolation import TaskIdentity
+from aipaas.backends.local.isolation import TaskIdentity, TaskIsolation
 from aipaas.data.cache import NodeCache
 from aipaas.data.entry import LOAD
 from aipaas.data.stage import STAGE_FILE
@@ -33,7 +33,7 @@ DEFAULT_CAPACITY = 100 << 30
 
 @dataclass(frozen=True)
 class DatasetCacheConfig:
-    root: Path | None = None  # None: beside the run directory (<run_dir>-datasets)
+    root: Path | None = None  # None: beside the task directories (<task root>-datasets)
     capacity_bytes: int = DEFAULT_CAPACITY
     #: where file:// datasets may be read from (nowhere unless a platform admin says)
     file_roots: tuple[str, ...] = field(default_factory=tuple)
@@ -44,16 +44,18 @@ def env_name(dataset: str) -> str:
 
 
 class LocalDatasetCaches:
-    """Mixed into LocalBackend: ``self.name_of_node``, ``self.run_dir`` are the backend's."""
+    """Mixed into LocalBackend: ``self.name_of_node``, ``self.isolation`` are the backend's."""
 
     name_of_node: str
-    run_dir: Path
+    isolation: TaskIsolation
     _dataset_config: DatasetCacheConfig
 
     @property
     def node_cache(self) -> NodeCache:
         config = getattr(self, "_dataset_config", None) or DatasetCacheConfig()
-        root = config.root or self.run_dir.with_name(self.run_dir.name + "-datasets")
+        # Beside the task directories (reachable by task users), not in the data directory.
+        tasks = self.isolation.task_root
+        root = config.root or tasks.with_name(tasks.name + "-datasets")
         return NodeCache(root.resolve(), config.capacity_bytes)
 
     def cached_datasets(self) -> list[CachedDataset]:
