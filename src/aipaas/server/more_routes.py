@@ -9,9 +9,15 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from aipaas.server import dashboard_routes, data_routes, finops_routes, watch_routes
+from aipaas.server import dashboard_routes, data_routes, entry, finops_routes, watch_routes
 
 
 def routers() -> list[APIRouter]:
     """The domains' routers, in the order they are mounted."""
-    return [dashboard_routes.router, finops_routes.router, watch_routes.router, data_routes.router]
+    return [
+        dashboard_routes.router,
+        finops_routes.router,
+        watch_routes.router,
+        entry.router,
+        data_routes.router,
+    ]

@@ -32,6 +32,7 @@ from aipaas.server.data_checks import (
     redact_secret,
     redact_secrets,
 )
+from aipaas.server.entry_apply import check_service, service_reference_keys
 from aipaas.server.submission import (
     check_dependencies,
     check_leaf_queue,
@@ -49,7 +50,7 @@ from aipaas.tenancy.prices import prices_visible
 from aipaas.tenancy.principal import Principal, Verb
 
 DELETE_ANNOTATION = "aipaas.dev/delete-requested"
-READ_ONLY_KINDS = frozenset({"Node", "WebhookDelivery"})
+READ_ONLY_KINDS = frozenset({"Node", "WebhookDelivery", "ServiceLoad"})
 # Cluster-wide policy only a platform admin writes, whatever the role table says.
 PLATFORM_ADMIN_KINDS = frozenset({"PriorityClass", "NodePool", "PriceList"})
 # Writing these changes who a token is or what it may do: cached principals must go.
@@ -368,6 +369,7 @@ class ObjectService:
                     )
                 ]
             )
+        check_service(obj, found, platform_admin=self.caller.is_platform_admin)
         return found
 
     def _resolved(self, job: Job, found: dict[ObjectKey, Object], tx: Connection) -> JobSpec:
@@ -476,6 +478,7 @@ def _reference_keys(obj: Object) -> list[ObjectKey]:
     if isinstance(obj, Queue) and obj.spec.parent is not None:
         keys.append(("Queue", obj.tenant, obj.spec.parent))
     keys.extend(data_reference_keys(obj))
+    keys.extend(service_reference_keys(obj))
     return keys
 
 

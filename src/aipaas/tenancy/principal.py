@@ -30,6 +30,8 @@ _CLAIM_KINDS = frozenset({"ResourceClaim", "ResourceClaimTemplate"})
 _TENANT_ADMIN_KINDS = frozenset({"Budget", "Invitation"})
 # A tenant's datasets and the credentials they read with are its admins' (issue 13).
 _TENANT_ADMIN_KINDS |= {"Dataset", "Secret"}
+# Services are submitted like jobs, by members too (issue 14).
+_TENANT_ADMIN_KINDS |= {"Service"}
 _WRITABLE: dict[Role, frozenset[str]] = {
     Role.PLATFORM_ADMIN: frozenset(
         {"Tenant", "User", "Queue", "Job", "Token", "DeviceClass", "ResourceSlice"}
@@ -39,7 +41,7 @@ _WRITABLE: dict[Role, frozenset[str]] = {
     Role.TENANT_ADMIN: frozenset(
         {"User", "Queue", "Job", "Token"} | _CLAIM_KINDS | _TENANT_ADMIN_KINDS
     ),
-    Role.MEMBER: frozenset({"Job"} | _CLAIM_KINDS),
+    Role.MEMBER: frozenset({"Job", "Service"} | _CLAIM_KINDS),
     Role.VIEWER: frozenset(),
     Role.METRICS_READER: frozenset(),
 }

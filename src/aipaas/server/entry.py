@@ -1,0 +1,198 @@
+"""The services' entry point: ``/services/<tenant>/<name>/<path>`` is a reverse proxy to the
+service's ready replicas (the endpoints the controller lists in its status).
+
+- Balancing: the endpoint with the fewest of this process's requests in flight (ties in turn).
+- A replica that refuses the connection (stopped between two reads of the status) is skipped
+  for a moment and the request goes to another: nothing was sent, so nothing runs twice.
+- No replica ready (scaled to zero, starting): the request waits, counted as in flight so the
+  autoscaler starts one, up to the service's ``requestTimeoutSeconds`` (then 503).
+- Auth: a token of the service's tenant (any role; a platform admin's too), unless the service
+  is ``public``; the token is not passed to the replica. Another tenant's service is 404.
+- Load: in-flight requests and request rate per service (server/entry_load.py).
+Bodies are read whole in both directions (no streaming answers yet).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+from dataclasses import dataclass, field
+
+import httpx
+from fastapi import APIRouter, Request
+from starlette.responses import JSONResponse, Response
+
+from aipaas.api.service import Endpoint, Service
+from aipaas.errors import NotFound
+from aipaas.server.auth import authenticate, principal_cache
+from aipaas.server.entry_load import LoadMeter
+from aipaas.store import Store
+
+router = APIRouter(include_in_schema=False)
+METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
+#: how long a read of a service's status serves requests
+STATUS_TTL_SECONDS = 0.25
+#: how long an endpoint that refused a connection is left out
+BROKEN_SECONDS = 2.0
+_HOP_BY_HOP = frozenset(
+    {
+        "connection",
+        "keep-alive",
+        "proxy-authenticate",
+        "proxy-authorization",
+        "te",
+        "trailer",
+        "trailers",
+        "transfer-encoding",
+        "upgrade",
+        "host",
+        "content-length",
+    }
+)
+
+
+@dataclass
+class EntryPoint:
+    store: Store
+    meter: LoadMeter
+    client: httpx.AsyncClient
+    _services: dict[tuple[str, str], tuple[float, Service | None]] = field(default_factory=dict)
+    _in_flight: dict[str, int] = field(default_factory=dict)
+    _broken: dict[str, float] = field(default_factory=dict)
+    _turn: itertools.count[int] = field(default_factory=itertools.count)
+
+    async def service(self, tenant: str, name: str, *, fresh: bool = False) -> Service | None:
+        key = (tenant, name)
+        cached = self._services.get(key)
+        now = time.monotonic()
+        if cached is not None and not fresh and now - cached[0] < STATUS_TTL_SECONDS:
+            return cached[1]
+        found = await asyncio.to_thread(_read_service, self.store, tenant, name)
+        self._services[key] = (now, found)
+        return found
+
+    def pick(self, service: Service) -> Endpoint | None:
+        now = time.monotonic()
+        endpoints = [
+            e
+            for e in (service.status.endpoints if service.status is not None else [])
+            if self._broken.get(_where(e), 0.0) <= now
+        ]
+        if not endpoints:
+            return None
+        turn = next(self._turn)
+        rotated = endpoints[turn % len(endpoints) :] + endpoints[: turn % len(endpoints)]
+        return min(rotated, key=lambda e: self._in_flight.get(_where(e), 0))
+
+
+def _where(endpoint: Endpoint) -> str:
+    host = f"[{endpoint.address}]" if ":" in endpoint.address else endpoint.address
+    return f"{host}:{endpoint.port}"
+
+
+def _read_service(store: Store, tenant: str, name: str) -> Service | None:
+    try:
+        found = store.get("Service", tenant, name)
+    except NotFound:
+        return None
+    return found if isinstance(found, Service) else None
+
+
+def entry_point(request: Request) -> EntryPoint:
+    state = request.app.state
+    entry: EntryPoint | None = getattr(state, "entry_point", None)
+    if entry is None:
+        timeout = httpx.Timeout(300.0, connect=2.0)
+        limits = httpx.Limits(max_connections=1000, max_keepalive_connections=100)
+        entry = EntryPoint(
+            state.store, LoadMeter(state.store), httpx.AsyncClient(timeout=timeout, limits=limits)
+        )
+        state.entry_point = entry
+    return entry
+
+
+@router.api_route("/services/{tenant}/{name}", methods=METHODS)
+@router.api_route("/services/{tenant}/{name}/{path:path}", methods=METHODS)
+async def proxy(request: Request, tenant: str, name: str, path: str = "") -> Response:
+    entry = entry_point(request)
+    service = await entry.service(tenant, name)
+    if service is None or not service.spec.public:
+        # Who asks is known before whether the service exists is told (no probing of names).
+        caller = await asyncio.to_thread(
+            authenticate,
+            entry.store,
+            request.headers.get("authorization"),
+            principal_cache(request),
+        )
+        if not caller.sees_tenant(tenant):
+            raise NotFound(f"service {name} not found")
+    if service is None:
+        raise NotFound(f"service {name} not found in tenant {tenant}")
+    body = await request.body()
+    key = (tenant, name)
+    entry.meter.began(key)
+    try:
+        return await _forward(entry, request, service, path, body)
+    finally:
+        entry.meter.ended(key)
+
+
+async def _forward(
+    entry: EntryPoint, request: Request, service: Service, path: str, body: bytes
+) -> Response:
+    deadline = time.monotonic() + service.spec.request_timeout_seconds
+    headers = _forwarded_headers(request, service)
+    target = "/" + path + (f"?{request.url.query}" if request.url.query else "")
+    woke = False
+    while True:
+        endpoint = entry.pick(service)
+        if endpoint is None:
+            if not woke:
+                entry.meter.wake()  # the autoscaler should hear of this request now
+                woke = True
+            if time.monotonic() >= deadline:
+                return JSONResponse(
+                    {
+                        "error": f"service {service.name}: no replica became ready within "
+                        f"{service.spec.request_timeout_seconds:g}s"
+                    },
+                    status_code=503,
+                    headers={"Retry-After": "5"},
+                )
+            await asyncio.sleep(0.1)
+            found = await entry.service(service.tenant, service.name, fresh=True)
+            if found is None:
+                raise NotFound(f"service {service.name} not found in tenant {service.tenant}")
+            service = found
+            continue
+        where = _where(endpoint)
+        entry._in_flight[where] = entry._in_flight.get(where, 0) + 1
+        try:
+            answer = await entry.client.request(
+                request.method, f"http://{where}{target}", headers=headers, content=body
+            )
+        except (httpx.ConnectError, httpx.ConnectTimeout):
+            entry._broken[where] = time.monotonic() + BROKEN_SECONDS
+            continue
+        except httpx.HTTPError as err:
+            return JSONResponse(
+                {"error": f"replica {endpoint.replica} failed: {type(err).__name__}"},
+                status_code=502,
+            )
+        finally:
+            entry._in_flight[where] -= 1
+        kept = {k: v for k, v in answer.headers.items() if k.lower() not in _HOP_BY_HOP}
+        kept.pop("content-encoding", None)  # httpx has decoded the body
+        return Response(answer.content, status_code=answer.status_code, headers=kept)
+
+
+def _forwarded_headers(request: Request, service: Service) -> dict[str, str]:
+    headers = {k: v for k, v in request.headers.items() if k.lower() not in _HOP_BY_HOP}
+    if not service.spec.public:
+        headers.pop("authorization", None)  # the caller's aipaas token stays with aipaas
+    headers.pop("accept-encoding", None)
+    client = request.client.host if request.client is not None else ""
+    headers["x-forwarded-for"] = client
+    headers["x-forwarded-prefix"] = f"/services/{service.tenant}/{service.name}"
+    return headers

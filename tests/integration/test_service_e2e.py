@@ -1,0 +1,330 @@
+"""Services on the local backend with real processes: a small standard-library HTTP server
+answers through the entry point; it scales up under a load generator and back; scaled to zero
+it answers the first request after a cold start; a rolling update drops no request; a replica
+that fails its liveness probe is replaced. One server for the module; a service per test."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from server_process import ADMIN, SETUP, TASK_PYTHON, ServerProcess, shared_dir
+
+REPLICA = r"""
+import json, os, sys, threading, time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs, urlparse
+
+sick = threading.Event()
+
+class Handler(BaseHTTPRequestHandler):
+    def do_GET(self):
+        url = urlparse(self.path)
+        if url.path == "/live" and sick.is_set():
+            return self.answer(500, {"sick": True})
+        if url.path == "/sicken":
+            sick.set()
+        if url.path == "/slow":
+            time.sleep(float(parse_qs(url.query).get("s", ["0.2"])[0]))
+        self.answer(200, {"version": os.environ.get("VERSION", "1"), "pid": os.getpid(),
+                          "path": self.path, "token": self.headers.get("Authorization")})
+
+    def answer(self, code, body):
+        data = json.dumps(body).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args):
+        pass
+
+ThreadingHTTPServer(("127.0.0.1", int(os.environ["PORT"])), Handler).serve_forever()
+"""
+
+OTHER_TENANT = """apiVersion: aipaas/v1
+kind: Tenant
+metadata: {name: globex}
+---
+apiVersion: aipaas/v1
+kind: Queue
+metadata: {name: research, tenant: globex}
+---
+apiVersion: aipaas/v1
+kind: User
+metadata: {name: gus, tenant: globex}
+spec: {role: tenant-admin}
+"""
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ServerProcess, Path]]:
+    server = ServerProcess(tmp_path_factory.mktemp("services") / "data").start()
+    script = shared_dir() / "replica.py"
+    script.write_text(REPLICA)
+    script.chmod(0o644)
+    with server.http() as client:
+        for manifest in (SETUP, OTHER_TENANT):
+            client.post("/apply", content=manifest).raise_for_status()
+    try:
+        yield server, script
+    finally:
+        server.stop()
+
+
+def apply_service(server: ServerProcess, script: Path, name: str, **spec: Any) -> None:
+    template = {"command": [TASK_PYTHON, str(script)], "resources": {"cpu": "100m"}}
+    template.update(spec.pop("template", {}))
+    body = {"queue": "research", "template": template, "drainSeconds": 1, **spec}
+    manifest = {
+        "apiVersion": "aipaas/v1",
+        "kind": "Service",
+        "metadata": {"name": name, "tenant": "acme"},
+        "spec": body,
+    }
+    with server.http() as client:
+        answer = client.post("/apply", content=json.dumps(manifest))
+        assert answer.status_code in (200, 201), answer.text
+
+
+def service(server: ServerProcess, name: str) -> dict[str, Any]:
+    with server.http() as client:
+        answer = client.get(f"/services/{name}", params={"tenant": "acme"})
+        answer.raise_for_status()
+        found: dict[str, Any] = answer.json()
+        return found
+
+
+def status(server: ServerProcess, name: str) -> dict[str, Any]:
+    found: dict[str, Any] = service(server, name).get("status") or {}
+    return found
+
+
+def wait_for(what: str, check: Callable[[], bool], timeout: float = 60, every: float = 0.2) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return
+        time.sleep(every)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def events(server: ServerProcess, name: str) -> list[dict[str, Any]]:
+    with server.http() as client:
+        answer = client.get("/events", params={"kind": "Service", "name": name, "tenant": "acme"})
+        answer.raise_for_status()
+        items: list[dict[str, Any]] = answer.json()["items"]
+        return items
+
+
+def entry(server: ServerProcess, token: str = ADMIN, timeout: float = 30) -> httpx.Client:
+    return httpx.Client(
+        base_url=server.url + "/services/acme",
+        headers={"Authorization": f"Bearer {token}"},
+        timeout=timeout,
+    )
+
+
+class LoadGenerator:
+    """``workers`` threads sending requests in a loop; every answer's status is kept."""
+
+    def __init__(self, server: ServerProcess, path: str, workers: int) -> None:
+        self.server, self.path, self.workers = server, path, workers
+        self.codes: list[int] = []
+        self.bodies: list[dict[str, Any]] = []
+        self._stop = threading.Event()
+        self._threads = [threading.Thread(target=self._run, daemon=True) for _ in range(workers)]
+
+    def __enter__(self) -> LoadGenerator:
+        for thread in self._threads:
+            thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        for thread in self._threads:
+            thread.join(30)
+
+    def _run(self) -> None:
+        with entry(self.server) as client:
+            while not self._stop.is_set():
+                try:
+                    answer = client.get(self.path)
+                    self.codes.append(answer.status_code)
+                    if answer.status_code == 200:
+                        self.bodies.append(answer.json())
+                except httpx.HTTPError:
+                    self.codes.append(0)
+
+
+def test_a_service_answers_through_the_entry_point_for_its_tenant_only(
+    world: tuple[ServerProcess, Path],
+) -> None:
+    server, script = world
+    apply_service(server, script, "hello")
+    wait_for("a ready replica", lambda: status(server, "hello").get("readyReplicas") == 1)
+    with entry(server) as client:
+        answer = client.get("/hello/some/path?x=1")
+    assert answer.status_code == 200, answer.text
+    body = answer.json()
+    assert body["path"] == "/some/path?x=1"
+    assert body["token"] is None  # the caller's aipaas token is not passed on
+    assert httpx.get(server.url + "/services/acme/hello/").status_code == 401
+    with server.http() as client:
+        client.post("/apply", content=OTHER_TENANT).raise_for_status()
+        gus = client.post("/tokens", json={"user": "gus", "tenant": "globex"}).json()["token"]
+    with entry(server, gus) as client:
+        assert client.get("/hello/").status_code == 404  # another tenant's service is not seen
+    with entry(server) as client:
+        assert client.get("/missing/").status_code == 404
+    # The replica is a job of the service's queue: it counts like any job.
+    with server.http() as client:
+        jobs = client.get("/jobs", params={"tenant": "acme"}).json()["items"]
+    replicas = [j for j in jobs if j["metadata"]["labels"].get("aipaas.dev/service") == "hello"]
+    assert len(replicas) == 1
+    assert replicas[0]["spec"]["queue"] == "research"
+    assert replicas[0]["spec"]["preemptible"] is False
+
+
+def test_it_scales_up_under_load_and_back_down(world: tuple[ServerProcess, Path]) -> None:
+    server, script = world
+    autoscaling = {
+        "target": 1,
+        "stableWindowSeconds": 3,
+        "panicWindowSeconds": 1,
+        "scaleDown": {"stabilizationWindowSeconds": 2, "periodSeconds": 1},
+    }
+    apply_service(server, script, "busy", minReplicas=1, maxReplicas=4, autoscaling=autoscaling)
+    wait_for("a ready replica", lambda: status(server, "busy").get("readyReplicas") == 1)
+    with LoadGenerator(server, "/busy/slow?s=0.3", workers=6) as load:
+        wait_for(
+            "more ready replicas under load",
+            lambda: status(server, "busy").get("readyReplicas", 0) >= 3,
+            timeout=60,
+        )
+    assert load.codes and set(load.codes) == {200}
+    wait_for("back to one replica", lambda: status(server, "busy").get("replicas") == 1, 60)
+    scaled = [e for e in events(server, "busy") if e["reason"] == "Scaled"]
+    assert any("-> 4" in e["message"] or "-> 3" in e["message"] for e in scaled), scaled
+    assert "target 1 per replica" in scaled[-1]["message"]  # each decision with its numbers
+    assert scaled[-1]["message"].split(":")[0].endswith("-> 1 replicas")
+
+
+def test_scaled_to_zero_it_answers_the_first_request(world: tuple[ServerProcess, Path]) -> None:
+    server, script = world
+    autoscaling = {
+        "target": 1,
+        "stableWindowSeconds": 2,
+        "panicWindowSeconds": 1,
+        "scaleDown": {"stabilizationWindowSeconds": 1},
+    }
+    apply_service(server, script, "sleepy", minReplicas=0, maxReplicas=2, autoscaling=autoscaling)
+    wait_for("scaled to zero", lambda: status(server, "sleepy").get("phase") == "Idle", 30)
+    assert status(server, "sleepy").get("endpoints", []) == []
+    started = time.monotonic()
+    with entry(server) as client:
+        answer = client.get("/sleepy/")
+    assert answer.status_code == 200, answer.text
+    assert time.monotonic() - started < 30
+    assert status(server, "sleepy").get("readyReplicas") == 1
+
+
+def test_a_rolling_update_drops_no_request(world: tuple[ServerProcess, Path]) -> None:
+    server, script = world
+    rolling = {"maxSurge": 1, "maxUnavailable": 0}
+    apply_service(server, script, "steady", minReplicas=2, rollingUpdate=rolling)
+    wait_for("two ready replicas", lambda: status(server, "steady").get("readyReplicas") == 2)
+    with LoadGenerator(server, "/steady/slow?s=0.05", workers=4) as load:
+        time.sleep(1)
+        apply_service(
+            server,
+            script,
+            "steady",
+            minReplicas=2,
+            rollingUpdate=rolling,
+            template={"env": {"VERSION": "2"}},
+        )
+
+        def rolled() -> bool:
+            found = status(server, "steady")
+            revision = found.get("revision")
+            endpoints = found.get("endpoints", [])
+            return (
+                len(endpoints) == 2
+                and all(e["revision"] == revision for e in endpoints)
+                and (found.get("replicas") == 2)
+            )
+
+        wait_for("the new revision everywhere", rolled, timeout=90)
+        time.sleep(2)  # the old replicas drain and stop under load
+    assert len(load.codes) > 50
+    assert [c for c in load.codes if c != 200] == []
+    versions = [b["version"] for b in load.bodies]
+    assert versions[0] == "1" and versions[-1] == "2"
+
+
+def test_a_replica_failing_its_liveness_probe_is_replaced(
+    world: tuple[ServerProcess, Path],
+) -> None:
+    server, script = world
+    probe = {"path": "/live", "periodSeconds": 0.3, "failureThreshold": 2}
+    apply_service(server, script, "fragile", template={"livenessProbe": probe})
+    wait_for("a ready replica", lambda: status(server, "fragile").get("readyReplicas") == 1)
+    first = status(server, "fragile")["endpoints"][0]["replica"]
+    with entry(server) as client:
+        before = client.get("/fragile/sicken").json()["pid"]
+    wait_for(
+        "a replacement",
+        lambda: (
+            [e["replica"] for e in status(server, "fragile").get("endpoints", [])]
+            not in ([], [first])
+        ),
+        timeout=60,
+    )
+    with entry(server) as client:
+        after = client.get("/fragile/").json()["pid"]
+    assert after != before
+    reasons = [e["reason"] for e in events(server, "fragile")]
+    assert "ReplicaUnhealthy" in reasons
+
+
+def test_apply_refuses_a_missing_queue_a_forbidden_class_and_forged_load(
+    world: tuple[ServerProcess, Path],
+) -> None:
+    server, script = world
+
+    def submit(token: str, tenant: str, **spec: Any) -> httpx.Response:
+        body = {"template": {"command": [TASK_PYTHON, str(script)]}, **spec}
+        manifest = {
+            "apiVersion": "aipaas/v1",
+            "kind": "Service",
+            "metadata": {"name": "refused", "tenant": tenant},
+            "spec": body,
+        }
+        with server.http(token) as client:
+            return client.post("/apply", content=json.dumps(manifest))
+
+    missing = submit(ADMIN, "acme", queue="nope")
+    assert missing.status_code == 422
+    assert missing.json()["fields"][0]["path"] == "spec.queue"
+    with server.http() as client:
+        client.post("/apply", content=OTHER_TENANT).raise_for_status()
+        gus = client.post("/tokens", json={"user": "gus", "tenant": "globex"}).json()["token"]
+    forbidden = submit(gus, "globex", queue="research", priorityClassName="critical")
+    assert forbidden.status_code == 422
+    assert forbidden.json()["fields"][0]["path"] == "spec.priorityClassName"
+    assert submit(gus, "acme", queue="research").status_code == 404  # not gus's tenant
+    forged = {
+        "apiVersion": "aipaas/v1",
+        "kind": "ServiceLoad",
+        "metadata": {"name": "hello", "tenant": "globex"},
+    }
+    with server.http(gus) as client:
+        assert client.post("/apply", content=json.dumps(forged)).status_code == 403
