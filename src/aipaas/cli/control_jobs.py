@@ -1,0 +1,370 @@
+"""Commands that act on jobs (and other objects) by name or by selector: delete, cancel,
+rerun, wait; logs and events, followed with -f."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+import time
+from collections.abc import Callable
+from typing import Annotated, Any
+
+import typer
+
+from aipaas.cli import complete, selectors
+from aipaas.cli.control_get import Phase, Queue, Selector, Tenant
+from aipaas.cli.failure import EXIT_TIMEOUT, client, exit_code, fail, handled, report
+from aipaas.client import Client
+from aipaas.errors import AipaasError
+
+Targets = Annotated[
+    list[str] | None,
+    typer.Argument(help="job/NAME..., or KIND NAME...", autocompletion=complete.jobs),
+]
+All = Annotated[bool, typer.Option("--all", help="Every one of the kind (in the tenant).")]
+FINISHED = ("Succeeded", "Failed", "Cancelled")
+
+
+def targets_of(args: list[str], default_kind: str | None) -> tuple[str, list[str]]:
+    """``job/a job/b``, ``job a b``, or (with a default kind) ``a b``: the kind and names."""
+    if not args:
+        if default_kind is None:
+            fail("name a kind")
+        return default_kind, []
+    kinds = {a.partition("/")[0].lower() for a in args if "/" in a}
+    if kinds:
+        if len(kinds) > 1 or any("/" not in a for a in args):
+            fail("give every target as KIND/NAME of one kind, or KIND NAME NAME...")
+        return args[0].partition("/")[0], [a.partition("/")[2] for a in args]
+    if default_kind is not None and not _is_kind(args[0]):
+        return default_kind, list(args)
+    return args[0], list(args[1:])
+
+
+def _is_kind(word: str) -> bool:
+    return word.lower() in complete.kind_words()
+
+
+def _select(
+    api: Client,
+    kind: str,
+    names: list[str],
+    tenant: str | None,
+    keep: Callable[[dict[str, Any]], bool] | None,
+    *,
+    every: bool,
+) -> list[str]:
+    """Names given, or those of the kind's objects the filter keeps (or all with --all)."""
+    if names:
+        if keep is not None or every:
+            fail("give names, or a selector (-l, --phase, --queue, --all), not both")
+        return names
+    if keep is None and not every:
+        fail("name the objects, or select them with -l, --phase, --queue or --all")
+    items = api.list(kind, tenant)
+    return [item["metadata"]["name"] for item in items if keep is None or keep(item)]
+
+
+def _each(names: list[str], act: Callable[[str], str]) -> None:
+    """Act on every name; one failing does not stop the others; the exit code is the first
+    failure's."""
+    code = 0
+    for name in names:
+        try:
+            print(act(name))
+        except AipaasError as err:
+            report(err)
+            code = code or exit_code(err)
+    if code:
+        raise typer.Exit(code)
+
+
+def delete(
+    targets: Targets = None,
+    tenant: Tenant = None,
+    selector: Selector = None,
+    phase: Phase = None,
+    queue: Queue = None,
+    every: All = False,
+) -> None:
+    """Delete objects by name or selector (a running job is cancelled first).
+
+    KIND NAME..., KIND/NAME..., or KIND with -l, --phase, --queue or --all."""
+    kind, names = targets_of(targets or [], None)
+    keep = _filter(selector, phase, queue)
+    with client() as api:
+        chosen = _select(api, kind, names, tenant, keep, every=every)
+        if not chosen:
+            print("nothing matched", file=sys.stderr)
+            return
+        _each(chosen, lambda name: api.delete(kind, name, tenant))
+
+
+def cancel(
+    targets: Targets = None,
+    tenant: Tenant = None,
+    selector: Selector = None,
+    phase: Phase = None,
+    queue: Queue = None,
+    every: All = False,
+) -> None:
+    """Cancel jobs by name or selector: their processes are stopped.
+
+    job/NAME..., NAME..., or -l, --phase, --queue or --all (unfinished jobs only)."""
+    kind, names = targets_of(targets or [], "job")
+    if kind.lower() not in ("job", "jobs"):
+        fail("only jobs can be cancelled")
+    keep = _filter(selector, phase, queue)
+    with client() as api:
+        unfinished: Callable[[dict[str, Any]], bool] | None = None
+        if keep is not None or every:
+
+            def unfinished(job: dict[str, Any]) -> bool:
+                return selectors.phase_of(job) not in FINISHED and (keep is None or keep(job))
+
+        chosen = _select(api, "job", names, tenant, unfinished, every=False)
+        if not chosen:
+            print("nothing matched", file=sys.stderr)
+            return
+
+        def one(name: str) -> str:
+            api.cancel(name, tenant)
+            return f"job/{name} cancelling"
+
+        _each(chosen, one)
+
+
+def rerun(
+    target: Annotated[str, typer.Argument(help="job/NAME", autocompletion=complete.jobs)],
+    tenant: Tenant = None,
+) -> None:
+    """Submit a job again from its spec, as a new job NAME-2, NAME-3...
+
+    The new job is annotated with the one it reruns (aipaas.io/rerun-of); the original and its
+    logs and events stay."""
+    kind, names = targets_of([target], "job")
+    if kind.lower() not in ("job", "jobs") or len(names) != 1:
+        fail("rerun takes one job: job/NAME")
+    with client() as api:
+        answer = api.rerun(names[0], tenant)
+    print(f"job/{answer['name']} {answer['action']} (rerun of job/{names[0]})")
+
+
+def wait(
+    targets: Targets = None,
+    for_: Annotated[
+        str,
+        typer.Option("--for", help="phase=PHASE, condition=TYPE, or delete."),
+    ] = "phase=Succeeded",
+    timeout: Annotated[
+        str, typer.Option("--timeout", help="Give up after: 30s, 10m, 1h (exit code 6).")
+    ] = "30s",
+    tenant: Tenant = None,
+) -> None:
+    """Wait until objects meet a condition: `aipaas wait job/NAME --for=phase=Succeeded`."""
+    kind, names = targets_of(targets or [], "job")
+    if not names:
+        fail("name what to wait for: job/NAME")
+    seconds = duration_seconds(timeout)
+    if seconds is None:
+        fail(f"--timeout {timeout!r}: use a duration such as 30s, 10m, 1h")
+    if for_ != "delete" and not re.fullmatch(r"(phase|condition)=[A-Za-z]+", for_):
+        fail(f"--for {for_!r}: use phase=PHASE, condition=TYPE or delete")
+    deadline = time.monotonic() + seconds
+    with client() as api:
+        for name in names:
+            left = max(deadline - time.monotonic(), 0.001)
+            api.wait(kind, name, for_, tenant=tenant, timeout=left)
+            done = "deleted" if for_ == "delete" else "condition met"
+            print(f"{kind.lower().rstrip('s')}/{name} {done}", flush=True)
+
+
+def logs(
+    target: Annotated[str, typer.Argument(help="job/NAME, or NAME", autocompletion=complete.jobs)],
+    task: Annotated[str | None, typer.Option("--task", help="One task, e.g. worker-1.")] = None,
+    follow: Annotated[
+        bool,
+        typer.Option(
+            "--follow", "-f", help="Wait for the job to start, then stream until it ends."
+        ),
+    ] = False,
+    tenant: Tenant = None,
+    tail: Annotated[
+        int | None, typer.Option("--tail", min=0, help="The last N lines of each task.")
+    ] = None,
+    since: Annotated[
+        str | None,
+        typer.Option("--since", help="Only tasks that wrote in this window: 30s, 10m, 2h, 1d."),
+    ] = None,
+    limit_bytes: Annotated[
+        int | None, typer.Option("--limit-bytes", min=1, help="At most this many bytes.")
+    ] = None,
+    start_timeout: Annotated[
+        str | None,
+        typer.Option("--start-timeout", help="With -f: give up waiting for the start (exit 6)."),
+    ] = None,
+) -> None:
+    """Logs of every task of a job, each line prefixed with the task's name."""
+    kind, _, job = target.partition("/")
+    if not job:
+        kind, job = "job", kind
+    if kind.lower() not in ("job", "jobs"):
+        fail("logs are kept for jobs: use job/NAME")
+    since_seconds = None
+    if since is not None:
+        since_seconds = duration_seconds(since)
+        if since_seconds is None:
+            fail(f"--since {since!r}: use a duration such as 30s, 10m, 2h")
+    waiting_limit = None
+    if start_timeout is not None:
+        waiting_limit = duration_seconds(start_timeout)
+        if waiting_limit is None:
+            fail(f"--start-timeout {start_timeout!r}: use a duration such as 30s, 10m")
+    with client() as api:
+        current = api.get("job", job, tenant)
+        pending = selectors.phase_of(current) == "Pending"
+        if pending and follow:
+            _wait_for_start(api, job, tenant, current, waiting_limit)
+        lines = api.logs(
+            job,
+            task=task,
+            follow=follow,
+            tenant=tenant,
+            tail=tail,
+            since_seconds=since_seconds,
+            limit_bytes=limit_bytes,
+        )
+        printed = 0
+        for line in lines:
+            printed += 1
+            print(line, flush=follow)
+        if pending and not follow and not printed:
+            print(f"job/{job} has not started: {why_pending(current)}", file=sys.stderr)
+
+
+def why_pending(job: dict[str, Any]) -> str:
+    """The job's pending reason as its status says it (the scheduler writes why it waits)."""
+    status = job.get("status") or {}
+    reason = status.get("reason") or "Pending"
+    message = status.get("message")
+    return f"{reason}: {message}" if message else str(reason)
+
+
+def _wait_for_start(
+    api: Client, job: str, tenant: str | None, current: dict[str, Any], limit: int | None
+) -> None:
+    """Say why the job waits, again whenever the reason changes, until it is no longer
+    Pending."""
+    said = why_pending(current)
+    print(f"waiting for job/{job} to start: {said}", file=sys.stderr, flush=True)
+    try:
+        for change in api.watch("job", job, tenant, timeout=limit):
+            obj = change["object"]
+            if change["type"] == "DELETED":
+                fail(f"job/{job} was deleted before it started", 3)
+            if selectors.phase_of(obj) != "Pending":
+                return
+            reason = why_pending(obj)
+            if reason != said:
+                said = reason
+                print(f"still waiting for job/{job}: {said}", file=sys.stderr, flush=True)
+    except KeyboardInterrupt:
+        raise typer.Exit(130) from None
+    fail(f"job/{job} did not start within {limit}s: {said}", EXIT_TIMEOUT)
+
+
+def events(
+    kind: Annotated[str | None, typer.Argument(autocompletion=complete.kinds)] = None,
+    name: Annotated[str | None, typer.Argument(autocompletion=complete.names)] = None,
+    tenant: Tenant = None,
+    output: Annotated[str, typer.Option("--output", "-o", help="table or json.")] = "table",
+    follow: Annotated[
+        bool, typer.Option("--follow", "-f", "--watch", "-w", help="Then print new ones.")
+    ] = False,
+    chunk_size: Annotated[
+        int | None,
+        typer.Option(
+            "--chunk-size", min=1, max=5000, help="Items per request (pages are followed)."
+        ),
+    ] = None,
+) -> None:
+    """What happened, oldest first: a tenant's events, or one object's; -f follows."""
+    if output not in ("table", "json"):
+        fail("--output must be table or json")
+    if kind and "/" in kind and name is None:
+        kind, _, name = kind.partition("/")
+    if follow:
+        _follow_events(kind, name, tenant, output)
+        return
+    with client() as api:
+        items = api.events(kind, name, tenant, page_size=chunk_size)
+    if output == "json":
+        print(json.dumps(items, indent=2))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(box=None)
+    for column in ("TIME", "OBJECT", "TYPE", "REASON", "MESSAGE"):
+        table.add_column(column)
+    for event in items:
+        table.add_row(
+            event["timestamp"],
+            f"{event['kind'].lower()}/{event['name']}",
+            event["type"],
+            event["reason"],
+            event["message"],
+        )
+    Console(width=200).print(table)
+
+
+def _follow_events(kind: str | None, name: str | None, tenant: str | None, output: str) -> None:
+    with client() as api:
+        if kind and name:
+            api.get(kind, name, tenant)  # a name that does not exist is an error, as without -f
+        if output == "table":
+            print(f"{'TIME':<27} {'OBJECT':<32} {'TYPE':<7} {'REASON':<18} MESSAGE", flush=True)
+        try:
+            for event in api.follow_events(kind, name, tenant):
+                if output == "json":
+                    print(json.dumps(event), flush=True)
+                    continue
+                what = f"{event['kind'].lower()}/{event['name']}"
+                print(
+                    f"{event['timestamp']:<27} {what:<32} {event['type']:<7} "
+                    f"{event['reason']:<18} {event['message']}",
+                    flush=True,
+                )
+        except KeyboardInterrupt:
+            return
+
+
+def _filter(
+    selector: str | None, phase: str | None, queue: str | None
+) -> Callable[[dict[str, Any]], bool] | None:
+    if not selectors.filtering(selector, phase, queue):
+        return None
+    try:
+        return selectors.make_filter(selector, phase, queue)
+    except selectors.SelectorError as err:
+        fail(str(err))
+
+
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def duration_seconds(text: str) -> int | None:
+    """``30s``, ``10m``, ``2h``, ``1d`` or ``1h30m`` (a bare number is seconds), in whole
+    seconds; None when it is not a positive duration."""
+    match = re.fullmatch(r"(?:(\d+)([smhd]))+|(\d+)", text.strip())
+    if match is None:
+        return None
+    if match.group(3) is not None:
+        total = int(match.group(3))
+    else:
+        total = sum(int(n) * _UNITS[u] for n, u in re.findall(r"(\d+)([smhd])", text))
+    return total if total > 0 else None
+
+
+__all__ = ["cancel", "delete", "duration_seconds", "events", "handled", "logs", "rerun", "wait"]
