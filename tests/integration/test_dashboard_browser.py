@@ -16,7 +16,7 @@ import httpx
 import pytest
 from dashboard_browser import Browser, browser_or_skip, screenshot_dir
 from playwright.sync_api import Page, Route, expect
-from server_process import ServerProcess
+from server_process import ADMIN, SETUP, ServerProcess
 
 TENANTS = """apiVersion: aipaas/v1
 kind: Tenant
@@ -246,9 +246,10 @@ def test_a_tenant_never_sees_another_tenants_data(page: Page, world: World) -> N
         client.post(
             "/apply", content=job_yaml("acme-secret", "research", "true")
         ).raise_for_status()
-        # The timeline refuses another tenant's name as if it did not exist.
-        answer = client.get("/dashboard/timeline", params={"tenant": "globex"})
-        assert answer.status_code == 404
+        # The series refuse another tenant's name as if it did not exist.
+        for series in ("timeline", "cost"):
+            answer = client.get(f"/dashboard/{series}", params={"tenant": "globex"})
+            assert answer.status_code == 404, series
     world.server.wait_phase("acme-secret", "Succeeded", timeout=30)
     sign_in(page, world, "bob")
     main = page.locator("main")
@@ -294,3 +295,61 @@ def test_assets_come_from_the_package_and_nothing_else_is_served(world: World) -
             "/dashboard/nowhere",
         ):
             assert client.get(path).status_code == 404, path
+
+
+GPU_JOB = """apiVersion: aipaas/v1
+kind: Job
+metadata: {name: train, tenant: acme, annotations: {sim.aipaas.dev/duration: "8s"}}
+spec:
+  queue: research
+  tasks:
+    - name: w
+      replicas: 2
+      command: [train]
+      resources: {gpu: 4, cpu: 8, memory: 1Gi}
+"""
+
+
+@pytest.fixture(scope="module")
+def gpu_world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
+    """A server on the simulated backend: two nodes of eight H100s each."""
+    server = ServerProcess(tmp_path_factory.mktemp("dashboard-sim") / "data", backend="sim")
+    server.start()
+    try:
+        with server.http() as client:
+            client.post("/apply", content=SETUP).raise_for_status()
+        yield World(server, {"admin": ADMIN})
+    finally:
+        server.stop()
+
+
+def test_gpus_by_model_allocation_over_time_and_queue_shares(
+    browser: Browser, gpu_world: World
+) -> None:
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    page = context.new_page()
+    try:
+        sign_in(page, gpu_world, "admin")
+        expect(page.locator("#whoami")).to_contain_text("all tenants")
+        expect(page.locator("#gpu-models")).to_contain_text("H100")
+        expect(page.locator("#stat-gpus")).to_contain_text("0 / 16")
+        chart = page.locator("#page-cluster figure.chart")
+        page.select_option("#window", "300")
+        with gpu_world.server.http() as client:
+            client.post("/apply", content=GPU_JOB).raise_for_status()
+        # 8 of the 16 GPUs: the cards say so, and the chart rises under its capacity line.
+        expect(page.locator("#stat-gpus")).to_contain_text("8 / 16", timeout=20_000)
+        page.wait_for_function(
+            "() => Number(document.querySelector('#page-cluster figure.chart').dataset.total) > 0",
+            timeout=20_000,
+        )
+        expect(chart).to_contain_text("capacity 16")
+        shoot(page, "cluster-gpus")
+        page.click("nav a[data-page=queues]")
+        queues = page.locator("#queues")
+        expect(queues).to_contain_text("acme/research")
+        expect(queues.locator("tbody tr").first).to_contain_text("8")
+        expect(page.locator("figure.shares rect").first).to_be_visible()
+        shoot(page, "queues")
+    finally:
+        context.close()
