@@ -191,6 +191,12 @@ def test_a_service_answers_through_the_entry_point_for_its_tenant_only(
     assert len(replicas) == 1
     assert replicas[0]["spec"]["queue"] == "research"
     assert replicas[0]["spec"]["preemptible"] is False
+    table = server.cli("get", "services", "--tenant", "acme").stdout.splitlines()
+    assert table[0].split()[:5] == ["NAME", "TENANT", "READY", "PHASE", "URL"]
+    row = next((line.split() for line in table if line.strip().startswith("hello")), table)
+    assert row[2:5] == ["1/1", "Running", f"{server.url}/services/acme/hello/"]
+    described = server.cli("describe", "service", "hello", "--tenant", "acme").stdout
+    assert "replicaJobs:" in described and "Scaled" in described
 
 
 def test_it_scales_up_under_load_and_back_down(world: tuple[ServerProcess, Path]) -> None:
