@@ -1,9 +1,9 @@
 """`aipaas allocate --dry-run -f FILE -o json`: run the device allocator with no server.
 
 FILE is a multi-document YAML of DeviceClasses, ResourceSlices and ResourceClaims (the claims
-of one pod; claims with status.allocation are allocations that already exist). The answer is
-printed; the exit code is 0 whether or not the claims fit, and 2 for invalid input, whose error
-names the object, the field and the problem.
+of one pod; claims with status.allocation are allocations that already exist); several -f are
+read as one. The answer is printed; the exit code is 0 whether or not the claims fit, and 2 for
+invalid input, whose error names the object, the field and the problem.
 """
 
 from __future__ import annotations
@@ -28,10 +28,12 @@ def register(app: typer.Typer) -> None:
 
 
 def allocate(
-    file: Annotated[
-        str,
+    files: Annotated[
+        list[str],
         typer.Option(
-            "-f", "--filename", help="YAML file of classes, slices and claims; - for stdin"
+            "-f",
+            "--filename",
+            help="YAML file of classes, slices and claims; - for stdin; repeat -f for several",
         ),
     ],
     dry_run: Annotated[
@@ -51,17 +53,25 @@ def allocate(
         _fail("only --dry-run is supported here; a server allocates claims when it schedules pods")
     if output not in ("json", "yaml", "text"):
         _fail(f"-o: expected json, yaml or text, got {output!r}")
-    source = "<stdin>" if file == "-" else file
+    if files.count("-") > 1:
+        _fail("-f -: standard input can be read once")
+    objects = []
+    for file in files:
+        source = "<stdin>" if file == "-" else file
+        try:
+            text = sys.stdin.read() if file == "-" else Path(file).read_text(encoding="utf-8")
+        except OSError as err:
+            _fail(f"{file}: cannot read: {err.strerror or err}")
+        try:
+            objects.extend(load_device_documents(text, source=source))
+        except InvalidObject as err:
+            _fail(str(err))
     try:
-        text = sys.stdin.read() if file == "-" else Path(file).read_text(encoding="utf-8")
-    except OSError as err:
-        _fail(f"{file}: cannot read: {err.strerror or err}")
-    try:
-        answer = what_if(load_device_documents(text, source=source), best=not first_fit)
+        answer = what_if(objects, best=not first_fit)
     except InvalidObject as err:
         _fail(str(err))
     except InventoryError as err:
-        _fail(f"{source}: {err}")
+        _fail(f"{', '.join(files)}: {err}")
     _print(answer, output)
 
 

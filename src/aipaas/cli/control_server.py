@@ -7,11 +7,15 @@ from __future__ import annotations
 import os
 import socket
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, NoReturn
 
+import httpx
 import typer
 
+from aipaas.cli.failure import EXIT_PORT_TAKEN
 from aipaas.settings import Settings, env_overrides
+
+DEFAULT_PORT = 8600
 
 
 def register(app: typer.Typer) -> None:
@@ -84,6 +88,8 @@ def server(
 
     As root, local tasks run as one unprivileged user per tenant; otherwise as this user.
     """
+    if workers == 1 and not _port_free(host, port):
+        _port_taken(host, port)  # several workers share the port by SO_REUSEPORT: they check
     if slurm_mode not in SLURM_MODES:
         raise typer.BadParameter(" or ".join(SLURM_MODES), param_hint="--slurm-mode")
     settings = Settings(
@@ -112,15 +118,24 @@ def server(
 def up(
     data_dir: DataDir = Path(".aipaas"),
     host: Host = "127.0.0.1",
-    port: Annotated[int, typer.Option("--port", help="TCP port; another if busy.")] = 8600,
+    port: Annotated[
+        int | None,
+        typer.Option("--port", help="TCP port [default: 8600, or a free one if it is taken]."),
+    ] = None,
     backend: Backend = "demo",
     sim_cluster: SimCluster = None,
     local_cpus: LocalCpus = None,
     log_level: LogLevel = "warning",
 ) -> None:
     """Start aipaas on embedded defaults: SQLite, sim nodes plus this machine; print URL, token."""
-    if not _port_free(host, port):
-        port = _free_port(host)
+    if port is None:
+        port = DEFAULT_PORT
+        if not _port_free(host, port):
+            taken = _taken_message(host, port)
+            port = _free_port(host)
+            typer.echo(f"{taken}; using port {port} instead (--port chooses)", err=True)
+    elif not _port_free(host, port):
+        _port_taken(host, port)
     settings = Settings(
         **{
             **env_overrides(os.environ),
@@ -142,8 +157,26 @@ def _serve(settings: Settings, *, log_level: str, announce: bool = False) -> Non
     try:
         control_runtime.serve(settings, log_level=log_level, announce=announce)
     except CannotListen as err:
-        typer.echo(str(err), err=True)
-        raise typer.Exit(1) from err
+        typer.echo(f"error: {err}", err=True)
+        raise typer.Exit(EXIT_PORT_TAKEN) from err
+
+
+def _port_taken(host: str, port: int) -> NoReturn:
+    typer.echo(f"error: {_taken_message(host, port)}: choose another with --port", err=True)
+    raise typer.Exit(EXIT_PORT_TAKEN)
+
+
+def _taken_message(host: str, port: int) -> str:
+    """Whose the port is, when it can tell: an aipaas server answers /api/v1/whoami without a
+    token with its own error document."""
+    url = f"http://{host}:{port}"
+    try:
+        answer = httpx.get(url + "/api/v1/whoami", timeout=0.5)
+        if answer.status_code == 401 and answer.json().get("code") == "Unauthenticated":
+            return f"port {port} on {host} is taken by an aipaas server already ({url})"
+    except (httpx.HTTPError, ValueError, AttributeError):
+        pass
+    return f"port {port} on {host} is taken by another program"
 
 
 def _port_free(host: str, port: int) -> bool:

@@ -8,6 +8,7 @@ that says what kind of failure it was, so that scripts can tell them apart:
     4  unauthorised or forbidden: no token, a wrong one, or a role that may not do it
     5  unreachable: no server answers at the URL (or it answered 503)
     6  timeout: `aipaas wait` or `logs -f` gave up
+    7  `aipaas up` or `aipaas server` cannot listen: the port is taken (or not this machine's)
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ EXIT_NOT_FOUND = 3
 EXIT_UNAUTHORISED = 4
 EXIT_UNREACHABLE = 5
 EXIT_TIMEOUT = 6
+EXIT_PORT_TAKEN = 7
 
 
 def exit_code(err: AipaasError) -> int:
