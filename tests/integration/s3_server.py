@@ -1,0 +1,117 @@
+"""A real S3 API for the dataset tests: moto's server, as a subprocess on a free port, with a
+count of the requests it answered (so a test can tell that a read never reached S3).
+
+Run as ``python s3_server.py PORT``: moto's server application (``moto[server]``) behind a
+counting middleware; ``GET /_test/requests`` answers the requests seen so far as JSON
+(method and path), ``DELETE /_test/requests`` forgets them. The fixture side is ``S3Server``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+ACCESS_KEY = "test-access-key"
+SECRET_KEY = "test-secret-key"
+COUNT_PATH = "/_test/requests"
+
+Environ = dict[str, Any]
+StartResponse = Callable[..., Any]
+App = Callable[[Environ, StartResponse], Iterable[bytes]]
+
+
+def counting(app: App) -> App:
+    seen: list[list[str]] = []
+    lock = threading.Lock()
+
+    def wrapped(environ: Environ, start_response: StartResponse) -> Iterable[bytes]:
+        path, method = environ.get("PATH_INFO", ""), environ.get("REQUEST_METHOD", "")
+        if path == COUNT_PATH:
+            with lock:
+                body = json.dumps(seen).encode()
+                if method == "DELETE":
+                    seen.clear()
+            start_response("200 OK", [("Content-Type", "application/json")])
+            return [body]
+        with lock:
+            seen.append([method, path])
+        return app(environ, start_response)
+
+    return wrapped
+
+
+def serve(port: int) -> None:
+    from moto.server import DomainDispatcherApplication, create_backend_app
+    from werkzeug.serving import run_simple
+
+    app = DomainDispatcherApplication(create_backend_app)
+    run_simple("127.0.0.1", port, counting(app), threaded=True)
+
+
+class S3Server:
+    def __init__(self, port: int, log: Path) -> None:
+        self.port = port
+        self.url = f"http://127.0.0.1:{port}"
+        self.log = log
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self, timeout: float = 30) -> S3Server:
+        with self.log.open("ab") as log:
+            self.process = subprocess.Popen(
+                [sys.executable, __file__, str(self.port)], stdout=log, stderr=log
+            )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                httpx.get(self.url + COUNT_PATH, timeout=1).raise_for_status()
+                return self
+            except httpx.HTTPError:
+                time.sleep(0.1)
+        raise RuntimeError(f"moto did not start: {self.log.read_text()[-2000:]}")
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            self.process.wait(10)
+
+    def client(self) -> Any:
+        import boto3
+
+        return boto3.client(
+            "s3",
+            endpoint_url=self.url,
+            aws_access_key_id=ACCESS_KEY,
+            aws_secret_access_key=SECRET_KEY,
+            region_name="us-east-1",
+        )
+
+    def requests(self) -> list[tuple[str, str]]:
+        return [(m, p) for m, p in httpx.get(self.url + COUNT_PATH, timeout=5).json()]
+
+    def forget(self) -> None:
+        httpx.delete(self.url + COUNT_PATH, timeout=5).raise_for_status()
+
+    def upload(self, bucket: str, objects: dict[str, bytes]) -> str:
+        """Put the objects (creating the bucket); the SHA-256 of them all, in key order."""
+        client = self.client()
+        existing = {b["Name"] for b in client.list_buckets().get("Buckets", [])}
+        if bucket not in existing:
+            client.create_bucket(Bucket=bucket)
+        digest = hashlib.sha256()
+        for key in sorted(objects):
+            client.put_object(Bucket=bucket, Key=key, Body=objects[key])
+            digest.update(objects[key])
+        return digest.hexdigest()
+
+
+if __name__ == "__main__":
+    serve(int(sys.argv[1]))

@@ -1,0 +1,212 @@
+"""Datasets end to end: a real server, a real S3 API (moto's server), real task processes.
+
+A two-task job reads a dataset from S3 through the node's cache and checks its checksum; a
+second job on the same node reads it without one request reaching S3; the Dataset's status,
+events and the API's tenant isolation (datasets and their credentials) are checked on the way.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from s3_server import ACCESS_KEY, SECRET_KEY, S3Server
+from server_process import ADMIN, SETUP, TASK_PYTHON, ServerProcess, free_port, shared_dir
+
+BUCKET = "datasets"
+OBJECTS = {f"train/part-{i}.bin": os.urandom((1 << 20) + i * 4099) for i in range(4)}
+OBJECTS["train/nested/labels.txt"] = b"cat\ndog\n" * 1000
+
+READER = """
+import hashlib, os, pathlib
+root = pathlib.Path(os.environ["AIPAAS_DATASET_TRAIN_PATH"])
+digest = hashlib.sha256()
+for path in sorted(p for p in root.rglob("*") if p.is_file()):
+    digest.update(path.read_bytes())
+name = os.environ["AIPAAS_JOB"] + "-" + os.environ["RANK"]
+pathlib.Path({out!r}, name).write_text(digest.hexdigest())
+"""
+
+
+def _manifests(endpoint: str, tenant: str = "acme") -> str:
+    return f"""apiVersion: aipaas/v1
+kind: Secret
+metadata: {{name: s3-creds, tenant: {tenant}}}
+spec:
+  data: {{accessKeyId: {ACCESS_KEY}, secretAccessKey: {SECRET_KEY}}}
+---
+apiVersion: aipaas/v1
+kind: Dataset
+metadata: {{name: train, tenant: {tenant}}}
+spec:
+  source: s3://{BUCKET}/train
+  endpoint: {endpoint}
+  secretRef: s3-creds
+  cache: {{replicas: 1}}
+"""
+
+
+def _job(name: str, out: Path, tenant: str = "acme", dataset: str = "train") -> str:
+    job = {
+        "apiVersion": "aipaas/v1",
+        "kind": "Job",
+        "metadata": {"name": name, "tenant": tenant},
+        "spec": {
+            "queue": "research",
+            "datasets": [{"name": dataset, "mountPath": "/data/train"}],
+            "tasks": [
+                {
+                    "name": "reader",
+                    "replicas": 2,
+                    "command": [TASK_PYTHON, "-c", READER.format(out=str(out))],
+                    "resources": {"cpu": 1, "memory": "256Mi"},
+                }
+            ],
+        },
+    }
+    return json.dumps(job)
+
+
+@pytest.fixture(scope="module")
+def s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
+    server = S3Server(free_port(), tmp_path_factory.mktemp("moto") / "moto.log").start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    process = ServerProcess(tmp_path_factory.mktemp("aipaas") / "data").start()
+    process.cli("apply", "-f", "-", input=SETUP)
+    yield process
+    process.stop()
+
+
+def _apply(server: ServerProcess, text: str, token: str = ADMIN) -> httpx.Response:
+    with server.http(token) as client:
+        return client.post("/apply", content=text, headers={"Content-Type": "application/yaml"})
+
+
+def _dataset(server: ServerProcess, name: str = "train") -> dict[str, Any]:
+    with server.http() as client:
+        answer = client.get(f"/datasets/{name}", params={"tenant": "acme"})
+        answer.raise_for_status()
+        result: dict[str, Any] = answer.json()
+        return result
+
+
+def _wait_status(server: ServerProcess, check: Any, timeout: float = 30) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    status: dict[str, Any] = {}
+    while time.monotonic() < deadline:
+        status = _dataset(server).get("status") or {}
+        if check(status):
+            return status
+        time.sleep(0.3)
+    raise AssertionError(f"dataset status never matched: {status}")
+
+
+def test_jobs_read_a_dataset_from_s3_through_the_cache(s3: S3Server, server: ServerProcess) -> None:
+    expected = s3.upload(BUCKET, OBJECTS)
+    out = shared_dir()
+    assert _apply(server, _manifests(s3.url)).status_code == 200
+    s3.forget()
+
+    assert _apply(server, _job("first", out)).status_code == 200
+    first = server.wait_phase("first", "Succeeded", timeout=90)
+    assert [t["exitCode"] for t in first["status"]["tasks"]] == [0, 0]
+    assert (out / "first-0").read_text() == expected
+    assert (out / "first-1").read_text() == expected
+    gets = [path for method, path in s3.requests() if method == "GET" and "part-" in path]
+    assert gets, "the first job's data came from S3"
+    status = _wait_status(server, lambda s: s.get("phase") == "Cached" and s.get("hits", 0) >= 1)
+    assert status["sizeBytes"] == sum(len(b) for b in OBJECTS.values())
+    assert status["files"] == len(OBJECTS)
+    assert status["nodes"][0]["complete"] is True
+    assert status["misses"] == 1  # two tasks, one copy: the second waited for the first
+
+    s3.forget()
+    assert _apply(server, _job("second", out)).status_code == 200
+    server.wait_phase("second", "Succeeded", timeout=90)
+    assert (out / "second-0").read_text() == expected
+    assert (out / "second-1").read_text() == expected
+    assert s3.requests() == [], "the second job was served from the cache alone"
+    status = _wait_status(server, lambda s: s.get("hits", 0) >= 3)
+    assert status["bytesFromCache"] >= 3 * status["sizeBytes"]
+    assert status["bytesFromSource"] == status["sizeBytes"]
+
+    with server.http() as client:
+        params = {"tenant": "acme", "kind": "Dataset", "name": "train"}
+        events = client.get("/events", params=params).json()["items"]
+    assert "DatasetLoaded" in {event["reason"] for event in events}
+
+
+def test_a_tenant_cannot_name_or_read_another_tenants_data(
+    s3: S3Server, server: ServerProcess
+) -> None:
+    assert _apply(server, _manifests(s3.url)).status_code == 200
+    other = """apiVersion: aipaas/v1
+kind: Tenant
+metadata: {name: rival}
+---
+apiVersion: aipaas/v1
+kind: Queue
+metadata: {name: research, tenant: rival}
+---
+apiVersion: aipaas/v1
+kind: User
+metadata: {name: mallory, tenant: rival}
+spec: {role: tenant-admin}
+---
+apiVersion: aipaas/v1
+kind: User
+metadata: {name: vic, tenant: acme}
+spec: {role: member}
+"""
+    assert _apply(server, other).status_code == 200
+    mallory = server.cli("tokens", "create", "mallory", "--tenant", "rival").stdout.strip()
+    vic = server.cli("tokens", "create", "vic", "--tenant", "acme").stdout.strip()
+
+    # Naming acme's dataset or secret from rival: as if they did not exist.
+    job = _apply(server, _job("steal", shared_dir(), tenant="rival"), token=mallory)
+    assert job.status_code == 422
+    assert "spec.datasets[0].name" in job.text and "tenant rival" in job.text
+    borrowed = _manifests(s3.url, tenant="rival").split("---\n")[1]
+    refused = _apply(server, borrowed, token=mallory)
+    assert refused.status_code == 422 and "spec.secretRef" in refused.text
+    cross = _apply(server, _manifests(s3.url).split("---\n")[1], token=mallory)
+    assert cross.status_code == 404  # writing into acme
+
+    with server.http(mallory) as client:
+        for path in ("/secrets/s3-creds", "/datasets/train", "/Secret/s3-creds"):
+            assert client.get(path, params={"tenant": "acme"}).status_code == 404
+        assert client.get("/secrets", params={"tenant": "acme"}).status_code == 404
+        assert client.get("/secrets").json()["items"] == []
+        warm = client.post("/datasets/train/warm", params={"tenant": "acme"}, json={})
+        assert warm.status_code == 404
+
+    # Inside acme, nobody reads the values back: not a member, not an admin, no spelling.
+    for token in (vic, ADMIN):
+        with server.http(token) as client:
+            for path in ("/secrets/s3-creds", "/Secret/s3-creds", "/SECRETS/s3-creds"):
+                shown = client.get(path, params={"tenant": "acme"})
+                assert shown.status_code == 200
+                assert shown.json()["spec"]["data"] == {
+                    "accessKeyId": "***",
+                    "secretAccessKey": "***",
+                }
+            listed = client.get("/secrets", params={"tenant": "acme"}).json()["items"]
+            assert SECRET_KEY not in json.dumps(listed) and ACCESS_KEY not in json.dumps(listed)
+            watched = client.get(
+                "/watch/secrets", params={"tenant": "acme", "timeoutSeconds": 1}
+            ).text
+            assert SECRET_KEY not in watched and "s3-creds" in watched
+    with server.http(vic) as client:  # a member reads datasets but writes no secrets
+        assert client.get("/datasets/train", params={"tenant": "acme"}).status_code == 200
+    assert _apply(server, _manifests(s3.url), token=vic).status_code == 403
