@@ -167,7 +167,8 @@ def test_a_job_is_followed_from_submission_to_success_with_its_logs(
 ) -> None:
     sign_in(page, world, "alice")
     page.click("nav a[data-page=jobs]")
-    script = "echo first line; sleep 3; echo last line"
+    # A line of markup in the logs stays text: the page never turns API text into elements.
+    script = "echo first line; echo '<img id=injected src=/x>'; sleep 3; echo last line"
     page.fill("#submit-text", job_yaml("hello", "research", script))
     page.click("#submit")
     expect(page).to_have_url(re.compile(r"/dashboard/jobs\?name=hello"))
@@ -179,6 +180,8 @@ def test_a_job_is_followed_from_submission_to_success_with_its_logs(
     shoot(page, "job-running")
     expect(page.locator("#job-phase")).to_have_text("Succeeded", timeout=30_000)
     expect(logs).to_contain_text("last line")
+    expect(logs).to_contain_text("<img id=injected src=/x>")
+    expect(page.locator("#injected")).to_have_count(0)
     expect(page.locator("#tasks")).to_contain_text("main-0")
     expect(page.locator("#events")).not_to_contain_text("none")
     shoot(page, "job-succeeded")
