@@ -334,3 +334,42 @@ def test_apply_refuses_a_missing_queue_a_forbidden_class_and_forged_load(
     }
     with server.http(gus) as client:
         assert client.post("/apply", content=json.dumps(forged)).status_code == 403
+
+
+def replica_jobs(server: ServerProcess, name: str) -> list[dict[str, Any]]:
+    with server.http() as client:
+        jobs: list[dict[str, Any]] = client.get("/jobs", params={"tenant": "acme"}).json()["items"]
+    return [j for j in jobs if j["metadata"]["labels"].get("aipaas.dev/service") == name]
+
+
+def test_a_public_service_needs_no_token_and_deleting_it_stops_its_replicas(
+    world: tuple[ServerProcess, Path],
+) -> None:
+    server, script = world
+    apply_service(server, script, "open", public=True)
+    wait_for("a ready replica", lambda: status(server, "open").get("readyReplicas") == 1)
+    answer = httpx.get(server.url + "/services/acme/open/", headers={"Authorization": "Bearer x"})
+    assert answer.status_code == 200
+    assert answer.json()["token"] == "Bearer x"  # a public service's own auth is its business
+    with server.http() as client:
+        client.delete("/services/open", params={"tenant": "acme"}).raise_for_status()
+    wait_for("its replica gone", lambda: replica_jobs(server, "open") == [], timeout=30)
+    assert httpx.get(server.url + "/services/acme/open/").status_code == 401
+
+
+def test_a_crashing_replica_is_replaced_after_a_growing_wait(
+    world: tuple[ServerProcess, Path],
+) -> None:
+    server, script = world
+    crash = {"command": [TASK_PYTHON, "-c", "import sys; sys.exit(3)"]}
+    apply_service(server, script, "crashy", template=crash)
+
+    def ended() -> list[str]:
+        return [e["message"] for e in events(server, "crashy") if e["reason"] == "ReplicaEnded"]
+
+    wait_for("three replicas ended", lambda: len(ended()) >= 3, timeout=60)
+    waits = [message.rsplit(" in ", 1)[1] for message in ended()[:3]]
+    assert waits == ["1s", "2s", "4s"]
+    assert len(replica_jobs(server, "crashy")) <= 1
+    with server.http() as client:
+        client.delete("/services/crashy", params={"tenant": "acme"}).raise_for_status()

@@ -11,6 +11,7 @@ at the level of the service); a replica's job without its service is stopped.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import random
 from datetime import datetime
@@ -19,11 +20,12 @@ from aipaas.api.job import Job
 from aipaas.api.priority import PriorityClass
 from aipaas.api.service import SERVICE_LABEL, Service, ServiceLoad, ServiceStatus
 from aipaas.api.tenancy import Tenant
-from aipaas.autoscale.replicas import Load, ScalerMemory
+from aipaas.autoscale.replicas import Load
 from aipaas.controller.extensions import CycleContext
 from aipaas.controller.services_probe import Prober
-from aipaas.controller.services_reconcile import Reconciler
+from aipaas.controller.services_reconcile import Reconciler, ServiceMemory
 from aipaas.controller.services_replicas import node_addresses, stop_replica
+from aipaas.errors import NotFound
 from aipaas.settings import Settings
 from aipaas.store.lease import LeaseLost
 
@@ -31,6 +33,8 @@ log = logging.getLogger("aipaas.controller")
 FINISHED = ["Succeeded", "Failed", "Cancelled"]
 #: a sample older than this is from an entry point that stopped measuring (nothing in flight)
 LOAD_FRESH_SECONDS = 3.0
+#: without any service, replicas of deleted services are looked for every this many cycles
+IDLE_CHECK_CYCLES = 25
 
 
 class ServiceExtension:
@@ -38,21 +42,27 @@ class ServiceExtension:
 
     def __init__(self, *, seed: int | None = None) -> None:
         self.prober = Prober()
-        self.memories: dict[str, ScalerMemory] = {}
+        self.memories: dict[str, ServiceMemory] = {}
         self.rng = random.Random(seed)
 
     def run(self, context: CycleContext) -> None:
         store = context.store
         services = [s for s in store.list_objects("Service", None) if isinstance(s, Service)]
-        owned = self._replica_jobs(context, {(s.tenant, s.name) for s in services})
-        if not services:
-            return
-        wall = context.clock.now()
+        names = {(s.tenant, s.name) for s in services}
+        if not services and context.cycle % IDLE_CHECK_CYCLES:
+            return  # no service: look for replicas of deleted ones only now and then
+        owned = self._replica_jobs(context, names)
         loads = {
             (load.tenant, load.name): load
             for load in store.list_objects("ServiceLoad", None)
             if isinstance(load, ServiceLoad)
         }
+        for key in set(loads) - names:
+            with contextlib.suppress(NotFound):
+                store.delete("ServiceLoad", *key)  # the load of a deleted service
+        if not services:
+            return
+        wall = context.clock.now()
         classes = {
             c.name: c
             for c in store.list_objects("PriorityClass", "")
@@ -75,7 +85,7 @@ class ServiceExtension:
         )
         for service in services:
             uid = service.metadata.uid or service.name
-            memory = self.memories.setdefault(uid, ScalerMemory())
+            memory = self.memories.setdefault(uid, ServiceMemory())
             load = measured(loads.get((service.tenant, service.name)), wall)
             try:
                 service = reconciler.adopt(service, owned.get((service.tenant, service.name), []))

@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import random
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from aipaas.api.job import Job, JobPhase, TaskPhase
@@ -34,6 +35,19 @@ from aipaas.controller.services_replicas import (
 from aipaas.store import TaskRecord, TaskRepository
 
 log = logging.getLogger("aipaas.controller")
+#: the longest wait before a replica replaces one that ended without being asked to
+MAX_BACKOFF_SECONDS = 60.0
+
+
+@dataclass
+class ServiceMemory:
+    """What the controller remembers of one service between cycles (lost on restart: the
+    scaler starts again from the status's desired count)."""
+
+    scaler: ScalerMemory = field(default_factory=ScalerMemory)
+    #: replicas that ended on their own since one was last ready (a crash loop waits longer)
+    failures: int = 0
+    not_before: float = 0.0
 
 
 class Reconciler:
@@ -54,6 +68,7 @@ class Reconciler:
         self.classes = classes
         self.taken = taken_ports
         self.rng = rng
+        self.memory = ServiceMemory()  # the service of the moment's (set by reconcile)
 
     def adopt(self, service: Service, jobs: list[Job]) -> Service:
         """Replica jobs of the service that its status does not list (made in a cycle whose
@@ -86,19 +101,20 @@ class Reconciler:
     def reconcile(
         self,
         service: Service,
-        memory: ScalerMemory,
+        memory: ServiceMemory,
         load: Load | None,
         tenant: Tenant | None,
         wall: datetime,
     ) -> None:
         now = wall.timestamp()
         before = service.status if service.status is not None else ServiceStatus()
+        self.memory = memory
         records = self._observe(service, [r.model_copy() for r in before.replica_jobs], now)
         serving = [r for r in records if r.draining_since is None]
         ready = sum(r.ready for r in serving)
         decision = decide(
             service.spec,
-            memory,
+            memory.scaler,
             load=load,
             now=now,
             wall=wall,
@@ -154,10 +170,15 @@ class Reconciler:
         """A replica's job ended: a stop that was asked, or a replica to replace."""
         if not record.stop_asked:
             message = job.status.message if job.status is not None else ""
+            memory = self.memory
+            memory.failures += 1
+            wait = min(2.0 ** (memory.failures - 1), MAX_BACKOFF_SECONDS)
+            memory.not_before = self.context.clock.now().timestamp() + wait
             self.store.record_event(
                 service,
                 "ReplicaEnded",
-                f"replica {record.job} ended ({phase.value}: {message}); a new one replaces it",
+                f"replica {record.job} ended ({phase.value}: {message}); a new one replaces it "
+                f"in {wait:g}s",
                 warning=True,
             )
         with self.context.transaction() as tx:
@@ -193,6 +214,7 @@ class Reconciler:
         allowed = template.readiness_probe.failure_threshold if template.readiness_probe else 1
         if readiness.passes >= needed:
             record.ready = True
+            self.memory.failures = 0
         elif readiness.failures >= allowed:
             record.ready = False
         probe = template.liveness_probe
@@ -238,7 +260,7 @@ class Reconciler:
         self, service: Service, count: int, revision: str, tenant: Tenant | None, now: float
     ) -> list[ReplicaRecord]:
         made: list[ReplicaRecord] = []
-        if count <= 0:
+        if count <= 0 or now < self.memory.not_before:
             return made
         with self.context.transaction() as tx:
             for _ in range(count):
