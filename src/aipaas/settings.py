@@ -46,6 +46,11 @@ class Settings(BaseModel):
         max_length=512,
         description="Container image of a task whose job names none (kubernetes.aipaas.dev/image).",
     )
+    kube_default_queue: str = Field(
+        default="default",
+        max_length=63,
+        description="Queue of others' pods that name none (backend kubernetes).",
+    )
     kube_import: bool = Field(
         default=True,
         description="Schedule pods that others create with schedulerName aipaas (kubernetes).",

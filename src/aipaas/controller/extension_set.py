@@ -11,6 +11,7 @@ from collections.abc import Callable
 from aipaas.controller.budgets import budgets_extension
 from aipaas.controller.datasets import datasets_extension
 from aipaas.controller.extensions import CycleExtension
+from aipaas.controller.kube_import import kube_import_extension
 from aipaas.controller.pools import pools_extension
 from aipaas.controller.services import build as services_extension
 from aipaas.settings import Settings
@@ -21,7 +22,13 @@ Factory = Callable[[Settings], CycleExtension | None]
 
 def factories() -> list[Factory]:
     """The domains' factories, in the order their extensions run each cycle."""
-    return [pools_extension, services_extension, budgets_extension, datasets_extension]
+    return [
+        pools_extension,
+        services_extension,
+        budgets_extension,
+        datasets_extension,
+        kube_import_extension,
+    ]
 
 
 def build_extensions(settings: Settings) -> list[CycleExtension]:

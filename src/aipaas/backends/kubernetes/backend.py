@@ -26,12 +26,15 @@ from pathlib import Path
 from typing import Any
 
 from aipaas.backends.base import Inventory, LaunchRequest, TaskState, TaskStatus
+from aipaas.backends.foreign_pods import IMPORTED_ANNOTATION, ForeignPod
 from aipaas.backends.kubernetes import manifests as m
 from aipaas.backends.kubernetes.api import Conflict, KubeApi
 from aipaas.backends.kubernetes.claims import release_claims, reserve_claim
+from aipaas.backends.kubernetes.foreign import IMPORTED_BY, foreign_pod, is_pending_foreign
 from aipaas.backends.kubernetes.inventory import inventory
 from aipaas.backends.kubernetes.options import KubeOptions
 from aipaas.backends.kubernetes.pod_status import task_status
+from aipaas.backends.kubernetes.take import take_imported
 
 log = logging.getLogger("aipaas.backends.kubernetes")
 
@@ -63,6 +66,9 @@ class KubernetesBackend:
     # -- start ---------------------------------------------------------------------------------
 
     def start(self, request: LaunchRequest) -> None:
+        if IMPORTED_ANNOTATION in request.annotations:
+            take_imported(self, request)
+            return
         namespace = self.options.namespace(request.tenant)
         names = [str(c["metadata"]["name"]) for c in request.claims]
         for document in request.claims:
@@ -93,6 +99,24 @@ class KubernetesBackend:
             self.api.bind(m.binding(pod, node))
         except Conflict:
             log.info("pod %s/%s was bound already", namespace, pod["metadata"]["name"])
+
+    # -- pods that others submitted (backends/foreign_pods.py) -----------------------------
+
+    def pending_foreign_pods(self) -> list[ForeignPod]:
+        pods = self.api.list("Pod", fields={"spec.schedulerName": self.options.scheduler_name})
+        return [foreign_pod(p) for p in pods if is_pending_foreign(p, self.options.scheduler_name)]
+
+    def foreign_claims(self, namespace: str, names: Sequence[str]) -> list[dict[str, Any]]:
+        found = (self.api.get("ResourceClaim", name, namespace) for name in names)
+        return [c for c in found if c is not None]
+
+    def mark_imported(self, pods: Sequence[ForeignPod], job: str) -> None:
+        for pod in pods:
+            patch = {"metadata": {"annotations": {IMPORTED_BY: job}}}
+            self.api.patch("Pod", pod.name, patch, pod.namespace)
+
+    def tenant_of(self, namespace: str) -> str:
+        return self.options.tenant(namespace)
 
     # -- status, stop, logs --------------------------------------------------------------------
 

@@ -1,0 +1,123 @@
+"""Controller step 6: pods that others submitted for aipaas (``schedulerName: aipaas`` from
+kubectl, Helm charts, Kubeflow, JobSet) become Jobs that aipaas queues and places like any.
+
+Each cycle the backend's pending foreign pods (backends/foreign_pods.py) are grouped into gangs
+by their pod-group label or annotation (a pod without one is a gang of its own). A gang is taken
+once it is complete: as many pods as its ``kubernetes.aipaas.dev/group-size`` says, or, without
+it, the same pods in two cycles in a row (a controller creating them one by one has finished).
+Its namespace names the tenant (configurable mapping), its pods name the queue (KAI, Volcano,
+Kueue conventions; ``kube_default_queue`` otherwise). The store gets one Job for the gang and a
+ResourceClaim for each cluster claim its pods use (so the device allocator allocates them); the
+pods are then marked as taken. Starting the job's tasks binds those pods, creating none.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from sqlalchemy import Connection
+
+from aipaas.api.dra import parse_device_kind
+from aipaas.api.priority import DEFAULT_CLASS, PriorityClass
+from aipaas.api.tenancy import Tenant
+from aipaas.backends.foreign_pods import ForeignPod, ForeignPods, foreign_pods
+from aipaas.controller.extensions import CycleContext, CycleExtension
+from aipaas.controller.kube_import_jobs import gang_job, gang_name
+from aipaas.settings import Settings
+from aipaas.store import Store
+
+log = logging.getLogger("aipaas.controller")
+
+GroupKey = tuple[str, str]  # (namespace, group)
+
+
+class KubeImport:
+    name = "kube-import"
+
+    def __init__(self, default_queue: str) -> None:
+        self.default_queue = default_queue
+        self._last: dict[GroupKey, frozenset[str]] = {}
+        self._warned: set[tuple[GroupKey, str]] = set()
+
+    def run(self, context: CycleContext) -> None:
+        source = foreign_pods(context.backend)
+        if source is None:
+            return
+        groups: dict[GroupKey, list[ForeignPod]] = defaultdict(list)
+        for pod in source.pending_foreign_pods():
+            groups[(pod.namespace, pod.group or pod.name)].append(pod)
+        seen = {key: frozenset(p.uid for p in pods) for key, pods in groups.items()}
+        last, self._last = self._last, seen
+        for key, pods in groups.items():
+            size = max(p.group_size for p in pods)
+            complete = len(pods) >= size if size else last.get(key) == seen[key]
+            if complete and not any(p.claims_pending for p in pods):
+                pods.sort(key=lambda p: p.name)
+                self._take(context, source, key, pods)
+
+    def _warn(self, key: GroupKey, message: str) -> None:
+        if (key, message) not in self._warned:
+            self._warned.add((key, message))
+            log.warning("pods of group %s/%s wait: %s", key[0], key[1], message)
+
+    def _take(
+        self,
+        context: CycleContext,
+        source: ForeignPods,
+        key: GroupKey,
+        pods: Sequence[ForeignPod],
+    ) -> None:
+        store = context.store
+        namespace, group = key
+        tenant_name = source.tenant_of(namespace)
+        tenant = store.find("Tenant", "", tenant_name)
+        if not isinstance(tenant, Tenant):
+            self._warn(key, f"namespace {namespace} maps to tenant {tenant_name}, which is unknown")
+            return
+        queue = next((p.queue for p in pods if p.queue), None) or self.default_queue
+        if store.find("Queue", tenant_name, queue) is None:
+            self._warn(key, f"tenant {tenant_name} has no queue {queue}")
+            return
+        classes = {
+            c.name: c
+            for c in store.list_objects("PriorityClass", "")
+            if isinstance(c, PriorityClass)
+        }
+        name = gang_name(group, pods)
+        default_class = tenant.spec.default_priority_class or DEFAULT_CLASS
+        job = gang_job(tenant_name, name, queue, pods, classes, default_class)
+        claims = sorted({c.claim for p in pods for c in p.claims})
+        documents = source.foreign_claims(namespace, claims)
+        with context.transaction() as tx:
+            if store.find("Job", tenant_name, name, conn=tx) is None:
+                mirror_claims(store, tenant_name, documents, tx)
+                created = store.create(job, conn=tx)
+                what = f"{len(pods)} pods of namespace {namespace} (group {group})"
+                store.record_event(created, "Imported", what, conn=tx)
+        source.mark_imported(pods, name)
+
+
+def mirror_claims(
+    store: Store, tenant: str, documents: Sequence[Mapping[str, Any]], tx: Connection
+) -> None:
+    """The cluster's claims the pods use, stored in the tenant (spec only: the allocation is
+    aipaas's to make) unless a claim of that name is stored already."""
+    for document in documents:
+        name = document["metadata"]["name"]
+        if store.find("ResourceClaim", tenant, name, conn=tx) is not None:
+            continue
+        body = {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaim",
+            "metadata": {"name": name, "namespace": tenant},
+            "spec": document["spec"],
+        }
+        store.create(parse_device_kind(body), conn=tx)
+
+
+def kube_import_extension(settings: Settings) -> CycleExtension | None:
+    """Runs where the backend has foreign pods (it checks each cycle, at no cost otherwise)."""
+    return KubeImport(settings.kube_default_queue) if settings.kube_import else None

@@ -1,0 +1,160 @@
+"""Pods that others submit with ``schedulerName: aipaas``: grouped by their pod-group
+annotation (Volcano's, KAI's), stored as one Job in the queue they name, placed as one gang,
+bound by Binding (no pod created) with their claims allocated by aipaas."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ctl_world import World
+from kube_fake import FakeKube
+from kube_objects import user_pod
+
+from aipaas.api.job import Job
+from aipaas.backends.kubernetes.backend import KubernetesBackend
+from aipaas.controller.cycle import Controller
+from aipaas.controller.kube_import import KubeImport
+from aipaas.errors import InvalidObject
+
+EXAMPLES = Path(__file__).parents[2] / "examples" / "dra"
+
+
+def gpu_claim(name: str, count: int) -> dict[str, Any]:
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": name, "namespace": "acme"},
+        "spec": {
+            "devices": {
+                "requests": [
+                    {
+                        "name": "gpu",
+                        "exactly": {"deviceClassName": "gpu.nvidia.com", "count": count},
+                    }
+                ]
+            }
+        },
+    }
+
+
+def controller_for(world: World, backend: KubernetesBackend) -> Controller:
+    world.setup("{gpu: 100, cpu: 640, memory: 4Ti}")
+    world.service.apply_text((EXAMPLES / "nvidia-classes.yaml").read_text())
+    return world.controller(backend, inventory_seconds=0, extensions=[KubeImport("research")])
+
+
+def submit_gang(fake: FakeKube, group: str, size: int, gpus: int, **options: Any) -> list[str]:
+    names = []
+    for i in range(size):
+        name = f"{group}-{i}"
+        fake.put(gpu_claim(f"{name}-gpu", gpus))
+        pod = user_pod(name, group=group, claim=f"{name}-gpu", **options)
+        fake.put(pod)
+        names.append(name)
+    return names
+
+
+def imported_jobs(world: World) -> list[Job]:
+    jobs = world.store.list_objects("Job", "acme")
+    return [
+        j for j in jobs if isinstance(j, Job) and "aipaas.dev/kube-pods" in j.metadata.annotations
+    ]
+
+
+def test_a_pod_group_is_scheduled_as_one_gang(
+    world: World, fake: FakeKube, backend: KubernetesBackend
+) -> None:
+    controller = controller_for(world, backend)
+    names = submit_gang(fake, "team-run", 2, 2)
+    for _ in range(4):
+        controller.run_cycle()
+    [job] = imported_jobs(world)
+    assert job.spec.min_available == 2 and job.spec.queue == "research"
+    assert len(fake.list("Pod")) == 2  # bound, none created
+    for name in names:
+        pod = fake.get("Pod", "acme", name)
+        assert pod is not None and pod["spec"]["nodeName"] in ("gpu-a", "gpu-b")
+        assert pod["metadata"]["annotations"]["aipaas.dev/imported-as"] == job.name
+        claim = fake.get("ResourceClaim", "acme", f"{name}-gpu")
+        assert claim is not None
+        assert claim["metadata"]["finalizers"] == ["resource.kubernetes.io/delete-protection"]
+        allocation = claim["status"]["allocation"]
+        results = allocation["devices"]["results"]
+        assert len(results) == 2 and {r["request"] for r in results} == {"gpu"}
+        assert {r["pool"] for r in results} == {pod["spec"]["nodeName"]}
+        terms = allocation["nodeSelector"]["nodeSelectorTerms"]
+        assert terms[0]["matchFields"][0]["values"] == [pod["spec"]["nodeName"]]
+        assert claim["status"]["reservedFor"] == [
+            {"resource": "pods", "name": name, "uid": pod["metadata"]["uid"]}
+        ]
+    fake.set_pod_phase("acme", names[0], "Succeeded", exit_code=0)
+    fake.set_pod_phase("acme", names[1], "Succeeded", exit_code=0)
+    controller.run_cycle()
+    assert world.phase(job.name) == "Succeeded"
+
+
+def test_a_gang_that_does_not_fit_whole_binds_no_pod(
+    world: World, fake: FakeKube, backend: KubernetesBackend
+) -> None:
+    controller = controller_for(world, backend)
+    names = submit_gang(fake, "too-wide", 3, 4)  # 12 GPUs asked, 8 in the cluster
+    for _ in range(4):
+        controller.run_cycle()
+    [job] = imported_jobs(world)
+    assert world.phase(job.name) == "Pending"
+    assert all(not (fake.get("Pod", "acme", n) or {})["spec"].get("nodeName") for n in names)
+
+
+def test_kai_convention_and_a_declared_size_wait_for_the_whole_group(
+    world: World, fake: FakeKube, backend: KubernetesBackend
+) -> None:
+    controller = controller_for(world, backend)
+    pods = []
+    for i in range(2):
+        pod = user_pod(f"kai-{i}", group="kai-group")
+        pod["metadata"]["annotations"] = {
+            "pod-group-name": "kai-group",
+            "kubernetes.aipaas.dev/group-size": "3",
+        }
+        pods.append(pod)
+        fake.put(pod)
+    for _ in range(3):
+        controller.run_cycle()
+    assert imported_jobs(world) == []  # two of three: it waits
+    third = user_pod("kai-2", group="kai-group")
+    third["metadata"]["annotations"] = pods[0]["metadata"]["annotations"]
+    fake.put(third)
+    for _ in range(3):
+        controller.run_cycle()
+    [job] = imported_jobs(world)
+    assert [t.name for t in job.spec.tasks] == ["p0", "p1", "p2"]
+    assert all(fake.get("Pod", "acme", f"kai-{i}")["spec"].get("nodeName") for i in range(3))  # type: ignore[index]
+
+
+def test_pods_of_a_namespace_without_a_tenant_wait(
+    world: World, fake: FakeKube, backend: KubernetesBackend
+) -> None:
+    from kube_objects import namespace
+
+    controller = controller_for(world, backend)
+    fake.put(namespace("other"))
+    pod = user_pod("stray")
+    pod["metadata"]["namespace"] = "other"
+    fake.put(pod)
+    for _ in range(3):
+        controller.run_cycle()
+    assert not (fake.get("Pod", "other", "stray") or {})["spec"].get("nodeName")
+    assert world.store.list_objects("Job", "other") == []
+
+
+def test_a_user_job_cannot_name_pods_to_bind(world: World) -> None:
+    world.setup()
+    with pytest.raises(InvalidObject) as raised:
+        world.submit(
+            "sneaky",
+            "    - name: p0\n      command: [x]\n",
+            annotations='{aipaas.dev/kube-pods: \'{"p0": {"name": "victim", "uid": "u"}}\'}',
+        )
+    assert "aipaas.dev/kube-pods" in str(raised.value)
