@@ -249,6 +249,38 @@ class Client:
         ]
         return items
 
+    def cost(
+        self,
+        *,
+        since: str | None = None,
+        until: str | None = None,
+        by: str = "tenant",
+        tenant: str | None = None,
+    ) -> dict[str, Any]:
+        """Cost and usage in [since, until) summed by ``by`` (server/finops_routes.py)."""
+        params = {"by": by, **_t(tenant)}
+        params.update({k: v for k, v in (("since", since), ("until", until)) if v})
+        answer: dict[str, Any] = self._call("GET", "/cost", params=params)
+        return answer
+
+    def statement(self, tenant: str, month: str | None = None, fmt: str = "json") -> Any:
+        """A tenant's monthly statement: a dict (json) or the CSV text (csv)."""
+        params = {"format": fmt, **({"month": month} if month else {})}
+        if fmt == "csv":
+            try:
+                response = self.http.get(f"/statements/{tenant}", params=params)
+            except httpx.TransportError as err:
+                raise Unavailable(f"cannot reach {self.url}: {err}") from err
+            if response.status_code >= 400:
+                raise _error(response)
+            return response.text
+        return self._call("GET", f"/statements/{tenant}", params=params)
+
+    def prices(self, tenant: str | None = None) -> dict[str, Any]:
+        """The price lists that price a tenant's use, and the one in force now."""
+        answer: dict[str, Any] = self._call("GET", "/prices", params=_t(tenant))
+        return answer
+
     # tokens -------------------------------------------------------------------------------
 
     def create_token(

@@ -156,6 +156,11 @@ MATRIX: dict[tuple[str, str], Row] = {
     ("GET", "/api/v1/events"): Row(Call("GET", "/api/v1/events", ACME), api(200, 200, 200, 200)),
     ("GET", "/api/v1/devices"): Row(Call("GET", "/api/v1/devices"), api(200, 200, 200, 200)),
     ("GET", "/api/v1/usage"): Row(Call("GET", "/api/v1/usage", ACME), api(200, 200, 200, 200)),
+    ("GET", "/api/v1/cost"): Row(Call("GET", "/api/v1/cost", ACME), api(200, 200, 200, 200)),
+    ("GET", "/api/v1/statements/{tenant}"): Row(
+        Call("GET", "/api/v1/statements/acme"), api(200, 200, 200, 200)
+    ),
+    ("GET", "/api/v1/prices"): Row(Call("GET", "/api/v1/prices", ACME), api(200, 200, 200, 200)),
     ("GET", "/api/v1/usage/entries"): Row(
         Call("GET", "/api/v1/usage/entries", ACME), api(200, 200, 200, 200)
     ),
@@ -206,6 +211,10 @@ EXTRA: list[tuple[str, Call, dict[str, int]]] = [
         ("events", Call("GET", "/api/v1/events", GLOBEX), 200),
         ("usage", Call("GET", "/api/v1/usage", GLOBEX), 200),
         ("usage entries", Call("GET", "/api/v1/usage/entries", GLOBEX), 200),
+        ("cost", Call("GET", "/api/v1/cost", GLOBEX), 200),
+        ("statement", Call("GET", "/api/v1/statements/globex"), 200),
+        ("statement csv", Call("GET", "/api/v1/statements/globex", {"format": "csv"}), 200),
+        ("prices", Call("GET", "/api/v1/prices", GLOBEX), 200),
         ("tokens", Call("GET", "/api/v1/tokens", GLOBEX), 200),
         ("bob's token", Call("GET", "/api/v1/tokens/{bob-token}"), 200),
         ("tenant", Call("GET", "/api/v1/tenants/globex"), 200),

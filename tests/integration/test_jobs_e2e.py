@@ -73,8 +73,8 @@ def test_hello_and_a_writer_through_the_cli(server: ServerProcess, tmp_path: Pat
     reasons = [e["reason"] for e in events]
     assert reasons[:3] == ["Created", "Scheduled", "Running"]
     assert reasons[-1] == "Succeeded" and reasons.count("TaskSucceeded") == 2
-    usage = json.loads(server.cli("usage", "-o", "json", token=alice).stdout)
-    by_user = {row["user"]: row["tasks"] for row in usage}
+    usage = json.loads(server.cli("usage", "--by", "user", "-o", "json", token=alice).stdout)
+    by_user = {row["user"]: row["tasks"] for row in usage["items"]}
     assert by_user == {"admin": 2, "alice": 2}
     with server.http(alice) as client:
         nodes = client.get("/nodes").json()["items"]

@@ -1,5 +1,5 @@
-"""Object commands over the SDK: apply, describe, usage, tokens; `get` is control_get.py's,
-the commands that act on jobs by name or selector control_jobs.py's."""
+"""Object commands over the SDK: apply, describe, tokens (usage is cli/finops.py's); `get` is
+control_get.py's, the commands that act on jobs by name or selector control_jobs.py's."""
 
 from __future__ import annotations
 
@@ -36,7 +36,6 @@ def register(app: typer.Typer) -> None:
         ("wait", control_jobs.wait),
         ("logs", control_jobs.logs),
         ("events", control_jobs.events),
-        ("usage", usage),
     ):
         app.command(name)(function)
     app.add_typer(tokens_app, name="tokens")
@@ -89,31 +88,6 @@ def describe(
                 f"  {event['timestamp']}  {event['type']:<7} {event['reason']:<16} "
                 f"{event['message']}"
             )
-
-
-def usage(tenant: Tenant = None, output: Output = "table") -> None:
-    """GPU-, CPU- and memory-hours by tenant, queue, user and GPU model (the usage ledger)."""
-    with failure.client() as client:
-        items = client.usage(tenant)
-    if output == "json":
-        print(json.dumps(items, indent=2))
-        return
-    table = Table(box=None)
-    columns = ("TENANT", "QUEUE", "USER", "GPU MODEL", "GPU-HOURS", "CPU-HOURS", "MEM GIB-HOURS")
-    for column in (*columns, "TASKS"):
-        table.add_column(column)
-    for row in items:
-        table.add_row(
-            row["tenant"],
-            row["queue"],
-            row["user"],
-            row["gpuModel"] or "-",
-            f"{row['gpuHours']:.3f}",
-            f"{row['cpuHours']:.3f}",
-            f"{row.get('memoryGiBHours', 0):.3f}",
-            str(row["tasks"]),
-        )
-    Console(width=200).print(table)
 
 
 TOKEN_COLUMNS = ("ID", "NAME", "USER", "TENANT", "STATE", "CREATED", "EXPIRES", "LAST USED")
