@@ -373,3 +373,33 @@ def test_a_crashing_replica_is_replaced_after_a_growing_wait(
     assert len(replica_jobs(server, "crashy")) <= 1
     with server.http() as client:
         client.delete("/services/crashy", params={"tenant": "acme"}).raise_for_status()
+
+
+def test_replicas_wait_for_their_queue_quota_like_jobs(world: tuple[ServerProcess, Path]) -> None:
+    server, script = world
+    tight = """apiVersion: aipaas/v1
+kind: Queue
+metadata: {name: tight, tenant: acme}
+spec: {quota: {cpu: 1}}
+"""
+    with server.http() as client:
+        client.post("/apply", content=tight).raise_for_status()
+    apply_service(
+        server,
+        script,
+        "capped",
+        queue="tight",
+        minReplicas=3,
+        template={"resources": {"cpu": "500m"}},
+    )
+    wait_for("two ready replicas", lambda: status(server, "capped").get("readyReplicas") == 2)
+    time.sleep(1)
+    found = status(server, "capped")
+    assert (found["desiredReplicas"], found["replicas"], found["readyReplicas"]) == (3, 3, 2)
+    phases = sorted(
+        (j.get("status") or {}).get("reason", "") for j in replica_jobs(server, "capped")
+    )
+    assert "QuotaExceeded" in phases, phases
+    with server.http() as client:
+        client.delete("/services/capped", params={"tenant": "acme"}).raise_for_status()
+    wait_for("its replicas gone", lambda: replica_jobs(server, "capped") == [], timeout=30)
