@@ -40,6 +40,10 @@ WORKERS = 4
 class ChecksumError(Exception):
     """A copied file does not match what its source vouches for."""
 
+    def __init__(self, message: str, read: int = 0) -> None:
+        super().__init__(message)
+        self.read = read  # bytes read from the source by the attempt
+
 
 @dataclass(frozen=True)
 class FillResult:
@@ -144,9 +148,10 @@ def _copy_one(fs: Any, entry: Entry, file: SourceFile) -> tuple[str, int]:
     """(sha256, bytes read from the source); one retry from scratch on a checksum mismatch."""
     try:
         return _attempt(fs, entry, file)
-    except ChecksumError:
+    except ChecksumError as err:
         local_path(entry.data, file.relative + PART_SUFFIX).unlink(missing_ok=True)
-        return _attempt(fs, entry, file)
+        digest, read = _attempt(fs, entry, file)
+        return digest, err.read + read
 
 
 def _attempt(fs: Any, entry: Entry, file: SourceFile) -> tuple[str, int]:
@@ -178,9 +183,9 @@ def _attempt(fs: Any, entry: Entry, file: SourceFile) -> tuple[str, int]:
         os.fsync(out.fileno())
     size = part.stat().st_size
     if size != file.size:
-        raise ChecksumError(f"{file.relative}: {size} bytes copied, the source has {file.size}")
+        raise ChecksumError(f"{file.relative}: {size} bytes, the source has {file.size}", read)
     if file.md5 and md5.hexdigest() != file.md5:
-        raise ChecksumError(f"{file.relative}: MD5 {md5.hexdigest()} is not the source's")
+        raise ChecksumError(f"{file.relative}: MD5 {md5.hexdigest()} is not the source's", read)
     os.chmod(part, 0o444)
     os.replace(part, target)
     return sha.hexdigest(), read
