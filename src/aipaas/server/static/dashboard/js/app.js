@@ -28,13 +28,19 @@ export function go(path) {
   show();
 }
 
+let refreshing = null;
+
 async function refresh() {
-  if (!current) return;
+  // One refresh at a time: on a slow server, ticks that find one running are skipped.
+  if (!current || refreshing === current) return;
+  const page = (refreshing = current);
   try {
-    await current.refresh(settings());
-    $("status").textContent = `updated ${new Date().toLocaleTimeString()}`;
+    await page.refresh(settings());
+    if (page === current) $("status").textContent = `updated ${new Date().toLocaleTimeString()}`;
   } catch (error) {
-    $("status").textContent = `could not update: ${error.message}`;
+    if (page === current) $("status").textContent = `could not update: ${error.message}`;
+  } finally {
+    if (refreshing === page) refreshing = null;
   }
 }
 
