@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import builtins
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -241,6 +241,16 @@ class Client:
         """A new job from job ``name``'s spec (NAME-2, NAME-3, ...), annotated with the job it
         reruns (``aipaas.io/rerun-of``); the original keeps its history. The apply's answer."""
         return client_streams.rerun(self, name, tenant)
+
+    def warm_dataset(
+        self, name: str, nodes: Sequence[str] = (), tenant: str | None = None
+    ) -> dict[str, Any]:
+        """Ask the controller to load dataset ``name`` on ``nodes`` (none: its policy's)."""
+        body = {"nodes": builtins.list(nodes)}
+        answer: dict[str, Any] = self._call(
+            "POST", f"/datasets/{name}/warm", params=_t(tenant), json=body
+        )
+        return answer
 
     def usage(self, tenant: str | None = None) -> builtins.list[dict[str, Any]]:
         """GPU-hours and CPU-hours by tenant, queue, user and GPU model."""
