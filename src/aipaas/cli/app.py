@@ -12,7 +12,7 @@ from typing import Annotated
 import typer
 
 from aipaas import __version__
-from aipaas.cli import allocate, control, finops, pools, services, simulate
+from aipaas.cli import allocate, control, datasets, finops, pools, services, simulate
 from aipaas.cli.failure import EXIT_GENERIC
 
 app = typer.Typer(
@@ -52,7 +52,7 @@ def _options(
     """
 
 
-for module in (simulate, control, allocate, pools, services, finops):
+for module in (simulate, control, allocate, pools, services, finops, datasets):
     module.register(app)
 
 
