@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 
 from aipaas.api.service import LoadSample, ServiceLoad
-from aipaas.server import entry_load
 from aipaas.server.entry_load import LoadMeter
 from aipaas.store import Store
 
@@ -30,7 +29,7 @@ def test_concurrency_is_averaged_over_the_interval_and_idle_services_go_quiet(
     store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     ticks = Ticks()
-    monkeypatch.setattr(entry_load.time, "monotonic", ticks)
+    monkeypatch.setattr("aipaas.server.entry_load.time.monotonic", ticks)
     meter = LoadMeter(store)
     meter._ensure_writer = lambda: None  # type: ignore[method-assign]  # no event loop here
     key = ("acme", "echo")
