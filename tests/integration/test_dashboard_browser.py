@@ -234,6 +234,9 @@ def chart_totals(page: Page) -> tuple[float, float]:
 
 
 def test_budgets_and_alerts_show_the_tenants_own(page: Page, world: World) -> None:
+    with world.server.http(world.tokens["alice"]) as client:
+        client.post("/apply", content=job_yaml("oops", "research", "exit 3")).raise_for_status()
+    world.server.wait_phase("oops", "Failed", timeout=30)
     sign_in(page, world, "alice")
     page.click("nav a[data-page=alerts]")
     budgets = page.locator("#budgets")
@@ -241,6 +244,8 @@ def test_budgets_and_alerts_show_the_tenants_own(page: Page, world: World) -> No
     expect(budgets).to_contain_text("5000 EUR monthly")
     expect(budgets.locator("svg.gauge")).to_have_count(1)
     expect(page.locator("#all-events")).to_contain_text("Created")
+    # The failure is a warning, newest first.
+    expect(page.locator("#warnings tbody tr").first).to_contain_text("Job acme/oops")
     shoot(page, "alerts")
 
 
@@ -250,7 +255,7 @@ def test_a_tenant_never_sees_another_tenants_data(page: Page, world: World) -> N
             "/apply", content=job_yaml("acme-secret", "research", "true")
         ).raise_for_status()
         # The series refuse another tenant's name as if it did not exist.
-        for series in ("timeline", "cost"):
+        for series in ("timeline", "cost", "events"):
             answer = client.get(f"/dashboard/{series}", params={"tenant": "globex"})
             assert answer.status_code == 404, series
     world.server.wait_phase("acme-secret", "Succeeded", timeout=30)

@@ -9,7 +9,7 @@ Mounted by server/more_routes.py.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, Final
+from typing import Annotated, Any, Final, Literal
 
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import FileResponse, RedirectResponse
@@ -18,6 +18,7 @@ from starlette.concurrency import run_in_threadpool
 from aipaas.errors import NotFound
 from aipaas.server.auth import principal_of
 from aipaas.server.dashboard_cost import cost_timeline
+from aipaas.server.dashboard_events import newest_events
 from aipaas.server.dashboard_timeline import timeline
 from aipaas.store import Store
 from aipaas.tenancy.principal import Principal
@@ -34,6 +35,7 @@ _HEADERS: Final = {"Content-Security-Policy": POLICY, "Cache-Control": "no-cache
 PAGES: Final = ("cluster", "queues", "jobs", "usage", "alerts")
 MAX_WINDOW: Final = 90 * 24 * 3600
 MAX_POINTS: Final = 720
+MAX_EVENTS: Final = 1000
 
 router = APIRouter()
 Caller = Annotated[Principal, Depends(principal_of)]
@@ -120,3 +122,20 @@ async def cost_over_time(
 ) -> dict[str, Any]:
     store: Store = request.app.state.store
     return await run_in_threadpool(cost_timeline, store, _scope(caller, tenant), window, points)
+
+
+@router.get(
+    "/api/v1/dashboard/events",
+    tags=["dashboard"],
+    summary="The newest events, newest first (warnings only with type=Warning)",
+)
+async def newest(
+    request: Request,
+    caller: Caller,
+    tenant: TenantQuery = None,
+    type: Annotated[Literal["Normal", "Warning"] | None, Query()] = None,
+    limit: Annotated[int, Query(ge=1, le=MAX_EVENTS)] = 100,
+) -> dict[str, Any]:
+    store: Store = request.app.state.store
+    scope = _scope(caller, tenant)
+    return {"items": await run_in_threadpool(newest_events, store, scope, type, limit)}

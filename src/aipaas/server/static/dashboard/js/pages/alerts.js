@@ -12,9 +12,11 @@ export default function alerts() {
     node,
     stop() {},
     async refresh() {
-      const [budgets, events] = await Promise.all([api.listIfKnown("/budgets"), api.list("/events")]);
-      const newest = events.slice(-NEWEST).reverse();
-      const warnings = newest.filter((e) => e.type === "Warning");
+      const [budgets, warnings, newest] = await Promise.all([
+        api.listIfKnown("/budgets"),
+        api.get("/dashboard/events", { type: "Warning", limit: NEWEST }).then((a) => a.items),
+        api.get("/dashboard/events", { limit: NEWEST }).then((a) => a.items),
+      ]);
       live.replaceChildren(
         card("Budgets", budgets === null
           ? h("p", { class: "muted" }, "This server has no budgets.")
@@ -28,7 +30,7 @@ export default function alerts() {
             ["crossed", (b) => ((b.status || {}).crossed || []).map((p) => `${p}%`).join(", ")],
             ["actions", (b) => ((b.status || {}).actions || []).join(", ")],
           ], budgets, { id: "budgets" })),
-        card(`Warnings (of the newest ${NEWEST} events)`, eventTable(warnings, "warnings")),
+        card(`Newest warnings: alerts, refusals, failures`, eventTable(warnings, "warnings")),
         card("Newest events", eventTable(newest, "all-events")),
       );
     },
