@@ -50,6 +50,15 @@ if ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt
     || echo "chromium could not be installed: the dashboard's browser tests will skip" >&2
 fi
 # --- end Chromium -----------------------------------------------------------------------------
+# --- Prometheus for the scrape test (issue 15) -------------------------------------------------
+# tests/integration/test_prometheus_scrape.py starts Debian's prometheus on a free port against
+# a real server; installed here when absent (about 20 s of apt); without it that test skips.
+if ! command -v prometheus >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  (apt-get install -y -qq --no-install-recommends prometheus >/dev/null 2>&1 \
+    || (apt-get update -qq && apt-get install -y -qq --no-install-recommends prometheus >/dev/null)) \
+    || echo "prometheus could not be installed: the Prometheus scrape test will skip" >&2
+fi
+# --- end Prometheus ---------------------------------------------------------------------------
 # --dist loadgroup: an integration module's tests share one worker (its cluster or server
 # starts once), and the modules that start Slurm clusters share one (tests/integration/conftest.py).
 pytest -n 2 --dist loadgroup "$@"

@@ -384,7 +384,8 @@ def _commit_and_start(
         created = item.job.metadata.creation_timestamp
         if created and id(item) in inserted:
             latency = ctl.clock.now() - datetime.fromisoformat(created.replace("Z", "+00:00"))
-            ctl.metrics.scheduling_latency.observe(max(latency.total_seconds(), 0.0))
+            seconds = max(latency.total_seconds(), 0.0)
+            ctl.metrics.observe_scheduling(item.job.tenant, item.job.spec.queue, seconds)
     for item, record in placed:
         ctl.start_task(item, record)
 

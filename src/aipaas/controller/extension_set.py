@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from aipaas.controller.budgets import budgets_extension
+from aipaas.controller.budgets_metrics import metrics_extension
 from aipaas.controller.datasets import datasets_extension
 from aipaas.controller.extensions import CycleExtension
 from aipaas.controller.kube_import import kube_import_extension
@@ -26,6 +27,7 @@ def factories() -> list[Factory]:
         pools_extension,
         services_extension,
         budgets_extension,
+        metrics_extension,
         datasets_extension,
         kube_import_extension,
     ]

@@ -11,12 +11,14 @@ all. Gauges report the most recent value set by any process; each is set whole e
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from prometheus_client import CollectorRegistry, Gauge, Histogram, generate_latest, multiprocess
 
 MULTIPROCESS_ENV = "PROMETHEUS_MULTIPROC_DIR"
+#: the amounts of a queue's or tenant's status exported per queue and per tenant, in GPUs
+QUEUE_AMOUNTS = ("allocated", "guaranteed", "fair_share", "pending", "borrowed")
 
 
 class Metrics:
@@ -55,11 +57,59 @@ class Metrics:
             buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 1800),
             registry=self.registry,
         )
+        self.queue_scheduling_latency = Histogram(
+            "aipaas_queue_scheduling_latency_seconds",
+            "From submission to the whole gang placed, per tenant and queue",
+            ["tenant", "queue"],
+            buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 1800),
+            registry=self.registry,
+        )
+        self.queue_gpus = {
+            what: self._gauge(f"aipaas_queue_gpus_{what}", f"GPUs {what} per queue", "queue")
+            for what in QUEUE_AMOUNTS
+        }
+        self.tenant_gpus = {
+            what: self._gauge(f"aipaas_tenant_gpus_{what}", f"GPUs {what} per tenant", "tenant")
+            for what in QUEUE_AMOUNTS
+        }
+        self.queue_cost_rate = Gauge(
+            "aipaas_queue_cost_per_hour",
+            "What the queue's running work costs per hour at today's prices",
+            ["tenant", "queue", "currency"],
+            registry=self.registry,
+            multiprocess_mode="mostrecent",
+        )
+        self.tenant_cost_rate = Gauge(
+            "aipaas_tenant_cost_per_hour",
+            "What the tenant's running work costs per hour at today's prices",
+            ["tenant", "currency"],
+            registry=self.registry,
+            multiprocess_mode="mostrecent",
+        )
+        self._seen: dict[int, set[tuple[str, ...]]] = {}
         self.cycle_seconds = Histogram(
             "aipaas_controller_cycle_seconds",
             "Duration of one controller cycle",
             registry=self.registry,
         )
+
+    def _gauge(self, name: str, text: str, level: str) -> Gauge:
+        labels = ["tenant", "queue"] if level == "queue" else ["tenant"]
+        return Gauge(name, text, labels, registry=self.registry, multiprocess_mode="mostrecent")
+
+    def observe_scheduling(self, tenant: str, queue: str, seconds: float) -> None:
+        self.scheduling_latency.observe(seconds)
+        self.queue_scheduling_latency.labels(tenant=tenant, queue=queue).observe(seconds)
+
+    def set_all(self, gauge: Gauge, values: Mapping[tuple[str, ...], float]) -> None:
+        """Set ``gauge`` for every label tuple of ``values``; a tuple set before and absent
+        now reads 0 (a deleted queue, a tenant with nothing running)."""
+        seen = self._seen.setdefault(id(gauge), set())
+        for labels in seen - values.keys():
+            gauge.labels(*labels).set(0)
+        for labels, value in values.items():
+            gauge.labels(*labels).set(value)
+        seen |= values.keys()
 
     def set_pending(self, pending: Iterable[tuple[str, str]]) -> None:
         """Pending jobs per (tenant, queue), given one pair per pending job; a queue that had
