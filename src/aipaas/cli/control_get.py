@@ -3,6 +3,7 @@ and watched as they change (-w, from the API's watch stream)."""
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any
 
 import typer
@@ -64,6 +65,9 @@ def get(
     output_watch_events: Annotated[
         bool, typer.Option("--output-watch-events", help="With -w: an EVENT column.")
     ] = False,
+    timeout: Annotated[
+        str | None, typer.Option("--timeout", help="With -w: stop watching after 30s, 10m...")
+    ] = None,
     chunk_size: ChunkSize = None,
 ) -> None:
     """List objects of a kind, or show some by name."""
@@ -77,8 +81,18 @@ def get(
     except selectors.SelectorError as err:
         fail(str(err))
     if watch or watch_only:
+        seconds = None if timeout is None else duration_seconds(timeout)
+        if timeout is not None and seconds is None:
+            fail(f"--timeout {timeout!r}: use a duration such as 30s, 10m")
         _watch(
-            kind, wanted, shape, tenant, keep, initial=not watch_only, events=output_watch_events
+            kind,
+            wanted,
+            shape,
+            tenant,
+            keep,
+            initial=not watch_only,
+            events=output_watch_events,
+            timeout=seconds,
         )
         return
     with client() as api:
@@ -107,6 +121,7 @@ def _watch(
     *,
     initial: bool,
     events: bool,
+    timeout: float | None,
 ) -> None:
     if len(names) > 1:
         fail("--watch takes one name, or none (all)")
@@ -118,7 +133,8 @@ def _watch(
     first: list[tuple[str, dict[str, Any]]] = []
     started = False
     with client() as api:
-        stream = api.watch(kind, names[0] if names else None, tenant, bookmarks=True)
+        name = names[0] if names else None
+        stream = api.watch(kind, name, tenant, bookmarks=True, timeout=timeout)
         try:
             for change in stream:
                 kind_of, obj = change["type"], change.get("object") or {}
@@ -135,6 +151,22 @@ def _watch(
                     first.append((kind_of, obj))
         except KeyboardInterrupt:
             return
+
+
+def duration_seconds(text: str) -> int | None:
+    """``30s``, ``10m``, ``2h``, ``1d`` or ``1h30m`` (a bare number is seconds), in whole
+    seconds; None when it is not a positive duration."""
+    match = re.fullmatch(r"(?:(\d+)([smhd]))+|(\d+)", text.strip())
+    if match is None:
+        return None
+    if match.group(3) is not None:
+        total = int(match.group(3))
+    else:
+        total = sum(int(n) * _UNITS[u] for n, u in re.findall(r"(\d+)([smhd])", text))
+    return total if total > 0 else None
+
+
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
 def _is_queue(kind: str) -> bool:

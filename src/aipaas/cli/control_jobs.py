@@ -13,7 +13,7 @@ from typing import Annotated, Any
 import typer
 
 from aipaas.cli import complete, selectors
-from aipaas.cli.control_get import Phase, Queue, Selector, Tenant
+from aipaas.cli.control_get import Phase, Queue, Selector, Tenant, duration_seconds
 from aipaas.cli.failure import EXIT_TIMEOUT, client, exit_code, fail, handled, report
 from aipaas.client import Client
 from aipaas.errors import AipaasError
@@ -288,6 +288,9 @@ def events(
             "--chunk-size", min=1, max=5000, help="Items per request (pages are followed)."
         ),
     ] = None,
+    timeout: Annotated[
+        str | None, typer.Option("--timeout", help="With -f: stop following after 30s, 10m...")
+    ] = None,
 ) -> None:
     """What happened, oldest first: a tenant's events, or one object's; -f follows."""
     if output not in ("table", "json"):
@@ -295,7 +298,10 @@ def events(
     if kind and "/" in kind and name is None:
         kind, _, name = kind.partition("/")
     if follow:
-        _follow_events(kind, name, tenant, output)
+        seconds = None if timeout is None else duration_seconds(timeout)
+        if timeout is not None and seconds is None:
+            fail(f"--timeout {timeout!r}: use a duration such as 30s, 10m")
+        _follow_events(kind, name, tenant, output, seconds)
         return
     with client() as api:
         items = api.events(kind, name, tenant, page_size=chunk_size)
@@ -319,14 +325,16 @@ def events(
     Console(width=200).print(table)
 
 
-def _follow_events(kind: str | None, name: str | None, tenant: str | None, output: str) -> None:
+def _follow_events(
+    kind: str | None, name: str | None, tenant: str | None, output: str, timeout: float | None
+) -> None:
     with client() as api:
         if kind and name:
             api.get(kind, name, tenant)  # a name that does not exist is an error, as without -f
         if output == "table":
             print(f"{'TIME':<27} {'OBJECT':<32} {'TYPE':<7} {'REASON':<18} MESSAGE", flush=True)
         try:
-            for event in api.follow_events(kind, name, tenant):
+            for event in api.follow_events(kind, name, tenant, timeout=timeout):
                 if output == "json":
                     print(json.dumps(event), flush=True)
                     continue
@@ -349,22 +357,6 @@ def _filter(
         return selectors.make_filter(selector, phase, queue)
     except selectors.SelectorError as err:
         fail(str(err))
-
-
-_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-
-
-def duration_seconds(text: str) -> int | None:
-    """``30s``, ``10m``, ``2h``, ``1d`` or ``1h30m`` (a bare number is seconds), in whole
-    seconds; None when it is not a positive duration."""
-    match = re.fullmatch(r"(?:(\d+)([smhd]))+|(\d+)", text.strip())
-    if match is None:
-        return None
-    if match.group(3) is not None:
-        total = int(match.group(3))
-    else:
-        total = sum(int(n) * _UNITS[u] for n, u in re.findall(r"(\d+)([smhd])", text))
-    return total if total > 0 else None
 
 
 __all__ = ["cancel", "delete", "duration_seconds", "events", "handled", "logs", "rerun", "wait"]

@@ -66,7 +66,8 @@ def print_items(items: list[dict[str, Any]], output: Output, *, single: bool) ->
     elif output.format == "jsonpath":
         data = items[0] if single else {"apiVersion": "v1", "kind": "List", "items": items}
         try:
-            print(jsonpath.render(output.template, data))
+            text = jsonpath.render(output.template, data)
+            print(text, end="" if text.endswith("\n") else "\n")
         except jsonpath.JsonPathError as err:
             fail(f"-o jsonpath: {err}")
     else:

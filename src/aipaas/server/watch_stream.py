@@ -3,12 +3,12 @@
 An object watch reads the caller's visible objects of a kind (through ObjectService, so that
 visibility is the lists' own: a tenant's watcher sees its tenant only) every ``poll`` seconds
 and tells the difference from the last read: ADDED, MODIFIED (a new resourceVersion),
-DELETED. After the first read and after each read that found changes it sends a BOOKMARK whose
-``metadata.resourceVersion`` is where a new watch resumes: the objects changed since then come
-as MODIFIED (ADDED when created since), and objects a deletion event named since, now gone, as
-DELETED. A resumed watch may repeat a change it had already sent (same resourceVersion); the
-SDK drops those. The caller's token is checked again at every read: a revoked token ends the
-stream with an ERROR line.
+DELETED; changes between two reads come as one (the latest state). After the first read and
+after each read that found changes it sends a BOOKMARK whose ``metadata.resourceVersion`` is
+where a new watch resumes: the objects changed since then come as MODIFIED (ADDED when created
+since), and objects a deletion event named since, now gone, as DELETED. A resumed watch may
+repeat a change it had already sent (same resourceVersion); the SDK drops those. The caller's
+token is checked again at every read: a revoked token ends the stream with an ERROR line.
 """
 
 from __future__ import annotations
@@ -108,7 +108,7 @@ class ObjectWatch:
         for uid, obj in current.items():
             if uid in changed:
                 created = _time(obj.metadata.creation_timestamp)
-                new = created is not None and created > resume - OVERLAP
+                new = created is not None and created > resume
                 lines.append(event_line("ADDED" if new else "MODIFIED", obj.to_wire()))
         seen: set[str] = set()
         for gone in changes.deletions_since(store, self.kind, resume - DELETION_LOOKBACK):
