@@ -5,6 +5,7 @@ split at price changes), summed from the window's start to each bucket's end.
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
 from collections import defaultdict
 from collections.abc import Sequence
 from datetime import datetime, timedelta
@@ -34,15 +35,10 @@ def bucketed_cost(
     points = len(edges) - 1
     spent: dict[tuple[str, str, str], list[float]] = defaultdict(lambda: [0.0] * points)
     all_rows = []
+    members = _by_bucket(entries, edges)
     for i in range(points):
         left, right = edges[i], edges[i + 1]
-        rows = price_entries(
-            [e for e in entries if _overlaps(e, left, right)],
-            book,
-            left,
-            right,
-            ("tenant", "queue"),
-        )
+        rows = price_entries(members[i], book, left, right, ("tenant", "queue"))
         all_rows.extend(rows)
         for row in rows:
             spent[(row.key["tenant"], row.key["queue"], row.currency)][i] += row.cost
@@ -64,9 +60,21 @@ def bucketed_cost(
     }
 
 
-def _overlaps(entry: LedgerEntry, left: datetime, right: datetime) -> bool:
-    if entry.kind == CORRECTION:
-        return left <= utc(entry.recorded_at) < right
-    if entry.started_at is None or entry.ended_at is None:
-        return False
-    return utc(entry.started_at) < right and utc(entry.ended_at) > left
+def _by_bucket(
+    entries: Sequence[LedgerEntry], edges: Sequence[datetime]
+) -> list[list[LedgerEntry]]:
+    """The entries that overlap each bucket [edges[i], edges[i+1]) (a correction: the bucket it
+    was recorded in), placed by bisection: the work grows with the buckets an entry spans."""
+    members: list[list[LedgerEntry]] = [[] for _ in range(len(edges) - 1)]
+    last = len(edges) - 2
+    for entry in entries:
+        if entry.kind == CORRECTION:
+            first = final = bisect_right(edges, utc(entry.recorded_at)) - 1
+        elif entry.started_at is None or entry.ended_at is None:
+            continue
+        else:
+            first = bisect_right(edges, utc(entry.started_at)) - 1
+            final = bisect_left(edges, utc(entry.ended_at)) - 1
+        for i in range(max(first, 0), min(final, last) + 1):
+            members[i].append(entry)
+    return members

@@ -118,3 +118,18 @@ def test_cost_leaves_out_unpriced_use_and_counts_corrections_when_recorded() -> 
     answer = bucketed_cost(entries, book, [at(0), at(30), at(60)])
     # "free" ran before any price: no series. The correction: 0.5 core-hours at 60 = 30.
     assert [(s["queue"], s["cost"]) for s in answer["series"]] == [("q", [0, 30])]
+
+
+def test_cost_buckets_clip_entries_to_the_window() -> None:
+    book = PriceBook([prices("p", at(-120), 60, None)])  # 1 a core-minute
+    entries = [
+        attempt("long", at(-10), at(70), 1000),  # spans the whole window and beyond
+        attempt("before", at(-30), at(0), 1000),  # ends as the window starts: none of it
+        attempt("edge", at(20), at(40), 2000),  # exactly the middle bucket
+    ]
+    answer = bucketed_cost(entries, book, [at(0), at(20), at(40), at(60)])
+    costs = {s["queue"]: s["cost"] for s in answer["series"]}
+    assert costs == {
+        "long": pytest.approx([20, 40, 60]),
+        "edge": pytest.approx([0, 40, 40]),
+    }
