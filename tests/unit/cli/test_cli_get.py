@@ -78,7 +78,9 @@ class TestOutputFormats:
 class TestSelectorsAndFilters:
     def test_label_selectors(self, world: World) -> None:
         submit(world)
-        get = lambda *a: names(world.ok("get", "jobs", "-t", "acme", *a))  # noqa: E731
+        def get(*args: str) -> list[str]:
+            return names(world.ok("get", "jobs", "-t", "acme", *args))
+
         assert get("-l", "team=nlp") == ["train"]
         assert get("-l", "team!=nlp") == ["probe"]
         assert get("-l", "env") == ["train"]
@@ -89,7 +91,9 @@ class TestSelectorsAndFilters:
 
     def test_phase_and_queue(self, world: World) -> None:
         submit(world)
-        get = lambda *a: names(world.ok("get", "jobs", "-t", "acme", *a))  # noqa: E731
+        def get(*args: str) -> list[str]:
+            return names(world.ok("get", "jobs", "-t", "acme", *args))
+
         assert get("--phase", "running") == ["train"]
         assert get("--phase", "Pending,Running") == ["train", "probe"]
         assert get("--queue", "batch") == ["probe"]
