@@ -210,3 +210,51 @@ spec: {role: member}
     with server.http(vic) as client:  # a member reads datasets but writes no secrets
         assert client.get("/datasets/train", params={"tenant": "acme"}).status_code == 200
     assert _apply(server, _manifests(s3.url), token=vic).status_code == 403
+
+
+def test_warm_on_demand_then_evicted_when_its_time_to_live_ends(
+    s3: S3Server, server: ServerProcess
+) -> None:
+    s3.upload(BUCKET, {"val/a.bin": os.urandom(300_000), "val/b.txt": b"x" * 1000})
+    dataset = f"""apiVersion: aipaas/v1
+kind: Dataset
+metadata: {{name: val, tenant: acme}}
+spec:
+  source: s3://{BUCKET}/val
+  endpoint: {s3.url}
+  secretRef: s3-creds
+  include: ["*.bin"]
+  cache: {{ttl: 3s}}
+"""
+    assert _apply(server, _manifests(s3.url)).status_code == 200
+    assert _apply(server, dataset).status_code == 200
+    with server.http() as client:
+        node = client.get("/nodes").json()["items"][0]["metadata"]["name"]
+    warmed = server.cli("dataset", "warm", "val", "--nodes", node, "--tenant", "acme").stdout
+    assert warmed == f"dataset/val warming on {node}\n"
+
+    deadline = time.monotonic() + 30
+    state: dict[str, Any] = {}
+    while time.monotonic() < deadline:
+        state = _dataset(server, "val").get("status") or {}
+        if state.get("phase") == "Cached":
+            break
+        time.sleep(0.2)
+    assert state.get("phase") == "Cached", state
+    assert state["files"] == 1 and state["sizeBytes"] == 300_000  # include: *.bin only
+    assert state["nodes"] == [
+        {"node": node, "pool": "", "bytes": 300_000, "complete": True, "files": 1, "inUse": 0}
+    ]
+    table = server.cli("get", "datasets", "--tenant", "acme").stdout
+    row = next(cells for cells in map(str.split, table.splitlines()) if cells[:1] == ["val"])
+    assert row[:6] == ["val", "acme", "Cached", "293.0KiB", "-=293.0KiB", "-"], table
+
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and (_dataset(server, "val").get("status") or {})["nodes"]:
+        time.sleep(0.3)
+    assert _dataset(server, "val")["status"]["nodes"] == []  # expired, evicted
+    with server.http() as client:
+        params = {"tenant": "acme", "kind": "Dataset", "name": "val"}
+        reasons = [e["reason"] for e in client.get("/events", params=params).json()["items"]]
+    assert reasons.index("WarmRequested") < reasons.index("DatasetLoaded")
+    assert reasons.index("DatasetLoaded") < reasons.index("DatasetEvicted")

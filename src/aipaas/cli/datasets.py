@@ -55,6 +55,10 @@ def hit_ratio(dataset: dict[str, Any]) -> str:
     return f"{100 * hits / (hits + misses):.0f}%" if hits + misses else "-"
 
 
+def _counter(key: str) -> columns.Getter:
+    return lambda o: human_bytes((o.get("status") or {}).get(key, 0))
+
+
 def register(app: typer.Typer) -> None:
     columns.register(
         "Dataset",
@@ -67,8 +71,8 @@ def register(app: typer.Typer) -> None:
             Column("HIT RATIO", hit_ratio),
             Column("SOURCE", lambda o: o["spec"]["source"]),
             Column("NODES", cached_nodes, wide_only=True),
-            Column("FROM SOURCE", lambda o: human_bytes(o["status"]["bytesFromSource"]), True),
-            Column("FROM CACHE", lambda o: human_bytes(o["status"]["bytesFromCache"]), True),
+            Column("FROM SOURCE", _counter("bytesFromSource"), wide_only=True),
+            Column("FROM CACHE", _counter("bytesFromCache"), wide_only=True),
             Column("MESSAGE", status("message"), wide_only=True),
         ],
     )

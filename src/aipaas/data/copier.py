@@ -17,6 +17,7 @@ import hashlib
 import os
 import sys
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -207,7 +208,10 @@ def main(argv: list[str]) -> int:
     try:
         with entry.locked():
             result = fill(entry, spec, reserve=cache.room_for(entry))
-            entry.update_stats(bytes_from_source=result.copied_bytes, loads=1)
+            # A load counts as a use: its time to live starts now.
+            entry.update_stats(
+                bytes_from_source=result.copied_bytes, loads=1, last_used=time.time()
+            )
     except Exception as err:
         write_atomic(entry.path / ERROR, f"{type(err).__name__}: {err}")
         print(f"load of {entry.path} failed: {err}", file=sys.stderr)
