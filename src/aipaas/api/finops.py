@@ -235,7 +235,7 @@ class InvitationSpec(Model):
 
 
 class InvitationStatus(LenientModel):
-    state: Literal["Pending", "Redeemed", "Expired"] = "Pending"
+    phase: Literal["Pending", "Redeemed", "Expired"] = "Pending"
     expires_at: str | None = None
     redeemed_at: str | None = None
 
@@ -270,7 +270,8 @@ class WebhookDeliverySpec(Model):
 
 
 class WebhookDeliveryStatus(LenientModel):
-    state: Literal["Pending", "Delivered", "Failed"] = "Pending"
+    #: ``phase`` (not ``state``): the store indexes it, so pending deliveries are found cheaply
+    phase: Literal["Pending", "Delivered", "Failed"] = "Pending"
     attempts: int = 0
     next_attempt_at: str | None = None
     last_code: int | None = None

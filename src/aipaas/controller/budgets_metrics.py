@@ -58,8 +58,8 @@ class FinOpsMetrics:
             )
         book = price_book(store)
         moment = context.clock.now()
-        by_queue: dict[tuple[str, str, str], float] = defaultdict(float)
-        by_tenant: dict[tuple[str, str], float] = defaultdict(float)
+        by_queue: dict[tuple[str, ...], float] = defaultdict(float)
+        by_tenant: dict[tuple[str, ...], float] = defaultdict(float)
         for entry in running_entries(store, None):
             prices = book.at(entry.tenant, moment)
             if prices is None:

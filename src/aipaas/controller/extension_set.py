@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from aipaas.controller.budgets import budgets_extension
+from aipaas.controller.budgets_alerts import alerts_extension
 from aipaas.controller.budgets_metrics import metrics_extension
 from aipaas.controller.datasets import datasets_extension
 from aipaas.controller.extensions import CycleExtension
@@ -28,6 +29,7 @@ def factories() -> list[Factory]:
         services_extension,
         budgets_extension,
         metrics_extension,
+        alerts_extension,
         datasets_extension,
         kube_import_extension,
     ]

@@ -87,7 +87,7 @@ def body_of(delivery: WebhookDelivery) -> bytes:
 
 def due(delivery: WebhookDelivery, now: datetime) -> bool:
     status = delivery.status or WebhookDeliveryStatus()
-    if status.state != "Pending":
+    if status.phase != "Pending":
         return False
     if status.next_attempt_at is None:
         return True
@@ -100,11 +100,8 @@ def deliver_due(
     """Send the pending deliveries whose time has come; returns how many were delivered.
     ``transaction``: where their new status is written (the controller's fenced one)."""
     now = utc(store.clock.now())
-    pending = [
-        d
-        for d in store.list_objects("WebhookDelivery", None)
-        if isinstance(d, WebhookDelivery) and due(d, now)
-    ]
+    listed = store.list_objects("WebhookDelivery", None, phases=["", "Pending"])
+    pending = [d for d in listed if isinstance(d, WebhookDelivery) and due(d, now)]
     delivered = 0
     for delivery in pending[:BATCH]:
         delivered += _attempt(store, delivery, keys, sender, now, transaction or store.transaction)
@@ -145,16 +142,16 @@ def _attempt(
                 error = f"answered {code}"
     if error is None:
         new = WebhookDeliveryStatus(
-            state="Delivered", attempts=attempts, last_code=code, delivered_at=isoformat(now)
+            phase="Delivered", attempts=attempts, last_code=code, delivered_at=isoformat(now)
         )
     elif attempts >= MAX_ATTEMPTS:
         new = WebhookDeliveryStatus(
-            state="Failed", attempts=attempts, last_code=code, last_error=error
+            phase="Failed", attempts=attempts, last_code=code, last_error=error
         )
     else:
         later = now + timedelta(seconds=backoff(attempts))
         new = WebhookDeliveryStatus(
-            state="Pending",
+            phase="Pending",
             attempts=attempts,
             last_code=code,
             last_error=error,
@@ -165,9 +162,9 @@ def _attempt(
             store.update_status(
                 delivery, new, expected_version=delivery.metadata.resource_version, conn=tx
             )
-            if new.state == "Failed":
+            if new.phase == "Failed":
                 message = f"{attempts} attempts: {error}"
                 store.record_event(delivery, "WebhookFailed", message, warning=True, conn=tx)
     except Conflict:
         log.warning("webhook delivery %s changed while it was sent", delivery.name)
-    return int(new.state == "Delivered")
+    return int(new.phase == "Delivered")

@@ -196,10 +196,12 @@ def test_each_crossing_is_delivered_signed_once_and_a_500_is_retried(
     log = [d for d in store.list_objects("WebhookDelivery", "acme")]
     assert all(isinstance(d, WebhookDelivery) and d.status for d in log)
     assert (
-        sorted(d.status.state for d in log if isinstance(d, WebhookDelivery) and d.status)
+        sorted(d.status.phase for d in log if isinstance(d, WebhookDelivery) and d.status)
         == ["Delivered"] * 3
     )
-    events = [e.reason for e in store.list_events(tenant="acme", kind="Budget", name="research-monthly")]
+    events = [
+        e.reason for e in store.list_events(tenant="acme", kind="Budget", name="research-monthly")
+    ]
     assert events.count("BudgetThresholdCrossed") == 3
 
 
