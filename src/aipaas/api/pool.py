@@ -71,6 +71,9 @@ class Lending(Model):
     enabled: bool = False
     #: the tenant whose guaranteed GPUs these are and who is credited (None: the platform)
     lender: Name | None = None
+    #: the priority class of spot work (a preemptible class of the lowest value, made by an
+    #: admin): its usage on this pool's nodes is lent capacity
+    spot_priority_class: Name = "spot"
     spot_price_per_gpu_hour: float = Field(default=0.0, ge=0, le=1_000_000)
     grace_period: Duration = "30s"
     reclaim_within: Duration = "2m"

@@ -19,12 +19,6 @@ from aipaas.api.devices import ResourceSlice
 from aipaas.autoscale.pool_provider import NodeState, NodeTemplate, PoolNode
 from aipaas.backends.base import NodeInfo
 from aipaas.clock import Clock
-from aipaas.devices.topology_files import (
-    GpuShape,
-    builtin_topologies,
-    gpu_node_slices,
-    load_topology,
-)
 
 POOL_LABEL = "aipaas.dev/pool"
 
@@ -165,8 +159,9 @@ class SimPoolNodes:
                     POOL_LABEL: template["pool"],
                 },
             )
-            shape = _gpu_shape(template)
-            slices = tuple(gpu_node_slices(name, shape)) if shape is not None else ()
+            # No ResourceSlices: the GPUs go by count. Reclaim does not yet take devices back
+            # from a victim's claims (scheduler/batch), and lent GPUs must be reclaimable.
+            slices: tuple[ResourceSlice, ...] = ()
             self._pool_infos[name] = (info, slices)
         return self._pool_infos[name]
 
@@ -187,20 +182,3 @@ def _template_record(template: NodeTemplate) -> dict[str, Any]:
         "labels": dict(template.labels),
     }
 
-
-def _gpu_shape(template: dict[str, Any]) -> GpuShape | None:
-    """A built-in topology of the same model and count, else plain GPUs (as cluster files)."""
-    count, model = template["gpu_count"], template["gpu_model"]
-    if not count:
-        return None
-    for name in sorted(builtin_topologies()):
-        gpus = load_topology(name).nodes[0].gpus
-        if gpus.model == model and gpus.count == count and not gpus.mig:
-            return gpus
-    memory = template["gpu_memory_mib"] // 1024
-    return GpuShape(
-        count=count,
-        model=model or "GPU",
-        productName=model or "GPU",
-        memory=f"{memory}Gi" if memory else "80Gi",
-    )
