@@ -30,10 +30,22 @@ export function go(path) {
 
 let refreshing = null;
 
+let lastRefresh = 0;
+
+/** How often a page reads again: charts over a wide window change slowly and cost more. */
+function period(page) {
+  return page.period ? page.period(settings()) : REFRESH_MS;
+}
+
+function tick() {
+  if (current && Date.now() - lastRefresh >= period(current)) refresh();
+}
+
 async function refresh() {
   // One refresh at a time: on a slow server, ticks that find one running are skipped.
   if (!current || refreshing === current) return;
   const page = (refreshing = current);
+  lastRefresh = Date.now();
   try {
     await page.refresh(settings());
     if (page === current) $("status").textContent = `updated ${new Date().toLocaleTimeString()}`;
@@ -55,7 +67,7 @@ function show() {
   current = PAGES[name]({ who, params, go });
   $("main").replaceChildren(current.node);
   refresh();
-  timer = setInterval(refresh, REFRESH_MS);
+  timer = setInterval(tick, REFRESH_MS);
 }
 
 function signedOut(message = "") {

@@ -13,3 +13,9 @@ export function bySeries(answer, field) {
     values: s[field],
   }));
 }
+
+/** Refresh period (ms) of a page charting `settings.window`: its buckets last window/60. */
+export function windowPeriod(settings) {
+  if (settings.window <= 300) return 2000;
+  return settings.window <= 3600 ? 5000 : 30000;
+}

@@ -2,7 +2,7 @@
 import * as api from "../api.js";
 import { card, cores, h, number, table } from "../dom.js";
 import { stackedChart } from "../charts.js";
-import { bySeries, timeline } from "../timeline.js";
+import { bySeries, timeline, windowPeriod } from "../timeline.js";
 
 function gpusByModel(nodes) {
   const models = new Map();
@@ -28,6 +28,7 @@ export default function cluster() {
   const node = h("div", { id: "page-cluster" }, h("h1", {}, "Cluster"), live);
   return {
     node,
+    period: windowPeriod,
     stop() {},
     async refresh(settings) {
       const [nodes, line] = await Promise.all([api.list("/nodes"), timeline(settings)]);

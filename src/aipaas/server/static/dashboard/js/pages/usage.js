@@ -2,13 +2,14 @@
 import * as api from "../api.js";
 import { card, h, number, table } from "../dom.js";
 import { stackedChart } from "../charts.js";
-import { bySeries, timeline } from "../timeline.js";
+import { bySeries, timeline, windowPeriod } from "../timeline.js";
 
 export default function usage() {
   const live = h("div");
   const node = h("div", { id: "page-usage" }, h("h1", {}, "Usage & cost"), live);
   return {
     node,
+    period: windowPeriod,
     stop() {},
     async refresh(settings) {
       const [line, report, spend] = await Promise.all([
