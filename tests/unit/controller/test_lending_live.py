@@ -8,9 +8,9 @@ from __future__ import annotations
 import pytest
 from ctl_world import World
 
+from aipaas.api.pool import NodePool
 from aipaas.autoscale.lending import balances, reclaim_problem, reclaim_seconds, terms_of
 from aipaas.autoscale.lending_ledger import lending_report
-from aipaas.api.pool import NodePool
 from aipaas.backends.base import NodeInfo
 from aipaas.backends.sim import SimBackend
 from aipaas.clock import VirtualClock
@@ -51,7 +51,12 @@ spec:
   minSize: 1
   maxSize: 1
   provisioningDelay: 0s
-  lending: {enabled: true, lender: acme, spotPricePerGpuHour: 2.0, gracePeriod: 10s, reclaimWithin: 30s}
+  lending:
+    enabled: true
+    lender: acme
+    spotPricePerGpuHour: 2.0
+    gracePeriod: 10s
+    reclaimWithin: 30s
 """
 JOB = """apiVersion: aipaas/v1
 kind: Job
