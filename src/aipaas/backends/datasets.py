@@ -1,7 +1,8 @@
 """Datasets on a backend's nodes: what a task mounts, and the optional cache capability.
 
 ``LaunchRequest.datasets`` carries what a task reads (``DatasetMount``: the cache entry's key,
-the source with its credentials, where the task sees it). A backend that caches datasets on its
+the source with its credentials, where the task sees it) and ``LaunchRequest.outputs`` what it
+writes back (``OutputUpload``). A backend that caches datasets on its
 nodes also offers ``DatasetCaches`` (checked with ``dataset_caches``, never by name): the
 controller's dataset extension reads each node's entries and asks for loads and evictions; the
 backend copies (data/copier.py) and never evicts what a task reads.
@@ -22,6 +23,15 @@ class DatasetMount:
     #: data/source.py SourceSpec.to_json(): url, endpoint, credentials, subPaths, include
     source: Mapping[str, Any]
     require_warm: bool = False
+
+
+@dataclass(frozen=True)
+class OutputUpload:
+    """A directory the task writes at ``path``, uploaded to ``destination`` when it ends."""
+
+    path: str
+    #: data/source.py SourceSpec.to_json() of the destination: url, endpoint, credentials
+    destination: Mapping[str, Any]
 
 
 @dataclass(frozen=True)
