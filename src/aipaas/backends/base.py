@@ -22,7 +22,7 @@ from enum import StrEnum
 from typing import Any, Protocol, cast
 
 from aipaas.api.devices import ResourceSlice
-from aipaas.backends.datasets import DatasetMount
+from aipaas.backends.datasets import DatasetMount, OutputUpload
 
 
 @dataclass(frozen=True)
@@ -102,6 +102,8 @@ class LaunchRequest:
     claims: tuple[Mapping[str, Any], ...] = ()
     #: the datasets the task reads (backends/datasets.py); a backend without a cache ignores them
     datasets: tuple[DatasetMount, ...] = ()
+    #: directories the task writes, uploaded when it ends (backends/datasets.py)
+    outputs: tuple[OutputUpload, ...] = ()
 
 
 class TaskState(StrEnum):
