@@ -15,7 +15,7 @@ import typer
 from aipaas.cli import complete, selectors
 from aipaas.cli.control_get import Phase, Queue, Selector, Tenant, duration_seconds
 from aipaas.cli.failure import EXIT_TIMEOUT, client, exit_code, fail, handled, report
-from aipaas.client import Client
+from aipaas.client import Client, WaitTimeout
 from aipaas.errors import AipaasError
 
 Targets = Annotated[
@@ -175,7 +175,12 @@ def wait(
     with client() as api:
         for name in names:
             left = max(deadline - time.monotonic(), 0.001)
-            api.wait(kind, name, for_, tenant=tenant, timeout=left)
+            try:
+                api.wait(kind, name, for_, tenant=tenant, timeout=left)
+            except WaitTimeout:
+                what = "to be deleted" if for_ == "delete" else f"for {for_}"
+                kind_name = f"{kind.lower().rstrip('s')}/{name}"
+                fail(f"timed out after {timeout} waiting {what} on {kind_name}", EXIT_TIMEOUT)
             done = "deleted" if for_ == "delete" else "condition met"
             print(f"{kind.lower().rstrip('s')}/{name} {done}", flush=True)
 
