@@ -258,3 +258,51 @@ spec:
         reasons = [e["reason"] for e in client.get("/events", params=params).json()["items"]]
     assert reasons.index("WarmRequested") < reasons.index("DatasetLoaded")
     assert reasons.index("DatasetLoaded") < reasons.index("DatasetEvicted")
+
+
+WRITER = """
+import os, pathlib
+out = pathlib.Path(os.environ["AIPAAS_OUTPUT_PATH"])
+assert out == pathlib.Path(os.environ["AIPAAS_OUTPUT_0_PATH"])
+(out / "model").mkdir()
+(out / "model" / "weights.bin").write_bytes(b"w" * 100_000)
+(out / "metrics.json").write_text('{"loss": 0.1}')
+(out / "stolen").symlink_to("/etc/passwd")  # never followed by the upload
+(out / "model" / "up").symlink_to("../..")
+"""
+
+
+def test_outputs_are_uploaded_when_the_task_ends(s3: S3Server, server: ServerProcess) -> None:
+    assert _apply(server, _manifests(s3.url)).status_code == 200
+    s3.upload(BUCKET, {"results/.keep": b""})
+    job = {
+        "apiVersion": "aipaas/v1",
+        "kind": "Job",
+        "metadata": {"name": "trainer", "tenant": "acme"},
+        "spec": {
+            "queue": "research",
+            "outputs": [
+                {
+                    "path": "/out",
+                    "destination": f"s3://{BUCKET}/results/trainer",
+                    "endpoint": s3.url,
+                    "secretRef": "s3-creds",
+                }
+            ],
+            "tasks": [{"name": "main", "command": [TASK_PYTHON, "-c", WRITER]}],
+        },
+    }
+    assert _apply(server, json.dumps(job)).status_code == 200
+    done = server.wait_phase("trainer", "Succeeded", timeout=90)
+    assert done["status"]["tasks"][0]["exitCode"] == 0
+    client = s3.client()
+    listed = client.list_objects_v2(Bucket=BUCKET, Prefix="results/trainer/")
+    keys = sorted(item["Key"] for item in listed.get("Contents", []))
+    assert keys == ["results/trainer/metrics.json", "results/trainer/model/weights.bin"]
+    body = client.get_object(Bucket=BUCKET, Key="results/trainer/model/weights.bin")["Body"]
+    assert body.read() == b"w" * 100_000
+
+    missing = {**job, "metadata": {"name": "nowhere", "tenant": "acme"}}
+    missing["spec"] = {**job["spec"], "outputs": [{**job["spec"]["outputs"][0], "secretRef": "x"}]}
+    refused = _apply(server, json.dumps(missing))
+    assert refused.status_code == 422 and "spec.outputs[0].secretRef" in refused.text

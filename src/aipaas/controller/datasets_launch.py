@@ -1,5 +1,5 @@
-"""A task's datasets, resolved for its launch: the tenant's Dataset and Secret objects read from
-the store and put in ``LaunchRequest.datasets`` (backends/datasets.py).
+"""A task's datasets and outputs, resolved for its launch: the tenant's Dataset and Secret objects
+read from the store and put in ``LaunchRequest.datasets`` and ``.outputs`` (backends/datasets.py).
 
 Only the job's own tenant is searched: the server already refused a job naming another
 tenant's dataset, and this keeps it so if objects change after submission. A dataset deleted
@@ -14,7 +14,7 @@ import json
 from aipaas.api.data import Dataset, DatasetSpec, Secret
 from aipaas.api.job import Job
 from aipaas.backends.base import LaunchRequest
-from aipaas.backends.datasets import DatasetMount
+from aipaas.backends.datasets import DatasetMount, OutputUpload
 from aipaas.data.cache import entry_key
 from aipaas.data.source import SourceSpec
 from aipaas.store import Store
@@ -31,25 +31,42 @@ def fingerprint(spec: DatasetSpec) -> str:
     )
 
 
+def _credentials(store: Store, tenant: str, secret_ref: str | None, what: str) -> dict[str, str]:
+    """The values of the tenant's Secret ``secret_ref`` (none named: no credentials)."""
+    if secret_ref is None:
+        return {}
+    key = ("Secret", tenant, secret_ref)
+    with store.transaction(write=False) as tx:
+        secret = store.find_each([key], conn=tx).get(key)
+    if not isinstance(secret, Secret):
+        raise MissingDataset(f"{what}: secret {secret_ref} does not exist in tenant {tenant}")
+    return dict(secret.spec.data)
+
+
 def source_of(store: Store, dataset: Dataset) -> SourceSpec:
     """The dataset's source with its Secret's values (same tenant only)."""
-    credentials: dict[str, str] = {}
-    if dataset.spec.secret_ref is not None:
-        key = ("Secret", dataset.tenant, dataset.spec.secret_ref)
-        with store.transaction(write=False) as tx:
-            secret = store.find_each([key], conn=tx).get(key)
-        if not isinstance(secret, Secret):
-            raise MissingDataset(
-                f"dataset {dataset.name}: secret {dataset.spec.secret_ref} does not exist"
-            )
-        credentials = dict(secret.spec.data)
     return SourceSpec(
         url=dataset.spec.source,
         endpoint=dataset.spec.endpoint,
-        credentials=credentials,
+        credentials=_credentials(
+            store, dataset.tenant, dataset.spec.secret_ref, f"dataset {dataset.name}"
+        ),
         sub_paths=tuple(dataset.spec.sub_paths),
         include=tuple(dataset.spec.include),
     )
+
+
+def _outputs(store: Store, job: Job) -> tuple[OutputUpload, ...]:
+    uploads = []
+    for index, out in enumerate(job.spec.outputs or ()):
+        where = f"job {job.name} output {index}"
+        destination = SourceSpec(
+            url=out.destination,
+            endpoint=out.endpoint,
+            credentials=_credentials(store, job.tenant, out.secret_ref, where),
+        )
+        uploads.append(OutputUpload(out.path, destination.to_json()))
+    return tuple(uploads)
 
 
 def key_of(dataset: Dataset) -> str:
@@ -57,14 +74,14 @@ def key_of(dataset: Dataset) -> str:
 
 
 def with_datasets(store: Store, job: Job, request: LaunchRequest) -> LaunchRequest:
-    """``request`` with the job's datasets (unchanged for a job that names none)."""
-    if not job.spec.datasets:
+    """``request`` with the job's datasets and outputs (unchanged for a job with neither)."""
+    if not job.spec.datasets and not job.spec.outputs:
         return request
-    keys = [("Dataset", job.tenant, mount.name) for mount in job.spec.datasets]
+    keys = [("Dataset", job.tenant, mount.name) for mount in job.spec.datasets or ()]
     with store.transaction(write=False) as tx:
         found = store.find_each(keys, conn=tx)
     mounts: list[DatasetMount] = []
-    for mount, key in zip(job.spec.datasets, keys, strict=True):
+    for mount, key in zip(job.spec.datasets or (), keys, strict=True):
         dataset = found.get(key)
         if not isinstance(dataset, Dataset):
             raise MissingDataset(f"dataset {mount.name} does not exist in tenant {job.tenant}")
@@ -77,4 +94,4 @@ def with_datasets(store: Store, job: Job, request: LaunchRequest) -> LaunchReque
                 require_warm=mount.require_warm,
             )
         )
-    return dataclasses.replace(request, datasets=tuple(mounts))
+    return dataclasses.replace(request, datasets=tuple(mounts), outputs=_outputs(store, job))

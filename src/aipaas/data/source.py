@@ -94,10 +94,15 @@ def storage_options(spec: SourceSpec) -> dict[str, Any]:
     return dict(spec.credentials)
 
 
-def open_source(spec: SourceSpec) -> tuple[fsspec.AbstractFileSystem, str]:
-    """The filesystem and the root path inside it."""
+def open_source(
+    spec: SourceSpec, *, writing: bool = False
+) -> tuple[fsspec.AbstractFileSystem, str]:
+    """The filesystem and the root path inside it (``writing``: a destination of outputs)."""
+    options = storage_options(spec)
+    if writing and spec.protocol == "file":
+        options["auto_mkdir"] = True
     try:
-        fs, root = fsspec.core.url_to_fs(spec.url, **storage_options(spec))
+        fs, root = fsspec.core.url_to_fs(spec.url, **options)
     except (ImportError, ValueError) as err:
         raise SourceError(f"cannot read {spec.protocol}:// sources here: {err}") from err
     if spec.protocol == "file":

@@ -6,13 +6,18 @@ fills what is missing (a hit when nothing was), takes a lease for the task (this
 pid: the runner it becomes keeps it) and links the task's path to the entry's read-only data.
 Then it removes stage.json (the credentials) and becomes the runner (exec, same pid), so the
 backend's records see one process from start to end. A dataset that cannot be had ends the
-task with EXIT_NO_DATA and says why in the task's log.
+task with EXIT_NO_DATA and says why in the task's log. A task with outputs (``spec.outputs``)
+gets its empty output directories, runs under a runner of its own, and its outputs are
+uploaded before its exit code is written (``run_then_upload``).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
+import signal
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -21,12 +26,16 @@ from aipaas.data.cache import NodeCache
 from aipaas.data.copier import cached, fill
 from aipaas.data.entry import write_atomic
 from aipaas.data.source import SourceSpec
+from aipaas.data.upload import upload
 
 STAGE_FILE = "stage.json"
+LAUNCH_FILE = "launch.json"  # the runner's (backends/local/runner.py)
 EXIT_NO_DATA = 66  # EX_NOINPUT
+EXIT_UPLOAD = 74  # EX_IOERR
 
 
 def stage(directory: Path, spec: dict[str, Any]) -> None:
+    _output_dirs(spec)
     cache = NodeCache(Path(spec["cache_root"]), int(spec["capacity"]))
     request_id = directory.name
     for item in spec["datasets"]:
@@ -52,6 +61,52 @@ def stage(directory: Path, spec: dict[str, Any]) -> None:
             f" {result.copied_bytes} from the source)",
             flush=True,
         )
+
+
+def _output_dirs(spec: dict[str, Any]) -> None:
+    """Each output directory, empty and the task's (the task writes nothing else of ours)."""
+    for output in spec.get("outputs") or ():
+        path = Path(output["path"])
+        path.mkdir(parents=True, exist_ok=True)
+        if spec.get("uid") is not None:
+            os.chown(path, spec["uid"], spec["gid"])
+
+
+def run_then_upload(directory: Path, spec: dict[str, Any]) -> int:
+    """Run the task under a runner of its own (DIR/task), then upload its outputs and only
+    then write DIR/exit: the backend sees the task end once its results are stored. A stopped
+    task uploads nothing; a failed upload fails the task (EXIT_UPLOAD, said in its log)."""
+    inner = directory / "task"
+    inner.mkdir(mode=0o700, exist_ok=True)
+    shutil.copy2(directory / LAUNCH_FILE, inner / LAUNCH_FILE)
+    stopped: list[int] = []
+    # A stop reaches the whole process group: the runner forwards it to the task; the stage
+    # only notes it and waits for the runner.
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda n, _frame: stopped.append(n))
+    child = subprocess.Popen([sys.executable, "-I", str(spec["runner"]), str(inner)])
+    while True:
+        try:
+            child.wait()
+            break
+        except InterruptedError:
+            continue
+    try:
+        code = int((inner / "exit").read_text().strip())
+    except (OSError, ValueError):
+        code = EXIT_UPLOAD
+    if code == 0 and not stopped and not (directory / "stop").exists():
+        for output in spec.get("outputs") or ():
+            destination = SourceSpec.from_json(output["destination"])
+            try:
+                sent = upload(Path(output["path"]), destination, owner=spec.get("uid"))
+            except Exception as err:
+                print(f"aipaas: uploading {output['path']} failed: {err}", flush=True)
+                code = EXIT_UPLOAD
+                break
+            print(f"aipaas: uploaded {sent} bytes of {output['path']}", flush=True)
+    write_atomic(directory / "exit", f"{code}\n")
+    return 0
 
 
 def _now() -> float:
@@ -90,7 +145,9 @@ def main(argv: list[str]) -> int:
         write_atomic(directory / "exit", f"{EXIT_NO_DATA}\n")
         return EXIT_NO_DATA
     finally:
-        (directory / STAGE_FILE).unlink(missing_ok=True)
+        (directory / STAGE_FILE).unlink(missing_ok=True)  # the credentials: in memory only
+    if spec.get("outputs"):
+        return run_then_upload(directory, spec)
     runner = str(spec["runner"])
     os.execv(sys.executable, [sys.executable, "-I", runner, str(directory)])
     return 0  # not reached

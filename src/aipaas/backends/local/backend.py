@@ -145,7 +145,7 @@ class LocalBackend(LocalDatasetCaches):  # datasets: backends/local/datasets.py
         env["CUDA_VISIBLE_DEVICES"] = visible
         env["PYTHONUNBUFFERED"] = "1"
         command = [sys.executable, "-I", RUNNER, str(directory)]  # -I: may be root
-        if request.datasets:  # staged first: data in the cache, then the runner (same pid)
+        if request.datasets or request.outputs:  # staged: data in the cache, then the runner
             command = self.stage_command(request, directory, identity, env)
         # An explicit workingDir is entered as the task's user (runner.py): it grants nothing
         # that user could not reach anyway. HOME stays the task's own directory.

@@ -119,12 +119,22 @@ class LocalDatasetCaches:
                     "source": self._with_roots(mount.source),
                 }
             )
-        env["AIPAAS_DATASETS"] = ",".join(m.name for m in request.datasets)
+        if request.datasets:
+            env["AIPAAS_DATASETS"] = ",".join(m.name for m in request.datasets)
+        outputs = []
+        for index, output in enumerate(request.outputs):
+            path = identity.home / output.path.lstrip("/")
+            env[f"AIPAAS_OUTPUT_{index}_PATH"] = str(path)
+            if index == 0:
+                env["AIPAAS_OUTPUT_PATH"] = str(path)
+            outputs.append({"path": str(path), "destination": self._with_roots(output.destination)})
         spec = {
             "cache_root": str(cache.root),
             "capacity": cache.capacity_bytes,
             "datasets": items,
+            "outputs": outputs,
             "runner": RUNNER,
+            "uid": identity.uid,
             "gid": identity.gid,
         }
         path = directory / STAGE_FILE
