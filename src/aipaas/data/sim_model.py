@@ -1,8 +1,8 @@
 """The simulated data plane's settings, policies and running jobs: plain data.
 
-Bandwidth defaults (stated in docs/data.md): an object store serving 400 MB/s to one node
-(many mid-size objects over HTTP) and 6 GB/s in all; a node's NVMe cache serving its tasks
-4 GB/s; 2 TiB of cache per node.
+Data-plane defaults (stated in docs/data.md): an object store serving 500 MB/s to one node
+(many mid-size objects over HTTP) and 10 GB/s in all; a node's NVMe cache (a DGX-class RAID of
+four drives) serving its tasks 16 GB/s; 8 TiB of cache per node.
 """
 
 from __future__ import annotations
@@ -19,10 +19,10 @@ TIB = 1 << 40
 
 @dataclass(frozen=True, slots=True)
 class DataPlane:
-    source_to_node_bps: float = 400 * MBPS
-    source_total_bps: float = 6_000 * MBPS
-    cache_to_task_bps: float = 4_000 * MBPS
-    cache_bytes_per_node: int = 2 * TIB
+    source_to_node_bps: float = 500 * MBPS
+    source_total_bps: float = 10_000 * MBPS
+    cache_to_task_bps: float = 16_000 * MBPS
+    cache_bytes_per_node: int = 8 * TIB
 
 
 @dataclass(frozen=True, slots=True)

@@ -227,7 +227,9 @@ class DataSim:
         for pod in run.pods:
             read = speed * pod.demand * step
             if not pod.from_cache:
-                self.source_bytes += read
+                # A pod filling its cache reads the rest of the pass from there once it is in.
+                filling = pod.entry is not None and pod.consumed < size
+                self.source_bytes += min(read, size - pod.consumed) if filling else read
             pod.consumed += read
             if pod.entry is not None:
                 pod.entry.last_used = self.now + step
