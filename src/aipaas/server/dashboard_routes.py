@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Annotated, Any, Final, Literal
 
 from fastapi import APIRouter, Depends, Query, Request
-from fastapi.responses import FileResponse, RedirectResponse
+from fastapi.responses import FileResponse
 from starlette.concurrency import run_in_threadpool
 
 from aipaas.errors import NotFound
@@ -50,17 +50,10 @@ _FILES: Final = _assets()
 
 
 @router.get("/", include_in_schema=False)
-def root() -> RedirectResponse:
-    return RedirectResponse("/dashboard/", status_code=307)
-
-
 @router.get("/dashboard", include_in_schema=False)
-def dashboard_bare() -> RedirectResponse:
-    return RedirectResponse("/dashboard/", status_code=307)
-
-
 @router.get("/dashboard/", include_in_schema=False)
 def dashboard() -> FileResponse:
+    # The page itself at each of these (no redirect): its assets are named by absolute paths.
     return FileResponse(ASSETS / "index.html", headers=_HEADERS)
 
 
