@@ -306,3 +306,29 @@ def test_outputs_are_uploaded_when_the_task_ends(s3: S3Server, server: ServerPro
     missing["spec"] = {**job["spec"], "outputs": [{**job["spec"]["outputs"][0], "secretRef": "x"}]}
     refused = _apply(server, json.dumps(missing))
     assert refused.status_code == 422 and "spec.outputs[0].secretRef" in refused.text
+
+
+def test_prefetch_warms_the_data_of_a_job_that_waits(s3: S3Server, server: ServerProcess) -> None:
+    s3.upload(BUCKET, {"queued/a.bin": os.urandom(200_000)})
+    dataset = f"""apiVersion: aipaas/v1
+kind: Dataset
+metadata: {{name: queued, tenant: acme}}
+spec: {{source: "s3://{BUCKET}/queued", endpoint: "{s3.url}", secretRef: s3-creds}}
+"""
+    assert _apply(server, _manifests(s3.url)).status_code == 200
+    assert _apply(server, dataset).status_code == 200
+    job = json.loads(_job("waiting", shared_dir(), dataset="queued"))
+    job["spec"]["tasks"][0]["resources"] = {"cpu": 64}  # more than the node: it waits
+    assert _apply(server, json.dumps(job)).status_code == 200
+    deadline = time.monotonic() + 30
+    state: dict[str, Any] = {}
+    while time.monotonic() < deadline and state.get("phase") != "Cached":
+        state = _dataset(server, "queued").get("status") or {}
+        time.sleep(0.3)
+    assert state.get("phase") == "Cached", state
+    assert server.phase("waiting") == "Pending"
+    with server.http() as client:
+        params = {"tenant": "acme", "kind": "Dataset", "name": "queued"}
+        messages = [e["message"] for e in client.get("/events", params=params).json()["items"]]
+        client.post("/jobs/waiting/cancel", params={"tenant": "acme"})
+    assert any("for job acme/waiting" in m for m in messages), messages
