@@ -27,7 +27,14 @@ import yaml
 from aipaas import client_streams
 from aipaas.api.registry import KINDS, resolve_kind
 from aipaas.client_streams import WaitFailed, WaitTimeout
-from aipaas.errors import AipaasError, FieldError, InvalidObject, Unavailable, error_class
+from aipaas.errors import (
+    AipaasError,
+    ClientError,
+    FieldError,
+    InvalidObject,
+    Unavailable,
+    error_class,
+)
 
 DEFAULT_URL = "http://127.0.0.1:8600"
 __all__ = ["Client", "WaitFailed", "WaitTimeout", "config_path"]
@@ -54,7 +61,13 @@ class Client:
         file: dict[str, Any] = {}
         path = config_path(env)
         if path.exists():
-            loaded = yaml.safe_load(path.read_text())
+            try:
+                loaded = yaml.safe_load(path.read_text())
+            except (OSError, yaml.YAMLError) as err:
+                where = getattr(err, "problem_mark", None)
+                line = f" at line {where.line + 1}" if where is not None else ""
+                problem = getattr(err, "problem", None) or getattr(err, "strerror", None) or err
+                raise ClientError(f"config file {path}: {problem}{line}") from err
             file = loaded if isinstance(loaded, dict) else {}
         url = env.get("AIPAAS_URL") or file.get("url") or DEFAULT_URL
         token = env.get("AIPAAS_TOKEN") or file.get("token")

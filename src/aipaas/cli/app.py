@@ -62,5 +62,6 @@ def main() -> None:
     except KeyboardInterrupt:
         sys.exit(130)
     except Exception as err:  # a bug or an odd environment: one line, no traceback
-        print(f"error: {type(err).__name__}: {err}", file=sys.stderr)
+        first = (str(err).strip().splitlines() or [""])[0]
+        print(f"error: {type(err).__name__}: {first}", file=sys.stderr)
         sys.exit(EXIT_GENERIC)
