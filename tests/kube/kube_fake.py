@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-import kubernetes_validate
+import kubernetes_validate  # type: ignore[import-untyped]
 from kube_selectors import fields_match, labels_match
 
 KUBE_VERSION = "1.37"

@@ -158,3 +158,17 @@ def test_a_user_job_cannot_name_pods_to_bind(world: World) -> None:
             annotations='{aipaas.dev/kube-pods: \'{"p0": {"name": "victim", "uid": "u"}}\'}',
         )
     assert "aipaas.dev/kube-pods" in str(raised.value)
+
+
+def test_a_pod_that_requests_nothing_is_still_scheduled(
+    world: World, fake: FakeKube, backend: KubernetesBackend
+) -> None:
+    controller = controller_for(world, backend)
+    pod = user_pod("best-effort")
+    pod["spec"]["containers"][0]["resources"] = {}
+    fake.put(pod)
+    for _ in range(3):
+        controller.run_cycle()
+    [job] = imported_jobs(world)
+    assert job.spec.tasks[0].resources.cpu == "1m"
+    assert (fake.get("Pod", "acme", "best-effort") or {})["spec"].get("nodeName")

@@ -79,7 +79,7 @@ def test_a_gang_becomes_bound_pods_with_allocated_claims(
     assert world.phase("train") in ("Pending", "Running")
     pods = [p for p in fake.list("Pod") if p["metadata"]["labels"].get("aipaas.dev/job") == "train"]
     assert len(pods) == 2
-    seen_devices = set()
+    seen_devices: set[tuple[str, str]] = set()
     for pod in pods:
         spec = pod["spec"]
         assert spec["schedulerName"] == "aipaas"

@@ -18,6 +18,7 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from pydantic import ValidationError
 from sqlalchemy import Connection
 
 from aipaas.api.dra import parse_device_kind
@@ -26,6 +27,7 @@ from aipaas.api.tenancy import Tenant
 from aipaas.backends.foreign_pods import ForeignPod, ForeignPods, foreign_pods
 from aipaas.controller.extensions import CycleContext, CycleExtension
 from aipaas.controller.kube_import_jobs import gang_job, gang_name
+from aipaas.errors import InvalidObject
 from aipaas.settings import Settings
 from aipaas.store import Store
 
@@ -88,7 +90,11 @@ class KubeImport:
         }
         name = gang_name(group, pods)
         default_class = tenant.spec.default_priority_class or DEFAULT_CLASS
-        job = gang_job(tenant_name, name, queue, pods, classes, default_class)
+        try:
+            job = gang_job(tenant_name, name, queue, pods, classes, default_class)
+        except (ValidationError, InvalidObject) as err:
+            self._warn(key, f"they cannot be a job: {err}")
+            return
         claims = sorted({c.claim for p in pods for c in p.claims})
         documents = source.foreign_claims(namespace, claims)
         with context.transaction() as tx:

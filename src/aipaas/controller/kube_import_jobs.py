@@ -29,9 +29,10 @@ def gang_name(group: str, pods: Sequence[ForeignPod]) -> str:
 
 
 def _task(index: int, pod: ForeignPod) -> TaskSpec:
+    # a pod that requests nothing (BestEffort) is counted at the least a task may ask
     resources: dict[str, Any] = {
-        "cpu": f"{pod.cpu_milli}m",
-        "memory": f"{pod.memory_mib}Mi",
+        "cpu": f"{max(pod.cpu_milli, 1)}m",
+        "memory": f"{max(pod.memory_mib, 1)}Mi",
         "claims": [TaskClaim(name=c.name, resource_claim_name=c.claim) for c in pod.claims],
     }
     if pod.gpus:
