@@ -28,6 +28,15 @@ class Handler(BaseHTTPRequestHandler):
         url = urlparse(self.path)
         if url.path == "/live" and sick.is_set():
             return self.answer(500, {"sick": True})
+        if url.path == "/stream":
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain")
+            self.end_headers()
+            for index in range(4):
+                self.wfile.write(f"token {index}\n".encode())
+                self.wfile.flush()
+                time.sleep(0.4)
+            return
         if url.path == "/sicken":
             sick.set()
         if url.path == "/slow":
@@ -247,6 +256,7 @@ def test_a_rolling_update_drops_no_request(world: tuple[ServerProcess, Path]) ->
     rolling = {"maxSurge": 1, "maxUnavailable": 0}
     apply_service(server, script, "steady", minReplicas=2, rollingUpdate=rolling)
     wait_for("two ready replicas", lambda: status(server, "steady").get("readyReplicas") == 2)
+    first_revision = status(server, "steady")["revision"]
     with LoadGenerator(server, "/steady/slow?s=0.05", workers=4) as load:
         time.sleep(1)
         apply_service(
@@ -261,6 +271,8 @@ def test_a_rolling_update_drops_no_request(world: tuple[ServerProcess, Path]) ->
         def rolled() -> bool:
             found = status(server, "steady")
             revision = found.get("revision")
+            if revision == first_revision:
+                return False  # the controller has not seen the new template yet
             endpoints = found.get("endpoints", [])
             return (
                 len(endpoints) == 2
@@ -403,3 +415,21 @@ spec: {quota: {cpu: 1}}
     with server.http() as client:
         client.delete("/services/capped", params={"tenant": "acme"}).raise_for_status()
     wait_for("its replicas gone", lambda: replica_jobs(server, "capped") == [], timeout=30)
+
+
+def test_an_answer_streams_through_as_the_replica_writes_it(
+    world: tuple[ServerProcess, Path],
+) -> None:
+    server, script = world
+    apply_service(server, script, "streamer")
+    wait_for("a ready replica", lambda: status(server, "streamer").get("readyReplicas") == 1)
+    arrivals: list[tuple[float, str]] = []
+    with entry(server) as client, client.stream("GET", "/streamer/stream") as answer:
+        started = time.monotonic()
+        assert answer.status_code == 200
+        for line in answer.iter_lines():
+            arrivals.append((time.monotonic() - started, line))
+    assert [line for _, line in arrivals] == [f"token {i}" for i in range(4)]
+    assert arrivals[0][0] < arrivals[-1][0] - 0.8  # the first came well before the last
+    with server.http() as client:
+        client.delete("/services/streamer", params={"tenant": "acme"}).raise_for_status()

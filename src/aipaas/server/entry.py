@@ -9,7 +9,7 @@ service's ready replicas (the endpoints the controller lists in its status).
 - Auth: a token of the service's tenant (any role; a platform admin's too), unless the service
   is ``public``; the token is not passed to the replica. Another tenant's service is 404.
 - Load: in-flight requests and request rate per service (server/entry_load.py).
-Bodies are read whole in both directions (no streaming answers yet).
+A request's body is read whole before it is sent; the answer streams back as it comes.
 """
 
 from __future__ import annotations
@@ -17,11 +17,13 @@ from __future__ import annotations
 import asyncio
 import itertools
 import time
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 
 import httpx
 from fastapi import APIRouter, Request
-from starlette.responses import JSONResponse, Response
+from starlette.background import BackgroundTask
+from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from aipaas.api.service import Endpoint, Service
 from aipaas.errors import NotFound
@@ -58,8 +60,8 @@ class EntryPoint:
     meter: LoadMeter
     client: httpx.AsyncClient
     _services: dict[tuple[str, str], tuple[float, Service | None]] = field(default_factory=dict)
-    _in_flight: dict[str, int] = field(default_factory=dict)
-    _broken: dict[str, float] = field(default_factory=dict)
+    in_flight: dict[str, int] = field(default_factory=dict)
+    broken: dict[str, float] = field(default_factory=dict)
     _turn: itertools.count[int] = field(default_factory=itertools.count)
 
     async def service(self, tenant: str, name: str, *, fresh: bool = False) -> Service | None:
@@ -77,13 +79,13 @@ class EntryPoint:
         endpoints = [
             e
             for e in (service.status.endpoints if service.status is not None else [])
-            if self._broken.get(_where(e), 0.0) <= now
+            if self.broken.get(_where(e), 0.0) <= now
         ]
         if not endpoints:
             return None
         turn = next(self._turn)
         rotated = endpoints[turn % len(endpoints) :] + endpoints[: turn % len(endpoints)]
-        return min(rotated, key=lambda e: self._in_flight.get(_where(e), 0))
+        return min(rotated, key=lambda e: self.in_flight.get(_where(e), 0))
 
 
 def _where(endpoint: Endpoint) -> str:
@@ -132,15 +134,31 @@ async def proxy(request: Request, tenant: str, name: str, path: str = "") -> Res
     body = await request.body()
     key = (tenant, name)
     entry.meter.began(key)
+    ended = False
+
+    def end() -> None:
+        nonlocal ended
+        if not ended:
+            ended = True
+            entry.meter.ended(key)
+
     try:
-        return await _forward(entry, request, service, path, body)
-    finally:
-        entry.meter.ended(key)
+        return await _forward(entry, request, service, path, body, end)
+    except BaseException:
+        end()
+        raise
 
 
 async def _forward(
-    entry: EntryPoint, request: Request, service: Service, path: str, body: bytes
+    entry: EntryPoint,
+    request: Request,
+    service: Service,
+    path: str,
+    body: bytes,
+    end: Callable[[], None],
 ) -> Response:
+    """The replica's answer, streamed back (a token stream of an LLM arrives as it is made);
+    ``end`` is called once the answer is over (it counts as in flight until then)."""
     deadline = time.monotonic() + service.spec.request_timeout_seconds
     headers = _forwarded_headers(request, service)
     target = "/" + path + (f"?{request.url.query}" if request.url.query else "")
@@ -152,6 +170,7 @@ async def _forward(
                 entry.meter.wake()  # the autoscaler should hear of this request now
                 woke = True
             if time.monotonic() >= deadline:
+                end()
                 return JSONResponse(
                     {
                         "error": f"service {service.name}: no replica became ready within "
@@ -167,31 +186,68 @@ async def _forward(
             service = found
             continue
         where = _where(endpoint)
-        entry._in_flight[where] = entry._in_flight.get(where, 0) + 1
+        entry.in_flight[where] = entry.in_flight.get(where, 0) + 1
+        outgoing = entry.client.build_request(
+            request.method, f"http://{where}{target}", headers=headers, content=body
+        )
         try:
-            answer = await entry.client.request(
-                request.method, f"http://{where}{target}", headers=headers, content=body
-            )
+            answer = await entry.client.send(outgoing, stream=True)
         except (httpx.ConnectError, httpx.ConnectTimeout):
-            entry._broken[where] = time.monotonic() + BROKEN_SECONDS
+            entry.in_flight[where] -= 1
+            entry.broken[where] = time.monotonic() + BROKEN_SECONDS
             continue
         except httpx.HTTPError as err:
+            entry.in_flight[where] -= 1
+            end()
             return JSONResponse(
                 {"error": f"replica {endpoint.replica} failed: {type(err).__name__}"},
                 status_code=502,
             )
-        finally:
-            entry._in_flight[where] -= 1
+
+        finish = _Finish(entry, answer, where, end)
         kept = {k: v for k, v in answer.headers.items() if k.lower() not in _HOP_BY_HOP}
-        kept.pop("content-encoding", None)  # httpx has decoded the body
-        return Response(answer.content, status_code=answer.status_code, headers=kept)
+        return StreamingResponse(
+            _relay(answer, finish),
+            status_code=answer.status_code,
+            headers=kept,
+            background=BackgroundTask(finish),
+        )
+
+
+@dataclass
+class _Finish:
+    """Closes a replica's answer and ends its count, once, whichever way the stream ends
+    (the answer is over, the replica broke off, the client went away)."""
+
+    entry: EntryPoint
+    answer: httpx.Response
+    where: str
+    end: Callable[[], None]
+    done: bool = False
+
+    async def __call__(self) -> None:
+        if self.done:
+            return
+        self.done = True
+        self.entry.in_flight[self.where] -= 1
+        self.end()
+        await self.answer.aclose()
+
+
+async def _relay(answer: httpx.Response, finish: _Finish) -> AsyncIterator[bytes]:
+    try:
+        async for chunk in answer.aiter_raw():
+            yield chunk
+    except httpx.HTTPError:
+        return  # the replica broke off: the client sees a short answer, as from the replica
+    finally:
+        await finish()
 
 
 def _forwarded_headers(request: Request, service: Service) -> dict[str, str]:
     headers = {k: v for k, v in request.headers.items() if k.lower() not in _HOP_BY_HOP}
     if not service.spec.public:
         headers.pop("authorization", None)  # the caller's aipaas token stays with aipaas
-    headers.pop("accept-encoding", None)
     client = request.client.host if request.client is not None else ""
     headers["x-forwarded-for"] = client
     headers["x-forwarded-prefix"] = f"/services/{service.tenant}/{service.name}"
