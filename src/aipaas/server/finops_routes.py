@@ -26,11 +26,13 @@ from aipaas.errors import NotFound
 from aipaas.metering import statements
 from aipaas.metering.cost import totals
 from aipaas.metering.cost_ledger import cost, price_book
+from aipaas.server import finops_invites
 from aipaas.server.auth import principal_of
 from aipaas.store import Store
 from aipaas.tenancy.principal import Principal
 
 router = APIRouter(prefix="/api/v1", tags=["finops"])
+router.include_router(finops_invites.router)
 Caller = Annotated[Principal, Depends(principal_of)]
 TenantQuery = Annotated[str | None, Query(max_length=63, description="Tenant (admins: any)")]
 TimeQuery = Annotated[

@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from sqlalchemy import Connection
 
-from aipaas.api.finops import PriceList
+from aipaas.api.finops import Invitation, PriceList
 from aipaas.api.job import CANCEL_ANNOTATION, Job, JobPhase, JobSpec, JobStatus
 from aipaas.api.meta import Object
 from aipaas.api.priority import PriorityClass
@@ -307,6 +307,10 @@ class ObjectService:
         """Fill the default tenant, check visibility, role and references; nothing is stored."""
         if isinstance(obj, User):
             return users.prepare_user(self.store, self.caller, obj)  # ranks, tenant-less roles
+        if isinstance(obj, Invitation):  # its one-time token is made and shown by its route
+            raise InvalidObject(
+                [FieldError("kind", "invite with POST /api/v1/invitations (aipaas invite)")]
+            )
         cls = type(obj)
         if cls.namespaced:
             tenant = obj.metadata.tenant or self.caller.tenant
