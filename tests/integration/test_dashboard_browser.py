@@ -212,6 +212,7 @@ def test_the_usage_and_cost_charts_move_while_a_job_runs(page: Page, world: Worl
     assert cost.get_attribute("data-series") == "1"
     assert usage.get_attribute("data-series") == "1"
     expect(page.locator("#cost-chart")).to_contain_text("EUR")
+    expect(page.locator("#prices")).to_contain_text("standard")
     expect(page.locator("#usage")).to_contain_text("research")
     shoot(page, "usage")
     world.server.wait_phase("burn", "Succeeded", timeout=30)

@@ -12,15 +12,17 @@ export default function usage() {
     period: windowPeriod,
     stop() {},
     async refresh(settings) {
-      const [line, report, spend] = await Promise.all([
+      const [line, report, spend, prices] = await Promise.all([
         timeline(settings), api.get("/usage"),
-        api.get("/dashboard/cost", { window: settings.window, points: 60 })]);
+        api.get("/dashboard/cost", { window: settings.window, points: 60 }),
+        api.get("/prices").catch(() => null)]);
       const gpu = settings.resource === "gpu";
       const field = gpu ? "gpuHours" : "cpuHours";
       live.replaceChildren(
         card("Cost in the window, by queue", costChart(spend)),
         card(`${gpu ? "GPU" : "CPU"}-hours used in the window, by queue`, h("div", { id: "usage-chart" },
           stackedChart({ title: `${gpu ? "GPU" : "CPU"}-hours`, times: line.times, series: bySeries(line, field), unit: "h" }))),
+        prices ? card("Prices", priceTable(prices)) : null,
         card("Totals (the usage ledger and what runs now)", table([
           ["tenant", (r) => r.tenant],
           ["queue", (r) => r.queue],
@@ -50,4 +52,19 @@ function costChart(spend) {
     stackedChart({ title: "cost", times: spend.times, series, unit }),
     h("p", { class: "muted" }, series.length ? `spent in the window: ${totals}`
       : "No price list prices this use (a platform admin writes PriceLists)."));
+}
+
+function priceTable(view) {
+  const gpus = (p) => (p.spec.gpu || []).map((g) => `${g.model} ${number(g.pricePerHour, 4)}`).join(", ");
+  return h("div", {},
+    h("p", { class: "muted" }, view.inForce ? `in force now: ${view.inForce}` : "no price list in force now"),
+    table([
+      ["price list", (p) => p.metadata.name],
+      ["valid", (p) => `${p.spec.validFrom} → ${p.spec.validUntil || "open"}`],
+      ["currency", (p) => p.spec.currency],
+      ["GPU-hour", gpus],
+      ["core-hour", (p) => number(p.spec.cpuCoreHour || 0, 4), "num"],
+      ["GiB-hour", (p) => number(p.spec.memoryGiBHour || 0, 4), "num"],
+      ["for", (p) => ((p.spec.tenants || []).length ? p.spec.tenants.join(", ") : "every tenant")],
+    ], view.items, { id: "prices" }));
 }
