@@ -50,7 +50,7 @@ def counting(app: App) -> App:
 
 
 def serve(port: int) -> None:
-    from moto.server import DomainDispatcherApplication, create_backend_app
+    from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
     from werkzeug.serving import run_simple
 
     app = DomainDispatcherApplication(create_backend_app)

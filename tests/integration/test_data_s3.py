@@ -275,22 +275,22 @@ assert out == pathlib.Path(os.environ["AIPAAS_OUTPUT_0_PATH"])
 def test_outputs_are_uploaded_when_the_task_ends(s3: S3Server, server: ServerProcess) -> None:
     assert _apply(server, _manifests(s3.url)).status_code == 200
     s3.upload(BUCKET, {"results/.keep": b""})
+    output = {
+        "path": "/out",
+        "destination": f"s3://{BUCKET}/results/trainer",
+        "endpoint": s3.url,
+        "secretRef": "s3-creds",
+    }
+    spec: dict[str, Any] = {
+        "queue": "research",
+        "outputs": [output],
+        "tasks": [{"name": "main", "command": [TASK_PYTHON, "-c", WRITER]}],
+    }
     job = {
         "apiVersion": "aipaas/v1",
         "kind": "Job",
         "metadata": {"name": "trainer", "tenant": "acme"},
-        "spec": {
-            "queue": "research",
-            "outputs": [
-                {
-                    "path": "/out",
-                    "destination": f"s3://{BUCKET}/results/trainer",
-                    "endpoint": s3.url,
-                    "secretRef": "s3-creds",
-                }
-            ],
-            "tasks": [{"name": "main", "command": [TASK_PYTHON, "-c", WRITER]}],
-        },
+        "spec": spec,
     }
     assert _apply(server, json.dumps(job)).status_code == 200
     done = server.wait_phase("trainer", "Succeeded", timeout=90)
@@ -302,8 +302,11 @@ def test_outputs_are_uploaded_when_the_task_ends(s3: S3Server, server: ServerPro
     body = client.get_object(Bucket=BUCKET, Key="results/trainer/model/weights.bin")["Body"]
     assert body.read() == b"w" * 100_000
 
-    missing = {**job, "metadata": {"name": "nowhere", "tenant": "acme"}}
-    missing["spec"] = {**job["spec"], "outputs": [{**job["spec"]["outputs"][0], "secretRef": "x"}]}
+    missing = {
+        **job,
+        "metadata": {"name": "nowhere", "tenant": "acme"},
+        "spec": {**spec, "outputs": [{**output, "secretRef": "x"}]},
+    }
     refused = _apply(server, json.dumps(missing))
     assert refused.status_code == 422 and "spec.outputs[0].secretRef" in refused.text
 
