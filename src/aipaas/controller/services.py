@@ -44,13 +44,15 @@ class ServiceExtension:
         self.prober = Prober()
         self.memories: dict[str, ServiceMemory] = {}
         self.rng = random.Random(seed)
+        self.had_services = True  # look for replicas of deleted services on the first cycle
 
     def run(self, context: CycleContext) -> None:
         store = context.store
         services = [s for s in store.list_objects("Service", None) if isinstance(s, Service)]
         names = {(s.tenant, s.name) for s in services}
-        if not services and context.cycle % IDLE_CHECK_CYCLES:
-            return  # no service: look for replicas of deleted ones only now and then
+        had_services, self.had_services = self.had_services, bool(services)
+        if not services and not had_services and context.cycle % IDLE_CHECK_CYCLES:
+            return  # no service, none just deleted: look for stray replicas now and then
         owned = self._replica_jobs(context, names)
         loads = {
             (load.tenant, load.name): load
