@@ -92,6 +92,14 @@ def job(name: str, tenant: str = "acme") -> str:
     )
 
 
+def invitation(tenant: str) -> str:
+    return (
+        '{"apiVersion": "aipaas/v1", "kind": "Invitation", '
+        f'"metadata": {{"name": "inv-{{who}}", "tenant": "{tenant}"}}, '
+        '"spec": {"user": "new-{who}"}}'
+    )
+
+
 @dataclass(frozen=True)
 class Call:
     """One request; ``{who}`` in the path or body is the caller's name."""
@@ -161,6 +169,14 @@ MATRIX: dict[tuple[str, str], Row] = {
         Call("GET", "/api/v1/statements/acme"), api(200, 200, 200, 200)
     ),
     ("GET", "/api/v1/prices"): Row(Call("GET", "/api/v1/prices", ACME), api(200, 200, 200, 200)),
+    ("POST", "/api/v1/invitations"): Row(
+        Call("POST", "/api/v1/invitations", content=invitation("acme")), api(201, 201, 403, 403)
+    ),
+    # No bearer token is asked: the invitation is the credential (a bogus one: 404 for all).
+    ("POST", "/api/v1/invitations/redeem"): Row(
+        Call("POST", "/api/v1/invitations/redeem", json={"token": "aipinv_bogus"}),
+        dict.fromkeys(CALLERS, 404),
+    ),
     ("GET", "/api/v1/usage/entries"): Row(
         Call("GET", "/api/v1/usage/entries", ACME), api(200, 200, 200, 200)
     ),
@@ -215,6 +231,7 @@ EXTRA: list[tuple[str, Call, dict[str, int]]] = [
         ("statement", Call("GET", "/api/v1/statements/globex"), 200),
         ("statement csv", Call("GET", "/api/v1/statements/globex", {"format": "csv"}), 200),
         ("prices", Call("GET", "/api/v1/prices", GLOBEX), 200),
+        ("invite", Call("POST", "/api/v1/invitations", content=invitation("globex")), 201),
         ("tokens", Call("GET", "/api/v1/tokens", GLOBEX), 200),
         ("bob's token", Call("GET", "/api/v1/tokens/{bob-token}"), 200),
         ("tenant", Call("GET", "/api/v1/tenants/globex"), 200),
