@@ -122,9 +122,9 @@ def page(browser: Browser, world: World) -> Iterator[Page]:
     assert not world.offsite, f"the page reached outside the server: {world.offsite}"
 
 
-def sign_in(page: Page, world: World, user: str) -> None:
+def sign_in(page: Page, world: World, user: str, token: str | None = None) -> None:
     page.goto(world.server.url + "/")
-    page.fill("#token", world.tokens[user])
+    page.fill("#token", token or world.tokens[user])
     page.click("#login-form button")
     expect(page.locator("#whoami")).to_contain_text(user)
     expect(page.locator("#login")).to_be_hidden()
@@ -159,6 +159,28 @@ def test_sign_in_refuses_a_bad_token_then_shows_the_cluster(page: Page, world: W
     page.click("#logout")
     expect(page.locator("#login-form")).to_be_visible()
     assert page.evaluate("sessionStorage.getItem('aipaas.token')") is None
+
+
+def test_a_revoked_token_ends_the_session(page: Page, world: World) -> None:
+    with world.server.http() as client:
+        answer = client.post("/tokens", json={"user": "alice", "tenant": "acme", "name": "tab"})
+        answer.raise_for_status()
+        created = answer.json()
+    sign_in(page, world, "alice", created["token"])
+    with world.server.http() as client:
+        client.delete(f"/tokens/{created['id']}").raise_for_status()
+    # The next refresh is refused (401): the tab forgets the token and asks for another.
+    expect(page.locator("#login-error")).to_contain_text("session ended", timeout=15_000)
+    expect(page.locator("#nav")).to_be_hidden()
+    assert page.evaluate("sessionStorage.getItem('aipaas.token')") is None
+
+
+def test_the_series_routes_need_a_token(world: World) -> None:
+    with httpx.Client(base_url=world.server.url + "/api/v1") as client:
+        for series in ("timeline", "cost", "events"):
+            assert client.get(f"/dashboard/{series}").status_code == 401, series
+            bad = {"Authorization": "Bearer not-a-token"}
+            assert client.get(f"/dashboard/{series}", headers=bad).status_code == 401, series
 
 
 def test_a_job_is_followed_from_submission_to_success_with_its_logs(
