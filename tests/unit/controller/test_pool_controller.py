@@ -144,3 +144,31 @@ def scale(world: World, size: int) -> None:
     wire["spec"]["size"] = size
     wire.pop("status", None)
     world.service.replace("NodePool", "h100", yaml.safe_dump(wire))
+
+
+def test_nothing_new_lands_on_a_draining_node(world: World) -> None:
+    controller, clock = sim_with_pool(world)
+    scale(world, 1)
+    controller.run_cycle()
+    clock.advance(61)
+    controller.run_cycle()
+    world.submit(
+        "half", TASKS.format(replicas=1, gpus=4), annotations="{sim.aipaas.dev/duration: '900'}"
+    )
+    controller.run_cycle()
+    assert world.phase("half") == "Running"
+    scale(world, 0)
+    controller.run_cycle()
+    assert pool_status(world)["draining"] == 1
+    world.submit("other", TASKS.format(replicas=1, gpus=4))  # would fit beside "half"
+    for _ in range(3):
+        clock.advance(11)
+        controller.run_cycle()
+    assert world.phase("other") == "Pending"  # the pinned size 0 makes no node for it
+    assert world.phase("half") == "Running"
+    clock.advance(900)
+    for _ in range(3):
+        controller.run_cycle()
+    assert world.phase("half") == "Succeeded"
+    assert pool_status(world)["size"] == 0
+    assert world.phase("other") == "Pending"
