@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from aipaas.data.affinity_profile import DEFAULT_WEIGHT
 from aipaas.data.prefetch_policy import PrefetchOptions
 from aipaas.data.sim_cache import SimEntry
 from aipaas.data.sim_trace import SimJob
@@ -55,7 +56,7 @@ class SimSettings:
     estimate_sigma: float = 0.3
     prefetch: PrefetchOptions = field(default_factory=PrefetchOptions)
     #: DataAffinity's weight in the profile (ours); the base profile is ``default``.
-    affinity_weight: int = 30
+    affinity_weight: int = DEFAULT_WEIGHT
     #: A bound on simulated time past the last arrival (seconds).
     drain_limit_s: float = 30 * 86_400.0
 
