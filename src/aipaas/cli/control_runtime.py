@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import shutil
 import sys
 import tempfile
 import uuid
@@ -65,7 +66,8 @@ def serve(settings: Settings, *, log_level: str = "info", announce: bool = False
         print(f"aipaas is up at {url} (API docs: {url}/docs)", flush=True)
         print(f"token: {admin or '(see ' + str(settings.token_file) + ')'}", flush=True)
         print(f"the CLI is configured ({config_path(os.environ)}); try:", flush=True)
-        print("  aipaas apply -f examples/hello.yaml && aipaas get jobs", flush=True)
+        for line in try_lines(Path.cwd(), os.environ.get("PATH", "")):
+            print(f"  {line}", flush=True)
     else:
         _err(f"aipaas server on {url} (backend {settings.backend}, data in {settings.data_dir})")
     options = {
@@ -82,6 +84,32 @@ def serve(settings: Settings, *, log_level: str = "info", announce: bool = False
     prepare_multiprocess(settings.data_dir / "metrics")
     os.environ[SETTINGS_ENV] = settings.model_dump_json()
     serve_in_processes("aipaas.cli.control_runtime:app_from_env", settings.workers, options)
+
+
+def try_lines(cwd: Path, search_path: str) -> list[str]:
+    """Commands to try that work as printed: this installation's `aipaas` by the path the
+    shell finds it at (or its full path when it is not on PATH), the example if it is here."""
+    mine = Path(sys.argv[0]).resolve() if Path(sys.argv[0]).name == "aipaas" else None
+    mine = mine or Path(sys.executable).parent / "aipaas"
+    found = shutil.which("aipaas", path=search_path)
+    command = "aipaas"
+    if found is None or Path(found).resolve() != mine.resolve():
+        command = _relative(mine, cwd)
+    lines = []
+    example = cwd / "examples" / "hello.yaml"
+    if example.is_file():
+        lines.append(f"{command} apply -f examples/hello.yaml")
+        lines.append(f"{command} wait job/hello --for=phase=Succeeded --timeout 60s -t acme")
+        lines.append(f"{command} logs job/hello -t acme")
+    lines.append(f"{command} get nodes")
+    return lines
+
+
+def _relative(path: Path, cwd: Path) -> str:
+    try:
+        return str(path.relative_to(cwd))
+    except ValueError:
+        return str(path)
 
 
 def app_from_env() -> FastAPI:

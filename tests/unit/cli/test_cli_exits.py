@@ -202,3 +202,18 @@ class TestPortTaken:
             f"port {held_port} on 127.0.0.1 is taken by another program; "
             f"using port {served['port']} instead (--port chooses)"
         )
+
+
+class TestUpSuggestions:
+    def test_commands_that_work_as_printed(self, tmp_path: Path) -> None:
+        from aipaas.cli.control_runtime import try_lines
+
+        bin_dir = Path(sys.executable).parent
+        (tmp_path / "examples").mkdir()
+        (tmp_path / "examples" / "hello.yaml").write_text("")
+        # Not on PATH: the full path of this installation's command.
+        lines = try_lines(tmp_path, "/usr/bin")
+        assert lines[0] == f"{bin_dir / 'aipaas'} apply -f examples/hello.yaml"
+        assert all(line.startswith(str(bin_dir / "aipaas")) for line in lines)
+        # On PATH: the bare name; no example where there is none.
+        assert try_lines(tmp_path / "examples", str(bin_dir)) == ["aipaas get nodes"]
