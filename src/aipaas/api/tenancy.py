@@ -77,6 +77,9 @@ class Tenant(Object):
 class UserSpec(Model):
     role: Role = Role.MEMBER
     email: str | None = Field(default=None, max_length=256)
+    #: the most the user's running jobs may hold at once inside the tenant (set by its
+    #: tenant admin; enforced at admission like queue quotas: tenancy/user_quotas.py)
+    quota: Quota | None = None
 
 
 class User(Object):

@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -31,6 +31,7 @@ from aipaas.scheduler.framework.types import Placement
 from aipaas.store import TaskRecord
 from aipaas.tenancy.admission_holds import admission_held
 from aipaas.tenancy.quota import Usage, exceeded
+from aipaas.tenancy.user_quotas import UserQuotas
 
 if TYPE_CHECKING:  # the controller calls this module; only its type is needed here
     from aipaas.controller.cycle import Controller
@@ -49,6 +50,7 @@ def place(ctl: Controller, work: list[JobWork]) -> Placer:
         pool_policies=ctl.pool_profiles or None,
     )
     tenant_use: dict[str, Usage] = defaultdict(Usage)
+    users = UserQuotas.load(ctl.store)
     queue_use: dict[tuple[str, str], Usage] = defaultdict(Usage)
     held: dict[tuple[str, str], Placement] = {}
     for item in work:
@@ -60,6 +62,7 @@ def place(ctl: Controller, work: list[JobWork]) -> Placer:
             # run: on a node whose state is unknown, or while its stop is not yet confirmed.
             usage = _usage(pod, record.gpus)
             tenant_use[item.job.tenant] += usage
+            users.take(item.job, usage)
             queue_use[(item.job.tenant, item.job.spec.queue)] += usage
             placement = placer.hold_placement(pod, record.node, record.gpus, record.gpu_milli)
             if isinstance(placement, Placement):
@@ -85,7 +88,7 @@ def place(ctl: Controller, work: list[JobWork]) -> Placer:
     queues = {
         (q.tenant, q.name): q for q in ctl.store.list_objects("Queue", None) if isinstance(q, Queue)
     }
-    quotas = _Quotas(tenants, queues, tenant_use, queue_use)
+    quotas = _Quotas(tenants, queues, tenant_use, queue_use, users)
     eligible = []
     for item in work:
         if item.phase is not None or item.ending:
@@ -111,6 +114,7 @@ class _Quotas:
     queues: dict[tuple[str, str], Queue]
     tenant_use: dict[str, Usage]
     queue_use: dict[tuple[str, str], Usage]
+    users: UserQuotas = field(default_factory=UserQuotas)  # per-user quotas in a tenant
 
     def why_not(self, job: Job, wanted: Usage) -> tuple[str, str] | None:
         """(reason, message) when ``wanted`` more of ``job`` breaks a quota; None if it fits."""
@@ -128,11 +132,12 @@ class _Quotas:
         why = exceeded(queue.spec.quota, self.queue_use[(job.tenant, job.spec.queue)], wanted)
         if why is not None:
             return "QuotaExceeded", f"queue {job.spec.queue} quota: {why}"
-        return None
+        return self.users.why_not(job, wanted)
 
     def take(self, job: Job, used: Usage) -> None:
         self.tenant_use[job.tenant] += used
         self.queue_use[(job.tenant, job.spec.queue)] += used
+        self.users.take(job, used)
 
 
 def usage_of(placed: Sequence[tuple[Pod, tuple[int, ...]]]) -> Usage:

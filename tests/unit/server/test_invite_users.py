@@ -103,3 +103,31 @@ def test_invitations_are_not_applied_like_other_objects(api: Api) -> None:
     text = "apiVersion: aipaas/v1\nkind: Invitation\nmetadata: {name: x}\nspec: {user: nina}\n"
     answer = api.client.post("/api/v1/apply", content=text, headers=api.as_("tad"))
     assert answer.status_code == 422 and "/api/v1/invitations" in answer.text
+
+
+QUOTA = "apiVersion: aipaas/v1\nkind: User\nmetadata: {name: alice}\nspec: {role: member, quota: QUOTA}\n"
+
+
+def test_a_tenant_admin_sets_a_users_quota_and_the_user_cannot(api: Api) -> None:
+    text = QUOTA.replace("QUOTA", "{gpu: 2}")
+    assert (
+        api.client.post("/api/v1/apply", content=text, headers=api.as_("alice")).status_code == 403
+    )
+    answer = api.client.post("/api/v1/apply", content=text, headers=api.as_("tad"))
+    assert answer.status_code == 200, answer.text
+    stored = api.client.get("/api/v1/users/alice", headers=api.as_("alice")).json()
+    assert stored["spec"]["quota"] == {"gpu": 2.0}
+
+
+@pytest.mark.parametrize(
+    ("quota", "field"),
+    [
+        ("{gpu: -1}", "spec.quota.gpu"),
+        ("{cpu: lots}", "spec.quota.cpu"),
+        ("{gpus: 2}", "spec.quota.gpus"),
+    ],
+)
+def test_a_bad_user_quota_names_the_field(api: Api, quota: str, field: str) -> None:
+    text = QUOTA.replace("QUOTA", quota)
+    answer = api.client.post("/api/v1/apply", content=text, headers=api.as_("tad"))
+    assert answer.status_code == 422 and field in answer.text, answer.text
