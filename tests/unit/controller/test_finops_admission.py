@@ -8,13 +8,13 @@ from ctl_world import World
 
 from aipaas.api.finops import ADMISSION_STOPPED, LOWERED_QUEUE_PRIORITY, PRIORITY_LOWERED
 from aipaas.api.queue import Queue
-from aipaas.api.tenancy import Tenant
+from aipaas.api.tenancy import Role, Tenant
 from aipaas.backends.sim import SimBackend, load_cluster
 from aipaas.clock import VirtualClock
 from aipaas.controller.cycle import Controller
 from aipaas.scheduler.batch.from_api import queue_tree
 from aipaas.server.service import ObjectService
-from aipaas.tenancy.principal import Principal, Role
+from aipaas.tenancy.principal import Principal
 
 USERS = """
 apiVersion: aipaas/v1
