@@ -13,7 +13,7 @@ import yaml
 from rich.console import Console
 from rich.table import Table
 
-from aipaas.cli import control_get, control_jobs, failure, queue_views
+from aipaas.cli import control_get, control_jobs, control_streams, failure, queue_views
 from aipaas.cli.control_get import Tenant
 from aipaas.cli.control_jobs import duration_seconds
 
@@ -34,8 +34,8 @@ def register(app: typer.Typer) -> None:
         ("cancel", control_jobs.cancel),
         ("rerun", control_jobs.rerun),
         ("wait", control_jobs.wait),
-        ("logs", control_jobs.logs),
-        ("events", control_jobs.events),
+        ("logs", control_streams.logs),
+        ("events", control_streams.events),
     ):
         app.command(name)(function)
     app.add_typer(tokens_app, name="tokens")
