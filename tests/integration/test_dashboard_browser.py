@@ -303,6 +303,20 @@ def test_a_tenant_never_sees_another_tenants_data(page: Page, world: World) -> N
     assert "acme-secret" not in page.locator("#logs").inner_text()
 
 
+def test_many_queues_chart_as_the_largest_and_one_other_layer(page: Page, world: World) -> None:
+    page.goto(world.server.url + "/dashboard/")
+    shaped = page.evaluate(
+        """async () => {
+            const { topSeries } = await import("/dashboard/assets/js/timeline.js");
+            const series = [...Array(10).keys()].map(
+                (i) => ({ name: `q${i}`, values: [i, 2 * i] }));
+            return topSeries(series);
+        }"""
+    )
+    assert [s["name"] for s in shaped] == [*(f"q{i}" for i in range(9, 2, -1)), "other (3 queues)"]
+    assert shaped[-1]["values"] == [0 + 1 + 2, 0 + 2 + 4]
+
+
 def test_the_openapi_page_works_offline(page: Page, world: World) -> None:
     page.goto(world.server.url + "/docs")
     expect(page.locator(".swagger-ui .info .title")).to_contain_text("aipaas", timeout=20_000)

@@ -2,7 +2,7 @@
 import * as api from "../api.js";
 import { card, h, number, table } from "../dom.js";
 import { stackedChart } from "../charts.js";
-import { bySeries, timeline, windowPeriod } from "../timeline.js";
+import { bySeries, timeline, topSeries, windowPeriod } from "../timeline.js";
 
 export default function usage() {
   const live = h("div");
@@ -41,10 +41,12 @@ export default function usage() {
 function costChart(spend) {
   const currencies = new Set(spend.series.map((s) => s.currency));
   const tenants = new Set(spend.series.map((s) => s.tenant));
-  const series = spend.series.map((s) => ({
+  const shaped = spend.series.map((s) => ({
     name: `${tenants.size > 1 ? s.tenant + "/" : ""}${s.queue}${currencies.size > 1 ? " " + s.currency : ""}`,
     values: s.cost,
   }));
+  // Amounts in different currencies are never added up into one "other" layer.
+  const series = currencies.size > 1 ? shaped : topSeries(shaped);
   const unit = currencies.size === 1 ? [...currencies][0] : "";
   const totals = Object.entries(spend.total).filter(([currency]) => currency)
     .map(([currency, amount]) => `${number(amount, 4)} ${currency}`).join(", ");
