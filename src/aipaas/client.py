@@ -304,6 +304,16 @@ class Client:
         answer: dict[str, Any] = self._call("GET", "/prices", params=_t(tenant))
         return answer
 
+    def invite(self, invitation: dict[str, Any]) -> dict[str, Any]:
+        """Make an Invitation: {"invitation": ..., "token": one-time token, shown once}."""
+        answer: dict[str, Any] = self._call("POST", "/invitations", json=invitation)
+        return answer
+
+    def redeem(self, token: str) -> dict[str, Any]:
+        """Redeem an invitation (no bearer token needed): the new user and its token."""
+        answer: dict[str, Any] = self._call("POST", "/invitations/redeem", json={"token": token})
+        return answer
+
     # tokens -------------------------------------------------------------------------------
 
     def create_token(

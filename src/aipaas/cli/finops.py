@@ -7,13 +7,13 @@ from __future__ import annotations
 import csv
 import json
 import sys
-from typing import Annotated, Any, NoReturn
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
-from aipaas.cli import failure
+from aipaas.cli import columns, failure
 
 Tenant = Annotated[str | None, typer.Option("--tenant", "-t", help="Tenant (admins).")]
 Output = Annotated[str, typer.Option("--output", "-o", help="table, json or csv.")]
@@ -32,16 +32,79 @@ def register(app: typer.Typer) -> None:
     app.command("usage")(usage)
     app.command("statement")(statement)
     app.command("prices")(prices)
+    app.command("invite")(invite)
+    app.command("redeem")(redeem)
+    _columns()
 
 
-def _refuse(message: str) -> NoReturn:
-    print(f"error: {message}", file=sys.stderr)
-    raise typer.Exit(failure.EXIT_USAGE)
+def _columns() -> None:
+    """`aipaas get budgets|pricelists|invitations|webhookdeliveries` tables."""
+    meta, spec, status = columns.meta, columns.spec, columns.status
+    columns.register(
+        "Budget",
+        [
+            ("NAME", meta("name")),
+            ("QUEUE", lambda o: o["spec"].get("queue") or "(tenant)"),
+            ("AMOUNT", lambda o: f"{o['spec']['amount']:g} {o['spec']['currency']}"),
+            ("PERIOD", spec("period")),
+            ("SPENT", lambda o: f"{o['status']['spent']:.2f}"),
+            ("FORECAST", lambda o: f"{o['status']['forecast']:.2f}"),
+            ("CROSSED", lambda o: ",".join(f"{p:g}%" for p in o["status"]["crossed"])),
+            ("ACTIONS", lambda o: ",".join(o["status"]["actions"])),
+            (
+                "THRESHOLDS",
+                lambda o: ",".join(_threshold(t) for t in o["spec"]["thresholds"]),
+                True,
+            ),
+        ],
+    )
+    columns.register(
+        "PriceList",
+        [
+            ("NAME", meta("name")),
+            ("FROM", spec("validFrom")),
+            ("UNTIL", spec("validUntil")),
+            ("CURRENCY", spec("currency")),
+            ("TENANTS", lambda o: ",".join(o["spec"]["tenants"]) or "(all)"),
+            (
+                "GPU/H",
+                lambda o: ",".join(f"{g['model']}={g['pricePerHour']:g}" for g in o["spec"]["gpu"]),
+            ),
+        ],
+    )
+    columns.register(
+        "Invitation",
+        [
+            ("NAME", meta("name")),
+            ("USER", spec("user")),
+            ("ROLE", spec("role")),
+            ("PHASE", status("phase")),
+            ("EXPIRES", status("expiresAt")),
+            ("AGE", columns.age),
+        ],
+    )
+    columns.register(
+        "WebhookDelivery",
+        [
+            ("NAME", meta("name")),
+            ("EVENT", spec("event")),
+            ("SOURCE", spec("source")),
+            ("PHASE", status("phase", "Pending")),
+            ("ATTEMPTS", status("attempts", 0)),
+            ("LAST ERROR", status("lastError")),
+            ("URL", spec("url"), True),
+        ],
+    )
+
+
+def _threshold(threshold: dict[str, Any]) -> str:
+    action = threshold.get("action", "notify")
+    return f"{threshold['percent']:g}%" + ("" if action == "notify" else f":{action}")
 
 
 def _check_output(output: str, allowed: tuple[str, ...] = ("table", "json", "csv")) -> None:
     if output not in allowed:
-        _refuse(f"--output must be {' or '.join(allowed)}, not {output!r}")
+        failure.fail(f"--output must be {' or '.join(allowed)}, not {output!r}")
 
 
 def usage(
@@ -100,7 +163,7 @@ def statement(
     with failure.client() as client:
         name = tenant or client.whoami().get("tenant") or ""
         if not name:
-            _refuse("name a tenant: a platform admin has none of its own")
+            failure.fail("name a tenant: a platform admin has none of its own")
         body = client.statement(name, month, output)
     if output == "csv":
         sys.stdout.write(str(body))
@@ -133,3 +196,37 @@ def prices(tenant: Tenant = None, output: ViewOutput = "table") -> None:
             f"{spec['memoryGiBHour']:g}",
         )
     Console(width=200).print(table)
+
+
+def invite(
+    user: Annotated[str, typer.Argument(help="The new user's name.")],
+    role: Annotated[str, typer.Option(help="member, viewer or tenant-admin.")] = "member",
+    email: Annotated[str | None, typer.Option(help="Who it is for.")] = None,
+    expires_in: Annotated[str, typer.Option(help="How long it may be redeemed (7d).")] = "7d",
+    tenant: Tenant = None,
+) -> None:
+    """Invite a user to the tenant: prints a one-time token to hand to them (shown once)."""
+    body: dict[str, Any] = {
+        "apiVersion": "aipaas/v1",
+        "kind": "Invitation",
+        "metadata": {"name": f"invite-{user}"[:63], **({"tenant": tenant} if tenant else {})},
+        "spec": {"user": user, "role": role, "expiresIn": expires_in},
+    }
+    if email:
+        body["spec"]["email"] = email
+    with failure.client() as client:
+        made = client.invite(body)
+    expires = made["invitation"].get("status", {}).get("expiresAt", "")
+    print(f"invitation/{made['invitation']['metadata']['name']} created (expires {expires})")
+    print(f"token: {made['token']}")
+    print(f"the invitee runs: aipaas redeem {made['token']}")
+
+
+def redeem(
+    token: Annotated[str, typer.Argument(help="The invitation token (aipinv_...).")],
+) -> None:
+    """Redeem an invitation: creates your user and prints your bearer token (shown once)."""
+    with failure.client() as client:
+        done = client.redeem(token)
+    print(f"user {done['user']} ({done['role']}) created in tenant {done['tenant']}")
+    print(f"token: {done['token']}")
