@@ -13,12 +13,11 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parents[1] / "unit" / "controller"))
 
 from ctl_world import World, world
+from kube_backend import make_backend
 from kube_fake import FakeKube
 from kube_objects import gpu_node, gpu_slice, namespace
 
-from aipaas.backends.kubernetes.api import KubeApi, make_client
 from aipaas.backends.kubernetes.backend import KubernetesBackend
-from aipaas.backends.kubernetes.options import KubeOptions
 
 __all__ = ["World", "backend", "fake", "world"]
 NODES = ("gpu-a", "gpu-b")
@@ -33,12 +32,6 @@ def fake(tmp_path: Path) -> Iterator[FakeKube]:
             server.put(gpu_slice(node, 4))
         yield server
         assert server.rejected == [], "the backend wrote objects the schemas refuse"
-
-
-def make_backend(fake: FakeKube, tmp_path: Path, **options: object) -> KubernetesBackend:
-    config = fake.write_kubeconfig(tmp_path / "kubeconfig")
-    kube = KubeOptions(kubeconfig=str(config), log_seconds=0, **options)  # type: ignore[arg-type]
-    return KubernetesBackend(KubeApi(make_client(kube)), kube)
 
 
 @pytest.fixture

@@ -12,8 +12,7 @@ import pytest
 import yaml
 from ctl_world import World
 from kube_fake import FakeKube
-from test_kube_foreign import submit_gang
-from test_kube_gang import start_gang
+from kube_scenarios import start_gang, submit_gang
 
 from aipaas.backends.kubernetes.backend import KubernetesBackend
 
@@ -22,7 +21,7 @@ VERBS = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"
 
 
 def documents() -> list[dict[str, Any]]:
-    out = []
+    out: list[dict[str, Any]] = []
     for path in sorted(DEPLOY.glob("*.yaml")):
         out.extend(d for d in yaml.safe_load_all(path.read_text()) if d)
     return out

@@ -4,56 +4,15 @@ bound by Binding (no pod created) with their claims allocated by aipaas."""
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any
-
 import pytest
 from ctl_world import World
 from kube_fake import FakeKube
 from kube_objects import user_pod
+from kube_scenarios import controller_for, submit_gang
 
 from aipaas.api.job import Job
 from aipaas.backends.kubernetes.backend import KubernetesBackend
-from aipaas.controller.cycle import Controller
-from aipaas.controller.kube_import import KubeImport
 from aipaas.errors import InvalidObject
-
-EXAMPLES = Path(__file__).parents[2] / "examples" / "dra"
-
-
-def gpu_claim(name: str, count: int) -> dict[str, Any]:
-    return {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "ResourceClaim",
-        "metadata": {"name": name, "namespace": "acme"},
-        "spec": {
-            "devices": {
-                "requests": [
-                    {
-                        "name": "gpu",
-                        "exactly": {"deviceClassName": "gpu.nvidia.com", "count": count},
-                    }
-                ]
-            }
-        },
-    }
-
-
-def controller_for(world: World, backend: KubernetesBackend) -> Controller:
-    world.setup("{gpu: 100, cpu: 640, memory: 4Ti}")
-    world.service.apply_text((EXAMPLES / "nvidia-classes.yaml").read_text())
-    return world.controller(backend, inventory_seconds=0, extensions=[KubeImport("research")])
-
-
-def submit_gang(fake: FakeKube, group: str, size: int, gpus: int, **options: Any) -> list[str]:
-    names = []
-    for i in range(size):
-        name = f"{group}-{i}"
-        fake.put(gpu_claim(f"{name}-gpu", gpus))
-        pod = user_pod(name, group=group, claim=f"{name}-gpu", **options)
-        fake.put(pod)
-        names.append(name)
-    return names
 
 
 def imported_jobs(world: World) -> list[Job]:

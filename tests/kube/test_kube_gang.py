@@ -7,47 +7,13 @@ node's metadata.name field, reservedFor [{resource: pods, name, uid}])."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from ctl_world import World
 from kube_fake import FakeKube
+from kube_scenarios import start_gang
 
 from aipaas.backends.kubernetes.backend import KubernetesBackend
-from aipaas.controller.cycle import Controller
-
-EXAMPLES = Path(__file__).parents[2] / "examples" / "dra"
-TEMPLATE = """apiVersion: resource.k8s.io/v1
-kind: ResourceClaimTemplate
-metadata: {name: two-gpus, namespace: acme}
-spec:
-  spec:
-    devices:
-      requests:
-      - name: gpus
-        exactly: {deviceClassName: gpu.nvidia.com, count: 2}
-"""
-GANG = """    - name: worker
-      replicas: 2
-      command: [python, train.py]
-      env: {EPOCHS: "3"}
-      resources:
-        cpu: 4
-        memory: 16Gi
-        claims: [{name: gpus, resourceClaimTemplateName: two-gpus}]
-"""
-IMAGE = "{kubernetes.aipaas.dev/image: 'nvcr.io/nvidia/pytorch:25.01-py3'}"
-
-
-def start_gang(world: World, backend: KubernetesBackend) -> Controller:
-    world.setup()
-    world.service.apply_text((EXAMPLES / "nvidia-classes.yaml").read_text())
-    controller = world.controller(backend, inventory_seconds=0)
-    controller.run_cycle()  # the cluster's slices are published
-    world.service.apply_text(TEMPLATE)
-    world.submit("train", GANG, extra="  minAvailable: 2\n", annotations=IMAGE)
-    controller.run_cycle()
-    return controller
 
 
 def expected_claim_status(node: str, devices: list[str], pod: dict[str, Any]) -> dict[str, Any]:

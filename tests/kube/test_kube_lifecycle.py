@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from conftest import make_backend
 from ctl_world import World
+from kube_backend import make_backend
 from kube_fake import FakeKube
 
 from aipaas.backends.base import LaunchRequest, TaskState
@@ -100,9 +100,13 @@ def test_a_second_start_of_the_same_request_creates_nothing(
         gpus=(),
         gpu_milli=0,
         log_path="",
+        labels={"team": "vision", "example.com/run": "r-1", "bad key": "x", "long": "v" * 64},
     )
     backend.start(request)
     backend.start(request)
+    labels = pods_of(fake, "again")[0]["metadata"]["labels"]
+    assert labels["team"] == "vision" and labels["example.com/run"] == "r-1"
+    assert "bad key" not in labels and "long" not in labels  # what Kubernetes refuses: left off
     assert len(pods_of(fake, "again")) == 1
     assert [p["spec"]["nodeName"] for p in pods_of(fake, "again")] == ["gpu-a"]
     assert backend.status(["uid-1.main-0.0"])["uid-1.main-0.0"].state is TaskState.RUNNING

@@ -100,6 +100,8 @@ class LaunchRequest:
     #: the task's allocated claims as resource.k8s.io/v1 ResourceClaim documents (metadata.name,
     #: spec, status.allocation), for a backend that writes them into its engine (Kubernetes)
     claims: tuple[Mapping[str, Any], ...] = ()
+    #: the job's labels (a backend whose engine has labels puts them on the task: Kubernetes)
+    labels: Mapping[str, str] = field(default_factory=dict)
     #: the datasets the task reads (backends/datasets.py); a backend without a cache ignores them
     datasets: tuple[DatasetMount, ...] = ()
     #: directories the task writes, uploaded when it ends (backends/datasets.py)

@@ -108,6 +108,7 @@ def make_request(
         cpu_milli=spec.resources.amounts().cpu_milli,
         memory_mib=spec.resources.amounts().memory_mib,
         claims=claims,
+        labels=dict(job.metadata.labels),
     )
 
 

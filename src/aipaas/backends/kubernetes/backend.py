@@ -74,7 +74,7 @@ class KubernetesBackend:
         for document in request.claims:
             with contextlib.suppress(Conflict):  # shared, or made by an earlier start
                 self.api.create(m.claim_manifest(document, namespace))
-        manifest = m.pod_manifest(request, self.options, names)
+        manifest = m.pod_manifest(request, self.options, names, request.labels)
         try:
             pod = self.api.create(manifest)
         except Conflict:

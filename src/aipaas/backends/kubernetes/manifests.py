@@ -30,7 +30,8 @@ POD_FINALIZER: Final = "aipaas.dev/task-record"
 CONTAINER: Final = "task"
 
 _NOT_DNS = re.compile(r"[^a-z0-9-]+")
-_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]{0,61})?[A-Za-z0-9])?$")
+_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 
 
 def dns_label(text: str, limit: int) -> str:
@@ -48,8 +49,16 @@ def pod_name(request: LaunchRequest) -> str:
     return f"{job}-{task}-{request_hash(request.request_id)[:10]}"
 
 
+def _label_key(key: str) -> bool:
+    prefix, _, name = key.rpartition("/")
+    if prefix and (len(prefix) > 253 or not _SUBDOMAIN.match(prefix)):
+        return False
+    return 0 < len(name) <= 63 and bool(_LABEL_VALUE.match(name))
+
+
 def _labels(request: LaunchRequest, labels: Mapping[str, str]) -> dict[str, str]:
-    out = {k: v for k, v in labels.items() if len(v) <= 63 and _LABEL_VALUE.match(v)}
+    # the job's labels that Kubernetes accepts as they are (others are left off, not mangled)
+    out = {k: v for k, v in labels.items() if _label_key(k) and _LABEL_VALUE.match(v)}
     out.update(
         {
             MANAGED_LABEL: "true",
