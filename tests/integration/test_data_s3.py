@@ -16,6 +16,7 @@ from typing import Any
 
 import httpx
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 from s3_server import ACCESS_KEY, SECRET_KEY, S3Server
 from server_process import ADMIN, SETUP, TASK_PYTHON, ServerProcess, free_port, shared_dir
 
@@ -138,6 +139,7 @@ def test_jobs_read_a_dataset_from_s3_through_the_cache(s3: S3Server, server: Ser
     assert (out / "second-1").read_text() == expected
     assert s3.requests() == [], "the second job was served from the cache alone"
     status = _wait_status(server, lambda s: s.get("hits", 0) >= 3)
+    size = status["sizeBytes"]
     assert status["bytesFromCache"] >= 3 * status["sizeBytes"]
     assert status["bytesFromSource"] == status["sizeBytes"]
 
@@ -145,6 +147,17 @@ def test_jobs_read_a_dataset_from_s3_through_the_cache(s3: S3Server, server: Ser
         params = {"tenant": "acme", "kind": "Dataset", "name": "train"}
         events = client.get("/events", params=params).json()["items"]
     assert "DatasetLoaded" in {event["reason"] for event in events}
+    headers = {"Authorization": f"Bearer {ADMIN}"}
+    text = httpx.get(server.url + "/metrics", headers=headers, timeout=10).text
+    metrics = {
+        sample.name: sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if sample.labels.get("tenant") == "acme" and sample.name.startswith("aipaas_dataset_")
+    }
+    assert metrics["aipaas_dataset_hits"] == 3 and metrics["aipaas_dataset_misses"] == 1
+    assert metrics["aipaas_dataset_bytes_from_source"] == size
+    assert metrics["aipaas_dataset_bytes_from_cache"] == 3 * size
 
 
 def test_a_tenant_cannot_name_or_read_another_tenants_data(

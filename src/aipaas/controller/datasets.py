@@ -3,9 +3,8 @@ time to live, and report every node's cache in each Dataset's status, with event
 
 What to load and evict is the pure prefetch policy's answer (data/prefetch_policy.py) to the
 pending jobs that name datasets (oldest first) and the caches the backend reports; the backend
-copies (``DatasetCaches``, backends/datasets.py) and never evicts an entry a task reads. The
-Dataset's stored status is the memory between cycles (and restarts): a node complete now and
-not before is a ``DatasetLoaded`` event, a node gone from it ``DatasetEvicted``.
+copies (``DatasetCaches``, backends/datasets.py) and never evicts an entry a task reads. Reports:
+controller/datasets_report.py.
 """
 
 from __future__ import annotations
@@ -13,15 +12,13 @@ from __future__ import annotations
 import logging
 import time
 from collections import defaultdict
-from collections.abc import Sequence
 
-from prometheus_client import Gauge
-
-from aipaas.api.data import CacheMode, Dataset, DatasetStatus, NodeCacheStatus
+from aipaas.api.data import CacheMode, Dataset
 from aipaas.api.duration import seconds
 from aipaas.api.job import Job, JobPhase
 from aipaas.backends.datasets import CachedDataset, DatasetCaches, dataset_caches
 from aipaas.controller.datasets_launch import key_of, source_of
+from aipaas.controller.datasets_report import DatasetMetrics, event, report
 from aipaas.controller.extensions import CycleContext
 from aipaas.data.prefetch_policy import (
     CacheEntry,
@@ -38,6 +35,7 @@ POOL_LABEL = "aipaas.dev/pool"
 WARM_REQUESTED = "aipaas.dev/warm-requested"  # server/data_routes.py writes these two
 WARM_NODES = "aipaas.dev/warm-nodes"
 _COUNTERS = ("hits", "misses", "bytes_from_source", "bytes_from_cache")
+RETRY_SECONDS = 60.0
 
 
 class DatasetExtension:
@@ -46,7 +44,9 @@ class DatasetExtension:
     def __init__(self, period_seconds: float = 1.0) -> None:
         self.period = period_seconds
         self._last = 0.0
-        self._gauges: dict[str, Gauge] = {}
+        self.metrics = DatasetMetrics()
+        #: (node, key) -> when a failed load was first seen: prefetch retries it only later
+        self._failed: dict[tuple[str, str], float] = {}
 
     def run(self, context: CycleContext) -> None:
         caches = dataset_caches(context.backend)
@@ -67,8 +67,8 @@ class DatasetExtension:
         entries = caches.cached_datasets()
         for dataset in datasets:
             mine = [e for e in entries if e.key == key_of(dataset)]
-            self._report(context, dataset, mine, pools, warmed.get(key_of(dataset)))
-        self._metrics(context, entries, by_key)
+            report(context, dataset, mine, pools, warmed.get(key_of(dataset)))
+        self.metrics.set(context, entries, by_key)
 
     # decisions ----------------------------------------------------------------------------
 
@@ -92,13 +92,19 @@ class DatasetExtension:
         plan = plan_prefetch(request)
         for eviction in plan.evictions:
             if caches.evict_dataset(eviction.node, eviction.dataset):
-                self._event(
+                event(
                     context,
                     by_key.get(eviction.dataset),
                     "DatasetEvicted",
                     f"evicted from {eviction.node} ({eviction.reason})",
                 )
-        loads = [(load.node, load.dataset, f"for job {load.job}") for load in plan.loads]
+        self._forget_orphans(caches, by_key, entries)
+        failing = self._failing(entries, now)
+        loads = [
+            (load.node, load.dataset, f"for job {load.job}")
+            for load in plan.loads
+            if (load.node, load.dataset) not in failing
+        ]
         warmed, asked = self._warm_requests(context, by_key, nodes, entries)
         loads += asked
         for node, key, why in loads:
@@ -108,10 +114,10 @@ class DatasetExtension:
             try:
                 source = source_of(context.store, dataset).to_json()
             except Exception as err:  # a secret gone: said on the dataset, not raised
-                self._event(context, dataset, "LoadFailed", str(err), warning=True)
+                event(context, dataset, "LoadFailed", str(err), warning=True)
                 continue
             if caches.load_dataset(node, key, source):
-                self._event(context, dataset, "DatasetLoading", f"loading on {node} {why}")
+                event(context, dataset, "DatasetLoading", f"loading on {node} {why}")
         demand: dict[str, int] = defaultdict(int)
         for job in queue:
             for need in job.datasets:
@@ -120,6 +126,22 @@ class DatasetExtension:
         for node in nodes:
             caches.set_cache_hints(node, pinned, demand)
         return warmed
+
+    def _forget_orphans(
+        self, caches: DatasetCaches, by_key: dict[str, Dataset], entries: list[CachedDataset]
+    ) -> None:
+        """Entries of datasets deleted (or whose source changed: a new key) go once no task
+        reads them and no load fills them."""
+        for entry in entries:
+            orphan = entry.key not in by_key and not entry.in_use and not entry.loading
+            if orphan and caches.evict_dataset(entry.node, entry.key):
+                log.info("dataset cache %s on %s removed: no dataset", entry.key, entry.node)
+
+    def _failing(self, entries: list[CachedDataset], now: float) -> set[tuple[str, str]]:
+        """Loads that failed less than RETRY_SECONDS ago (not retried by prefetch yet)."""
+        failed = {(e.node, e.key) for e in entries if e.error and not e.loading and not e.complete}
+        self._failed = {k: self._failed.get(k, now) for k in failed}
+        return {k for k, since in self._failed.items() if now - since < RETRY_SECONDS}
 
     def _queue(
         self,
@@ -208,7 +230,7 @@ class DatasetExtension:
             targets = wanted or nodes[: max(1, dataset.spec.cache.replicas)]
             for node in targets:
                 if node not in nodes:
-                    self._event(
+                    event(
                         context,
                         dataset,
                         "LoadFailed",
@@ -221,109 +243,6 @@ class DatasetExtension:
                     loads.append((node, key, "on request"))
             warmed[key] = asked
         return warmed, loads
-
-    # reports ------------------------------------------------------------------------------
-
-    def _report(
-        self,
-        context: CycleContext,
-        dataset: Dataset,
-        entries: list[CachedDataset],
-        pools: dict[str, str],
-        warmed: str | None,
-    ) -> None:
-        before = dataset.status or DatasetStatus()
-        nodes = [
-            NodeCacheStatus(
-                node=e.node,
-                pool=pools.get(e.node, ""),
-                bytes=e.bytes,
-                complete=e.complete,
-                files=e.files,
-                in_use=e.in_use,
-            )
-            for e in sorted(entries, key=lambda e: e.node)
-        ]
-        complete = [e for e in entries if e.complete]
-        failed = [e for e in entries if e.error and not e.loading and not e.complete]
-        phase = (
-            "Cached"
-            if complete
-            else "Loading"
-            if any(e.loading for e in entries)
-            else "Failed"
-            if failed
-            else "Pending"
-        )
-        sizes = [e.size_bytes for e in complete if e.size_bytes is not None]
-        totals = {c: sum(getattr(e, c) for e in entries) for c in _COUNTERS}
-        status = before.model_copy(
-            update={
-                "phase": phase,
-                "nodes": nodes,
-                "size_bytes": sizes[0] if sizes else before.size_bytes,
-                "files": complete[0].files if complete else before.files,
-                "message": failed[0].error if failed else "",
-                "warmed": warmed or before.warmed,
-                **{c: max(totals[c], getattr(before, c)) for c in _COUNTERS},
-            }
-        )
-        was = {n.node for n in before.nodes if n.complete}
-        for entry in complete:
-            if entry.node not in was:
-                self._event(
-                    context,
-                    dataset,
-                    "DatasetLoaded",
-                    f"{entry.bytes} bytes in {entry.files} files cached on {entry.node}",
-                )
-        for node in {n.node for n in before.nodes} - {e.node for e in entries}:
-            self._event(context, dataset, "DatasetEvicted", f"no longer cached on {node}")
-        if failed and before.message != failed[0].error:
-            self._event(context, dataset, "LoadFailed", failed[0].error, warning=True)
-        if status != before:
-            with context.transaction() as tx:
-                context.store.update_status(dataset, status, conn=tx)
-
-    def _event(
-        self,
-        context: CycleContext,
-        dataset: Dataset | None,
-        reason: str,
-        message: str,
-        *,
-        warning: bool = False,
-    ) -> None:
-        if dataset is not None:
-            context.store.record_event(dataset, reason, message, warning=warning)
-
-    def _metrics(
-        self, context: CycleContext, entries: Sequence[CachedDataset], by_key: dict[str, Dataset]
-    ) -> None:
-        """Cache hits and misses, bytes from sources and from caches, bytes cached: per
-        tenant, set whole each time (counted by the nodes, kept in their entries)."""
-        registry = context.metrics.registry
-        if not self._gauges:
-            try:
-                for name in (*_COUNTERS, "cached_bytes"):
-                    self._gauges[name] = Gauge(
-                        f"aipaas_dataset_{name}",
-                        f"Datasets: {name.replace('_', ' ')} per tenant",
-                        ["tenant"],
-                        registry=registry,
-                        multiprocess_mode="mostrecent",
-                    )
-            except ValueError:  # another extension of this process registered them first
-                return
-        totals: dict[tuple[str, str], int] = defaultdict(int)
-        for entry in entries:
-            dataset = by_key.get(entry.key)
-            tenant = dataset.tenant if dataset is not None else entry.key.split("/")[0]
-            for name in _COUNTERS:
-                totals[(name, tenant)] += int(getattr(entry, name))
-            totals[("cached_bytes", tenant)] += entry.bytes
-        for (name, tenant), value in totals.items():
-            self._gauges[name].labels(tenant=tenant).set(value)
 
 
 def _allowed(dataset: Dataset, nodes: list[str], pools: dict[str, str]) -> list[str]:
