@@ -181,4 +181,3 @@ def _template_record(template: NodeTemplate) -> dict[str, Any]:
         "gpu_memory_mib": template.gpu_memory_mib,
         "labels": dict(template.labels),
     }
-
