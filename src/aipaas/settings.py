@@ -128,6 +128,10 @@ class Settings(BaseModel):
     alert_webhook_secret: str | None = Field(
         default=None, max_length=4096, description="The key platform alerts are signed with."
     )
+    webhook_allow_private: bool = Field(
+        default=False,
+        description="Let tenants' budget webhooks reach loopback and private addresses.",
+    )
     alert_pending_seconds: float = Field(
         default=3600, gt=0, description="A job pending longer than this raises an alert."
     )

@@ -77,7 +77,7 @@ def server(tmp_path_factory: pytest.TempPathFactory, receiver: Receiver) -> Iter
     process = ServerProcess(
         tmp_path_factory.mktemp("server"),
         backend="sim",
-        env={"AIPAAS_BUDGET_INTERVAL_SECONDS": "0.5"},
+        env={"AIPAAS_BUDGET_INTERVAL_SECONDS": "0.5", "AIPAAS_WEBHOOK_ALLOW_PRIVATE": "true"},
     ).start()
     try:
         with process.http() as client:

@@ -48,6 +48,7 @@ def budgets_extension(settings: Settings) -> BudgetExtension:
     return BudgetExtension(
         interval=settings.budget_interval_seconds,
         platform_key=key.encode() if key else None,
+        allow_private=settings.webhook_allow_private,
     )
 
 
@@ -59,11 +60,14 @@ class BudgetExtension:
         interval: float = 30.0,
         sender: Sender = http_sender,
         platform_key: bytes | None = None,
+        allow_private: bool = False,
     ) -> None:
         self.interval = interval
         self.sender = sender
         #: signs deliveries without a secretRef (platform alerts)
         self.platform_key = platform_key
+        #: tenants' webhooks may go to internal addresses (metering/webhooks.py private_target)
+        self.allow_private = allow_private
         self._last: float | None = None
 
     def run(self, context: CycleContext) -> None:
@@ -76,6 +80,7 @@ class BudgetExtension:
             lambda d: signing_key(context.store, d, self.platform_key),
             self.sender,
             context.transaction,
+            allow_private=self.allow_private,
         )
 
     def evaluate(self, context: CycleContext) -> None:

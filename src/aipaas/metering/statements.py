@@ -17,7 +17,7 @@ from aipaas.store import Store
 
 #: what a statement's lines are summed by
 STATEMENT_BY: Final = ("queue", "user", "model", "pool", "tier")
-_MONTH = re.compile(r"(\d{4})-(0[1-9]|1[0-2])")
+_MONTH = re.compile(r"(19[7-9]\d|2\d{3})-(0[1-9]|1[0-2])")  # 1970-01 to 2999-12
 _COLUMNS: Final = (
     *STATEMENT_BY,
     "currency",
@@ -82,7 +82,9 @@ def month_window(month: str | None, now: datetime) -> tuple[str, datetime, datet
     else:
         found = _MONTH.fullmatch(month)
         if found is None:
-            raise InvalidObject([FieldError("month", f"{month!r} is not a month: use YYYY-MM")])
+            raise InvalidObject(
+                [FieldError("month", f"{month!r} is not a month: use YYYY-MM (1970 to 2999)")]
+            )
         start = datetime(int(found[1]), int(found[2]), 1, tzinfo=UTC)
     return start.strftime("%Y-%m"), start, next_month(start)
 

@@ -17,12 +17,15 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import ipaddress
 import json
 import logging
+import socket
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from datetime import datetime, timedelta
 from typing import Final
+from urllib.parse import urlsplit
 
 import httpx
 from sqlalchemy import Connection
@@ -69,6 +72,23 @@ def backoff(attempts: int) -> float:
     return float(min(FIRST_BACKOFF_SECONDS * 2 ** max(attempts - 1, 0), MAX_BACKOFF_SECONDS))
 
 
+def private_target(url: str) -> str | None:
+    """Why a tenant's webhook may not go to ``url``: it resolves to a loopback, private,
+    link-local (cloud metadata) or otherwise internal address; None when all are public. A
+    tenant admin must not make the controller post into the platform's own network."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    try:
+        infos = socket.getaddrinfo(host, parts.port or 443, proto=socket.IPPROTO_TCP)
+    except (socket.gaierror, UnicodeError) as err:
+        return f"cannot resolve {host}: {err}"
+    for info in infos:
+        address = ipaddress.ip_address(str(info[4][0]).split("%")[0])
+        if not address.is_global:
+            return f"{host} resolves to {address}, not a public address"
+    return None
+
+
 def http_sender(url: str, body: bytes, headers: dict[str, str]) -> int:
     answer = httpx.post(url, content=body, headers=headers, timeout=TIMEOUT_SECONDS)
     return answer.status_code
@@ -95,16 +115,26 @@ def due(delivery: WebhookDelivery, now: datetime) -> bool:
 
 
 def deliver_due(
-    store: Store, keys: Keys, sender: Sender = http_sender, transaction: Transaction | None = None
+    store: Store,
+    keys: Keys,
+    sender: Sender = http_sender,
+    transaction: Transaction | None = None,
+    *,
+    allow_private: bool = False,
 ) -> int:
     """Send the pending deliveries whose time has come; returns how many were delivered.
-    ``transaction``: where their new status is written (the controller's fenced one)."""
+    ``transaction``: where their new status is written (the controller's fenced one).
+    ``allow_private``: tenants' webhooks may go to internal addresses (tests, closed sites);
+    the operator's own alert URL always may."""
     now = utc(store.clock.now())
     listed = store.list_objects("WebhookDelivery", None, phases=["", "Pending"])
     pending = [d for d in listed if isinstance(d, WebhookDelivery) and due(d, now)]
     delivered = 0
     for delivery in pending[:BATCH]:
-        delivered += _attempt(store, delivery, keys, sender, now, transaction or store.transaction)
+        guard = None if allow_private or delivery.spec.secret_ref is None else private_target
+        delivered += _attempt(
+            store, delivery, keys, sender, now, transaction or store.transaction, guard
+        )
     return delivered
 
 
@@ -115,13 +145,17 @@ def _attempt(
     sender: Sender,
     now: datetime,
     transaction: Transaction,
+    guard: Callable[[str], str | None] | None = None,
 ) -> int:
     status = delivery.status or WebhookDeliveryStatus()
     attempts = status.attempts + 1
     secret = keys(delivery)
     code: int | None = None
     error: str | None = None
-    if secret is None:
+    refused = guard(delivery.spec.url) if guard is not None else None
+    if refused is not None:
+        error = f"refused: {refused}"
+    elif secret is None:
         error = "the signing key is missing (secretRef names no Secret key)"
     else:
         body = body_of(delivery)

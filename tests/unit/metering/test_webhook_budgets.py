@@ -21,7 +21,7 @@ from aipaas.clock import VirtualClock
 from aipaas.controller.budgets import BudgetExtension
 from aipaas.controller.extensions import CycleContext
 from aipaas.metering.metrics import Metrics
-from aipaas.metering.webhooks import DELIVERY_HEADER, verify
+from aipaas.metering.webhooks import DELIVERY_HEADER, private_target, verify
 from aipaas.server.service import ObjectService
 from aipaas.store import Store
 from aipaas.store.ledger import ATTEMPT, LedgerEntry, insert_entries
@@ -70,7 +70,7 @@ class Receiver:
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 (the stdlib's name)
+            def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers["Content-Length"]))
                 if outer.refused < outer.failures:
                     outer.refused += 1
@@ -172,7 +172,7 @@ def thresholds(receiver: Receiver) -> list[float]:
 def test_each_crossing_is_delivered_signed_once_and_a_500_is_retried(
     store: Store, receiver: Receiver
 ) -> None:
-    extension = BudgetExtension(interval=1.0)
+    extension = BudgetExtension(interval=1.0, allow_private=True)
     spend(store, "a", 6)  # 60 of 100: the 50% threshold
     cycles(store, extension, 4)
     assert receiver.refused == 1  # the first answer was 500 ...
@@ -191,7 +191,7 @@ def test_each_crossing_is_delivered_signed_once_and_a_500_is_retried(
     assert sorted(thresholds(receiver)) == [50, 80, 100]
     assert len({h[DELIVERY_HEADER] for h, _ in receiver.accepted}) == 3
     # A restarted controller (a new extension, nothing in memory) sends nothing again.
-    cycles(store, BudgetExtension(interval=1.0), 6)
+    cycles(store, BudgetExtension(interval=1.0, allow_private=True), 6)
     assert sorted(thresholds(receiver)) == [50, 80, 100]
     log = [d for d in store.list_objects("WebhookDelivery", "acme")]
     assert all(isinstance(d, WebhookDelivery) and d.status for d in log)
@@ -206,7 +206,7 @@ def test_each_crossing_is_delivered_signed_once_and_a_500_is_retried(
 
 
 def test_actions_hold_admission_and_lower_priority_until_a_new_period(store: Store) -> None:
-    extension = BudgetExtension(interval=1.0)
+    extension = BudgetExtension(interval=1.0, allow_private=True)
     spend(store, "a", 11)
     cycles(store, extension, 2)
     queue = store.get("Queue", "acme", "research")
@@ -237,7 +237,7 @@ def test_the_forecast_follows_the_burn_rate(store: Store) -> None:
     assert isinstance(clock, VirtualClock)
     clock.advance(9 * 86400)  # March 10th, 00:00 + 9 days: 18 days into the month
     spend(store, "a", 3)  # 30 spent in 18.0 days of 31
-    BudgetExtension(interval=1.0).run(context(store))
+    BudgetExtension(interval=1.0, allow_private=True).run(context(store))
     budget = store.get("Budget", "acme", "research-monthly")
     assert isinstance(budget, Budget) and budget.status is not None
     assert budget.status.forecast == pytest.approx(30 * 31 / 18, rel=1e-6)
@@ -245,7 +245,7 @@ def test_the_forecast_follows_the_burn_rate(store: Store) -> None:
 
 def test_users_cannot_lift_a_budget_hold(store: Store) -> None:
     spend(store, "a", 11)
-    cycles(store, BudgetExtension(interval=1.0), 2)
+    cycles(store, BudgetExtension(interval=1.0, allow_private=True), 2)
     tad = ObjectService(store, Principal("tad", "acme", Role.TENANT_ADMIN))
     queue = store.get("Queue", "acme", "research")
     wire = queue.to_wire()
@@ -255,3 +255,24 @@ def test_users_cannot_lift_a_budget_hold(store: Store) -> None:
     wire["metadata"]["annotations"] = {ADMISSION_STOPPED: ""}
     with pytest.raises(Exception, match="set by the platform"):
         tad.apply_text(json.dumps(wire))
+
+
+def test_a_tenants_webhook_to_an_internal_address_is_refused(
+    store: Store, receiver: Receiver
+) -> None:
+    spend(store, "a", 6)
+    cycles(store, BudgetExtension(interval=1.0), 3)  # private addresses not allowed
+    assert receiver.accepted == [] and receiver.refused == 0  # nothing reached it
+    delivery = store.list_objects("WebhookDelivery", "acme")[0]
+    assert isinstance(delivery, WebhookDelivery) and delivery.status is not None
+    assert delivery.status.phase == "Pending"  # retried later, in case the name moves
+    assert "127.0.0.1" in (delivery.status.last_error or "")
+    assert "not a public address" in (delivery.status.last_error or "")
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["http://169.254.169.254/latest", "http://10.0.0.8/x", "http://[::1]:80/", "http://localhost/"],
+)
+def test_internal_addresses_are_not_public(url: str) -> None:
+    assert private_target(url) is not None
