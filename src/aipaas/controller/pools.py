@@ -20,6 +20,7 @@ from aipaas.api.job import CANCEL_ANNOTATION, Job, JobPhase
 from aipaas.api.node import Node
 from aipaas.api.pool import NodePool, NodePoolStatus, PoolNodeStatus
 from aipaas.api.resources import cpu_milli, memory_mib
+from aipaas.autoscale.lending import reclaim_problem, terms_of
 from aipaas.autoscale.pool_plan import (
     Demand,
     NodeUse,
@@ -46,6 +47,9 @@ class PoolController:
     #: node -> since when nothing runs there, as this process saw it (a restart counts anew:
     #: nodes live longer, never shorter)
     idle_since: dict[str, float] = field(default_factory=dict)
+    #: the controller's cycle and stop grace: how soon lent GPUs can come back
+    cycle_seconds: float = 1.0
+    stop_grace_seconds: float = 5.0
 
     def run(self, context: CycleContext) -> None:
         pools = [p for p in context.store.list_objects("NodePool", "") if isinstance(p, NodePool)]
@@ -60,6 +64,12 @@ class PoolController:
                 self._status(context, pool, [], None, f"backend {pool.spec.backend} has no pools")
                 continue
             nodes = provider.list_nodes(pool.name)
+            lending = terms_of(pool)
+            late = (
+                reclaim_problem(lending, self.cycle_seconds, self.stop_grace_seconds)
+                if lending is not None
+                else None
+            )
             uses = [self._use(node, usage.get(node.name), now) for node in nodes]
             plan = plan_pool(shape_of(pool), limits_of(pool), uses, pending, now)
             if plan.changes:
@@ -76,7 +86,9 @@ class PoolController:
                 for reason in plan.reasons:
                     context.store.record_event(pool, "Scaled", reason)
                 nodes = provider.list_nodes(pool.name)
-            self._status(context, pool, nodes, plan, "; ".join(plan.reasons))
+            self._status(
+                context, pool, nodes, plan, "; ".join([*plan.reasons, *filter(None, [late])])
+            )
 
     def _use(self, node: PoolNode, stored: Node | None, now: float) -> NodeUse:
         status = stored.status if stored is not None else None
@@ -181,5 +193,4 @@ def template_of(pool: NodePool) -> NodeTemplate:
 
 def pools_extension(settings: Settings) -> CycleExtension | None:
     """Always on: a server with no NodePool pays one list per cycle."""
-    del settings
-    return PoolController()
+    return PoolController(cycle_seconds=settings.tick_seconds)

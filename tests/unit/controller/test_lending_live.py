@@ -131,3 +131,15 @@ def test_reclaim_bound_against_reclaim_within(world: World) -> None:
     assert reclaim_problem(terms, 1.0, 5.0) is None
     problem = reclaim_problem(terms, 25.0, 30.0)  # 25 s cycle + 10 s grace > 30 s
     assert problem is not None and "reclaimWithin" in problem
+
+
+def test_a_pool_whose_reclaim_bound_cannot_be_kept_says_so(world: World) -> None:
+    world.service.apply_text(SETUP)
+    clock = VirtualClock()
+    backend = SimBackend(world.tmp / "run", [NodeInfo("cpu-0", "sim", 8000, 32768)], clock)
+    slow = PoolController(cycle_seconds=25.0, stop_grace_seconds=30.0)
+    controller = world.controller(backend, clock, extensions=[slow])
+    controller.run_cycle()
+    pool = world.store.get("NodePool", "", "lent")
+    assert isinstance(pool, NodePool) and pool.status is not None
+    assert "more than reclaimWithin 30s" in pool.status.message
