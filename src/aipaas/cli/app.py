@@ -6,7 +6,6 @@ Exit codes are cli/failure.py's; nothing a command raises reaches the user as a 
 from __future__ import annotations
 
 import sys
-from importlib import metadata
 from typing import Annotated
 
 import typer
@@ -24,6 +23,8 @@ app = typer.Typer(
 
 
 def version() -> str:
+    from importlib import metadata  # about 0.15 s: only when asked
+
     try:
         return metadata.version("aipaas")
     except metadata.PackageNotFoundError:  # run from a source tree that is not installed
