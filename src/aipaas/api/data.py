@@ -10,6 +10,7 @@ A job names datasets in ``spec.datasets`` (DatasetMount) and output locations in
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from decimal import Decimal
 from enum import StrEnum
@@ -47,7 +48,18 @@ def source_protocol(url: str) -> str:
     return "file" if scheme in ("", "file") else scheme
 
 
+def _link_local(url: str) -> bool:
+    """A literal link-local address (cloud instance metadata); names are checked where read."""
+    try:
+        host = urlsplit(url).hostname or ""
+        return ipaddress.ip_address(host).is_link_local
+    except ValueError:
+        return False
+
+
 def _check_url(value: str) -> str:
+    if _link_local(value):
+        raise ValueError("a link-local address is not a dataset location")
     if "::" in value:
         raise ValueError("chained fsspec URLs (a::b) are not allowed")
     if any(ord(c) < 32 for c in value):
@@ -100,6 +112,14 @@ def _check_absolute(value: str) -> str:
     return value
 
 
+def _check_endpoint(value: str | None) -> str | None:
+    if value is not None and urlsplit(value).scheme not in ("http", "https"):
+        raise ValueError(f"must be an http(s):// URL, got {value!r}")
+    if value is not None and _link_local(value):
+        raise ValueError("a link-local address is not an endpoint")
+    return value
+
+
 Url = Annotated[str, Field(min_length=1, max_length=2048), AfterValidator(_check_url)]
 AbsolutePath = Annotated[str, AfterValidator(_check_absolute)]
 
@@ -140,9 +160,7 @@ class DatasetSpec(Model):
     @field_validator("endpoint")
     @classmethod
     def _http_endpoint(cls, value: str | None) -> str | None:
-        if value is not None and urlsplit(value).scheme not in ("http", "https"):
-            raise ValueError(f"must be an http(s):// URL, got {value!r}")
-        return value
+        return _check_endpoint(value)
 
     def declared_bytes(self) -> int | None:
         return None if self.size is None else int(parse_quantity(self.size) // Decimal(1))
@@ -233,7 +251,9 @@ class OutputLocation(Model):
 
     path: AbsolutePath
     destination: Url
-    endpoint: str | None = Field(default=None, max_length=2048)
+    endpoint: Annotated[str | None, AfterValidator(_check_endpoint)] = Field(
+        default=None, max_length=2048
+    )
     secret_ref: Name | None = None
 
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from aipaas.data.entry import ERROR, LOAD, MANIFEST, PART_SUFFIX, STATS, Busy, Entry
+from aipaas.data.entry import ERROR, MANIFEST, PART_SUFFIX, STATS, Busy, Entry
 from aipaas.data.prefetch_policy import CacheEntry, choose_evictions
 from aipaas.data.prefetch_policy import NodeCache as PolicyCache
 
@@ -162,10 +162,9 @@ class NodeCache:
         return Entry(self.root).read_json(POLICY)
 
     def set_hints(self, pinned: list[str], demand: Mapping[str, int]) -> None:
-        Entry(self.root).write_json(POLICY, {"pinned": sorted(pinned), "demand": dict(demand)})
-
-    def loading_source(self, key: str) -> bool:
-        return (self.entry(key).path / LOAD).exists()
+        # Private: it names every tenant's datasets, and task users can reach the root.
+        hints = {"pinned": sorted(pinned), "demand": dict(demand)}
+        Entry(self.root).write_json(POLICY, hints, private=True)
 
 
 def _policy_entry(state: EntryState, pinned: bool) -> CacheEntry:

@@ -10,8 +10,10 @@ cloud credentials (environment, instance metadata) never serve a tenant's datase
 from __future__ import annotations
 
 import fnmatch
+import ipaddress
 import os
 import posixpath
+import socket
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -91,7 +93,27 @@ def storage_options(spec: SourceSpec) -> dict[str, Any]:
         return options
     if spec.protocol == "file":
         return {}
+    for key, value in spec.credentials.items():
+        # gcsfs, adlfs and others read a credential *file* named in an option: a tenant's
+        # Secret must not make the server read its own files.
+        if value.startswith(("/", "~", "file:")) or "/." in value:
+            raise SourceError(f"secret key {key}: a path is not a credential value here")
     return dict(spec.credentials)
+
+
+def check_host(url: str) -> None:
+    """Refuse a link-local host (169.254.0.0/16, fe80::/10: cloud instance metadata, whose
+    answers would become a tenant's dataset), by name resolved now or by address."""
+    host = urlsplit(url).hostname
+    if not host:
+        return
+    try:
+        addresses = {str(info[4][0]) for info in socket.getaddrinfo(host, None)}
+    except OSError:
+        return  # unresolvable: the read fails on its own
+    for address in addresses:
+        if ipaddress.ip_address(address.split("%")[0]).is_link_local:
+            raise SourceError(f"{host} is a link-local address: not a dataset source")
 
 
 def open_source(
@@ -99,6 +121,9 @@ def open_source(
 ) -> tuple[fsspec.AbstractFileSystem, str]:
     """The filesystem and the root path inside it (``writing``: a destination of outputs)."""
     options = storage_options(spec)
+    for url in (spec.url, spec.endpoint or ""):
+        if urlsplit(url).scheme in ("http", "https"):
+            check_host(url)
     if writing and spec.protocol == "file":
         options["auto_mkdir"] = True
     try:

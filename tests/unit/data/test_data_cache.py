@@ -136,3 +136,28 @@ def test_cache_keys_cannot_leave_the_root(tmp_path: Path) -> None:
     for key in ("../x", "acme/../../x", "acme/.hidden", "acme", "/abs/x", "acme/a/b"):
         with pytest.raises(ValueError):
             cache.entry(key)
+
+
+def test_sources_that_would_reach_the_servers_own_secrets_are_refused(tmp_path: Path) -> None:
+    cache = NodeCache(tmp_path / "cache", MIB)
+    entry = cache.entry("acme/meta-1")
+    attempts = [
+        (SourceSpec("http://169.254.169.254/latest/meta-data/"), "link-local"),  # metadata
+        (SourceSpec("s3://bucket/x", endpoint="http://169.254.169.254/"), "link-local"),
+        (SourceSpec("http://[fe80::1]/x"), "link-local"),
+        (
+            SourceSpec("gcs://b/x", credentials={"token": "/root/.config/gcloud/creds.json"}),
+            "a path is not a credential",
+        ),
+        (SourceSpec("abfs://c/x", credentials={"account_key": "~/.azure/key"}), "a path"),
+    ]
+    for spec, reason in attempts:
+        with entry.locked(), pytest.raises(SourceError, match=reason):
+            fill(entry, spec)
+
+
+def test_the_hints_file_is_the_servers_alone(tmp_path: Path) -> None:
+    cache = NodeCache(tmp_path / "cache", MIB)
+    cache.root.mkdir()
+    cache.set_hints(["acme/secret-project-1"], {"rival/x-1": 2})
+    assert (cache.root / "policy.json").stat().st_mode & 0o077 == 0

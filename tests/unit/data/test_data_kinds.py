@@ -65,6 +65,8 @@ def test_a_full_dataset_round_trips() -> None:
         ({"source": "nosuchfs://x"}, "spec.source", "unknown fsspec protocol"),
         ({"source": "s3:///no-bucket"}, "spec.source", "bucket"),
         ({"endpoint": "ftp://host"}, "spec.endpoint", "http"),
+        ({"endpoint": "http://169.254.169.254"}, "spec.endpoint", "link-local"),
+        ({"source": "http://169.254.169.254/latest/"}, "spec.source", "link-local"),
         ({"secretRef": "Not_A_Name"}, "spec.secretRef", "valid name"),
         ({"subPaths": ["../up"]}, "spec.subPaths", "'..'"),
         ({"subPaths": ["/abs"]}, "spec.subPaths", "relative"),
