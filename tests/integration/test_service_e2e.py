@@ -9,6 +9,7 @@ import json
 import threading
 import time
 from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -55,7 +56,13 @@ class Handler(BaseHTTPRequestHandler):
     def log_message(self, *args):
         pass
 
-ThreadingHTTPServer(("127.0.0.1", int(os.environ["PORT"])), Handler).serve_forever()
+try:
+    server = ThreadingHTTPServer(("127.0.0.1", int(os.environ["PORT"])), Handler)
+except OSError:
+    if os.environ.get("HANG_IF_PORT_TAKEN"):  # a replica slow to listen, as a hung one is
+        time.sleep(3600)
+    raise
+server.serve_forever()
 """
 
 OTHER_TENANT = """apiVersion: aipaas/v1
@@ -433,3 +440,59 @@ def test_an_answer_streams_through_as_the_replica_writes_it(
     assert arrivals[0][0] < arrivals[-1][0] - 0.8  # the first came well before the last
     with server.http() as client:
         client.delete("/services/streamer", params={"tenant": "acme"}).raise_for_status()
+
+
+def test_a_port_taken_by_another_process_never_gets_the_service_traffic(
+    world: tuple[ServerProcess, Path],
+) -> None:
+    """Any local task may bind any free port: one that took a replica's port first would pass
+    its health checks. The controller checks who listens before listing a replica."""
+    server, script = world
+    gate = """apiVersion: aipaas/v1
+kind: Queue
+metadata: {{name: gate, tenant: acme}}
+spec: {{quota: {{cpu: {cpu}}}}}
+"""
+    with server.http() as client:
+        client.post("/apply", content=gate.format(cpu="100m")).raise_for_status()
+    apply_service(
+        server,
+        script,
+        "victim",
+        queue="gate",
+        template={"env": {"HANG_IF_PORT_TAKEN": "1"}, "resources": {"cpu": "200m"}},
+    )
+    wait_for("a replica job", lambda: len(replica_jobs(server, "victim")) == 1)
+    port = int(replica_jobs(server, "victim")[0]["spec"]["tasks"][0]["env"]["PORT"])
+    seen: list[str] = []
+
+    class Squatter(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            seen.append(self.path)
+            self.send_response(200)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    squatter = ThreadingHTTPServer(("127.0.0.1", port), Squatter)
+    threading.Thread(target=squatter.serve_forever, daemon=True).start()
+    try:
+        with server.http() as client:  # the replica may start now, on a port already taken
+            client.post("/apply", content=gate.format(cpu="1")).raise_for_status()
+        wait_for(
+            "the port noticed",
+            lambda: "PortTaken" in [e["reason"] for e in events(server, "victim")],
+            timeout=60,
+        )
+        wait_for("a ready replica", lambda: status(server, "victim").get("readyReplicas") == 1)
+        assert status(server, "victim")["endpoints"][0]["port"] != port
+        with entry(server) as client:
+            assert client.get("/victim/").status_code == 200
+        assert seen == []
+    finally:
+        squatter.shutdown()
+        squatter.server_close()
+    with server.http() as client:
+        client.delete("/services/victim", params={"tenant": "acme"}).raise_for_status()

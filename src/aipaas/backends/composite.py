@@ -23,6 +23,7 @@ from aipaas.backends.base import (
     TaskStatus,
     membership_files,
 )
+from aipaas.backends.service_endpoints import endpoint_owners
 
 log = logging.getLogger("aipaas.backends")
 
@@ -99,6 +100,15 @@ class CompositeBackend:
                 "(the sim.aipaas.dev/duration annotation)"
             )
         backend.start(request)
+
+    def endpoint_owner(self, request_id: str, port: int) -> bool | None:
+        """The first member that can tell (a task runs on one member only)."""
+        for backend in self.backends:
+            member = endpoint_owners(backend)
+            answer = member.endpoint_owner(request_id, port) if member is not None else None
+            if answer is not None:
+                return answer
+        return None
 
     def membership_file(self, node: str, tenant: str, job: str) -> str | None:
         member = membership_files(self._by_node.get(node))

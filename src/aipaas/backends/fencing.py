@@ -24,6 +24,7 @@ from aipaas.backends.base import (
     TaskStatus,
     membership_files,
 )
+from aipaas.backends.service_endpoints import endpoint_owners
 
 log = logging.getLogger("aipaas.backends")
 
@@ -119,6 +120,10 @@ class Fenced:
 
     def status(self, request_ids: Sequence[str]) -> dict[str, TaskStatus]:
         return self.inner.status(request_ids)
+
+    def endpoint_owner(self, request_id: str, port: int) -> bool | None:
+        inner = endpoint_owners(self.inner)
+        return inner.endpoint_owner(request_id, port) if inner is not None else None
 
     def membership_file(self, node: str, tenant: str, job: str) -> str | None:
         inner = membership_files(self.inner)

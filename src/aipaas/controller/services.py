@@ -24,7 +24,7 @@ from aipaas.autoscale.replicas import Load
 from aipaas.controller.extensions import CycleContext
 from aipaas.controller.services_probe import Prober
 from aipaas.controller.services_reconcile import Reconciler, ServiceMemory
-from aipaas.controller.services_replicas import node_addresses, stop_replica
+from aipaas.controller.services_replicas import adopt_replicas, node_addresses, stop_replica
 from aipaas.errors import NotFound
 from aipaas.settings import Settings
 from aipaas.store.lease import LeaseLost
@@ -90,7 +90,8 @@ class ServiceExtension:
             memory = self.memories.setdefault(uid, ServiceMemory())
             load = measured(loads.get((service.tenant, service.name)), wall)
             try:
-                service = reconciler.adopt(service, owned.get((service.tenant, service.name), []))
+                jobs = owned.get((service.tenant, service.name), [])
+                service = adopt_replicas(store, service, jobs, taken)
                 reconciler.reconcile(service, memory, load, tenants.get(service.tenant), wall)
             except LeaseLost:
                 raise

@@ -12,8 +12,6 @@ from datetime import datetime
 from aipaas.api.job import Job, JobPhase, TaskPhase
 from aipaas.api.priority import PriorityClass
 from aipaas.api.service import (
-    PORT_ANNOTATION,
-    REVISION_LABEL,
     Endpoint,
     ReplicaRecord,
     Service,
@@ -22,6 +20,7 @@ from aipaas.api.service import (
 from aipaas.api.tenancy import Tenant
 from aipaas.autoscale.replicas import Load, ScalerMemory, decide
 from aipaas.autoscale.service_rollout import ReplicaView, plan
+from aipaas.backends.service_endpoints import endpoint_owners
 from aipaas.clock import isoformat
 from aipaas.controller.extensions import CycleContext
 from aipaas.controller.services_probe import LIVE, READY, Prober
@@ -69,34 +68,6 @@ class Reconciler:
         self.taken = taken_ports
         self.rng = rng
         self.memory = ServiceMemory()  # the service of the moment's (set by reconcile)
-
-    def adopt(self, service: Service, jobs: list[Job]) -> Service:
-        """Replica jobs of the service that its status does not list (made in a cycle whose
-        status write was lost) join its records, so that none runs unseen."""
-        status = service.status if service.status is not None else ServiceStatus()
-        known = {r.job for r in status.replica_jobs}
-        found = [job for job in jobs if job.name not in known]
-        if not found:
-            return service
-        records = list(status.replica_jobs)
-        for job in found:
-            port = job.metadata.annotations.get(PORT_ANNOTATION, "")
-            if not port.isdigit():
-                stop_replica(self.store, job.tenant, job.name, "a replica without a port")
-                continue
-            created = job.metadata.creation_timestamp or ""
-            records.append(
-                ReplicaRecord(
-                    job=job.name,
-                    revision=job.metadata.labels.get(REVISION_LABEL, ""),
-                    port=int(port),
-                    created_at=_epoch(created),
-                )
-            )
-            self.taken.add(int(port))
-        return service.model_copy(
-            update={"status": status.model_copy(update={"replica_jobs": records})}
-        )
 
     def reconcile(
         self,
@@ -213,6 +184,8 @@ class Reconciler:
         needed = template.readiness_probe.success_threshold if template.readiness_probe else 1
         allowed = template.readiness_probe.failure_threshold if template.readiness_probe else 1
         if readiness.passes >= needed:
+            if not record.ready and not self._owns_port(service, record, task, now):
+                return  # another process answered on the replica's port: replaced
             record.ready = True
             self.memory.failures = 0
         elif readiness.failures >= allowed:
@@ -232,6 +205,21 @@ class Reconciler:
                 service, "ReplicaUnhealthy", f"{record.job}: {why}", warning=True
             )
             self._drain(service, record, now, why, at_once=True)
+
+    def _owns_port(
+        self, service: Service, record: ReplicaRecord, task: TaskRecord, now: float
+    ) -> bool:
+        """Before a replica is first listed: its own process holds its port, where the backend
+        can tell (backends/service_endpoints.py); if another does, the replica is replaced."""
+        owners = endpoint_owners(self.context.backend)
+        if owners is None or task.request_id is None:
+            return True
+        if owners.endpoint_owner(task.request_id, record.port) is not False:
+            return True
+        why = f"port {record.port} is held by a process outside the replica; replaced"
+        self.store.record_event(service, "PortTaken", f"{record.job}: {why}", warning=True)
+        self._drain(service, record, now, why, at_once=True)
+        return False
 
     # acting -------------------------------------------------------------------------------
 
@@ -324,10 +312,3 @@ class Reconciler:
             self.store.write_status(service, status, conn=tx)
         if before.phase != phase:
             self.store.record_event(service, phase, reason)
-
-
-def _epoch(text: str) -> float:
-    try:
-        return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return 0.0

@@ -12,13 +12,21 @@ from __future__ import annotations
 import random
 import secrets
 from collections.abc import Iterable, Mapping
+from datetime import datetime
 
 from sqlalchemy import Connection
 
 from aipaas.api.job import CANCEL_ANNOTATION, Job, JobSpec, JobStatus, TaskSpec
 from aipaas.api.meta import ObjectMeta
 from aipaas.api.priority import DEFAULT_CLASS, PriorityClass, resolve_priority
-from aipaas.api.service import PORT_ANNOTATION, REVISION_LABEL, SERVICE_LABEL, Service
+from aipaas.api.service import (
+    PORT_ANNOTATION,
+    REVISION_LABEL,
+    SERVICE_LABEL,
+    ReplicaRecord,
+    Service,
+    ServiceStatus,
+)
 from aipaas.api.tenancy import Tenant
 from aipaas.clock import isoformat
 from aipaas.controller.write_back import DELETE_ANNOTATION
@@ -128,3 +136,39 @@ def node_addresses(nodes: Iterable[tuple[str, str]]) -> dict[str, str]:
     """Node name -> the address its replicas answer on: this machine's loopback for the local
     backend, the node's name (resolved by DNS) for the others."""
     return {name: "127.0.0.1" if backend == "local" else name for name, backend in nodes}
+
+
+def adopt_replicas(store: Store, service: Service, jobs: list[Job], taken: set[int]) -> Service:
+    """Replica jobs of the service that its status does not list (made in a cycle whose
+    status write was lost) join its records, so that none runs unseen."""
+    status = service.status if service.status is not None else ServiceStatus()
+    known = {r.job for r in status.replica_jobs}
+    found = [job for job in jobs if job.name not in known]
+    if not found:
+        return service
+    records = list(status.replica_jobs)
+    for job in found:
+        port = job.metadata.annotations.get(PORT_ANNOTATION, "")
+        if not port.isdigit():
+            stop_replica(store, job.tenant, job.name, "a replica without a port")
+            continue
+        created = job.metadata.creation_timestamp or ""
+        records.append(
+            ReplicaRecord(
+                job=job.name,
+                revision=job.metadata.labels.get(REVISION_LABEL, ""),
+                port=int(port),
+                created_at=_epoch(created),
+            )
+        )
+        taken.add(int(port))
+    return service.model_copy(
+        update={"status": status.model_copy(update={"replica_jobs": records})}
+    )
+
+
+def _epoch(text: str) -> float:
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return 0.0

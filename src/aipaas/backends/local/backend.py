@@ -28,7 +28,7 @@ from typing import BinaryIO, TypedDict
 
 from aipaas.api.devices import ResourceSlice
 from aipaas.backends.base import Inventory, LaunchRequest, NodeInfo, TaskState, TaskStatus
-from aipaas.backends.local import machine, runner
+from aipaas.backends.local import listeners, machine, runner
 from aipaas.backends.local.datasets import DatasetCacheConfig, LocalDatasetCaches
 from aipaas.backends.local.isolation import (
     ISOLATION_ANNOTATION,
@@ -185,6 +185,12 @@ class LocalBackend(LocalDatasetCaches):  # datasets: backends/local/datasets.py
 
     def update_membership(self, tenant: str, job: str, payload: Mapping[str, object]) -> None:
         self.placer.write_tenant_file(tenant, _membership_name(job), json.dumps(payload))
+
+    def endpoint_owner(self, request_id: str, port: int) -> bool | None:
+        """Whether the task's own processes listen on ``port`` (backends/service_endpoints.py):
+        tasks run in their runner's session, whose id is the runner's pid."""
+        pid = self._pid(request_id)
+        return None if pid is None else listeners.session_listens(port, pid)
 
     def stop(self, request_id: str, grace_seconds: float = 5.0) -> None:
         pid = self._pid(request_id)
