@@ -61,8 +61,8 @@ class ForeignPods(Protocol):
         by the next import, which finds the job by its name)."""
         ...
 
-    def tenant_of(self, namespace: str) -> str:
-        """The tenant a namespace maps to."""
+    def tenant_of(self, namespace: str) -> str | None:
+        """The tenant a namespace maps to (None: none)."""
         ...
 
 

@@ -28,7 +28,9 @@ Host = Annotated[str, typer.Option("--host", help="Address to listen on.")]
 Backend = Annotated[
     str,
     typer.Option(
-        "--backend", help="local, sim, demo (both), slurm, ray, or side by side: local,slurm,ray."
+        "--backend",
+        help="local, sim, demo (both), slurm, ray, kubernetes (AIPAAS_KUBE_CONFIG...), or side"
+        " by side: local,slurm,ray.",
     ),
 ]
 SlurmConf = Annotated[

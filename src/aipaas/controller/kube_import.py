@@ -75,8 +75,8 @@ class KubeImport:
         store = context.store
         namespace, group = key
         tenant_name = source.tenant_of(namespace)
-        tenant = store.find("Tenant", "", tenant_name)
-        if not isinstance(tenant, Tenant):
+        tenant = store.find("Tenant", "", tenant_name) if tenant_name else None
+        if tenant_name is None or not isinstance(tenant, Tenant):
             self._warn(key, f"namespace {namespace} maps to tenant {tenant_name}, which is unknown")
             return
         queue = next((p.queue for p in pods if p.queue), None) or self.default_queue

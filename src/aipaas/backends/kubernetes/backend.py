@@ -115,7 +115,7 @@ class KubernetesBackend:
             patch = {"metadata": {"annotations": {IMPORTED_BY: job}}}
             self.api.patch("Pod", pod.name, patch, pod.namespace)
 
-    def tenant_of(self, namespace: str) -> str:
+    def tenant_of(self, namespace: str) -> str | None:
         return self.options.tenant(namespace)
 
     # -- status, stop, logs --------------------------------------------------------------------

@@ -27,12 +27,13 @@ class KubeOptions:
     def namespace(self, tenant: str) -> str:
         return self.namespaces.get(tenant, tenant)
 
-    def tenant(self, namespace: str) -> str:
-        """The tenant a namespace belongs to (the inverse of ``namespace``)."""
+    def tenant(self, namespace: str) -> str | None:
+        """The tenant a namespace belongs to (the inverse of ``namespace``); None for the
+        namespace named like a tenant that is mapped elsewhere (it is not that tenant's)."""
         for tenant, mapped in self.namespaces.items():
             if mapped == namespace:
                 return tenant
-        return namespace
+        return None if namespace in self.namespaces else namespace
 
 
 def parse_namespaces(text: str) -> dict[str, str]:

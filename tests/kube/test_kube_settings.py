@@ -1,0 +1,36 @@
+"""``--backend kubernetes`` from a server's settings: the kubeconfig and the tenant mapping
+read from the environment, the backend built by the registry and answering."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from kube_fake import FakeKube
+from pydantic import ValidationError
+
+from aipaas.backends.kubernetes.backend import KubernetesBackend
+from aipaas.backends.registry import make_backend
+from aipaas.cli.control_runtime import kube_options
+from aipaas.settings import Settings, env_overrides
+
+
+def test_the_server_settings_build_a_backend_that_reads_the_cluster(
+    fake: FakeKube, tmp_path: Path
+) -> None:
+    config = fake.write_kubeconfig(tmp_path / "kubeconfig")
+    environ = {"AIPAAS_KUBE_CONFIG": str(config), "AIPAAS_KUBE_NAMESPACES": "acme=team-acme"}
+    settings = Settings(backend="kubernetes", **env_overrides(environ))  # type: ignore[arg-type]
+    assert settings.kube_namespaces == {"acme": "team-acme"}
+    backend = make_backend("kubernetes", tmp_path / "run", kube=kube_options(settings))
+    assert isinstance(backend, KubernetesBackend)
+    assert backend.options.namespace("acme") == "team-acme"
+    assert {n.name for n in backend.inventory().nodes} == {"gpu-a", "gpu-b"}
+    backend.close()
+
+
+@pytest.mark.parametrize("text", ["acme", "acme=", "=ns", "a=b,c"])
+def test_a_bad_namespace_mapping_names_the_pair(text: str) -> None:
+    with pytest.raises(ValidationError) as raised:
+        Settings(backend="kubernetes", kube_namespaces=text)  # type: ignore[arg-type]
+    assert "kube_namespaces" in str(raised.value) and "TENANT=NAMESPACE" in str(raised.value)
