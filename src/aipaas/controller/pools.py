@@ -55,7 +55,7 @@ class PoolController:
         pools = [p for p in context.store.list_objects("NodePool", "") if isinstance(p, NodePool)]
         if not pools:
             return
-        pending = pending_jobs(context.store.list_objects("Job", None))
+        pending = pending_jobs(context.store.list_objects("Job", None, phases=[JobPhase.PENDING]))
         usage = {n.name: n for n in context.store.list_objects("Node", "") if isinstance(n, Node)}
         now = context.clock.now().timestamp()
         for pool in pools:
