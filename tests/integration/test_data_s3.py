@@ -348,3 +348,56 @@ spec: {{source: "s3://{BUCKET}/queued", endpoint: "{s3.url}", secretRef: s3-cred
         messages = [e["message"] for e in client.get("/events", params=params).json()["items"]]
         client.post("/jobs/waiting/cancel", params={"tenant": "acme"})
     assert any("for job acme/waiting" in m for m in messages), messages
+
+
+PEEKER = """
+import os, pathlib
+target = pathlib.Path({target!r})
+try:
+    found = sorted(os.listdir(target))
+    result = "read " + ",".join(found)
+except PermissionError as err:
+    result = "denied"
+pathlib.Path({out!r}, os.environ["AIPAAS_TENANT"]).write_text(result)
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="tasks run as per-tenant users only as root")
+def test_another_tenants_task_cannot_read_the_cache(s3: S3Server, server: ServerProcess) -> None:
+    s3.upload(BUCKET, OBJECTS)
+    assert _apply(server, _manifests(s3.url)).status_code == 200
+    rival = """apiVersion: aipaas/v1
+kind: Tenant
+metadata: {name: rival}
+---
+apiVersion: aipaas/v1
+kind: Queue
+metadata: {name: research, tenant: rival}
+"""
+    assert _apply(server, rival).status_code == 200
+    out = shared_dir()
+    assert _apply(server, _job("warmer", out)).status_code == 200
+    server.wait_phase("warmer", "Succeeded", timeout=90)
+    cached = _dataset(server)["status"]["nodes"][0]
+    assert cached["complete"]
+    roots = sorted(Path("/var/lib/aipaas-tasks").glob("*-datasets/acme"), key=os.path.getmtime)
+    target = str(roots[-1])
+    for owner in ("acme", "rival"):
+        job = {
+            "apiVersion": "aipaas/v1",
+            "kind": "Job",
+            "metadata": {"name": "peek", "tenant": owner},
+            "spec": {
+                "queue": "research",
+                "tasks": [
+                    {
+                        "name": "p",
+                        "command": [TASK_PYTHON, "-c", PEEKER.format(target=target, out=str(out))],
+                    }
+                ],
+            },
+        }
+        assert _apply(server, json.dumps(job)).status_code == 200
+        server.wait_phase("peek", "Succeeded", tenant=owner, timeout=60)
+    assert (out / "acme").read_text().startswith("read train-")  # its own: readable
+    assert (out / "rival").read_text() == "denied"
