@@ -9,7 +9,14 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from aipaas.server import dashboard_routes, data_routes, entry, finops_routes, watch_routes
+from aipaas.server import (
+    dashboard_routes,
+    data_routes,
+    entry,
+    finops_routes,
+    lending_routes,
+    watch_routes,
+)
 
 
 def routers() -> list[APIRouter]:
@@ -20,4 +27,5 @@ def routers() -> list[APIRouter]:
         watch_routes.router,
         entry.router,
         data_routes.router,
+        lending_routes.router,
     ]
