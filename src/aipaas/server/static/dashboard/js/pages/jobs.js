@@ -4,12 +4,12 @@ import { age, card, h, phase, table } from "../dom.js";
 
 const EXAMPLE = `apiVersion: aipaas/v1
 kind: Job
-metadata: {name: hello}
+metadata: {name: my-job}
 spec:
   queue: default
   tasks:
     - name: main
-      command: [/bin/sh, -c, "echo hello; sleep 2; echo done"]
+      command: [/bin/sh, -c, "echo started; sleep 2; echo done"]
       resources: {cpu: 1, memory: 64Mi}
 `;
 
