@@ -229,7 +229,7 @@ def follow_events(
 # The platform's own label and annotation keys (server/submission.py says the same): a rerun
 # leaves them out, since users may not write them.
 _SYSTEM_DOMAIN = "aipaas.dev"
-_USER_DOMAINS = frozenset({"sim.aipaas.dev"})
+_USER_DOMAINS = frozenset({"sim.aipaas.dev", "kubernetes.aipaas.dev"})  # as server/submission.py
 
 
 def is_system_key(key: str) -> bool:
