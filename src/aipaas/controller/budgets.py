@@ -35,7 +35,7 @@ from aipaas.controller import budget_marks
 from aipaas.controller.extensions import CycleContext
 from aipaas.metering.budgets import Standing, delivery_name, period_of, standing
 from aipaas.metering.cost import CostRow
-from aipaas.metering.cost_ledger import cost
+from aipaas.metering.cost_cache import CostCache
 from aipaas.metering.webhooks import Sender, deliver_due, http_sender
 from aipaas.settings import Settings
 from aipaas.store import Store
@@ -69,6 +69,8 @@ class BudgetExtension:
         #: tenants' webhooks may go to internal addresses (metering/webhooks.py private_target)
         self.allow_private = allow_private
         self._last: float | None = None
+        #: the priced ledger kept between evaluations (metering/cost_cache.py)
+        self._costs = CostCache()
 
     def run(self, context: CycleContext) -> None:
         now = context.clock.monotonic()
@@ -93,7 +95,7 @@ class BudgetExtension:
         in_force: list[tuple[Budget, Standing]] = []
         for tenant, members in sorted(by_tenant.items()):
             since = min(period_of(b.spec.period, now).start for b in members)
-            rows = cost(store, tenant, since, now, ("queue", "day"))
+            rows = self._costs.cost(store, tenant, since, now, ("queue", "day"))
             for budget in members:
                 start = period_of(budget.spec.period, now).start
                 mine = [r for r in rows if r.key["day"] >= start.date().isoformat()]

@@ -83,8 +83,26 @@ def price_entries(
     by: Sequence[str],
 ) -> list[CostRow]:
     """The cost of ``entries`` inside [since, until), summed by ``by`` (and currency)."""
+    rows: Rows = {}
+    accumulate(rows, entries, book, since, until, by)
+    return [rows[key] for key in sorted(rows)]
+
+
+#: (*values of ``by``, currency) -> the row
+Rows = dict[tuple[str, ...], CostRow]
+
+
+def accumulate(
+    rows: Rows,
+    entries: Iterable[LedgerEntry],
+    book: PriceBook,
+    since: datetime,
+    until: datetime,
+    by: Sequence[str],
+) -> None:
+    """Add the cost of ``entries`` inside [since, until) to ``rows`` (metering/cost_cache.py
+    keeps them between calls)."""
     since, until = utc(since), utc(until)
-    rows: dict[tuple[str, ...], CostRow] = {}
 
     def row(key: tuple[str, ...], currency: str) -> CostRow:
         found = rows.get((*key, currency))
@@ -121,7 +139,6 @@ def price_entries(
                     rates,
                     entry,
                 )
-    return [rows[key] for key in sorted(rows)]
 
 
 def _add(target: CostRow, piece: Priced, rates: Rates, entry: LedgerEntry) -> None:
