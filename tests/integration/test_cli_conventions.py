@@ -78,11 +78,11 @@ def test_watch_wait_logs_rerun_cancel(sqlite_server: ServerProcess) -> None:
     for name in ("s1", "s2"):
         server.cli("apply", "-f", "-", input=job(name, sleeper))
     cancelled = server.cli("cancel", "job/s1", "job/s2", "-t", "acme")
-    assert cancelled.stdout.splitlines() == ["job/s1 cancelling", "job/s2 cancelling"]
+    assert cancelled.stdout.splitlines() == ["job s1 cancelling", "job s2 cancelling"]
     for name in ("s1", "s2"):
         server.cli("wait", f"job/{name}", "--for=phase=Cancelled", "--timeout", "60s", "-t", "acme")
     leftover = server.cli("cancel", "-l", "suite=cli", "-t", "acme")
-    assert leftover.stdout.splitlines() == ["job/big cancelling"]
+    assert leftover.stdout.splitlines() == ["job big cancelling"]
 
     events = server.cli("events", "job/hello", "-t", "acme", "-f", "--timeout", "2s")
     assert "Succeeded" in events.stdout

@@ -129,7 +129,7 @@ def cancel(
 
         def one(name: str) -> str:
             api.cancel(name, tenant)
-            return f"job/{name} cancelling"
+            return f"job {name} cancelling"
 
         _each(chosen, one)
 

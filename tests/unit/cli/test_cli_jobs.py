@@ -51,7 +51,7 @@ class TestCancelAndDelete:
     def test_cancel_several_names_in_either_form(self, world: World) -> None:
         submit(world, "a", "b", "c")
         out = world.ok("cancel", "job/a", "job/b", "-t", "acme")
-        assert out.splitlines() == ["job/a cancelling", "job/b cancelling"]
+        assert out.splitlines() == ["job a cancelling", "job b cancelling"]
         assert CANCEL in notes_of(world, "a") and CANCEL in notes_of(world, "b")
         assert CANCEL not in notes_of(world, "c")
         world.ok("cancel", "c", "-t", "acme")
@@ -63,14 +63,14 @@ class TestCancelAndDelete:
         submit(world, "d")
         world.set_status("Job", "acme", "b", phase="Succeeded")
         out = world.ok("cancel", "-l", "team=nlp", "--queue", "research", "-t", "acme")
-        assert out.splitlines() == ["job/a cancelling"]
+        assert out.splitlines() == ["job a cancelling"]
         assert CANCEL not in notes_of(world, "c") and CANCEL not in notes_of(world, "d")
 
     def test_one_missing_name_does_not_stop_the_others(self, world: World) -> None:
         submit(world, "a", "b")
         result = world.cli("cancel", "a", "nope", "b", "-t", "acme")
         assert result.exit_code == 3
-        assert result.stdout.splitlines() == ["job/a cancelling", "job/b cancelling"]
+        assert result.stdout.splitlines() == ["job a cancelling", "job b cancelling"]
         assert result.stderr.strip() == "error: job nope not found"
 
     def test_names_or_a_selector_are_needed_and_not_both(self, world: World) -> None:
