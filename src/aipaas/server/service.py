@@ -33,6 +33,7 @@ from aipaas.server.data_checks import (
     redact_secrets,
 )
 from aipaas.server.entry_apply import check_service, service_reference_keys
+from aipaas.server.finops_checks import check_finops, finops_reference_keys
 from aipaas.server.submission import (
     check_dependencies,
     check_leaf_queue,
@@ -374,6 +375,7 @@ class ObjectService:
                 ]
             )
         check_service(obj, found, platform_admin=self.caller.is_platform_admin)
+        check_finops(obj, found)
         return found
 
     def _resolved(self, job: Job, found: dict[ObjectKey, Object], tx: Connection) -> JobSpec:
@@ -483,6 +485,7 @@ def _reference_keys(obj: Object) -> list[ObjectKey]:
         keys.append(("Queue", obj.tenant, obj.spec.parent))
     keys.extend(data_reference_keys(obj))
     keys.extend(service_reference_keys(obj))
+    keys.extend(finops_reference_keys(obj))
     return keys
 
 

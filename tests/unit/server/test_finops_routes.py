@@ -187,3 +187,75 @@ def test_bad_price_lists_name_the_field(api: Api, spec: str, field: str) -> None
     answer = api.client.post("/api/v1/apply", content=text, headers=api.as_("admin"))
     assert answer.status_code == 422, answer.text
     assert field in answer.text
+
+
+BUDGET = """apiVersion: aipaas/v1
+kind: Budget
+metadata: {name: b, tenant: TENANT}
+spec: SPEC
+"""
+GOOD = "{queue: research, amount: 100, thresholds: [50, {percent: 100, action: stopAdmission}]}"
+
+
+def budget(tenant: str = "acme", spec: str = GOOD) -> str:
+    return BUDGET.replace("TENANT", tenant).replace("SPEC", spec)
+
+
+def test_tenant_admins_write_budgets_members_read_them(api: Api) -> None:
+    assert (
+        api.client.post("/api/v1/apply", content=budget(), headers=api.as_("alice")).status_code
+        == 403
+    )
+    answer = api.client.post("/api/v1/apply", content=budget(), headers=api.as_("tad"))
+    assert answer.status_code == 200, answer.text
+    read = api.client.get("/api/v1/budgets/b", headers=api.as_("vera"))
+    assert read.status_code == 200 and read.json()["spec"]["amount"] == 100
+    for who in ("bob",):
+        assert (
+            api.client.get(
+                "/api/v1/budgets/b", params={"tenant": "acme"}, headers=api.as_(who)
+            ).status_code
+            == 404
+        )
+    other = api.client.post("/api/v1/apply", content=budget("globex"), headers=api.as_("tad"))
+    assert other.status_code == 404
+
+
+@pytest.mark.parametrize(
+    ("spec", "field"),
+    [
+        ("{queue: nope, amount: 100}", "spec.queue"),
+        ("{amount: 0}", "spec.amount"),
+        ("{amount: .inf}", "spec.amount"),
+        ("{amount: 10, period: yearly}", "spec.period"),
+        ("{amount: 10, thresholds: []}", "spec.thresholds"),
+        ("{amount: 10, thresholds: [50, 50]}", "spec.thresholds[1].percent"),
+        ("{amount: 10, thresholds: [0]}", "spec.thresholds[0].percent"),
+        ("{amount: 10, thresholds: [{percent: 90, action: explode}]}", "spec.thresholds[0].action"),
+        (
+            "{amount: 10, thresholds: [{percent: 90, action: lowerPriority}]}",
+            "spec.thresholds[0].action",
+        ),
+        (
+            "{amount: 10, webhook: {url: 'ftp://x/y', secretRef: {name: s, key: k}}}",
+            "spec.webhook.url",
+        ),
+        ("{amount: 10, webhook: {url: 'https://x/y'}}", "spec.webhook.secretRef"),
+        ("{amount: 10, currency: usd}", "spec.currency"),
+    ],
+)
+def test_bad_budgets_name_the_field(api: Api, spec: str, field: str) -> None:
+    answer = api.client.post("/api/v1/apply", content=budget(spec=spec), headers=api.as_("tad"))
+    assert answer.status_code == 422, answer.text
+    assert field in answer.text, answer.text
+
+
+def test_nobody_writes_the_delivery_log(api: Api) -> None:
+    text = (
+        "apiVersion: aipaas/v1\nkind: WebhookDelivery\nmetadata: {name: d, tenant: acme}\n"
+        "spec: {url: 'http://x/', event: BudgetThresholdCrossed}\n"
+    )
+    for who in ("tad", "admin"):
+        assert (
+            api.client.post("/api/v1/apply", content=text, headers=api.as_(who)).status_code == 403
+        )
