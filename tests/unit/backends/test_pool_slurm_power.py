@@ -143,3 +143,11 @@ def test_undrain_and_no_power_down_of_a_node_never_drained(
     # The drained set outlives the process (a restarted server keeps its cordons).
     pool.drain_nodes("h100", ["g1"])
     assert backend(slurm, tmp_path).inventory().unknown == {"g1"}
+
+
+def test_a_nodes_since_holds_while_its_state_does(slurm: PowerSlurm, tmp_path: Path) -> None:
+    pool = backend(slurm, tmp_path)
+    pool.create_nodes(TEMPLATE, 1)
+    slurm.boot("g1")
+    first = pool.list_nodes("h100")
+    assert pool.list_nodes("h100") == first  # no status write each cycle for nothing

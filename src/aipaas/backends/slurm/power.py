@@ -79,22 +79,30 @@ class SlurmPowerPool:
 
     def list_nodes(self, pool: str) -> list[PoolNode]:
         drained = self._drained()
-        now = time.time()
         nodes = []
         for item in self._pool_items(pool):
             name = str(item["name"])
             base, flags = node_flags(item)
             if flags & UP_FLAGS:
-                nodes.append(PoolNode(name, NodeState.PROVISIONING, now))
+                state = NodeState.PROVISIONING
             elif flags & OFF_FLAGS:
                 continue  # off: not part of the pool now
             elif name in drained:
                 nodes.append(PoolNode(name, NodeState.DRAINING, drained[name]))
+                continue
             elif base in ("down", "unknown", "future"):
-                nodes.append(PoolNode(name, NodeState.PROVISIONING, now))  # slurmd not up yet
+                state = NodeState.PROVISIONING  # slurmd not registered yet
             else:
-                nodes.append(PoolNode(name, NodeState.READY, now))
+                state = NodeState.READY
+            nodes.append(PoolNode(name, state, self._since(name, state)))
         return nodes
+
+    def _since(self, name: str, state: NodeState) -> float:
+        """When this process first saw the node in its state (Slurm does not say)."""
+        seen: dict[str, tuple[NodeState, float]] = self.__dict__.setdefault("_pool_seen", {})
+        if name not in seen or seen[name][0] != state:
+            seen[name] = (state, time.time())
+        return seen[name][1]
 
     def create_nodes(self, template: NodeTemplate, count: int) -> list[str]:
         """Power up ``count`` of the pool's powered-down nodes (fewer if fewer are off)."""
