@@ -399,5 +399,6 @@ metadata: {name: research, tenant: rival}
         }
         assert _apply(server, json.dumps(job)).status_code == 200
         server.wait_phase("peek", "Succeeded", tenant=owner, timeout=60)
-    assert (out / "acme").read_text().startswith("read train-")  # its own: readable
+    seen = (out / "acme").read_text()
+    assert seen.startswith("read ") and "train-" in seen  # its own: readable
     assert (out / "rival").read_text() == "denied"
