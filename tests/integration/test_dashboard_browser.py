@@ -169,7 +169,9 @@ def test_a_revoked_token_ends_the_session(page: Page, world: World) -> None:
     sign_in(page, world, "alice", created["token"])
     with world.server.http() as client:
         client.delete(f"/tokens/{created['id']}").raise_for_status()
-    # The next refresh is refused (401): the tab forgets the token and asks for another.
+    # The next read (here: opening another page) is refused (401): the tab forgets the token
+    # and asks for another.
+    page.click("nav a[data-page=queues]")
     expect(page.locator("#login-error")).to_contain_text("session ended", timeout=15_000)
     expect(page.locator("#nav")).to_be_hidden()
     assert page.evaluate("sessionStorage.getItem('aipaas.token')") is None

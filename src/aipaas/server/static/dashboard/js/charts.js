@@ -57,11 +57,13 @@ export function stackedChart({ title, times, series, limit, unit }) {
   layers.forEach((layer, s) => {
     const upper = layer.top.map((v, i) => `${x(i)},${y(v)}`);
     const lower = layer.bottom.map((v, i) => `${x(i)},${y(v)}`).reverse();
-    figure.append(svg("polygon", { points: upper.concat(lower).join(" "), fill: colour(s), "fill-opacity": "0.75" },
+    const points = upper.concat(lower).join(" ");
+    figure.append(svg("polygon", { points, fill: colour(s), "fill-opacity": "0.75" },
       svg("title", {}, series[s].name)));
   });
   if (limit) {
-    figure.append(svg("line", { class: "capacity", x1: PAD.left, x2: WIDTH - PAD.right, y1: y(limit), y2: y(limit) },
+    const level = { x1: PAD.left, x2: WIDTH - PAD.right, y1: y(limit), y2: y(limit) };
+    figure.append(svg("line", { class: "capacity", ...level },
       svg("title", {}, `capacity ${number(limit)}`)));
   }
   if (n) {
@@ -71,38 +73,47 @@ export function stackedChart({ title, times, series, limit, unit }) {
   }
   const total = n ? tops[n - 1] : 0;
   return h("figure", { class: "chart", "data-total": total.toFixed(6), "data-series": series.length },
-    h("figcaption", { class: "muted" }, `${title} (now ${short(total)} ${unit})`), figure, legend(series.map((s) => s.name)),
+    h("figcaption", { class: "muted" }, `${title} (now ${short(total)} ${unit})`), figure,
+    legend(series.map((s) => s.name)),
     limit ? h("div", { class: "muted" }, `dashed: capacity ${number(limit)} ${unit}`) : null);
 }
 
 /**
  * Per-queue shares: a bar of what each queue holds and what it waits for, with ticks at its
- * fair share (solid) and its guarantee (dotted). rows: [{name, allocated, pending, fairShare, guaranteed}]
+ * fair share (solid) and its guarantee (dotted).
+ * rows: [{name, allocated, pending, fairShare, guaranteed}]
  */
 export function shareBars({ title, rows, unit }) {
   const rowH = 26;
   const height = PAD.top + rows.length * rowH + 20;
   const left = 160;
   const plotW = WIDTH - left - PAD.right;
-  const high = (Math.max(0, ...rows.map((r) => Math.max(r.allocated + r.pending, r.fairShare, r.guaranteed))) || 1) * 1.05;
+  const widest = (r) => Math.max(r.allocated + r.pending, r.fairShare, r.guaranteed);
+  const high = (Math.max(0, ...rows.map(widest)) || 1) * 1.05;
   const x = (v) => left + (v / high) * plotW;
   const figure = svg("svg", { viewBox: `0 0 ${WIDTH} ${height}`, role: "img" }, svg("title", {}, title));
   rows.forEach((row, i) => {
     const top = PAD.top + i * rowH;
-    figure.append(svg("text", { x: left - 6, y: top + 15, "text-anchor": "end" }, row.name));
-    figure.append(svg("rect", { x: left, y: top + 4, width: x(row.allocated) - left, height: 14, fill: colour(0) },
-      svg("title", {}, `${row.name}: allocated ${number(row.allocated)} ${unit}`)));
-    figure.append(svg("rect", { x: x(row.allocated), y: top + 4, width: x(row.pending) - left, height: 14, fill: colour(1), "fill-opacity": "0.5" },
-      svg("title", {}, `${row.name}: pending ${number(row.pending)} ${unit}`)));
-    figure.append(svg("line", { x1: x(row.fairShare), x2: x(row.fairShare), y1: top + 1, y2: top + 21, stroke: "#1d2433", "stroke-width": 2 },
-      svg("title", {}, `${row.name}: fair share ${number(row.fairShare)} ${unit}`)));
-    figure.append(svg("line", { x1: x(row.guaranteed), x2: x(row.guaranteed), y1: top + 1, y2: top + 21, stroke: "#1e8e3e", "stroke-width": 2, "stroke-dasharray": "2 2" },
-      svg("title", {}, `${row.name}: guaranteed ${number(row.guaranteed)} ${unit}`)));
+    const say = (what, value) => svg("title", {}, `${row.name}: ${what} ${number(value)} ${unit}`);
+    // A bar of `value` starting at `from`, and a tick at `value`; each says what it shows.
+    const bar = (from, value, what, attrs) => svg("rect",
+      { x: x(from), y: top + 4, width: x(value) - left, height: 14, ...attrs }, say(what, value));
+    const tick = (value, what, attrs) => svg("line",
+      { x1: x(value), x2: x(value), y1: top + 1, y2: top + 21, "stroke-width": 2, ...attrs },
+      say(what, value));
+    figure.append(
+      svg("text", { x: left - 6, y: top + 15, "text-anchor": "end" }, row.name),
+      bar(0, row.allocated, "allocated", { fill: colour(0) }),
+      bar(row.allocated, row.pending, "pending", { fill: colour(1), "fill-opacity": "0.5" }),
+      tick(row.fairShare, "fair share", { stroke: "#1d2433" }),
+      tick(row.guaranteed, "guaranteed", { stroke: "#1e8e3e", "stroke-dasharray": "2 2" }));
   });
-  figure.append(svg("text", { x: WIDTH - PAD.right, y: height - 4, "text-anchor": "end" }, `${number(high / 1.05)} ${unit}`));
+  figure.append(svg("text", { x: WIDTH - PAD.right, y: height - 4, "text-anchor": "end" },
+    `${number(high / 1.05)} ${unit}`));
   const key = h("div", { class: "legend" },
     h("span", {}, swatch(colour(0)), "allocated"), h("span", {}, swatch(colour(1)), "pending"),
-    h("span", {}, swatch("#1d2433"), "fair share (tick)"), h("span", {}, swatch("#1e8e3e"), "guaranteed (dotted tick)"));
+    h("span", {}, swatch("#1d2433"), "fair share (tick)"),
+    h("span", {}, swatch("#1e8e3e"), "guaranteed (dotted tick)"));
   return h("figure", { class: "chart shares" }, h("figcaption", { class: "muted" }, title), figure, key);
 }
 

@@ -19,6 +19,12 @@ function gpusByModel(nodes) {
   return [...models.values()];
 }
 
+function nodeGpus(node) {
+  const gpus = node.spec.gpus || {};
+  const held = (node.status || {}).allocatedGpus || 0;
+  return `${number(held)} / ${gpus.count || 0} ${gpus.model || ""}`;
+}
+
 function stat(label, value, id) {
   return h("div", { class: "stat", id }, h("b", {}, value), label);
 }
@@ -61,7 +67,7 @@ export default function cluster() {
           ["node", (n) => n.metadata.name],
           ["backend", (n) => n.spec.backend],
           ["ready", (n) => (!n.status || n.status.ready !== false ? "yes" : "no")],
-          ["GPUs", (n) => `${number((n.status || {}).allocatedGpus || 0)} / ${(n.spec.gpus || {}).count || 0} ${(n.spec.gpus || {}).model || ""}`],
+          ["GPUs", nodeGpus],
           ["CPU", (n) => `${number(cores((n.status || {}).allocatedCpu))} / ${number(cores(n.spec.cpu))}`],
           ["memory", (n) => `${(n.status || {}).allocatedMemory || 0} / ${n.spec.memory}`],
         ], nodes, { id: "nodes" })),

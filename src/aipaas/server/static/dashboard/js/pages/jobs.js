@@ -16,6 +16,10 @@ spec:
 const gpusOf = (job) => job.spec.tasks.reduce(
   (sum, t) => sum + (t.replicas || 1) * Number((t.resources || {}).gpu || 0), 0);
 
+function jobHref(name, tenant) {
+  return `/dashboard/jobs?${new URLSearchParams({ name, tenant })}`;
+}
+
 function jobList(go) {
   const live = h("div");
   const editor = h("textarea", { id: "submit-text", spellcheck: "false" }, EXAMPLE);
@@ -25,7 +29,7 @@ function jobList(go) {
       const answer = await api.applyYaml(editor.value);
       const item = answer.items[0];
       result.textContent = `${item.action}: ${item.kind} ${item.name}`;
-      if (item.kind === "Job") go(`/dashboard/jobs?name=${encodeURIComponent(item.name)}&tenant=${encodeURIComponent(item.object.metadata.tenant)}`);
+      if (item.kind === "Job") go(jobHref(item.name, item.object.metadata.tenant));
     } catch (error) {
       result.textContent = `refused: ${error.message}`;
     }
@@ -33,10 +37,9 @@ function jobList(go) {
   const node = h("div", { id: "page-jobs" }, h("h1", {}, "Jobs"), live,
     card("Submit (YAML or JSON, as aipaas apply takes)", editor,
       h("button", { id: "submit", type: "button", onclick: submit }, "Submit"), result));
-  const link = (job) => h("a", {
-    href: `/dashboard/jobs?name=${encodeURIComponent(job.metadata.name)}&tenant=${encodeURIComponent(job.metadata.tenant)}`,
-    "data-go": "", class: "job-link",
-  }, job.metadata.name);
+  const link = (job) => h("a",
+    { href: jobHref(job.metadata.name, job.metadata.tenant), "data-go": "", class: "job-link" },
+    job.metadata.name);
   return {
     node,
     stop() {},
@@ -89,7 +92,8 @@ function jobDetail(name, tenant) {
       finished = ["Succeeded", "Failed", "Cancelled"].includes(status.phase);
       const list = await api.list("/events", { kind: "Job", name, tenant });
       summary.replaceChildren(card("Status",
-        h("p", {}, "phase ", h("span", { id: "job-phase" }, phase(status.phase)), " ", status.reason || "", " ", status.message || ""),
+        h("p", {}, "phase ", h("span", { id: "job-phase" }, phase(status.phase)),
+          ` ${status.reason || ""} ${status.message || ""}`),
         table([
           ["task", (t) => t.name],
           ["phase", (t) => phase(t.phase)],

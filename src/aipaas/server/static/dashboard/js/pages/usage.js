@@ -18,10 +18,11 @@ export default function usage() {
         api.get("/prices").catch(() => null)]);
       const gpu = settings.resource === "gpu";
       const field = gpu ? "gpuHours" : "cpuHours";
+      const kind = gpu ? "GPU" : "CPU";
       live.replaceChildren(
         card("Cost in the window, by queue", costChart(spend)),
-        card(`${gpu ? "GPU" : "CPU"}-hours used in the window, by queue`, h("div", { id: "usage-chart" },
-          stackedChart({ title: `${gpu ? "GPU" : "CPU"}-hours`, times: line.times, series: bySeries(line, field), unit: "h" }))),
+        card(`${kind}-hours used in the window, by queue`, h("div", { id: "usage-chart" },
+          stackedChart({ title: `${kind}-hours`, times: line.times, series: bySeries(line, field), unit: "h" }))),
         prices ? card("Prices", priceTable(prices)) : null,
         card("Totals (the usage ledger and what runs now)", table([
           ["tenant", (r) => r.tenant],
