@@ -122,3 +122,21 @@ def test_the_fake_server_refuses_what_a_real_one_refuses(fake: FakeKube) -> None
     assert raised.value.code == 422 and "gpus" in raised.value.message
     assert fake.rejected and fake.rejected[-1][0]["metadata"]["name"] == "bad"
     fake.rejected.clear()  # refused on purpose: the fixture's check is for the backend's writes
+
+
+def test_the_gpu_short_form_becomes_a_cluster_claim(
+    world: World, fake: FakeKube, backend: KubernetesBackend
+) -> None:
+    world.setup()
+    controller = world.controller(backend, inventory_seconds=0)
+    controller.run_cycle()
+    world.submit("short", "    - name: main\n      command: [x]\n      resources: {gpu: 2}\n")
+    controller.run_cycle()
+    [pod] = [p for p in fake.list("Pod") if p["metadata"]["labels"]["aipaas.dev/job"] == "short"]
+    print(world.job("short").status, pod["spec"])
+    [ref] = pod["spec"]["resourceClaims"]
+    claim = fake.get("ResourceClaim", "acme", ref["resourceClaimName"])
+    assert claim is not None and claim["metadata"]["labels"] == {"aipaas.dev/managed": "true"}
+    results = claim["status"]["allocation"]["devices"]["results"]
+    assert len(results) == 2 and {r["pool"] for r in results} == {pod["spec"]["nodeName"]}
+    assert "nvidia.com/gpu" not in pod["spec"]["containers"][0]["resources"].get("limits", {})

@@ -40,6 +40,9 @@ def test_nodes_carry_their_labels_and_what_others_leave(
     assert nodes["gpu-a"].cpu_milli == 64_000 - 1_500
     assert nodes["gpu-a"].memory_mib == 512 * 1024 - 2 * 1024
     assert nodes["gpu-b"].cpu_milli == 64_000
+    # GPUs that only a DRA driver publishes count as the node's GPUs
+    assert (nodes["gpu-a"].gpu_count, nodes["gpu-a"].gpu_memory_mib) == (4, 80 * 1024)
+    assert nodes["gpu-a"].gpu_model == "NVIDIA-H100-80GB-HBM3"  # the node label wins
     assert {n.backend for n in found.nodes} == {"kubernetes"}
     assert found.unknown == frozenset()
 
@@ -74,8 +77,10 @@ def test_devices_allocated_by_another_scheduler_are_left_out(
                 }
             }
         }
-    slices = {s.spec.node_name: s for s in backend.inventory().slices}
+    found = backend.inventory()
+    slices = {s.spec.node_name: s for s in found.slices}
     assert [d.name for d in slices["gpu-a"].spec.devices] == ["gpu-0", "gpu-2", "gpu-3"]
+    assert {n.name: n.gpu_count for n in found.nodes} == {"gpu-a": 3, "gpu-b": 4}
     assert len(slices["gpu-b"].spec.devices) == 4
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from typing import Any
 
 from pydantic import ValidationError
@@ -20,6 +21,7 @@ from aipaas.api.devices import ResourceSlice
 from aipaas.api.quantity import parse_quantity
 from aipaas.backends.base import Inventory, NodeInfo
 from aipaas.backends.kubernetes.manifests import ALLOCATED_ANNOTATION, MANAGED_LABEL
+from aipaas.devices.topology_files import DRIVER
 
 log = logging.getLogger("aipaas.backends.kubernetes")
 
@@ -128,5 +130,28 @@ def inventory(
         for s in (_slice(d, held) for d in slices)
         if s is not None and (s.spec.node_name is None or s.spec.node_name in names)
     ]
+    infos = tuple(_with_dra_gpus(n, kept) for n in infos)
     features = frozenset({"containers"} | ({"gpu"} if any(n.gpu_count for n in infos) else set()))
     return Inventory(infos, features, tuple(kept), unknown)
+
+
+def _with_dra_gpus(node: NodeInfo, slices: list[ResourceSlice]) -> NodeInfo:
+    """A node whose GPUs a DRA driver publishes (and no device plugin counts): its GPU count,
+    model and memory from the slices' GPU devices, as the scheduler counts GPUs."""
+    gpus = [
+        d
+        for s in slices
+        if s.spec.node_name == node.name and s.spec.driver == DRIVER
+        for d in s.spec.devices
+        if (d.attributes.get("type") and d.attributes["type"].string == "gpu")
+    ]
+    if node.gpu_count or not gpus:
+        return node
+    memory = gpus[0].capacity.get("memory")
+    product = gpus[0].attributes.get("productName")
+    return replace(
+        node,
+        gpu_count=len(gpus),
+        gpu_model=node.gpu_model or (product.string or "" if product else ""),
+        gpu_memory_mib=_mib(memory.value) if memory else 0,
+    )
