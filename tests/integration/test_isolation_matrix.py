@@ -162,6 +162,14 @@ MATRIX: dict[tuple[str, str], Row] = {
         Call("GET", "/api/v1/jobs/j-acme/logs", ACME), api(200, 200, 200, 200)
     ),
     ("GET", "/api/v1/events"): Row(Call("GET", "/api/v1/events", ACME), api(200, 200, 200, 200)),
+    ("GET", "/api/v1/watch/events"): Row(
+        Call("GET", "/api/v1/watch/events", {**ACME, "timeoutSeconds": "1"}),
+        api(200, 200, 200, 200),
+    ),
+    ("GET", "/api/v1/watch/{plural}"): Row(
+        Call("GET", "/api/v1/watch/jobs", {**ACME, "timeoutSeconds": "1"}),
+        api(200, 200, 200, 200),
+    ),
     ("GET", "/api/v1/devices"): Row(Call("GET", "/api/v1/devices"), api(200, 200, 200, 200)),
     ("GET", "/api/v1/usage"): Row(Call("GET", "/api/v1/usage", ACME), api(200, 200, 200, 200)),
     ("GET", "/api/v1/cost"): Row(Call("GET", "/api/v1/cost", ACME), api(200, 200, 200, 200)),
@@ -225,6 +233,12 @@ EXTRA: list[tuple[str, Call, dict[str, int]]] = [
         ("get job", Call("GET", "/api/v1/jobs/secret", GLOBEX), 200),
         ("job logs", Call("GET", "/api/v1/jobs/secret/logs", GLOBEX), 200),
         ("events", Call("GET", "/api/v1/events", GLOBEX), 200),
+        ("watch jobs", Call("GET", "/api/v1/watch/jobs", {**GLOBEX, "timeoutSeconds": "1"}), 200),
+        (
+            "watch events",
+            Call("GET", "/api/v1/watch/events", {**GLOBEX, "timeoutSeconds": "1"}),
+            200,
+        ),
         ("usage", Call("GET", "/api/v1/usage", GLOBEX), 200),
         ("usage entries", Call("GET", "/api/v1/usage/entries", GLOBEX), 200),
         ("cost", Call("GET", "/api/v1/cost", GLOBEX), 200),
