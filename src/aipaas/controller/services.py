@@ -17,9 +17,7 @@ import random
 from datetime import datetime
 
 from aipaas.api.job import Job
-from aipaas.api.priority import PriorityClass
 from aipaas.api.service import SERVICE_LABEL, Service, ServiceLoad, ServiceStatus
-from aipaas.api.tenancy import Tenant
 from aipaas.autoscale.replicas import Load
 from aipaas.controller.extensions import CycleContext
 from aipaas.controller.services_probe import Prober
@@ -33,8 +31,8 @@ log = logging.getLogger("aipaas.controller")
 FINISHED = ["Succeeded", "Failed", "Cancelled"]
 #: a sample older than this is from an entry point that stopped measuring (nothing in flight)
 LOAD_FRESH_SECONDS = 3.0
-#: without any service, replicas of deleted services are looked for every this many cycles
-IDLE_CHECK_CYCLES = 25
+#: stray replica jobs and loads of deleted services are looked for every this many cycles
+SCAN_CYCLES = 25
 
 
 class ServiceExtension:
@@ -44,33 +42,31 @@ class ServiceExtension:
         self.prober = Prober()
         self.memories: dict[str, ServiceMemory] = {}
         self.rng = random.Random(seed)
-        self.had_services = True  # look for replicas of deleted services on the first cycle
+        self.names: set[tuple[str, str]] | None = None  # the services of the last run
 
     def run(self, context: CycleContext) -> None:
         store = context.store
         services = [s for s in store.list_objects("Service", None) if isinstance(s, Service)]
         names = {(s.tenant, s.name) for s in services}
-        had_services, self.had_services = self.had_services, bool(services)
-        if not services and not had_services and context.cycle % IDLE_CHECK_CYCLES:
-            return  # no service, none just deleted: look for stray replicas now and then
-        owned = self._replica_jobs(context, names)
-        loads = {
-            (load.tenant, load.name): load
-            for load in store.list_objects("ServiceLoad", None)
-            if isinstance(load, ServiceLoad)
-        }
-        for key in set(loads) - names:
-            with contextlib.suppress(NotFound):
-                store.delete("ServiceLoad", *key)  # the load of a deleted service
+        # Replica jobs (strays to adopt, replicas of deleted services) and the loads of
+        # deleted services are looked for when the set of services changed, else now and then.
+        scan = names != self.names or context.cycle % SCAN_CYCLES == 0
+        self.names = names
+        owned = self._replica_jobs(context, names) if scan else {}
+        loads: dict[tuple[str, str], ServiceLoad] = {}
+        if scan or any(s.spec.autoscaling is not None for s in services):
+            loads = {
+                (load.tenant, load.name): load
+                for load in store.list_objects("ServiceLoad", None)
+                if isinstance(load, ServiceLoad)
+            }
+        if scan:
+            for key in set(loads) - names:
+                with contextlib.suppress(NotFound):
+                    store.delete("ServiceLoad", *key)  # the load of a deleted service
         if not services:
             return
         wall = context.clock.now()
-        classes = {
-            c.name: c
-            for c in store.list_objects("PriorityClass", "")
-            if isinstance(c, PriorityClass)
-        }
-        tenants = {t.name: t for t in store.list_objects("Tenant", "") if isinstance(t, Tenant)}
         taken = {
             record.port
             for service in services
@@ -81,7 +77,6 @@ class ServiceExtension:
             context,
             self.prober,
             addresses=node_addresses((n.name, n.backend) for n in context.nodes),
-            classes=classes,
             taken_ports=taken,
             rng=self.rng,
         )
@@ -92,7 +87,7 @@ class ServiceExtension:
             try:
                 jobs = owned.get((service.tenant, service.name), [])
                 service = adopt_replicas(store, service, jobs, taken)
-                reconciler.reconcile(service, memory, load, tenants.get(service.tenant), wall)
+                reconciler.reconcile(service, memory, load, wall)
             except LeaseLost:
                 raise
             except Exception:

@@ -3,6 +3,7 @@ and stopped, status written (controller/services.py calls it for each service)."
 
 from __future__ import annotations
 
+import functools
 import logging
 import random
 from collections.abc import Mapping
@@ -31,6 +32,7 @@ from aipaas.controller.services_replicas import (
     replica_name,
     stop_replica,
 )
+from aipaas.errors import NotFound
 from aipaas.store import TaskRecord, TaskRepository
 
 log = logging.getLogger("aipaas.controller")
@@ -56,7 +58,6 @@ class Reconciler:
         prober: Prober,
         *,
         addresses: Mapping[str, str],
-        classes: Mapping[str, PriorityClass],
         taken_ports: set[int],
         rng: random.Random,
     ) -> None:
@@ -64,7 +65,6 @@ class Reconciler:
         self.store = context.store
         self.prober = prober
         self.addresses = addresses
-        self.classes = classes
         self.taken = taken_ports
         self.rng = rng
         self.memory = ServiceMemory()  # the service of the moment's (set by reconcile)
@@ -74,7 +74,6 @@ class Reconciler:
         service: Service,
         memory: ServiceMemory,
         load: Load | None,
-        tenant: Tenant | None,
         wall: datetime,
     ) -> None:
         now = wall.timestamp()
@@ -109,7 +108,7 @@ class Reconciler:
                     if record.revision == revision
                     else "replaced by revision " + revision,
                 )
-        records += self._create(service, wanted.create, revision, tenant, now)
+        records += self._create(service, wanted.create, revision, now)
         self._write(service, before, records, decision.desired, revision, last_scale)
 
     # observing ----------------------------------------------------------------------------
@@ -244,12 +243,26 @@ class Reconciler:
         if not served:
             record.stop_asked = stop_replica(self.store, service.tenant, record.job, why)
 
+    @functools.cached_property
+    def classes(self) -> dict[str, PriorityClass]:
+        """The stored priority classes (read once per cycle, and only when a replica is made)."""
+        found = self.store.list_objects("PriorityClass", "")
+        return {c.name: c for c in found if isinstance(c, PriorityClass)}
+
+    def _tenant(self, name: str) -> Tenant | None:
+        try:
+            found = self.store.get("Tenant", "", name)
+        except NotFound:
+            return None
+        return found if isinstance(found, Tenant) else None
+
     def _create(
-        self, service: Service, count: int, revision: str, tenant: Tenant | None, now: float
+        self, service: Service, count: int, revision: str, now: float
     ) -> list[ReplicaRecord]:
         made: list[ReplicaRecord] = []
         if count <= 0 or now < self.memory.not_before:
             return made
+        tenant = self._tenant(service.tenant)
         with self.context.transaction() as tx:
             for _ in range(count):
                 port = choose_port(self.taken, self.rng)

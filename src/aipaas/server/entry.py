@@ -27,7 +27,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from aipaas.api.service import Endpoint, Service
 from aipaas.errors import NotFound
-from aipaas.server.auth import authenticate, principal_cache
+from aipaas.server.auth import authenticate, principal_cache, remembered
 from aipaas.server.entry_load import LoadMeter
 from aipaas.store import Store
 
@@ -35,6 +35,8 @@ router = APIRouter(include_in_schema=False)
 METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
 #: how long a read of a service's status serves requests
 STATUS_TTL_SECONDS = 0.25
+#: answers of known length up to this are sent back whole, longer or unknown ones streamed
+WHOLE_BODY_BYTES = 1 << 20
 #: how long an endpoint that refused a connection is left out
 BROKEN_SECONDS = 2.0
 _HOP_BY_HOP = frozenset(
@@ -121,12 +123,12 @@ async def proxy(request: Request, tenant: str, name: str, path: str = "") -> Res
     service = await entry.service(tenant, name)
     if service is None or not service.spec.public:
         # Who asks is known before whether the service exists is told (no probing of names).
-        caller = await asyncio.to_thread(
-            authenticate,
-            entry.store,
-            request.headers.get("authorization"),
-            principal_cache(request),
-        )
+        header = request.headers.get("authorization")
+        cache = principal_cache(request)
+        # A caller this process remembers costs no store read (nor a thread).
+        caller = remembered(header, cache)
+        if caller is None:
+            caller = await asyncio.to_thread(authenticate, entry.store, header, cache)
         if not caller.sees_tenant(tenant):
             raise NotFound(f"service {name} not found")
     if service is None:
@@ -206,6 +208,18 @@ async def _forward(
 
         finish = _Finish(entry, answer, where, end)
         kept = {k: v for k, v in answer.headers.items() if k.lower() not in _HOP_BY_HOP}
+        length = answer.headers.get("content-length", "")
+        if length.isdigit() and int(length) <= WHOLE_BODY_BYTES:
+            # A short answer of known length goes back in one piece: streaming it cost more
+            # than the answer (a write per part, a task watching for the client leaving).
+            try:
+                content = await answer.aread()
+            except httpx.HTTPError as err:
+                content, kept = f"replica {endpoint.replica} broke off: {err}".encode(), {}
+                answer.status_code = 502
+            finally:
+                await finish()
+            return Response(content, status_code=answer.status_code, headers=kept)
         return StreamingResponse(
             _relay(answer, finish),
             status_code=answer.status_code,
