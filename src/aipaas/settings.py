@@ -51,6 +51,13 @@ class Settings(BaseModel):
         max_length=63,
         description="Queue of others' pods that name none (backend kubernetes).",
     )
+    kube_settle_seconds: float = Field(
+        default=2.0,
+        ge=0,
+        le=3600,
+        description="A pod group without a declared size is taken once its pods stayed the"
+        " same this long (backend kubernetes).",
+    )
     kube_import: bool = Field(
         default=True,
         description="Schedule pods that others create with schedulerName aipaas (kubernetes).",

@@ -69,7 +69,9 @@ def gpu_claim(name: str, count: int) -> dict[str, Any]:
 def controller_for(world: World, backend: KubernetesBackend) -> Controller:
     world.setup("{gpu: 100, cpu: 640, memory: 4Ti}")
     world.service.apply_text((EXAMPLES / "nvidia-classes.yaml").read_text())
-    return world.controller(backend, inventory_seconds=0, extensions=[KubeImport("research")])
+    return world.controller(
+        backend, inventory_seconds=0, extensions=[KubeImport("research", settle_seconds=0)]
+    )
 
 
 def submit_gang(fake: FakeKube, group: str, size: int, gpus: int, **options: Any) -> list[str]:

@@ -96,7 +96,9 @@ def test_the_cluster_role_grants_exactly_what_the_backend_uses(
 def with_import(world: World, backend: KubernetesBackend) -> Any:
     from aipaas.controller.kube_import import KubeImport
 
-    return world.controller(backend, inventory_seconds=0, extensions=[KubeImport("research")])
+    return world.controller(
+        backend, inventory_seconds=0, extensions=[KubeImport("research", settle_seconds=0)]
+    )
 
 
 def test_the_container_image_installs_the_kubernetes_extra_and_runs_unprivileged() -> None:

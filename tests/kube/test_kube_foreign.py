@@ -12,6 +12,7 @@ from kube_scenarios import controller_for, submit_gang
 
 from aipaas.api.job import Job
 from aipaas.backends.kubernetes.backend import KubernetesBackend
+from aipaas.controller.kube_import import KubeImport
 from aipaas.errors import InvalidObject
 
 
@@ -131,3 +132,27 @@ def test_a_pod_that_requests_nothing_is_still_scheduled(
     [job] = imported_jobs(world)
     assert job.spec.tasks[0].resources.cpu == "1m"
     assert (fake.get("Pod", "acme", "best-effort") or {})["spec"].get("nodeName")
+
+
+def test_a_group_still_growing_is_not_split(
+    world: World, fake: FakeKube, backend: KubernetesBackend
+) -> None:
+    """Without a declared size, a group is taken once its pods stayed the same for the settle
+    time: pods a controller creates over several cycles become one gang, not two."""
+    from aipaas.clock import VirtualClock
+
+    world.setup()
+    clock = VirtualClock()
+    controller = world.controller(
+        backend, clock, inventory_seconds=0, extensions=[KubeImport("research", 2.0)]
+    )
+    for i in range(3):
+        fake.put(user_pod(f"grow-{i}", group="grow"))
+        controller.run_cycle()
+        clock.advance(1.0)
+        controller.run_cycle()
+    assert imported_jobs(world) == []  # never the same pods for 2 s yet
+    clock.advance(2.0)
+    controller.run_cycle()
+    [job] = imported_jobs(world)
+    assert len(job.spec.tasks) == 3 and job.spec.min_available == 3

@@ -56,7 +56,9 @@ def test_a_namespace_named_like_a_tenant_mapped_elsewhere_is_not_that_tenant(
     fake.put(namespace("team-acme"))
     backend = make_backend(fake, tmp_path, namespaces={"acme": "team-acme"})
     world.setup()
-    controller = world.controller(backend, inventory_seconds=0, extensions=[KubeImport("research")])
+    controller = world.controller(
+        backend, inventory_seconds=0, extensions=[KubeImport("research", settle_seconds=0)]
+    )
     fake.put(user_pod("impostor"))  # in namespace acme, which is not tenant acme's
     real = user_pod("real")
     real["metadata"]["namespace"] = "team-acme"
@@ -75,7 +77,9 @@ def test_a_pod_cannot_name_another_tenants_queue(
     backend = make_backend(fake, tmp_path)
     world.setup()
     world.service.apply_text(BETA)
-    controller = world.controller(backend, inventory_seconds=0, extensions=[KubeImport("beta-q")])
+    controller = world.controller(
+        backend, inventory_seconds=0, extensions=[KubeImport("beta-q", settle_seconds=0)]
+    )
     fake.put(namespace("beta"))
     pod = user_pod("sneaky")
     pod["metadata"]["namespace"] = "beta"
@@ -96,7 +100,9 @@ def test_others_pods_cannot_use_another_namespaces_claim(
     backend = make_backend(fake, tmp_path)
     world.setup()
     world.service.apply_text(BETA)
-    controller = world.controller(backend, inventory_seconds=0, extensions=[KubeImport("beta-q")])
+    controller = world.controller(
+        backend, inventory_seconds=0, extensions=[KubeImport("beta-q", settle_seconds=0)]
+    )
     fake.put(namespace("beta"))
     fake.put(
         {

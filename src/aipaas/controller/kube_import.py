@@ -4,7 +4,8 @@ kubectl, Helm charts, Kubeflow, JobSet) become Jobs that aipaas queues and place
 Each cycle the backend's pending foreign pods (backends/foreign_pods.py) are grouped into gangs
 by their pod-group label or annotation (a pod without one is a gang of its own). A gang is taken
 once it is complete: as many pods as its ``kubernetes.aipaas.dev/group-size`` says, or, without
-it, the same pods in two cycles in a row (a controller creating them one by one has finished).
+it, the same pods for ``kube_settle_seconds`` (a controller creating them one by one has
+finished; seen in two cycles at least).
 Its namespace names the tenant (configurable mapping), its pods name the queue (KAI, Volcano,
 Kueue conventions; ``kube_default_queue`` otherwise). The store gets one Job for the gang and a
 ResourceClaim for each cluster claim its pods use (so the device allocator allocates them); the
@@ -39,9 +40,11 @@ GroupKey = tuple[str, str]  # (namespace, group)
 class KubeImport:
     name = "kube-import"
 
-    def __init__(self, default_queue: str) -> None:
+    def __init__(self, default_queue: str, settle_seconds: float = 2.0) -> None:
         self.default_queue = default_queue
-        self._last: dict[GroupKey, frozenset[str]] = {}
+        self.settle_seconds = settle_seconds
+        #: each group's pods as last seen, and since when they have been those
+        self._last: dict[GroupKey, tuple[frozenset[str], float]] = {}
         self._warned: set[tuple[GroupKey, str]] = set()
 
     def run(self, context: CycleContext) -> None:
@@ -51,11 +54,16 @@ class KubeImport:
         groups: dict[GroupKey, list[ForeignPod]] = defaultdict(list)
         for pod in source.pending_foreign_pods():
             groups[(pod.namespace, pod.group or pod.name)].append(pod)
-        seen = {key: frozenset(p.uid for p in pods) for key, pods in groups.items()}
-        last, self._last = self._last, seen
+        now = context.clock.monotonic()
+        last, self._last = self._last, {}
         for key, pods in groups.items():
+            uids = frozenset(p.uid for p in pods)
+            before = last.get(key)
+            since = before[1] if before is not None and before[0] == uids else now
+            self._last[key] = (uids, since)
             size = max(p.group_size for p in pods)
-            complete = len(pods) >= size if size else last.get(key) == seen[key]
+            settled = before is not None and now - since >= self.settle_seconds
+            complete = len(pods) >= size if size else settled
             if complete and not any(p.claims_pending for p in pods):
                 pods.sort(key=lambda p: p.name)
                 self._take(context, source, key, pods)
@@ -126,4 +134,6 @@ def mirror_claims(
 
 def kube_import_extension(settings: Settings) -> CycleExtension | None:
     """Runs where the backend has foreign pods (it checks each cycle, at no cost otherwise)."""
-    return KubeImport(settings.kube_default_queue) if settings.kube_import else None
+    if not settings.kube_import:
+        return None
+    return KubeImport(settings.kube_default_queue, settings.kube_settle_seconds)
