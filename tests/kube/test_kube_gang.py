@@ -11,7 +11,7 @@ from typing import Any
 
 from ctl_world import World
 from kube_fake import FakeKube
-from kube_scenarios import start_gang
+from kube_scenarios import EXAMPLES, GANG, start_gang
 
 from aipaas.backends.kubernetes.backend import KubernetesBackend
 
@@ -140,3 +140,67 @@ def test_the_gpu_short_form_becomes_a_cluster_claim(
     results = claim["status"]["allocation"]["devices"]["results"]
     assert len(results) == 2 and {r["pool"] for r in results} == {pod["spec"]["nodeName"]}
     assert "nvidia.com/gpu" not in pod["spec"]["containers"][0]["resources"].get("limits", {})
+
+
+def test_the_binding_is_the_one_the_scheduler_posts(
+    world: World, fake: FakeKube, backend: KubernetesBackend
+) -> None:
+    start_gang(world, backend)
+    bindings = [b for b in fake.written if b["kind"] == "Binding"]
+    pods = {p["metadata"]["name"]: p for p in fake.list("Pod")}
+    assert len(bindings) == 2
+    for binding in bindings:
+        pod = pods[binding["metadata"]["name"]]
+        assert binding == {
+            "apiVersion": "v1",
+            "kind": "Binding",
+            "metadata": {
+                "name": pod["metadata"]["name"],
+                "namespace": "acme",
+                "uid": pod["metadata"]["uid"],
+            },
+            "target": {"apiVersion": "v1", "kind": "Node", "name": pod["spec"]["nodeName"]},
+        }
+
+
+SHARED_CLAIM = """apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata: {name: shared, namespace: acme}
+spec:
+  devices:
+    requests:
+    - name: gpus
+      exactly: {deviceClassName: gpu.nvidia.com, count: 2}
+"""
+
+
+def test_a_claim_shared_by_two_pods_is_allocated_once_and_reserved_for_both(
+    world: World, fake: FakeKube, backend: KubernetesBackend
+) -> None:
+    world.setup()
+    world.service.apply_text((EXAMPLES / "nvidia-classes.yaml").read_text())
+    controller = world.controller(backend, inventory_seconds=0)
+    controller.run_cycle()
+    world.service.apply_text(SHARED_CLAIM)
+    world.submit(
+        "both", GANG.replace("resourceClaimTemplateName: two-gpus", "resourceClaimName: shared")
+    )
+    controller.run_cycle()
+    pods = [p for p in fake.list("Pod") if p["metadata"]["labels"]["aipaas.dev/job"] == "both"]
+    assert len(pods) == 2 and len({p["spec"]["nodeName"] for p in pods}) == 1
+    claim = fake.get("ResourceClaim", "acme", "shared")
+    assert claim is not None
+    assert sorted(r["uid"] for r in claim["status"]["reservedFor"]) == sorted(
+        p["metadata"]["uid"] for p in pods
+    )
+    assert len(claim["status"]["allocation"]["devices"]["results"]) == 2
+    # the first pod to end leaves the claim to the other; the last one releases it
+    fake.set_pod_phase("acme", pods[0]["metadata"]["name"], "Succeeded", exit_code=0)
+    controller.run_cycle()
+    claim = fake.get("ResourceClaim", "acme", "shared")
+    assert claim is not None
+    assert [r["uid"] for r in claim["status"]["reservedFor"]] == [pods[1]["metadata"]["uid"]]
+    assert claim["status"].get("allocation")
+    fake.set_pod_phase("acme", pods[1]["metadata"]["name"], "Succeeded", exit_code=0)
+    controller.run_cycle()
+    assert fake.get("ResourceClaim", "acme", "shared") is None  # aipaas made it: deleted
