@@ -5,6 +5,7 @@ request without the kubeconfig's token is refused."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -37,7 +38,7 @@ def test_a_write_with_a_stale_resource_version_conflicts(api: KubeApi) -> None:
 
 def test_a_pod_binds_once(api: KubeApi) -> None:
     pod = api.create(user_pod("p"))
-    binding = {
+    binding: dict[str, Any] = {
         "apiVersion": "v1",
         "kind": "Binding",
         "metadata": {"name": "p", "namespace": "acme", "uid": pod["metadata"]["uid"]},

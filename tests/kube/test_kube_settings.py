@@ -20,7 +20,7 @@ def test_the_server_settings_build_a_backend_that_reads_the_cluster(
 ) -> None:
     config = fake.write_kubeconfig(tmp_path / "kubeconfig")
     environ = {"AIPAAS_KUBE_CONFIG": str(config), "AIPAAS_KUBE_NAMESPACES": "acme=team-acme"}
-    settings = Settings(backend="kubernetes", **env_overrides(environ))  # type: ignore[arg-type]
+    settings = Settings(backend="kubernetes", **env_overrides(environ))
     assert settings.kube_namespaces == {"acme": "team-acme"}
     backend = make_backend("kubernetes", tmp_path / "run", kube=kube_options(settings))
     assert isinstance(backend, KubernetesBackend)
@@ -32,5 +32,5 @@ def test_the_server_settings_build_a_backend_that_reads_the_cluster(
 @pytest.mark.parametrize("text", ["acme", "acme=", "=ns", "a=b,c"])
 def test_a_bad_namespace_mapping_names_the_pair(text: str) -> None:
     with pytest.raises(ValidationError) as raised:
-        Settings(backend="kubernetes", kube_namespaces=text)  # type: ignore[arg-type]
+        Settings(backend="kubernetes", kube_namespaces=text)
     assert "kube_namespaces" in str(raised.value) and "TENANT=NAMESPACE" in str(raised.value)
