@@ -97,6 +97,7 @@ class FakeKube:
         self.written: list[dict[str, Any]] = []  # every accepted write, validated
         self.rejected: list[tuple[dict[str, Any], str]] = []
         self.requests: list[tuple[str, str]] = []  # (method, path)
+        self.grace: dict[tuple[str, str], str | None] = {}  # gracePeriodSeconds asked
         self.version = 0
         self.token = uuid.uuid4().hex
         self.lock = threading.RLock()
@@ -419,6 +420,7 @@ def _handler(fake: FakeKube) -> type[BaseHTTPRequestHandler]:
                     )
                 return fake.patch(target, self._body())
             if method == "DELETE" and target.name is not None:
+                fake.grace[(target.namespace or "", target.name)] = query.get("gracePeriodSeconds")
                 return fake.delete(target)
             raise ApiError(405, "MethodNotAllowed", f"{method} is not allowed here")
 

@@ -180,7 +180,8 @@ def test_a_stopped_pod_is_deleted_once_its_end_is_read(
     backend.start(request)
     [pod] = pods_of(fake, "stopped")
     fake.set_pod_phase("acme", pod["metadata"]["name"], "Running")
-    backend.stop(request.request_id)
+    backend.stop(request.request_id, grace_seconds=7)
+    assert fake.grace[("acme", pod["metadata"]["name"])] == "7"  # SIGTERM, then 7 s
     held = fake.get("Pod", "acme", pod["metadata"]["name"])
     assert held is not None and held["metadata"].get("deletionTimestamp")  # terminating
     assert backend.status([request.request_id])[request.request_id].state is TaskState.RUNNING

@@ -119,11 +119,13 @@ class KubeApi:
             raise
         return self._doc(written)
 
-    def delete(self, kind: str, name: str, namespace: str | None = None) -> None:
-        """Delete; nothing when it is gone already."""
+    def delete(
+        self, kind: str, name: str, namespace: str | None = None, grace: int | None = None
+    ) -> None:
+        """Delete (a pod: after ``grace`` seconds of SIGTERM); nothing when it is gone."""
         res: Any = KINDS[kind]
         try:
-            self.client.delete(res, name, namespace=namespace)
+            self.client.delete(res, name, namespace=namespace, grace_period=grace)
         except ApiError as err:
             if err.status.code != 404:
                 raise

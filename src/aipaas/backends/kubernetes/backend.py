@@ -207,7 +207,7 @@ class KubernetesBackend:
         if pod is None:
             return
         meta = pod["metadata"]
-        self.api.delete("Pod", meta["name"], meta["namespace"])
+        self.api.delete("Pod", meta["name"], meta["namespace"], grace=max(int(grace_seconds), 0))
         release_claims(self.api, pod)
         node = pod["spec"].get("nodeName")
         if not node or (self._nodes is not None and node not in self._nodes):
