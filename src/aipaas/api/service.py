@@ -103,6 +103,18 @@ class ReplicaTemplate(Model):
     resources: TaskResources = Field(default_factory=TaskResources)
     readiness_probe: HttpProbe | None = None
     liveness_probe: HttpProbe | None = None
+    # A replica that ends is always replaced (by the service's controller): the only policy.
+    restart_policy: Literal["Always"] = "Always"
+
+    @field_validator("restart_policy", mode="before")
+    @classmethod
+    def _always(cls, value: Any) -> Any:
+        if value != "Always":
+            raise ValueError(
+                f"a service's replicas always restart: Always is the only policy, got {value!r} "
+                "(Never and OnFailure are for jobs)"
+            )
+        return value
 
     @field_validator("working_dir")
     @classmethod
@@ -128,6 +140,9 @@ class ServiceSpec(Model):
     min_replicas: int = Field(default=1, ge=0, le=MAX_SERVICE_REPLICAS, strict=True)
     max_replicas: int | None = Field(default=None, ge=1, le=MAX_SERVICE_REPLICAS, strict=True)
     template: ReplicaTemplate
+    #: the port each replica listens on; unset (the usual): aipaas gives each replica a free
+    #: one, so that replicas share a machine. Either way the replica finds it in ``$PORT``.
+    port: int | None = Field(default=None, ge=1, le=65535, strict=True)
     node_selector: Annotated[dict[str, str], AfterValidator(_check_selector)] = Field(
         default_factory=dict
     )
@@ -141,6 +156,26 @@ class ServiceSpec(Model):
     #: a replica taken out of the endpoints is stopped this much later (its requests finish)
     drain_seconds: float = Field(default=5.0, ge=0, le=3600)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _replicas_short_form(cls, data: Any) -> Any:
+        """``replicas: 3`` (fixed) or ``replicas: {min: 0, max: 4}`` for minReplicas and
+        maxReplicas."""
+        if not isinstance(data, dict) or "replicas" not in data:
+            return data
+        rest = {k: v for k, v in data.items() if k != "replicas"}
+        if {"minReplicas", "maxReplicas", "min_replicas", "max_replicas"} & set(rest):
+            raise ValueError("replicas: give replicas or minReplicas/maxReplicas, not both")
+        value = data["replicas"]
+        if isinstance(value, int) and not isinstance(value, bool):
+            return {**rest, "minReplicas": value, "maxReplicas": max(value, 1)}
+        if isinstance(value, dict) and set(value) <= {"min", "max"}:
+            found = {"minReplicas": value.get("min", 1), "maxReplicas": value.get("max")}
+            return {**rest, **{k: v for k, v in found.items() if v is not None}}
+        raise ValueError(
+            f"replicas: must be a number of replicas or {{min: N, max: M}}, got {value!r}"
+        )
+
     @property
     def replica_limit(self) -> int:
         """maxReplicas, or minReplicas (at least 1) when it is not given."""
@@ -149,7 +184,7 @@ class ServiceSpec(Model):
     def revision(self) -> str:
         """A short hash of what each replica runs: a change starts a rolling update."""
         text = json.dumps(self.template.model_dump(mode="json"), sort_keys=True)
-        text += json.dumps(self.node_selector, sort_keys=True)
+        text += json.dumps([self.node_selector, self.port], sort_keys=True)
         return hashlib.sha256(text.encode()).hexdigest()[:10]
 
 

@@ -140,10 +140,7 @@ class Reconciler:
         """A replica's job ended: a stop that was asked, or a replica to replace."""
         if not record.stop_asked:
             message = job.status.message if job.status is not None else ""
-            memory = self.memory
-            memory.failures += 1
-            wait = min(2.0 ** (memory.failures - 1), MAX_BACKOFF_SECONDS)
-            memory.not_before = self.context.clock.now().timestamp() + wait
+            wait = self._wait_before_next()
             self.store.record_event(
                 service,
                 "ReplicaEnded",
@@ -215,10 +212,19 @@ class Reconciler:
             return True
         if owners.endpoint_owner(task.request_id, record.port) is not False:
             return True
+        self._wait_before_next()
         why = f"port {record.port} is held by a process outside the replica; replaced"
         self.store.record_event(service, "PortTaken", f"{record.job}: {why}", warning=True)
         self._drain(service, record, now, why, at_once=True)
         return False
+
+    def _wait_before_next(self) -> float:
+        """A replica failed without serving: the next waits longer (1 s doubling to 60 s)."""
+        memory = self.memory
+        memory.failures += 1
+        wait = min(2.0 ** (memory.failures - 1), MAX_BACKOFF_SECONDS)
+        memory.not_before = self.context.clock.now().timestamp() + wait
+        return wait
 
     # acting -------------------------------------------------------------------------------
 
@@ -265,7 +271,7 @@ class Reconciler:
         tenant = self._tenant(service.tenant)
         with self.context.transaction() as tx:
             for _ in range(count):
-                port = choose_port(self.taken, self.rng)
+                port = service.spec.port or choose_port(self.taken, self.rng)
                 for _attempt in range(3):
                     job = replica_job(
                         service,

@@ -132,7 +132,15 @@ def test_the_revision_follows_the_template_only() -> None:
         ),
         ({"template": {"command": []}}, "spec.template.command", "at least 1"),
         ({"public": "yes"}, "spec.public", "boolean"),
-        ({"replicas": 3}, "spec.replicas", "unknown field"),
+        ({"replicas": 3, "minReplicas": 1}, "spec", "replicas: give replicas or minReplicas"),
+        ({"replicas": "many"}, "spec", "replicas: must be a number of replicas or {min: N"),
+        (
+            {"template": {"command": ["x"], "restartPolicy": "Never"}},
+            "spec.template.restartPolicy",
+            "Always is the only policy",
+        ),
+        ({"port": 0}, "spec.port", "greater than or equal to 1"),
+        ({"replicas": 3, "colour": "red"}, "spec.colour", "unknown field"),
     ],
 )
 def test_bad_fields_are_named(spec: dict[str, Any], path: str, words: str) -> None:
@@ -145,3 +153,18 @@ def test_budgets_in_replicas() -> None:
     assert budget_replicas("25%", 6, round_up=True) == 2
     assert budget_replicas("25%", 6, round_up=False) == 1
     assert budget_replicas(3, 6, round_up=False) == 3
+
+
+def test_replicas_short_forms_restart_always_and_a_fixed_port() -> None:
+    fixed = parse_object(manifest(replicas=3))
+    ranged = parse_object(manifest(replicas={"min": 0, "max": 4}, autoscaling={"target": 1}))
+    assert isinstance(fixed, Service) and isinstance(ranged, Service)
+    assert (fixed.spec.min_replicas, fixed.spec.replica_limit) == (3, 3)
+    assert (ranged.spec.min_replicas, ranged.spec.replica_limit) == (0, 4)
+    again = parse_object(fixed.to_wire())  # a fetched service applies again as it was
+    assert isinstance(again, Service) and again.spec == fixed.spec
+    always = parse_object(manifest(template={"command": ["x"], "restartPolicy": "Always"}))
+    assert isinstance(always, Service) and always.spec.template.restart_policy == "Always"
+    on_port = parse_object(manifest(port=8080))
+    assert isinstance(on_port, Service) and on_port.spec.port == 8080
+    assert on_port.spec.revision() != fixed.spec.revision()  # a new port rolls the replicas

@@ -99,3 +99,12 @@ def test_replicas_of_a_deleted_service_are_stopped(world: World) -> None:
     for _ in range(3):
         controller.run_cycle()
     assert replicas(world) == []
+
+
+def test_a_fixed_port_is_every_replica_port(world: World) -> None:
+    controller = controller_with_services(world)
+    world.service.apply_text(SERVICE.format(priority="normal", replicas=2) + "  port: 8080\n")
+    controller.run_cycle()
+    assert {job.spec.tasks[0].env["PORT"] for job in replicas(world)} == {"8080"}
+    status = service(world).status
+    assert status is not None and {r.port for r in status.replica_jobs} == {8080}
