@@ -177,7 +177,8 @@ def test_a_bad_month_is_refused(priced: Api) -> None:
         ("{validFrom: 2026-03-01, currency: dollars}", "currency"),
         ("{validFrom: 2026-03-01, tierFactors: {spot: .nan}}", "tierFactors"),
         (
-            "{validFrom: 2026-03-01, gpu: [{model: A, pricePerHour: 1}, {model: A, pricePerHour: 2}]}",
+            "{validFrom: 2026-03-01, "
+            "gpu: [{model: A, pricePerHour: 1}, {model: A, pricePerHour: 2}]}",
             "gpu[1].model",
         ),
     ],

@@ -72,8 +72,7 @@ def test_nobody_invites_into_another_tenant(api: Api) -> None:
         ).status_code
         == 404
     )
-    code, made = invite(api, "admin", metadata={"name": "g", "tenant": "globex"})
-    assert code == 201
+    assert invite(api, "admin", metadata={"name": "g", "tenant": "globex"})[0] == 201
     listed = api.client.get("/api/v1/invitations", headers=api.as_("tad")).json()["items"]
     assert listed == []  # globex's invitation is not acme's to see
 
@@ -105,7 +104,10 @@ def test_invitations_are_not_applied_like_other_objects(api: Api) -> None:
     assert answer.status_code == 422 and "/api/v1/invitations" in answer.text
 
 
-QUOTA = "apiVersion: aipaas/v1\nkind: User\nmetadata: {name: alice}\nspec: {role: member, quota: QUOTA}\n"
+QUOTA = (
+    "apiVersion: aipaas/v1\nkind: User\nmetadata: {name: alice}\n"
+    "spec: {role: member, quota: QUOTA}\n"
+)
 
 
 def test_a_tenant_admin_sets_a_users_quota_and_the_user_cannot(api: Api) -> None:
