@@ -7,7 +7,8 @@
   in watch_stream.py.
 
 Both end after ``timeoutSeconds`` (clients reconnect with their cursor) and when the caller's
-token stops being valid. A caller sees what the lists show it: its own tenant's only.
+token stops being valid; a process serves at most MAX_STREAMS at once (then 429). A caller
+sees what the lists show it: its own tenant's only.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from fastapi.responses import StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
 from aipaas.api.registry import KINDS, resolve_kind
-from aipaas.errors import AipaasError, InvalidObject, NotFound
+from aipaas.errors import AipaasError, InvalidObject, NotFound, TooManyRequests
 from aipaas.server.auth import authenticate, principal_cache
 from aipaas.server.service import ObjectService
 from aipaas.server.watch_stream import ObjectWatch, bookmark, decode_cursor, encode_cursor
@@ -33,6 +34,7 @@ router = APIRouter(prefix="/api/v1")
 POLL_SECONDS = 0.5  # how often a stream reads; app.state.watch_poll_seconds overrides it
 HEARTBEAT_SECONDS = 15.0  # a bookmark at least this often: idle proxies keep the stream
 MAX_TIMEOUT = 3600
+MAX_STREAMS = 256  # open streams in one process; app.state.watch_max_streams overrides it
 TenantQuery = Annotated[str | None, Query(max_length=63, description="Tenant (admins)")]
 TimeoutQuery = Annotated[
     int,
@@ -57,6 +59,36 @@ def _caller_check(request: Request) -> Callable[[], Principal]:
     return lambda: authenticate(store, header, cache)
 
 
+class _Streams:
+    """How many streams this process serves now: past the bound a new one is refused (429)
+    before it starts. Counted from the first line sent to the stream's end, so that a stream
+    that never starts holds nothing."""
+
+    def __init__(self) -> None:
+        self.open = 0
+
+
+def _streams(request: Request) -> _Streams:
+    state = request.app.state
+    streams: _Streams | None = getattr(state, "watch_streams", None)
+    if streams is None:
+        streams = _Streams()
+        state.watch_streams = streams
+    bound = int(getattr(state, "watch_max_streams", MAX_STREAMS))
+    if streams.open >= bound:
+        raise TooManyRequests(f"this server is serving {bound} watch streams; try again later")
+    return streams
+
+
+async def _counted(streams: _Streams, lines: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    streams.open += 1
+    try:
+        async for line in lines:
+            yield line
+    finally:
+        streams.open -= 1
+
+
 def _error_line(err: AipaasError) -> bytes:
     return _line({"type": "ERROR", "object": {"code": err.code, "message": err.message}})
 
@@ -73,6 +105,7 @@ async def watch_events(
     timeout_seconds: TimeoutQuery = 300,
 ) -> StreamingResponse:
     store: Store = request.app.state.store
+    streams = _streams(request)
     who = _caller_check(request)
     caller = await run_in_threadpool(who)
     resolved = resolve_kind(kind) if kind else None
@@ -105,7 +138,7 @@ async def watch_events(
                 yield _error_line(err)
                 return
 
-    return StreamingResponse(lines(), media_type=MEDIA_TYPE)
+    return StreamingResponse(_counted(streams, lines()), media_type=MEDIA_TYPE)
 
 
 @router.get("/watch/{plural}", include_in_schema=False)
@@ -125,6 +158,7 @@ async def watch_objects(
     except InvalidObject as err:
         raise NotFound(f"unknown kind {plural!r}; known kinds: {', '.join(KINDS)}") from err
     store: Store = request.app.state.store
+    streams = _streams(request)
     who = _caller_check(request)
     cache = principal_cache(request)
     resume = decode_cursor(resource_version) if resource_version else None
@@ -163,4 +197,4 @@ async def watch_objects(
             for document in found:
                 yield _line(document)
 
-    return StreamingResponse(lines(), media_type=MEDIA_TYPE)
+    return StreamingResponse(_counted(streams, lines()), media_type=MEDIA_TYPE)

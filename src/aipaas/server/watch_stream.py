@@ -22,7 +22,7 @@ from typing import Any
 
 from aipaas.api.meta import Object
 from aipaas.api.registry import KINDS
-from aipaas.errors import FieldError, InvalidObject
+from aipaas.errors import FieldError, InvalidObject, NotFound
 from aipaas.server.service import ObjectService
 from aipaas.store import changes
 from aipaas.tenancy.principal import Principal
@@ -72,11 +72,21 @@ class ObjectWatch:
     tenant: str | None
     name: str | None
     known: dict[str, Object] = field(default_factory=dict)
+    checked: bool = False  # a first read listed the scope: the caller may see it
 
     def read(self) -> dict[str, Object]:
-        """The visible objects now, by uid."""
+        """The visible objects now, by uid (one row's read when the watch names one, once the
+        first read has checked that the caller may see where it is)."""
         service = self.service()
         found: dict[str, Object] = {}
+        if self.name is not None and self.checked:
+            try:
+                obj = service.get(self.kind, self.name, self.tenant)
+            except NotFound:
+                return found
+            found[obj.metadata.uid or ""] = obj
+            return found
+        self.checked = True
         after = 0
         while True:
             page = service.list_page(self.kind, self.tenant, limit=PAGE, after=after)

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 import uvicorn
+from fastapi import FastAPI
 from typer.testing import CliRunner, Result
 
 from aipaas.api.meta import Object
@@ -76,6 +77,7 @@ class World:
     alice: str  # a member of acme
     rick: str  # a member of rival
     runner: CliRunner
+    app: FastAPI
 
     def client(self, token: str = ADMIN) -> Client:
         return Client(self.url, token)
@@ -125,7 +127,7 @@ def world(tmp_path: Path) -> Iterator[World]:
         alice = admin.create_token("alice", "acme")["token"]
         rick = admin.create_token("rick", "rival")["token"]
     try:
-        yield World(url, store, alice, rick, CliRunner())
+        yield World(url, store, alice, rick, CliRunner(), application)
     finally:
         server.should_exit = True
         thread.join(10)

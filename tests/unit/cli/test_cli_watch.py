@@ -13,7 +13,7 @@ import httpx
 import pytest
 from cli_world import World, job_yaml
 
-from aipaas.errors import InvalidObject, NotFound, Unauthenticated
+from aipaas.errors import InvalidObject, NotFound, TooManyRequests, Unauthenticated
 from aipaas.server import watch_stream
 
 
@@ -129,6 +129,16 @@ class TestWatchStream:
         with pytest.raises(InvalidObject) as caught:
             list(world.client().watch("jobs", tenant="acme", resource_version="12", timeout=1))
         assert caught.value.fields[0].path == "resourceVersion"
+
+    def test_a_bounded_number_of_streams(self, world: World) -> None:
+        world.app.state.watch_max_streams = 1
+        first = world.client().watch("jobs", tenant="acme", timeout=3.0, bookmarks=True)
+        assert next(first)["type"] == "BOOKMARK"  # open: it holds the one place
+        with pytest.raises(TooManyRequests):
+            list(world.client().watch("jobs", tenant="acme", timeout=1.0))
+        assert world.cli("get", "jobs", "-t", "acme", "-w", "--timeout", "1s").exit_code == 1
+        list(first)  # ends at its timeout, and gives its place back
+        assert list(world.client().watch("jobs", tenant="acme", timeout=0.3)) == []
 
     def test_unknown_kind(self, world: World) -> None:
         answer = httpx.get(
