@@ -272,7 +272,7 @@ class LoadSample(LenientModel):
     in_flight: int = 0
     concurrency: float = 0.0  # requests in flight, averaged over the sample's interval
     rate: float = 0.0  # requests per second over the interval
-    requests: int = 0  # requests answered by this process since it started
+    requests: int = 0  # requests this process answered since the service was last quiet
 
 
 class ServiceLoadStatus(LenientModel):

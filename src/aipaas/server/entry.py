@@ -37,6 +37,8 @@ METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
 STATUS_TTL_SECONDS = 0.25
 #: answers of known length up to this are sent back whole, longer or unknown ones streamed
 WHOLE_BODY_BYTES = 1 << 20
+#: services whose status this process keeps at most
+CACHE_MAX = 10_000
 #: how long an endpoint that refused a connection is left out
 BROKEN_SECONDS = 2.0
 _HOP_BY_HOP = frozenset(
@@ -73,11 +75,23 @@ class EntryPoint:
         if cached is not None and not fresh and now - cached[0] < STATUS_TTL_SECONDS:
             return cached[1]
         found = await asyncio.to_thread(_read_service, self.store, tenant, name)
+        if len(self._services) >= CACHE_MAX:
+            self._services.clear()  # names asked at random (before auth) grow it no further
         self._services[key] = (now, found)
         return found
 
+    def release(self, where: str) -> None:
+        """A request to ``where`` is over (counts of zero are dropped: endpoints come and go)."""
+        left = self.in_flight.get(where, 0) - 1
+        if left > 0:
+            self.in_flight[where] = left
+        else:
+            self.in_flight.pop(where, None)
+
     def pick(self, service: Service) -> Endpoint | None:
         now = time.monotonic()
+        for where in [w for w, until in self.broken.items() if until <= now]:
+            del self.broken[where]
         endpoints = [
             e
             for e in (service.status.endpoints if service.status is not None else [])
@@ -195,11 +209,11 @@ async def _forward(
         try:
             answer = await entry.client.send(outgoing, stream=True)
         except (httpx.ConnectError, httpx.ConnectTimeout):
-            entry.in_flight[where] -= 1
+            entry.release(where)
             entry.broken[where] = time.monotonic() + BROKEN_SECONDS
             continue
         except httpx.HTTPError as err:
-            entry.in_flight[where] -= 1
+            entry.release(where)
             end()
             return JSONResponse(
                 {"error": f"replica {endpoint.replica} failed: {type(err).__name__}"},
@@ -243,7 +257,7 @@ class _Finish:
         if self.done:
             return
         self.done = True
-        self.entry.in_flight[self.where] -= 1
+        self.entry.release(self.where)
         self.end()
         await self.answer.aclose()
 

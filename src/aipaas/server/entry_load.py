@@ -116,6 +116,10 @@ class LoadMeter:
                 )
             counter.reported_busy = busy
             counter.area, counter.answered = 0.0, 0
+        for key in [
+            k for k, c in self._counters.items() if not c.reported_busy and not c.in_flight
+        ]:
+            del self._counters[key]  # quiet and reported so: made again by its next request
         return taken
 
     def _write(self, samples: dict[Key, LoadSample]) -> None:
