@@ -48,6 +48,28 @@ def jobs(ctx: typer.Context, incomplete: str) -> list[str]:
     return _names("job", incomplete, tenant)
 
 
+def targets(ctx: typer.Context, incomplete: str) -> list[str]:
+    """`delete`/`cancel`/`wait` targets: KIND/NAME; after a bare KIND, its names; first, the
+    kinds and (a job being the default kind) job names."""
+    tenant = ctx.params.get("tenant")
+    given = [str(word) for word in ctx.params.get("targets") or []]
+    if "/" in incomplete:
+        kind, _, prefix = incomplete.partition("/")
+        offered = [f"{kind}/{name}" for name in _names(kind, prefix, tenant)]
+        return [target for target in offered if target not in given]
+    if not given:
+        kinds_offered = [w for w in kind_words() if w.startswith(incomplete)]
+        return kinds_offered + _names("job", incomplete, tenant)
+    first = given[0]
+    if "/" in first:
+        kind = first.partition("/")[0]
+        return [
+            f"{kind}/{n}" for n in _names(kind, incomplete, tenant) if f"{kind}/{n}" not in given
+        ]
+    kind = first if first.lower() in kind_words() else "job"
+    return [n for n in _names(kind, incomplete, tenant) if n not in given]
+
+
 def tenants(incomplete: str) -> list[str]:
     return _names("tenant", incomplete, None)
 

@@ -19,7 +19,7 @@ from aipaas.errors import AipaasError
 
 Targets = Annotated[
     list[str] | None,
-    typer.Argument(help="job/NAME..., or KIND NAME...", autocompletion=complete.jobs),
+    typer.Argument(help="job/NAME..., or KIND NAME...", autocompletion=complete.targets),
 ]
 All = Annotated[bool, typer.Option("--all", help="Every one of the kind (in the tenant).")]
 FINISHED = ("Succeeded", "Failed", "Cancelled")

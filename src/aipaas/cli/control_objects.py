@@ -13,7 +13,7 @@ import yaml
 from rich.console import Console
 from rich.table import Table
 
-from aipaas.cli import control_get, control_jobs, control_streams, failure, queue_views
+from aipaas.cli import complete, control_get, control_jobs, control_streams, failure, queue_views
 from aipaas.cli.control_get import Tenant
 from aipaas.cli.control_jobs import duration_seconds
 
@@ -60,8 +60,8 @@ def apply(
 
 
 def describe(
-    kind: Annotated[str, typer.Argument()],
-    name: Annotated[str | None, typer.Argument()] = None,
+    kind: Annotated[str, typer.Argument(autocompletion=complete.kinds)],
+    name: Annotated[str | None, typer.Argument(autocompletion=complete.names)] = None,
     tenant: Tenant = None,
 ) -> None:
     """An object in YAML, then its events."""

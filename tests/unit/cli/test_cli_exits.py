@@ -131,6 +131,11 @@ class TestCompletion:
         assert complete("aipaas get jobs t", env) == ["train", "tune"]
         assert complete("aipaas get job/tr", env) == ["job/train"]
         assert complete("aipaas cancel tu", env) == ["tune"]
+        assert complete("aipaas cancel train t", env) == ["tune"]  # not what is given already
+        assert complete("aipaas delete queue ", env) == ["batch", "research"]
+        assert complete("aipaas delete job/train job/t", env) == ["job/tune"]
+        assert complete("aipaas describe job tr", env) == ["train"]
+        assert complete("aipaas wait job/", env) == ["job/train", "job/tune"]
         # Another tenant's member is offered none of them.
         assert complete("aipaas get jobs t", {**env, "AIPAAS_TOKEN": world.rick}) == []
 
