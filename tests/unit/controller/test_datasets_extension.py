@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from aipaas.api.data import Dataset
+from aipaas.api.tenancy import Role
 from aipaas.backends.base import NodeInfo
 from aipaas.backends.datasets import CachedDataset
 from aipaas.clock import SystemClock
@@ -22,7 +23,7 @@ from aipaas.controller.extensions import CycleContext
 from aipaas.metering.metrics import Metrics
 from aipaas.server.service import ObjectService
 from aipaas.store import Store
-from aipaas.tenancy.principal import Principal, Role
+from aipaas.tenancy.principal import Principal
 
 ADMIN = Principal("admin", "", Role.PLATFORM_ADMIN)
 POOLS = {"gpu-1": "gpu-a", "gpu-2": "gpu-a", "cpu-1": "cpu"}
