@@ -49,6 +49,7 @@ from aipaas.store.store import ObjectKey
 from aipaas.tenancy import users
 from aipaas.tenancy.prices import prices_visible
 from aipaas.tenancy.principal import Principal, Verb
+from aipaas.tenancy.tenant_defaults import default_class_only
 
 DELETE_ANNOTATION = "aipaas.dev/delete-requested"
 READ_ONLY_KINDS = frozenset({"Node", "WebhookDelivery", "ServiceLoad"})
@@ -329,6 +330,8 @@ class ObjectService:
                 [FieldError("metadata.tenant", f"{obj.kind} objects belong to no tenant")]
             )
         elif obj.kind == "Tenant":
+            if isinstance(obj, Tenant) and default_class_only(self.store, self.caller, obj):
+                return obj.model_copy(update={"status": None})  # its admin's default class
             # Writing tenants is the platform admin's action: refused (403) before the
             # visibility of the tenant is considered.
             self._authorize_write(obj.kind)

@@ -133,3 +133,34 @@ def test_a_bad_user_quota_names_the_field(api: Api, quota: str, field: str) -> N
     text = QUOTA.replace("QUOTA", quota)
     answer = api.client.post("/api/v1/apply", content=text, headers=api.as_("tad"))
     assert answer.status_code == 422 and field in answer.text, answer.text
+
+
+def tenant_text(default: str, quota: str = "{gpu: 8, cpu: 64, memory: 512Gi}") -> str:
+    return (
+        "apiVersion: aipaas/v1\nkind: Tenant\nmetadata: {name: acme}\n"
+        f"spec: {{quota: {quota}, defaultPriorityClass: {default}}}\n"
+    )
+
+
+def test_a_tenant_admin_sets_the_default_class_within_the_allowed_ones(api: Api) -> None:
+    answer = api.client.post("/api/v1/apply", content=tenant_text("low"), headers=api.as_("tad"))
+    assert answer.status_code == 200, answer.text
+    job = (
+        "apiVersion: aipaas/v1\nkind: Job\nmetadata: {name: j}\n"
+        "spec: {queue: research, tasks: [{name: w, command: [x]}]}\n"
+    )
+    assert (
+        api.client.post("/api/v1/apply", content=job, headers=api.as_("alice")).status_code == 200
+    )
+    stored = api.client.get("/api/v1/jobs/j", headers=api.as_("alice")).json()
+    assert stored["spec"]["priorityClassName"] == "low"
+    refused = api.client.post("/api/v1/apply", content=tenant_text("high"), headers=api.as_("tad"))
+    assert refused.status_code == 422 and "spec.defaultPriorityClass" in refused.text
+    more = tenant_text("low", "{gpu: 800}")
+    assert api.client.post("/api/v1/apply", content=more, headers=api.as_("tad")).status_code == 403
+    assert (
+        api.client.post(
+            "/api/v1/apply", content=tenant_text("low"), headers=api.as_("alice")
+        ).status_code
+        == 403
+    )
