@@ -166,6 +166,26 @@ register(
         ),
     ],
 )
+
+
+def _gpus_of(field: str) -> Getter:
+    return lambda o: ((o.get("status") or {}).get(field) or {}).get("gpu")
+
+
+register(
+    "Queue",  # `get queues` prints queue_views' tree; these are for -w and other kinds' reuse
+    [
+        Column("NAME", meta("name")),
+        Column("TENANT", meta("tenant")),
+        Column("PARENT", spec("parent")),
+        Column("WEIGHT", spec("weight")),
+        Column("ALLOCATED GPUS", _gpus_of("allocated")),
+        Column("FAIR SHARE GPUS", _gpus_of("fairShare")),
+        Column("RUNNING", status("runningJobs")),
+        Column("PENDING", status("pendingJobs")),
+        Column("AGE", age),
+    ],
+)
 for _kind in ("User", "Tenant"):
     register(
         _kind,

@@ -68,6 +68,9 @@ def get(
     timeout: Annotated[
         str | None, typer.Option("--timeout", help="With -w: stop watching after 30s, 10m...")
     ] = None,
+    no_headers: Annotated[
+        bool, typer.Option("--no-headers", help="Tables without their header line.")
+    ] = False,
     chunk_size: ChunkSize = None,
 ) -> None:
     """List objects of a kind, or show some by name."""
@@ -76,6 +79,8 @@ def get(
         kind, _, first = kind.partition("/")
         wanted.insert(0, first)
     shape = parse_output(output)
+    if no_headers:
+        shape = Output(shape.format, shape.template, headers=False)
     try:
         keep = selectors.make_filter(selector, phase, queue)
     except selectors.SelectorError as err:
@@ -107,7 +112,7 @@ def get(
     items = [item for item in items if keep(item)]
     single = len(wanted) == 1 and len(items) == 1
     if _is_queue(kind) and shape.tabular:
-        queue_views.print_queues(items, wide=shape.wide)
+        queue_views.print_queues(items, wide=shape.wide, headers=shape.headers)
         return
     print_items(items, shape, single=single)
 

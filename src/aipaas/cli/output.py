@@ -23,6 +23,7 @@ FORMATS = ("table", "wide", "name", "json", "yaml", "jsonpath=TEMPLATE")
 class Output:
     format: str  # table, wide, name, json, yaml, jsonpath
     template: str = ""
+    headers: bool = True  # --no-headers leaves them out of tables
 
     @property
     def tabular(self) -> bool:
@@ -71,14 +72,14 @@ def print_items(items: list[dict[str, Any]], output: Output, *, single: bool) ->
         except jsonpath.JsonPathError as err:
             fail(f"-o jsonpath: {err}")
     else:
-        print_table(items, wide=output.wide)
+        print_table(items, wide=output.wide, headers=output.headers)
 
 
-def print_table(items: list[dict[str, Any]], *, wide: bool) -> None:
+def print_table(items: list[dict[str, Any]], *, wide: bool, headers: bool = True) -> None:
     if not items:
         print("No objects found.", file=sys.stderr)
         return
-    table = Table(box=None)
+    table = Table(box=None, show_header=headers)
     shown = columns.columns_for(str(items[0].get("kind", "")), wide=wide)
     for column in shown:
         table.add_column(column.header)
@@ -107,7 +108,7 @@ class WatchPrinter:
         headers = (["EVENT"] if self.events else []) + [c.header for c in self.shown]
         rows = [self._cells(kind, obj) for kind, obj in changes]
         self.widths = [max(len(r[i]) for r in [headers, *rows]) for i in range(len(headers))]
-        for cells in [headers, *rows]:
+        for cells in [headers, *rows] if self.output.headers else rows:
             self._line(cells)
 
     def change(self, kind: str, obj: dict[str, Any]) -> None:

@@ -83,9 +83,9 @@ def _tenant(queue: dict[str, Any]) -> str:
     return str(queue["metadata"].get("tenant") or "")
 
 
-def queue_table(queues: list[dict[str, Any]], *, wide: bool) -> Table:
+def queue_table(queues: list[dict[str, Any]], *, wide: bool, headers: bool = True) -> Table:
     """One row per queue; GPU numbers, or with ``wide`` "gpu / cpu / memory" in each cell."""
-    table = Table(box=None)
+    table = Table(box=None, show_header=headers)
     for header in ("TENANT", "QUEUE", "PARENT", "WEIGHT"):
         table.add_column(header)
     for _, header in FIELDS:
@@ -112,8 +112,8 @@ def queue_table(queues: list[dict[str, Any]], *, wide: bool) -> Table:
     return table
 
 
-def print_queues(queues: list[dict[str, Any]], *, wide: bool = False) -> None:
-    Console(width=240 if wide else 200).print(queue_table(queues, wide=wide))
+def print_queues(queues: list[dict[str, Any]], *, wide: bool = False, headers: bool = True) -> None:
+    Console(width=240 if wide else 200).print(queue_table(queues, wide=wide, headers=headers))
 
 
 def descendants(queue: dict[str, Any], queues: Iterable[dict[str, Any]]) -> set[str]:

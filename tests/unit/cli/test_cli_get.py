@@ -40,6 +40,13 @@ class TestOutputFormats:
         submit(world)
         assert "MESSAGE" in world.ok("get", "jobs", "-t", "acme", "-o", "wide").splitlines()[0]
 
+    def test_no_headers(self, world: World) -> None:
+        submit(world)
+        out = world.ok("get", "jobs", "-t", "acme", "--no-headers")
+        assert [line.split()[0] for line in out.splitlines()] == ["train", "probe"]
+        queues = world.ok("get", "queues", "-t", "acme", "--no-headers")
+        assert sorted(line.split()[1] for line in queues.splitlines()) == ["batch", "research"]
+
     def test_name(self, world: World) -> None:
         submit(world)
         assert world.ok("get", "jobs", "-t", "acme", "-o", "name").split() == [
@@ -78,6 +85,7 @@ class TestOutputFormats:
 class TestSelectorsAndFilters:
     def test_label_selectors(self, world: World) -> None:
         submit(world)
+
         def get(*args: str) -> list[str]:
             return names(world.ok("get", "jobs", "-t", "acme", *args))
 
@@ -91,6 +99,7 @@ class TestSelectorsAndFilters:
 
     def test_phase_and_queue(self, world: World) -> None:
         submit(world)
+
         def get(*args: str) -> list[str]:
             return names(world.ok("get", "jobs", "-t", "acme", *args))
 
