@@ -409,3 +409,24 @@ metadata: {name: research, tenant: rival}
     seen = (out / "acme").read_text()
     assert seen.startswith("read ") and "train-" in seen  # its own: readable
     assert (out / "rival").read_text() == "denied"
+
+
+def test_the_node_reports_its_cache(s3: S3Server, server: ServerProcess) -> None:
+    s3.upload(BUCKET, OBJECTS)
+    assert _apply(server, _manifests(s3.url)).status_code == 200
+    assert _apply(server, _job("reporter", shared_dir())).status_code == 200
+    server.wait_phase("reporter", "Succeeded", timeout=90)
+    size = sum(len(b) for b in OBJECTS.values())
+    deadline = time.monotonic() + 30
+    state: dict[str, Any] = {}
+    while time.monotonic() < deadline:
+        with server.http() as client:
+            node = client.get("/nodes").json()["items"][0]
+        state = json.loads(node["metadata"]["annotations"].get("aipaas.dev/dataset-cache", "{}"))
+        held = [v for k, v in state.get("datasets", {}).items() if k.startswith("acme/train-")]
+        if held == [{"bytes": size, "complete": True}]:
+            break
+        time.sleep(0.5)
+    else:
+        raise AssertionError(f"the node never reported the dataset: {state}")
+    assert state["capacityBytes"] > 0 and state["usedBytes"] >= size

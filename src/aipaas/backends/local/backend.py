@@ -124,7 +124,8 @@ class LocalBackend(LocalDatasetCaches):  # datasets: backends/local/datasets.py
             self._read_nvml()
         features = {"processes"} | ({"gpu"} if self.gpus else set())
         slices = (self.slice,) if self.slice is not None and self.slice.spec.devices else ()
-        return Inventory((self.node,), frozenset(features), slices)
+        node = self.with_cache_state(self.node)  # the dataset cache: backends/local/datasets.py
+        return Inventory((node,), frozenset(features), slices)
 
     def start(self, request: LaunchRequest) -> None:
         directory = self._dir(request.request_id)

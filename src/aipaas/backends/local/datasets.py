@@ -16,12 +16,13 @@ import os
 import re
 import subprocess
 import sys
+import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from aipaas.backends.base import LaunchRequest
+from aipaas.backends.base import LaunchRequest, NodeInfo
 from aipaas.backends.datasets import CachedDataset
 from aipaas.backends.local.isolation import TaskIdentity, TaskIsolation
 from aipaas.data.cache import NodeCache
@@ -29,6 +30,10 @@ from aipaas.data.entry import LOAD
 from aipaas.data.stage import STAGE_FILE
 
 DEFAULT_CAPACITY = 100 << 30
+#: the Node annotation with the cache's state (JSON), and how often it is read again
+CACHE_ANNOTATION = "aipaas.dev/dataset-cache"
+CACHE_STATE_SECONDS = 5.0
+ANNOTATION_MAX = 4000
 
 
 @dataclass(frozen=True)
@@ -57,6 +62,31 @@ class LocalDatasetCaches:
         tasks = self.isolation.task_root
         root = config.root or tasks.with_name(tasks.name + "-datasets")
         return NodeCache(root.resolve(), config.capacity_bytes)
+
+    def with_cache_state(self, node: NodeInfo) -> NodeInfo:
+        """The node with its cache's state as an annotation (what `describe node` shows):
+        capacity, bytes held, and per dataset its bytes and whether it is complete; read
+        again at most every CACHE_STATE_SECONDS (it stats every entry)."""
+        now = time.monotonic()
+        last: tuple[float, str] | None = getattr(self, "_cache_state", None)
+        if last is None or now - last[0] >= CACHE_STATE_SECONDS:
+            try:
+                states = self.node_cache.states()
+            except OSError:
+                states = []
+            held = {s.key: {"bytes": s.bytes, "complete": s.complete} for s in states}
+            summary = {
+                "capacityBytes": self.node_cache.capacity_bytes,
+                "usedBytes": sum(s.bytes for s in states),
+                "datasets": held,
+            }
+            text = json.dumps(summary, sort_keys=True, separators=(",", ":"))
+            if len(text) > ANNOTATION_MAX:  # many entries: the totals only
+                summary["datasets"] = {"count": len(held)}
+                text = json.dumps(summary, sort_keys=True, separators=(",", ":"))
+            last = (now, text)
+            self._cache_state = last
+        return replace(node, annotations={**node.annotations, CACHE_ANNOTATION: last[1]})
 
     def cached_datasets(self) -> list[CachedDataset]:
         return [
