@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from ctl_world import World
 from kube_backend import make_backend
 from kube_fake import FakeKube
@@ -191,3 +192,30 @@ def test_a_stopped_pod_is_deleted_once_its_end_is_read(
     again = backend.status([request.request_id])[request.request_id]
     assert again.exit_code == 143  # answered twice, then the pod may go
     assert fake.get("Pod", "acme", pod["metadata"]["name"]) is None
+
+
+def test_a_pod_of_the_same_name_made_by_someone_else_is_not_taken(
+    fake: FakeKube, backend: KubernetesBackend
+) -> None:
+    from kube_objects import user_pod
+
+    from aipaas.backends.kubernetes.api import Conflict
+    from aipaas.backends.kubernetes.manifests import pod_name
+
+    request = LaunchRequest(
+        request_id="uid-4.main-0.0",
+        task="main-0",
+        job="squat",
+        tenant="acme",
+        node="gpu-a",
+        command=("true",),
+        env={},
+        working_dir=None,
+        gpus=(),
+        gpu_milli=0,
+        log_path="",
+    )
+    fake.put(user_pod(pod_name(request)))  # squatting the name aipaas will use
+    with pytest.raises(Conflict):
+        backend.start(request)
+    assert not (fake.get("Pod", "acme", pod_name(request)) or {})["spec"].get("nodeName")

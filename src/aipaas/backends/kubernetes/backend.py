@@ -79,7 +79,9 @@ class KubernetesBackend:
             pod = self.api.create(manifest)
         except Conflict:
             found = self.api.get("Pod", manifest["metadata"]["name"], namespace)
-            if found is None:
+            annotations = ((found or {}).get("metadata") or {}).get("annotations") or {}
+            if found is None or annotations.get(m.REQUEST_ANNOTATION) != request.request_id:
+                # a pod of that name that an earlier start did not make: never bind it
                 raise
             pod = found
         self.place(pod, request.node, {str(c["metadata"]["name"]): c for c in request.claims})
