@@ -33,7 +33,6 @@ DEFAULT_CAPACITY = 100 << 30
 #: the Node annotation with the cache's state (JSON), and how often it is read again
 CACHE_ANNOTATION = "aipaas.dev/dataset-cache"
 CACHE_STATE_SECONDS = 5.0
-ANNOTATION_MAX = 4000
 
 
 @dataclass(frozen=True)
@@ -64,9 +63,11 @@ class LocalDatasetCaches:
         return NodeCache(root.resolve(), config.capacity_bytes)
 
     def with_cache_state(self, node: NodeInfo) -> NodeInfo:
-        """The node with its cache's state as an annotation (what `describe node` shows):
-        capacity, bytes held, and per dataset its bytes and whether it is complete; read
-        again at most every CACHE_STATE_SECONDS (it stats every entry)."""
+        """The node with its cache's totals as an annotation (``describe node``): capacity,
+        bytes held, entries and complete entries. Nodes are seen by every tenant: which
+        datasets are held is said only in each tenant's Dataset statuses (the controller
+        reads it per entry, ``cached_datasets``). Read again at most every
+        CACHE_STATE_SECONDS (it stats every entry)."""
         now = time.monotonic()
         last: tuple[float, str] | None = getattr(self, "_cache_state", None)
         if last is None or now - last[0] >= CACHE_STATE_SECONDS:
@@ -74,17 +75,13 @@ class LocalDatasetCaches:
                 states = self.node_cache.states()
             except OSError:
                 states = []
-            held = {s.key: {"bytes": s.bytes, "complete": s.complete} for s in states}
             summary = {
                 "capacityBytes": self.node_cache.capacity_bytes,
                 "usedBytes": sum(s.bytes for s in states),
-                "datasets": held,
+                "entries": len(states),
+                "complete": sum(1 for s in states if s.complete),
             }
-            text = json.dumps(summary, sort_keys=True, separators=(",", ":"))
-            if len(text) > ANNOTATION_MAX:  # many entries: the totals only
-                summary["datasets"] = {"count": len(held)}
-                text = json.dumps(summary, sort_keys=True, separators=(",", ":"))
-            last = (now, text)
+            last = (now, json.dumps(summary, sort_keys=True, separators=(",", ":")))
             self._cache_state = last
         return replace(node, annotations={**node.annotations, CACHE_ANNOTATION: last[1]})
 
