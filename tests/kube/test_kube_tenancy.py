@@ -126,3 +126,36 @@ def test_others_pods_cannot_use_another_namespaces_claim(
     assert claim is not None and "status" not in claim
     assert not (fake.get("Pod", "beta", "borrower") or {})["spec"].get("nodeName")
     backend.close()
+
+
+def test_a_copy_of_a_tasks_pod_elsewhere_does_not_speak_for_it(
+    world: World, fake: FakeKube, tmp_path: Path
+) -> None:
+    """A tenant that learned another's request id labels a pod of its own like aipaas's and
+    makes it succeed: the task's state still comes from aipaas's pod (the older one)."""
+    backend = make_backend(fake, tmp_path)
+    world.setup()
+    controller = world.controller(backend, inventory_seconds=0)
+    world.submit("victim", ONE)
+    controller.run_cycle()
+    [pod] = [
+        p for p in fake.list("Pod") if p["metadata"]["labels"].get("aipaas.dev/job") == "victim"
+    ]
+    fake.set_pod_phase("acme", pod["metadata"]["name"], "Running")
+    fake.put(namespace("beta"))
+    copy = user_pod("aaa-copy")
+    copy["metadata"]["namespace"] = "beta"
+    copy["metadata"]["labels"] = dict(pod["metadata"]["labels"])
+    copy["metadata"]["annotations"] = dict(pod["metadata"]["annotations"])
+    copy["spec"]["schedulerName"] = "default-scheduler"
+    copy["spec"]["nodeName"] = "gpu-b"
+    fake.put(copy)
+    with fake.lock:  # made after aipaas's pod (it needed the id, which aipaas's pod carries)
+        fake.objects[("pods", "beta", "aaa-copy")]["metadata"]["creationTimestamp"] = (
+            "2099-01-01T00:00:00Z"
+        )
+    fake.set_pod_phase("beta", "aaa-copy", "Succeeded", exit_code=0)
+    for _ in range(2):
+        controller.run_cycle()
+    assert world.phase("victim") == "Running"
+    backend.close()

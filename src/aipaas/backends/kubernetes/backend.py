@@ -39,6 +39,11 @@ from aipaas.backends.kubernetes.take import take_imported
 log = logging.getLogger("aipaas.backends.kubernetes")
 
 
+def _age_order(pod: Mapping[str, Any]) -> tuple[str, str]:
+    meta = pod.get("metadata") or {}
+    return (str(meta.get("creationTimestamp") or ""), str(meta.get("name") or ""))
+
+
 class KubernetesBackend:
     name = "kubernetes"
 
@@ -123,12 +128,16 @@ class KubernetesBackend:
     # -- status, stop, logs --------------------------------------------------------------------
 
     def _ours(self) -> dict[str, dict[str, Any]]:
+        """aipaas's pods by request id. Where several pods claim one id, the oldest is the
+        task's: a copy can only be made by someone who saw the id, after aipaas's pod existed
+        (so no one can make aipaas read a task's state from a pod of their own)."""
         pods = self.api.list("Pod", labels={m.MANAGED_LABEL: "true"})
-        return {
-            p["metadata"]["annotations"][m.REQUEST_ANNOTATION]: p
-            for p in pods
-            if m.REQUEST_ANNOTATION in ((p.get("metadata") or {}).get("annotations") or {})
-        }
+        out: dict[str, dict[str, Any]] = {}
+        for pod in sorted(pods, key=_age_order, reverse=True):
+            rid = ((pod.get("metadata") or {}).get("annotations") or {}).get(m.REQUEST_ANNOTATION)
+            if rid:
+                out[rid] = pod  # the oldest is written last
+        return out
 
     def status(self, request_ids: Sequence[str]) -> dict[str, TaskStatus]:
         pods = self._ours()
