@@ -64,7 +64,13 @@ def place(ctl: Controller, work: list[JobWork]) -> Placer:
             tenant_use[item.job.tenant] += usage
             users.take(item.job, usage)
             queue_use[(item.job.tenant, item.job.spec.queue)] += usage
-            placement = placer.hold_placement(pod, record.node, record.gpus, record.gpu_milli)
+            placement = placer.hold_placement(
+                pod,
+                record.node,
+                record.gpus,
+                record.gpu_milli,
+                ctl.claims.held_allocations(item.job, record) if pod.claims else None,
+            )
             if isinstance(placement, Placement):
                 if not record.stopping:
                     held[(item.job.metadata.uid or "", record.name)] = placement

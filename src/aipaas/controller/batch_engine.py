@@ -13,10 +13,12 @@ module (controller/placement.py).
 from __future__ import annotations
 
 from collections.abc import Collection, Hashable, Mapping, Sequence
+from dataclasses import replace
 
 import numpy as np
 
 from aipaas.controller.placement import NO_NODE, Placer
+from aipaas.devices.allocator import NodeAllocation
 from aipaas.scheduler.batch.model import Node, Resources
 from aipaas.scheduler.framework.types import Placement, PodRequest, Unschedulable
 
@@ -97,7 +99,11 @@ class PlacerEngine:
     def hold(self, placement: Placement) -> None:
         pool = self.placer.pool_of(placement.node)
         if pool is not None:
-            pool.state.allocate(placement)
+            # The very devices its claims gave back (the ledger kept them), not a new choice:
+            # an undone eviction, or a victim that keeps them until its stop is confirmed.
+            taken = self.placer.ledger.hold_again(placement.pod)
+            devices = NodeAllocation(placement.node, tuple(taken), 100.0) if taken else None
+            pool.state.allocate(replace(placement, devices=devices))
 
     def free(self, node: str) -> Resources:
         pool = self.placer.pool_of(node)

@@ -122,11 +122,9 @@ def build(
                 pod = claims.pod(api, record)
                 counted = _counted(pod, record.gpus, memory.get(record.group_name, 0))
                 placement = held.get((uid, record.name))
-                # A task with DRA claims is not evicted: its devices are held by the ledger
-                # built from the stored claims, which a release cannot give back and take again.
-                evictable = (
-                    placement is not None and not record.stopping and may_start and not pod.claims
-                )
+                # A task with DRA claims owns their devices in the ledger (Placer.hold_placement):
+                # releasing its placement frees them, as it frees counted GPUs.
+                evictable = placement is not None and not record.stopping and may_start
                 task = Task(
                     name=record.name,
                     request=pod_request(pod),

@@ -63,6 +63,8 @@ class ClaimBook:
         self._waiting: dict[tuple[str, str], str] = {}
         self._gpu_devices = False  # the inventory publishes GPU devices: gpu: compiles
         self._compiled_stored: set[tuple[str, str]] = set()  # (tenant, name) of such claims
+        #: (tenant, name) -> status.allocation of every allocated claim, as ``devices`` read it
+        self._allocated: dict[tuple[str, str], AllocationResult] = {}
 
     def devices(self, work: list[JobWork]) -> Devices:
         """Slices, classes and allocated claims; claims whose tasks ended are freed first (a
@@ -75,6 +77,7 @@ class ClaimBook:
         }
         allocated = []
         self._compiled_stored = set()
+        self._allocated = {}
         for obj in self.store.list_objects("ResourceClaim", None):
             if not isinstance(obj, ResourceClaimObject) or obj.status is None:
                 continue
@@ -103,7 +106,10 @@ class ClaimBook:
                 assert isinstance(obj, ResourceClaimObject)
             if SHORT_FORM_ANNOTATION in obj.metadata.annotations:
                 self._compiled_stored.add((obj.tenant, obj.name))
-            allocated.append(obj.claim())
+            claim = obj.claim()
+            if claim.status is not None and claim.status.allocation is not None:
+                self._allocated[(obj.tenant, obj.name)] = claim.status.allocation
+            allocated.append(claim)
         slices = [
             s.device()
             for s in self.store.list_objects("ResourceSlice", "")
@@ -197,6 +203,17 @@ class ClaimBook:
             status = stored.status if isinstance(stored, ResourceClaimObject) else None
             if status is not None and status.allocation:
                 out.append(AllocationResult.model_validate(status.allocation))
+        return out
+
+    def held_allocations(self, job: Job, record: TaskRecord) -> dict[str, AllocationResult]:
+        """status.allocation by claim name of the claims a placed task holds, as this cycle's
+        ``devices`` read them (no store reads): what the Placer gives the task to own, so that
+        evicting it frees its devices (controller/placement.py ``hold_placement``)."""
+        out = {}
+        for name in task_claim_names(job, record):
+            allocation = self._allocated.get((job.tenant, name))
+            if allocation is not None:
+                out[name] = allocation
         return out
 
     def allocated_claims(self, job: Job, record: TaskRecord) -> tuple[dict[str, Any], ...]:

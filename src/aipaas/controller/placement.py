@@ -174,10 +174,17 @@ class Placer:
         return held if isinstance(held, str) else None
 
     def hold_placement(
-        self, pod: Pod, node: str, gpus: tuple[int, ...], gpu_milli: int
+        self,
+        pod: Pod,
+        node: str,
+        gpus: tuple[int, ...],
+        gpu_milli: int,
+        allocations: Mapping[str, AllocationResult] | None = None,
     ) -> Placement | str:
         """``hold``, giving the placement held (what a batch session may release), or the
-        reason it cannot be held."""
+        reason it cannot be held. ``allocations``: the stored allocations of the pod's claims
+        (by claim name); the pod then owns their devices in the ledger, so that releasing the
+        placement frees them (an eviction frees a claim's GPUs as it frees counted ones)."""
         pool = self._pool_of.get(node)
         if pool is None:
             return f"node {node} is gone"
@@ -197,6 +204,8 @@ class Placer:
             pool.state.allocate(placement)
         except ValueError as err:
             return str(err)
+        if pod.claims and allocations:
+            self.ledger.adopt(pod.name, node, pod.claims, allocations)
         return placement
 
     def pools_for(self, on_request: bool) -> list[_Pool]:

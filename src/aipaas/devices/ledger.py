@@ -15,6 +15,12 @@ are given back when its last consumer of this snapshot unreserves. A claim that 
 consumers are only pinned to its node. Claims without a uid (compiled short forms, template
 claims, test shapes) belong to the pod that reserves them.
 
+A running pod's stored claims are held from the start (``from_claims``) but owned by nobody
+until ``adopt`` gives them to the pod: then ``unreserve`` frees them as it frees what
+``reserve`` took, so that an eviction's what-if (preempt, reclaim) sees the devices a victim
+would leave. What an owner gave back is kept until ``hold_again`` takes it back (a discarded
+what-if, or a victim that keeps its devices until its stop is confirmed).
+
 Work that does not use claims (the count-based GPU path, e.g. fractions of a GPU) holds whole
 GPU devices through ``hold_gpus``, shared among such owners, so claims never get a GPU that
 such work is using.
@@ -38,7 +44,7 @@ from aipaas.devices.inventory import (
     node_matches,
     release,
 )
-from aipaas.devices.picks import Pick
+from aipaas.devices.picks import Pick, stored_picks
 from aipaas.devices.requests import make_plan
 
 __all__ = ["DeviceLedger", "gpu_index"]
@@ -75,6 +81,8 @@ class DeviceLedger:
     _owned: dict[str, list[str]] = field(default_factory=dict)  # owner -> unit keys
     _gpu_users: dict[DeviceId, list[str]] = field(default_factory=dict)  # hold_gpus owners
     _gpus_of: dict[str, list[DeviceId]] = field(default_factory=dict)
+    #: owner -> the units it gave back last (unit key, unit), for ``hold_again``
+    _given_back: dict[str, list[tuple[str, _Unit]]] = field(default_factory=dict)
 
     @classmethod
     def from_claims(
@@ -144,6 +152,7 @@ class DeviceLedger:
         earlier add none). Reserving again for the same owner first gives back what it held.
         """
         self.unreserve(owner)
+        self._given_back.pop(owner, None)  # a new allocation: what it held before is gone
         pinned = self._pinned_reason(claims, node)
         if pinned is not None:
             return pinned
@@ -181,7 +190,10 @@ class DeviceLedger:
         self.reserved.pop(owner, None)
         self._release_gpus(owner)
         freed: list[Pick] = []
-        for key in self._owned.pop(owner, []):
+        keys = self._owned.pop(owner, [])
+        if keys:
+            self._given_back[owner] = [(key, self._units[key]) for key in keys]
+        for key in keys:
             unit = self._units[key]
             unit.consumers.remove(owner)
             if unit.consumers:
@@ -196,6 +208,73 @@ class DeviceLedger:
                     holders.remove(owner)
                 freed.append(pick)
         return freed
+
+    def adopt(
+        self,
+        owner: str,
+        node: str,
+        claims: Sequence[ResourceClaim],
+        allocations: Mapping[str, AllocationResult],
+    ) -> None:
+        """Make a running pod (``owner``, on ``node``) the owner of what its stored claims
+        hold (``allocations``: status.allocation by claim name; ``from_claims`` holds their
+        devices already), so that ``unreserve(owner)`` gives them back. A shared claim (with a
+        uid) is one unit whose devices go with its last consumer. Devices that are not held
+        (no longer published) are left out."""
+        keys = self._owned.setdefault(owner, [])
+        for claim in claims:
+            name = claim.metadata.name or ""
+            allocation = allocations.get(name)
+            key = _shared_key(claim) or f"{owner}\0{name}"
+            if allocation is None or key in keys:
+                continue
+            unit = self._units.get(key)
+            if unit is None:
+                picks = stored_picks(self.inventory, name, allocation)
+                held = tuple(p for p in picks if p.admin or not self.in_use.is_free(p.device.id))
+                unit = self._units[key] = _Unit(node, held, [])
+            unit.consumers.append(owner)
+            keys.append(key)
+        if not keys:
+            del self._owned[owner]
+
+    def hold_again(self, owner: str) -> list[Pick]:
+        """Take back what ``owner`` gave back last (its claims' very devices); the picks held
+        anew (a shared claim that another consumer kept adds none). Nothing when it gave
+        nothing back.
+
+        Raises:
+            ValueError: a device it held is held by another owner now (whoever took it must
+                give it back first: a statement undoes its starts before its evictions).
+        """
+        units = self._given_back.pop(owner, None)
+        if not units:
+            return []
+        for _, unit in units:
+            for pick in unit.picks:
+                if (
+                    not pick.admin
+                    and pick.consumed is None
+                    and not self.in_use.is_free(pick.device.id)
+                ):
+                    raise ValueError(
+                        f"{owner}: device {pick.device.name} of node {unit.node} is held by "
+                        f"{', '.join(self.in_use.holders.get(pick.device.id, [])) or 'another'}"
+                    )
+        taken: list[Pick] = []
+        keys = self._owned.setdefault(owner, [])
+        for key, unit in units:
+            live = self._units.get(key)
+            if live is None:
+                for pick in unit.picks:
+                    if not pick.admin:
+                        hold(self.in_use, pick.device, pick.consumed)
+                        self.in_use.holders.setdefault(pick.device.id, []).append(owner)
+                        taken.append(pick)
+                live = self._units[key] = _Unit(unit.node, unit.picks, [])
+            live.consumers.append(owner)
+            keys.append(key)
+        return taken
 
     def results(self, owner: str, claims: Sequence[ResourceClaim]) -> dict[str, AllocationResult]:
         """``status.allocation`` per claim name of what ``owner`` uses (to persist): claims it

@@ -9,11 +9,11 @@ import hashlib
 from dataclasses import dataclass
 from decimal import Decimal
 
-from aipaas.api.devices import DeviceRequestAllocationResult
-from aipaas.api.quantity import format_quantity
-from aipaas.devices.inventory import DeviceInfo
+from aipaas.api.devices import AllocationResult, DeviceRequestAllocationResult
+from aipaas.api.quantity import format_quantity, parse_quantity
+from aipaas.devices.inventory import DeviceInfo, Inventory, qualify
 
-__all__ = ["Pick"]
+__all__ = ["Pick", "stored_picks"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +45,27 @@ class Pick:
             share_id=share,
             consumed_capacity=consumed,
         )
+
+
+def stored_picks(
+    inventory: Inventory, claim: str, allocation: AllocationResult
+) -> tuple[Pick, ...]:
+    """The picks a stored ``status.allocation`` of claim ``claim`` names (the inverse of
+    ``Pick.result``, as ``Inventory.in_use`` reads it); devices no longer published are left
+    out."""
+    picks = []
+    for result in allocation.devices.results:
+        device = inventory.by_id.get((result.driver, result.pool, result.device))
+        if device is None:
+            continue
+        consumed = None
+        if device.multiple:
+            consumed = {
+                "/".join(qualify(k, device.driver)): parse_quantity(v)
+                for k, v in result.consumed_capacity.items()
+            }
+        picks.append(Pick(claim, result.request, device, consumed, bool(result.admin_access)))
+    return tuple(picks)
 
 
 def _published(qualified: str, driver: str) -> str:

@@ -12,6 +12,8 @@ import pytest
 from aipaas.api.job import Job
 from aipaas.api.registry import load_objects
 from aipaas.backends.base import Backend
+from aipaas.backends.sim import SimBackend
+from aipaas.backends.sim.cluster import load_cluster_with_slices
 from aipaas.clock import Clock
 from aipaas.controller.cycle import Controller
 from aipaas.server.service import ObjectService
@@ -85,6 +87,24 @@ def cycle_until(
             return
         time.sleep(pause)
     raise AssertionError("condition not reached in time")
+
+
+#: the two kinds of cluster the batch tests run on: GPUs by count only, or GPUs that also
+#: publish ResourceSlices (``resources.gpu`` then compiles to a DRA claim)
+CLUSTER_KINDS = ("count", "slices")
+
+
+def sim_backend(world: World, clock: Clock, kind: str, default_duration: float = 100) -> SimBackend:
+    """The default sim cluster (two 8-GPU nodes), publishing slices when ``kind`` says so."""
+    nodes, slices = load_cluster_with_slices(None)
+    published = slices if kind == "slices" else ()
+    return SimBackend(world.tmp / "run", nodes, clock, default_duration, slices=published)
+
+
+@pytest.fixture(params=CLUSTER_KINDS)
+def cluster_kind(request: pytest.FixtureRequest) -> str:
+    kind: str = request.param
+    return kind
 
 
 @pytest.fixture

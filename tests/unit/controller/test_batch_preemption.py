@@ -9,9 +9,9 @@ its status and events name the preemptor.
 
 from __future__ import annotations
 
-from ctl_world import World
+from ctl_world import World, sim_backend
 
-from aipaas.backends.sim import SimBackend, load_cluster
+from aipaas.backends.sim import SimBackend
 from aipaas.clock import VirtualClock
 from aipaas.controller.cycle import Controller
 from aipaas.store import TaskRepository
@@ -23,9 +23,10 @@ ONE_NODE = """    - name: worker
 """
 
 
-def sim(world: World) -> tuple[Controller, VirtualClock, SimBackend]:
+def sim(world: World, kind: str) -> tuple[Controller, VirtualClock, SimBackend]:
+    """A controller on the sim cluster (GPUs by count, or publishing slices: ``kind``)."""
     clock = VirtualClock()
-    backend = SimBackend(world.tmp / "run", load_cluster(), clock, default_duration=100)
+    backend = sim_backend(world, clock, kind)
     return world.controller(backend, clock), clock, backend
 
 
@@ -51,8 +52,10 @@ def fill(world: World, controller: Controller, clock: VirtualClock) -> None:
 
 
 class TestPreemption:
-    def test_a_critical_job_evicts_and_the_victim_comes_back(self, world: World) -> None:
-        controller, clock, _ = sim(world)
+    def test_a_critical_job_evicts_and_the_victim_comes_back(
+        self, world: World, cluster_kind: str
+    ) -> None:
+        controller, clock, _ = sim(world, cluster_kind)
         fill(world, controller, clock)
         world.submit("urgent", ONE_NODE, extra="  priority: critical\n")
         clock.advance(1)
@@ -96,8 +99,8 @@ class TestPreemption:
         assert world.phase("low-b") == "Succeeded"
         assert world.phase("urgent") == "Succeeded"
 
-    def test_equal_priority_never_preempts(self, world: World) -> None:
-        controller, clock, _ = sim(world)
+    def test_equal_priority_never_preempts(self, world: World, cluster_kind: str) -> None:
+        controller, clock, _ = sim(world, cluster_kind)
         fill(world, controller, clock)
         world.submit("same", ONE_NODE, extra="  priority: low\n")
         clock.advance(1)
@@ -106,8 +109,8 @@ class TestPreemption:
         assert [world.phase(n) for n in ("low-a", "low-b")] == ["Running", "Running"]
         assert world.phase("same") == "Pending"
 
-    def test_a_non_preemptible_job_is_never_evicted(self, world: World) -> None:
-        controller, clock, _ = sim(world)
+    def test_a_non_preemptible_job_is_never_evicted(self, world: World, cluster_kind: str) -> None:
+        controller, clock, _ = sim(world, cluster_kind)
         world.setup("{gpu: 100}")
         for name in ("keep-a", "keep-b"):
             world.submit(name, ONE_NODE, extra="  priority: low\n  preemptible: false\n")
@@ -119,9 +122,11 @@ class TestPreemption:
         assert [world.phase(n) for n in ("keep-a", "keep-b")] == ["Running", "Running"]
         assert world.phase("urgent") == "Pending"
 
-    def test_a_restarted_controller_does_not_start_on_a_victims_gpus(self, world: World) -> None:
+    def test_a_restarted_controller_does_not_start_on_a_victims_gpus(
+        self, world: World, cluster_kind: str
+    ) -> None:
         """A victim whose stop is not confirmed keeps its GPUs across a controller restart."""
-        controller, clock, backend = sim(world)
+        controller, clock, backend = sim(world, cluster_kind)
         fill(world, controller, clock)
         world.submit("urgent", ONE_NODE, extra="  priority: critical\n")
         clock.advance(1)
@@ -140,10 +145,12 @@ class TestPreemption:
         assert world.phase("low-a") == "Running"
         assert world.job("urgent").status.reason == "Preempting"  # type: ignore[union-attr]
 
-    def test_an_eviction_does_not_use_up_the_backoff_limit(self, world: World) -> None:
+    def test_an_eviction_does_not_use_up_the_backoff_limit(
+        self, world: World, cluster_kind: str
+    ) -> None:
         """A victim with restartPolicy OnFailure and backoffLimit 1 that fails after its restart
         still gets its one restart: the eviction's attempt is not counted."""
-        controller, clock, _ = sim(world)
+        controller, clock, _ = sim(world, cluster_kind)
         world.setup("{gpu: 100}")
         flaky = ONE_NODE + "      restartPolicy: OnFailure\n      backoffLimit: 1\n"
         world.submit("other", ONE_NODE, extra="  priority: low\n")
@@ -169,8 +176,8 @@ class TestPreemption:
         assert status.tasks[0].restarts == 2 and status.tasks[0].exit_code == 3
 
 
-def test_queue_status_follows_the_session(world: World) -> None:
-    controller, clock, _ = sim(world)
+def test_queue_status_follows_the_session(world: World, cluster_kind: str) -> None:
+    controller, clock, _ = sim(world, cluster_kind)
     fill(world, controller, clock)
     world.submit("waiting", ONE_NODE, extra="  priority: low\n")
     clock.advance(1)
@@ -188,8 +195,8 @@ GANG = """    - name: worker
 """
 
 
-def test_a_gang_is_evicted_whole_and_starts_again_whole(world: World) -> None:
-    controller, clock, _ = sim(world)
+def test_a_gang_is_evicted_whole_and_starts_again_whole(world: World, cluster_kind: str) -> None:
+    controller, clock, _ = sim(world, cluster_kind)
     world.setup("{gpu: 100}")
     world.submit("gang", GANG, extra="  priority: low\n")
     controller.run_cycle()

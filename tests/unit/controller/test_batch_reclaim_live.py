@@ -4,9 +4,8 @@ victim goes back to Pending with reason Reclaimed and its status names the recla
 
 from __future__ import annotations
 
-from ctl_world import World
+from ctl_world import World, sim_backend
 
-from aipaas.backends.sim import SimBackend, load_cluster
 from aipaas.clock import VirtualClock
 from aipaas.controller.cycle import Controller
 from aipaas.store import TaskRepository
@@ -27,16 +26,17 @@ metadata: {name: borrower, tenant: acme}
 """
 
 
-def sim(world: World) -> tuple[Controller, VirtualClock]:
+def sim(world: World, kind: str) -> tuple[Controller, VirtualClock]:
+    """A controller on the sim cluster (GPUs by count, or publishing slices: ``kind``)."""
     clock = VirtualClock()
-    backend = SimBackend(world.tmp / "run", load_cluster(), clock, default_duration=100)
+    backend = sim_backend(world, clock, kind)
     return world.controller(backend, clock), clock
 
 
-def test_a_queue_below_its_guarantee_reclaims(world: World) -> None:
+def test_a_queue_below_its_guarantee_reclaims(world: World, cluster_kind: str) -> None:
     world.setup("{gpu: 100}")
     world.service.apply_text(QUEUES)
-    controller, clock = sim(world)
+    controller, clock = sim(world, cluster_kind)
     for name in ("b1", "b2"):  # the owner queue has no work: the borrower takes all 16 GPUs
         world.submit(name, ONE_NODE, queue="borrower", extra="  priority: high\n")
         clock.advance(1)
