@@ -226,8 +226,9 @@ class Client:
         tenant: str | None = None,
         timeout: float = 60.0,
     ) -> dict[str, Any] | None:
-        """Block until the object meets ``for_`` (``phase=Succeeded``, ``condition=Ready``, a
-        function of the object) and return it, or until it is gone with ``"delete"`` (None).
+        """Block until the object meets ``for_`` (``phase=Succeeded``, ``condition=Ready``,
+        ``jsonpath={.status.phase}=Running``, ``create``, a function of the object) and return
+        it, or until it is gone with ``"delete"`` (None).
         Raises WaitTimeout after ``timeout`` seconds, NotFound if it does not exist (or goes),
         WaitFailed when a job ends in another phase than the one waited for."""
         return client_streams.wait(self, kind, name, for_, tenant=tenant, timeout=timeout)

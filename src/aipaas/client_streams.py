@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
+from aipaas import jsonpath
 from aipaas.errors import AipaasError, NotFound, Unavailable, error_class
 
 if TYPE_CHECKING:
@@ -126,19 +127,52 @@ def _left(deadline: float | None) -> float | None:
 
 
 def condition(text: Condition) -> Callable[[dict[str, Any]], bool]:
-    """``phase=Succeeded``, ``condition=Ready`` (a status condition that is True), or a
-    function of the object; ``delete`` is handled by ``wait`` itself."""
+    """A test of the object from ``for_``: ``phase=Succeeded``; ``condition=Ready`` (a status
+    condition that is True; ``condition=Ready=false`` for False); ``jsonpath={.status.phase}=
+    Running`` (the template's value, or with no ``=VALUE`` any non-empty value, as kubectl);
+    or a function of the object. ``delete`` and ``create`` are ``wait``'s own. ValueError for
+    anything else."""
     if callable(text):
         return text
     key, _, value = text.partition("=")
     if key == "phase" and value:
         return lambda obj: str(_status(obj).get("phase", "")).lower() == value.lower()
     if key == "condition" and value:
+        kind, _, wanted = value.partition("=")
+        state = {"": "True", "true": "True", "false": "False"}.get(wanted.lower())
+        if state is None:
+            raise ValueError(f"--for {text!r}: condition=TYPE, =TYPE=true or =TYPE=false")
         return lambda obj: any(
-            c.get("type", "").lower() == value.lower() and c.get("status") == "True"
+            c.get("type", "").lower() == kind.lower() and c.get("status") == state
             for c in _status(obj).get("conditions") or []
         )
-    raise ValueError(f"--for {text!r}: use phase=PHASE, condition=TYPE or delete")
+    if key == "jsonpath" and value:
+        return _jsonpath_condition(text, value)
+    raise ValueError(
+        f"--for {text!r}: use phase=PHASE, condition=TYPE, jsonpath={{...}}=VALUE, create or delete"
+    )
+
+
+def _jsonpath_condition(text: str, value: str) -> Callable[[dict[str, Any]], bool]:
+    template, wanted = value, None
+    if value[:1] in "'\"" and value.count(value[0]) >= 2:
+        end = value.index(value[0], 1)
+        template, rest = value[1:end], value[end + 1 :]
+        wanted = rest[1:] if rest.startswith("=") else None
+    elif value.startswith("{") and "}" in value:
+        end = value.rindex("}")
+        template, rest = value[: end + 1], value[end + 1 :]
+        wanted = rest[1:] if rest.startswith("=") else None
+    try:
+        jsonpath.render(template, {})
+    except jsonpath.JsonPathError as err:
+        raise ValueError(f"--for {text!r}: {err}") from err
+
+    def holds(obj: dict[str, Any]) -> bool:
+        shown = jsonpath.render(template, obj)
+        return shown == wanted if wanted is not None else shown != ""
+
+    return holds
 
 
 def wait(
@@ -151,7 +185,8 @@ def wait(
     timeout: float,
 ) -> dict[str, Any] | None:
     deleting = for_ == "delete"
-    holds = (lambda _: False) if deleting else condition(for_)
+    creating = for_ == "create"
+    holds = (lambda _: creating) if deleting or creating else condition(for_)
     wanted_phase = _phase_of(for_)
     deadline = time.monotonic() + timeout
     present = False
@@ -160,7 +195,7 @@ def wait(
         for event in events:
             kind_of = event["type"]
             if kind_of == "BOOKMARK":
-                if not present and not deleting:
+                if not present and not (deleting or creating):
                     raise NotFound(f"{kind.lower()} {name} not found")
                 if not present and deleting:
                     return None
@@ -169,6 +204,8 @@ def wait(
             if kind_of == "DELETED":
                 if deleting:
                     return None
+                if creating:
+                    continue
                 raise NotFound(f"{kind.lower()} {name} was deleted")
             present = True
             if holds(obj):
@@ -184,7 +221,7 @@ def wait(
     except Unavailable:
         if time.monotonic() < deadline:
             raise
-    what = "to be deleted" if deleting else f"for {for_}"
+    what = {"delete": "to be deleted", "create": "to be created"}.get(str(for_), f"for {for_}")
     raise WaitTimeout(f"timed out after {timeout:g}s waiting {what} on {kind.lower()}/{name}")
 
 

@@ -3,7 +3,6 @@ rerun, wait (logs and events: control_streams.py)."""
 
 from __future__ import annotations
 
-import re
 import sys
 import time
 from collections.abc import Callable
@@ -15,6 +14,7 @@ from aipaas.cli import complete, selectors
 from aipaas.cli.control_get import Phase, Queue, Selector, Tenant, duration_seconds
 from aipaas.cli.failure import EXIT_TIMEOUT, client, exit_code, fail, handled, report
 from aipaas.client import Client, WaitTimeout
+from aipaas.client_streams import condition
 from aipaas.errors import AipaasError
 
 Targets = Annotated[
@@ -154,7 +154,9 @@ def wait(
     targets: Targets = None,
     for_: Annotated[
         str,
-        typer.Option("--for", help="phase=PHASE, condition=TYPE, or delete."),
+        typer.Option(
+            "--for", help="phase=PHASE, condition=TYPE, jsonpath={...}=VALUE, create or delete."
+        ),
     ] = "phase=Succeeded",
     timeout: Annotated[
         str, typer.Option("--timeout", help="Give up after: 30s, 10m, 1h (exit code 6).")
@@ -168,8 +170,11 @@ def wait(
     seconds = duration_seconds(timeout)
     if seconds is None:
         fail(f"--timeout {timeout!r}: use a duration such as 30s, 10m, 1h")
-    if for_ != "delete" and not re.fullmatch(r"(phase|condition)=[A-Za-z]+", for_):
-        fail(f"--for {for_!r}: use phase=PHASE, condition=TYPE or delete")
+    if for_ not in ("delete", "create"):
+        try:
+            condition(for_)
+        except ValueError as err:
+            fail(str(err))
     deadline = time.monotonic() + seconds
     with client() as api:
         for name in names:
@@ -177,10 +182,12 @@ def wait(
             try:
                 api.wait(kind, name, for_, tenant=tenant, timeout=left)
             except WaitTimeout:
-                what = "to be deleted" if for_ == "delete" else f"for {for_}"
+                what = {"delete": "to be deleted", "create": "to be created"}.get(
+                    for_, f"for {for_}"
+                )
                 kind_name = f"{kind.lower().rstrip('s')}/{name}"
                 fail(f"timed out after {timeout} waiting {what} on {kind_name}", EXIT_TIMEOUT)
-            done = "deleted" if for_ == "delete" else "condition met"
+            done = {"delete": "deleted", "create": "created"}.get(for_, "condition met")
             print(f"{kind.lower().rstrip('s')}/{name} {done}", flush=True)
 
 

@@ -1,5 +1,5 @@
 """How `get` prints objects: ``-o table`` (the default), ``wide``, ``name``, ``json``,
-``yaml`` or ``jsonpath=TEMPLATE`` (cli/jsonpath.py); the table's columns are cli/columns.py's.
+``yaml`` or ``jsonpath=TEMPLATE`` (aipaas/jsonpath.py); the table's columns are cli/columns.py's.
 """
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ import yaml
 from rich.console import Console
 from rich.table import Table
 
-from aipaas.cli import columns, jsonpath
+from aipaas import jsonpath
+from aipaas.cli import columns
 from aipaas.cli.failure import fail
 
 FORMATS = ("table", "wide", "name", "json", "yaml", "jsonpath=TEMPLATE")

@@ -169,7 +169,24 @@ class TestWait:
         assert world.cli("wait", "job/a", "--for=delete", "-t", "acme").exit_code == 0
         assert world.cli("wait", "job/a", "-t", "acme").exit_code == 3
 
+    def test_jsonpath_and_create(self, world: World) -> None:
+        later(0.3, lambda: submit(world, "late"))
+        later(0.6, lambda: world.set_status("Job", "acme", "late", phase="Running"))
+        made = world.cli("wait", "job/late", "--for=create", "--timeout", "10s", "-t", "acme")
+        assert made.exit_code == 0 and made.stdout.strip() == "job/late created"
+        running = world.cli(
+            "wait", "job/late", "--for=jsonpath={.status.phase}=Running", "--timeout", "10s",
+            "-t", "acme",
+        )  # fmt: skip
+        assert running.exit_code == 0, running.stderr
+        quoted = "--for=jsonpath='{.spec.queue}'=research"
+        assert world.cli("wait", "job/late", quoted, "-t", "acme").exit_code == 0
+        exists = "--for=jsonpath={.status.phase}"  # any value
+        assert world.cli("wait", "job/late", exists, "-t", "acme").exit_code == 0
+
     def test_bad_condition_and_timeout_are_usage_errors(self, world: World) -> None:
+        assert world.cli("wait", "job/a", "--for=condition=Ready=maybe").exit_code == 2
+        assert world.cli("wait", "job/a", "--for=jsonpath={.a[").exit_code == 2
         assert world.cli("wait", "job/a", "--for=ready").exit_code == 2
         assert world.cli("wait", "job/a", "--timeout", "soon").exit_code == 2
 

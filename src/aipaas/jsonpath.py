@@ -1,4 +1,5 @@
-"""kubectl's JSONPath templates for `-o jsonpath=...`: text with ``{...}`` expressions.
+"""kubectl's JSONPath templates (`get -o jsonpath=...`, `wait --for=jsonpath=...`): text with
+``{...}`` expressions; pure, for the CLI and the SDK.
 
 Supported: ``{.a.b}``, ``{.items[0]}``, ``{.items[*].metadata.name}``, ``{.x['key/with.dots']}``,
 ``{.a.*}``, ``{.items[?(@.status.phase=="Running")].metadata.name}`` (== and != against a
@@ -37,7 +38,10 @@ class _Range:
 
 Node = _Text | _Expr | _Range
 _LITERAL = re.compile(r"""^\s*(?:"((?:[^"\\]|\\.)*)"|'((?:[^'\\]|\\.)*)')\s*$""")
-_FILTER = re.compile(r"""^\?\(@((?:\.[\w-]+)+)\s*(==|!=)\s*(?:"([^"]*)"|'([^']*)'|(-?[\d.]+))\)$""")
+_FILTER = re.compile(
+    r"""^\?\(@((?:\.[\w-]+|\[-?\d+\])+)\s*(==|!=)\s*"""  # ?(@.path == or !=
+    r"""(?:"([^"]*)"|'([^']*)'|(-?[\d.]+))\)$"""  # "text", 'text' or a number
+)
 
 
 def render(template: str, data: Any) -> str:
@@ -169,13 +173,20 @@ def _steps(path: str) -> list[str]:
 
 
 def _closing(text: str, start: int, path: str) -> int:
-    quote = ""
-    for index in range(start + 1, len(text)):
+    """The index of the ``]`` that closes the ``[`` at ``start`` (brackets nest in filters)."""
+    quote, depth = "", 0
+    for index in range(start, len(text)):
         char = text[index]
         if char in "\"'":
             quote = "" if quote == char else (quote or char)
-        elif char == "]" and not quote:
-            return index
+        elif quote:
+            continue
+        elif char == "[":
+            depth += 1
+        elif char == "]":
+            depth -= 1
+            if depth == 0:
+                return index
     raise JsonPathError(f"{path!r}: unclosed [")
 
 
