@@ -33,15 +33,10 @@ from aipaas.backends.kubernetes.claims import release_claims, reserve_claim
 from aipaas.backends.kubernetes.foreign import IMPORTED_BY, foreign_pod, is_pending_foreign
 from aipaas.backends.kubernetes.inventory import inventory
 from aipaas.backends.kubernetes.options import KubeOptions
-from aipaas.backends.kubernetes.pod_status import task_status
+from aipaas.backends.kubernetes.pod_status import task_status, tasks_by_request
 from aipaas.backends.kubernetes.take import take_imported
 
 log = logging.getLogger("aipaas.backends.kubernetes")
-
-
-def _age_order(pod: Mapping[str, Any]) -> tuple[str, str]:
-    meta = pod.get("metadata") or {}
-    return (str(meta.get("creationTimestamp") or ""), str(meta.get("name") or ""))
 
 
 class KubernetesBackend:
@@ -58,10 +53,11 @@ class KubernetesBackend:
     # -- inventory -----------------------------------------------------------------------------
 
     def inventory(self) -> Inventory:
-        nodes = self.api.list("Node")
+        pods = self.api.list("Pod")
+        tasks = {p["metadata"]["uid"] for p in tasks_by_request(pods).values()}
         found = inventory(
-            nodes,
-            self.api.list("Pod"),
+            self.api.list("Node"),
+            [p for p in pods if p["metadata"]["uid"] not in tasks],
             self.api.list("ResourceSlice"),
             self.api.list("ResourceClaim"),
         )
@@ -128,16 +124,7 @@ class KubernetesBackend:
     # -- status, stop, logs --------------------------------------------------------------------
 
     def _ours(self) -> dict[str, dict[str, Any]]:
-        """aipaas's pods by request id. Where several pods claim one id, the oldest is the
-        task's: a copy can only be made by someone who saw the id, after aipaas's pod existed
-        (so no one can make aipaas read a task's state from a pod of their own)."""
-        pods = self.api.list("Pod", labels={m.MANAGED_LABEL: "true"})
-        out: dict[str, dict[str, Any]] = {}
-        for pod in sorted(pods, key=_age_order, reverse=True):
-            rid = ((pod.get("metadata") or {}).get("annotations") or {}).get(m.REQUEST_ANNOTATION)
-            if rid:
-                out[rid] = pod  # the oldest is written last
-        return out
+        return tasks_by_request(self.api.list("Pod", labels={m.MANAGED_LABEL: "true"}))
 
     def status(self, request_ids: Sequence[str]) -> dict[str, TaskStatus]:
         pods = self._ours()

@@ -1,9 +1,10 @@
 """A cluster's inventory from its Nodes, Pods, ResourceSlices and ResourceClaims (pure).
 
-What aipaas may place on a node is its allocatable CPU and memory less what pods it does not
-manage request there (other schedulers share the cluster); the devices it may allocate are the
-ResourceSlices' devices less those that claims allocated by others hold. The node's labels are
-its topology (``topology.kubernetes.io/zone``, a rack label...), as the scheduler reads them.
+What aipaas may place on a node is its allocatable CPU and memory less what the pods that are
+not its tasks request there (other schedulers share the cluster); the devices it may allocate
+are the ResourceSlices' devices less those that claims allocated by others hold. The node's
+labels are its topology (``topology.kubernetes.io/zone``, a rack label...), as the scheduler
+reads them.
 A node that is not Ready, or is cordoned, is reported as ``unknown``: nothing new goes there and
 its tasks are not given up.
 """
@@ -20,7 +21,7 @@ from pydantic import ValidationError
 from aipaas.api.devices import ResourceSlice
 from aipaas.api.quantity import parse_quantity
 from aipaas.backends.base import Inventory, NodeInfo
-from aipaas.backends.kubernetes.manifests import ALLOCATED_ANNOTATION, MANAGED_LABEL
+from aipaas.backends.kubernetes.manifests import ALLOCATED_ANNOTATION
 from aipaas.devices.topology_files import DRIVER
 
 log = logging.getLogger("aipaas.backends.kubernetes")
@@ -46,13 +47,12 @@ def _ready(node: Mapping[str, Any]) -> bool:
 
 
 def _others_requests(pods: Iterable[Mapping[str, Any]]) -> dict[str, tuple[int, int]]:
-    """CPU milli and memory MiB that pods aipaas does not manage request, per node."""
+    """CPU milli and memory MiB that the pods (not aipaas's tasks) request, per node."""
     used: dict[str, tuple[int, int]] = {}
     for pod in pods:
         spec = pod.get("spec") or {}
         node = spec.get("nodeName")
-        labels = (pod.get("metadata") or {}).get("labels") or {}
-        if not node or labels.get(MANAGED_LABEL) == "true":
+        if not node:
             continue
         if (pod.get("status") or {}).get("phase") in _ENDED:
             continue
@@ -112,11 +112,11 @@ def _slice(document: Mapping[str, Any], held: set[tuple[str, str, str]]) -> Reso
 
 def inventory(
     nodes: list[dict[str, Any]],
-    pods: list[dict[str, Any]],
+    others: list[dict[str, Any]],
     slices: list[dict[str, Any]],
     claims: list[dict[str, Any]],
 ) -> Inventory:
-    used = _others_requests(pods)
+    used = _others_requests(others)
     infos = tuple(node_info(n, used.get(n["metadata"]["name"], (0, 0))) for n in nodes)
     unknown = frozenset(
         n["metadata"]["name"]

@@ -2,10 +2,30 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Set
+from collections.abc import Iterable, Mapping, Set
 from typing import Any
 
 from aipaas.backends.base import TaskState, TaskStatus
+from aipaas.backends.kubernetes.manifests import MANAGED_LABEL, REQUEST_ANNOTATION
+
+
+def _age_order(pod: Mapping[str, Any]) -> tuple[str, str]:
+    meta = pod.get("metadata") or {}
+    return (str(meta.get("creationTimestamp") or ""), str(meta.get("name") or ""))
+
+
+def tasks_by_request(pods: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+    """aipaas's task pods by request id. Where several pods claim one id, the oldest is the
+    task's: a copy can only be made by someone who saw the id, after aipaas's pod existed (so
+    no one can make aipaas read a task's state, or leave a pod uncounted, with a pod of their
+    own)."""
+    out: dict[str, dict[str, Any]] = {}
+    for pod in sorted(pods, key=_age_order, reverse=True):
+        meta = pod.get("metadata") or {}
+        rid = (meta.get("annotations") or {}).get(REQUEST_ANNOTATION)
+        if rid and (meta.get("labels") or {}).get(MANAGED_LABEL) == "true":
+            out[rid] = dict(pod)  # the oldest is written last
+    return out
 
 
 def exit_code(pod: Mapping[str, Any]) -> int | None:
