@@ -14,6 +14,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from ray_cluster import GPUS_PER_NODE, RayCluster, World, cycle_until, ray_cluster, world
@@ -66,6 +67,17 @@ def actors_of(world: World, job: str) -> list[str]:
     return [a["name"] for a in listed if a["namespace"] == "aipaas" and uid in a["name"]]
 
 
+def groups_of(uid: str) -> list[dict[str, Any]]:
+    """The job's placement groups Ray holds (created or waiting; removed ones left out)."""
+    from ray.util.placement_group import placement_group_table
+
+    return [
+        g
+        for g in placement_group_table().values()
+        if uid in str(g.get("name")) and g.get("state") != "REMOVED"
+    ]
+
+
 def described(pids: list[int]) -> list[str]:
     """Each process's command line and parent (what was left, when a test fails)."""
     found = []
@@ -108,10 +120,24 @@ def test_gang_with_gpus_runs_with_env_devices_and_logs_by_task(
     controller = world.controller(backend)
     world.submit("gang", python_task(ENV_SCRIPT, replicas=2, gpu="2"))
     world.submit("half", python_task(ENV_SCRIPT, gpu="{fraction: 0.5}"))
+    uid = world.job("gang").metadata.uid or ""
+    cycle_until(controller, lambda: bool(groups_of(uid)))
+    # The gang is one placement group: a bundle per task, each on the node aipaas chose.
+    (group,) = groups_of(uid)
+    gang_nodes = [r.node for r in records(world, "gang")]
+    assert group["name"] == f"aipaas-pg-{uid}.0"
+    assert [b.get("GPU") for b in group["bundles"].values()] == [2.0, 2.0]
+    assert [b.get("CPU") for b in group["bundles"].values()] == [1.0, 1.0]
+    distinct = len(set(gang_nodes)) == 2
+    assert group["strategy"] == ("STRICT_SPREAD" if distinct else "PACK")
     cycle_until(
         controller,
         lambda: world.phase("gang") == "Succeeded" and world.phase("half") == "Succeeded",
     )
+    half_name = f"aipaas-pg-{world.job('half').metadata.uid}.0"
+    table = ray.util.placement_group_table().values()
+    (half_group,) = [g for g in table if g["name"] == half_name]
+    assert [b.get("GPU") for b in half_group["bundles"].values()] == [0.5]  # Ray's fraction
     addresses = {n["NodeManagerAddress"] for n in ray.nodes() if n["Alive"]}
     by_rank: dict[str, dict[str, str]] = {}
     for record in records(world, "gang"):
@@ -133,13 +159,16 @@ def test_gang_with_gpus_runs_with_env_devices_and_logs_by_task(
     (half,) = records(world, "half")
     assert half.log_path is not None
     assert len(Path(half.log_path).read_text().split("CUDA_VISIBLE_DEVICES=")[1].split(",")) == 1
-    # Ended actors are gone once their exit codes are recorded: nothing lingers in Ray.
+    # Ended actors and their groups are gone once their exit codes are recorded.
     cycle_until(controller, lambda: not actors_of(world, "gang") and not actors_of(world, "half"))
+    assert groups_of(uid) == [] and groups_of(world.job("half").metadata.uid or "") == []
 
 
 def test_a_failing_task_restarts_per_its_policy(
     world: World, backend: Backend, tmp_path: Path
 ) -> None:
+    import ray
+
     controller = world.controller(backend, backoff_seconds=0.05)
     marker = tmp_path / "tried"
     script = (
@@ -153,6 +182,10 @@ def test_a_failing_task_restarts_per_its_policy(
     assert world.reasons("flaky").count("TaskRestarting") == 1
     (record,) = records(world, "flaky")
     assert record.attempt == 1  # the second attempt: a new request id, a new actor
+    # ... and a placement group of its own round; the first attempt's was removed.
+    assert groups_of(record.job_uid) == []
+    names = {g["name"] for g in ray.util.placement_group_table().values()}
+    assert {f"aipaas-pg-{record.job_uid}.0", f"aipaas-pg-{record.job_uid}.1"} <= names
 
 
 def test_cancel_stops_the_real_work(world: World, backend: Backend) -> None:
@@ -252,12 +285,14 @@ def test_an_actor_ray_will_not_place_is_lost_not_running_forever(
 
     made = RayBackend(tmp_path / "run", ray_cluster.address, start_seconds=2)
     made.inventory()
-    made.start(unplaced("big.worker-0.0", 2 * GPUS_PER_NODE, tmp_path / "big.log"))
-    cycle = [made.status(["big.worker-0.0"])["big.worker-0.0"] for _ in range(20)]
-    assert cycle[-1].state is TaskState.LOST  # Ray's reason, or "gone" once Ray dropped it
-    assert "not schedulable" in cycle[-1].message or "could not place" in cycle[-1].message
+    # More than the node has: refused at once (the controller marks the task lost), no
+    # placement group left waiting in Ray.
+    with pytest.raises(ValueError, match="could not place the gang on node ray-gpu-a"):
+        made.start(unplaced("big.worker-0.0", 2 * GPUS_PER_NODE, tmp_path / "big.log"))
+    assert made.status(["big.worker-0.0"])["big.worker-0.0"].state is TaskState.LOST
+    assert groups_of("big.worker-0.0") == []
     # A task started behind the controller's back holds every GPU of the node: the next
-    # actor waits in Ray, and is given up at its deadline.
+    # task's placement group waits in Ray, and is given up at its deadline.
     sleeper = ("sleep", "60")
     made.start(unplaced("holder.worker-0.0", GPUS_PER_NODE, tmp_path / "h.log", sleeper))
     try:
@@ -265,11 +300,15 @@ def test_an_actor_ray_will_not_place_is_lost_not_running_forever(
         while not (made.run_dir / "holder.worker-0.0" / "answered").exists():
             made.status(["holder.worker-0.0"])
             assert time.monotonic() < deadline, "the holder never started"
+            time.sleep(0.1)
         made.start(unplaced("busy.worker-0.0", 1, tmp_path / "busy.log"))
         assert made.status(["busy.worker-0.0"])["busy.worker-0.0"].state is TaskState.RUNNING
+        assert [g["state"] for g in groups_of("busy.worker-0.0")] == ["PENDING"]
         time.sleep(2.5)
         answer = made.status(["busy.worker-0.0"])["busy.worker-0.0"]
-        assert answer.state is TaskState.LOST and "within 2 s" in answer.message
+        assert answer.state is TaskState.LOST
+        assert "could not place the task's placement group within 2 s" in answer.message
+        assert groups_of("busy.worker-0.0") == []  # given up: its group removed
     finally:
         made.stop("holder.worker-0.0", 0.1)
     deadline = time.monotonic() + 30
@@ -320,6 +359,9 @@ def test_kill_9_of_the_server_and_a_restart_adopt_the_running_work(
         listed = ray.util.list_named_actors(all_namespaces=True)
         return [a["name"] for a in listed if a["namespace"] == "aipaas" and ".worker-" in a["name"]]
 
+    def groups() -> list[str]:
+        return [str(g["name"]) for g in groups_of(uid)]
+
     first = ServerProcess(data, backend="ray", extra=options).start()
     try:
         first.cli(
@@ -331,6 +373,7 @@ def test_kill_9_of_the_server_and_a_restart_adopt_the_running_work(
         while len(list(out.iterdir())) < 2 and time.monotonic() < deadline:
             time.sleep(0.2)
         assert sorted(actors()) == [f"aipaas-task-{uid}.worker-{i}.0" for i in range(2)]
+        assert groups() == [f"aipaas-pg-{uid}.0"]  # the gang: one placement group
     finally:
         first.kill9()
     second = ServerProcess(data, backend="ray", extra=options).start()
@@ -338,8 +381,13 @@ def test_kill_9_of_the_server_and_a_restart_adopt_the_running_work(
         deadline = time.monotonic() + 60
         while second.phase("e2e") != "Succeeded" and time.monotonic() < deadline:
             assert len(actors()) <= 2  # adopted by name: never started a second time
+            assert len(groups()) <= 1  # the group adopted by name, never made twice
             time.sleep(0.3)
         assert second.phase("e2e") == "Succeeded"
+        deadline = time.monotonic() + 10
+        while groups() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert groups() == []  # removed once the gang ended
         with second.http() as client:
             logs = client.get("/jobs/e2e/logs", params={"tenant": "acme", "task": "worker-1"})
         assert logs.status_code == 200 and "rank 1 of 2" in logs.text

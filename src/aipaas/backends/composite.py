@@ -23,6 +23,7 @@ from aipaas.backends.base import (
     TaskStatus,
     membership_files,
 )
+from aipaas.backends.gang import places_gangs
 from aipaas.backends.service_endpoints import endpoint_owners
 
 log = logging.getLogger("aipaas.backends")
@@ -41,6 +42,8 @@ class CompositeBackend:
         self._on_request = {id(b) for b in on_request}
         self._by_node: dict[str, Backend] = {}
         self._last: dict[int, Inventory] = {}  # per member: its last inventory that answered
+        #: a member reserves gangs at once (Ray): starts carry their gang (backends/gang.py)
+        self.places_gangs = any(places_gangs(b) for b in self.backends)
 
     def inventory(self) -> Inventory:
         nodes: list[NodeInfo] = []

@@ -54,6 +54,7 @@ from sqlalchemy import Connection
 from aipaas.api.devices import ResourceSlice
 from aipaas.api.job import CANCEL_ANNOTATION, Job, JobPhase, TaskPhase
 from aipaas.backends.base import Backend, FencingRefused, NodeInfo, TaskState, TaskStatus
+from aipaas.backends.gang import places_gangs
 from aipaas.clock import Clock, SystemClock
 from aipaas.controller import admission, membership
 from aipaas.controller.batch_cycle import BatchState
@@ -555,6 +556,7 @@ class Controller:
             fencing_token=self.fencing_token,
             membership_file=membership.file_for(self, item.job, record.node),
             claims=self.claims.allocated_claims(item.job, record) if devices else (),
+            gang=places_gangs(self.backend),  # Ray reserves a gang as one placement group
         )
         try:
             request = with_datasets(self.store, item.job, request)  # controller/datasets_launch

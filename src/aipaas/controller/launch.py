@@ -9,6 +9,7 @@ from typing import Any
 
 from aipaas.api.job import SIM_DURATION_ANNOTATION, Job, TaskPhase, TaskSpec
 from aipaas.backends.base import ClaimDevice, LaunchRequest
+from aipaas.backends.gang import GANG_ANNOTATION, Gang, GangMember
 from aipaas.store import TaskRecord
 
 ACTIVE_PHASES = (TaskPhase.STARTING.value, TaskPhase.RUNNING.value)
@@ -53,11 +54,13 @@ def make_request(
     fencing_token: int | None = None,
     membership_file: str | None = None,
     claims: tuple[Mapping[str, Any], ...] = (),
+    gang: bool = False,
 ) -> LaunchRequest:
     """The request that starts ``record``'s attempt. WORLD_SIZE is the job's size: all its
     replicas, or for an elastic job (minAvailable below the replicas) the tasks starting or
     running now, this one included; an elastic job's tasks also get AIPAAS_MEMBERSHIP_FILE
-    (controller/membership.py) when the backend keeps one."""
+    (controller/membership.py) when the backend keeps one. ``gang``: the backend reserves a
+    gang at once (backends/gang.py): the tasks starting with this one go in its annotations."""
     spec = task_spec(job, record.group_name)
     elastic = job.spec.min_available is not None and job.spec.min_available < len(records)
     size = (
@@ -88,6 +91,9 @@ def make_request(
     if membership_file is not None:
         env["AIPAAS_MEMBERSHIP_FILE"] = membership_file
     duration = job.metadata.annotations.get(SIM_DURATION_ANNOTATION)
+    annotations = dict(job.metadata.annotations)
+    if gang:
+        annotations[GANG_ANNOTATION] = starting_with(job, record, records).encode()
     return LaunchRequest(
         request_id=record.request_id or request_id(record),
         task=record.name,
@@ -101,7 +107,7 @@ def make_request(
         gpu_milli=record.gpu_milli,
         log_path=record.log_path or "",
         duration_seconds=_seconds(duration),
-        annotations=dict(job.metadata.annotations),
+        annotations=annotations,
         devices=devices,
         fencing_token=fencing_token,
         simulated=wants_simulated(job),
@@ -110,6 +116,31 @@ def make_request(
         claims=claims,
         labels=dict(job.metadata.labels),
     )
+
+
+def starting_with(job: Job, record: TaskRecord, records: Sequence[TaskRecord]) -> Gang:
+    """The job's tasks that start in the same round as ``record``: Starting, same attempt."""
+    together = [record] + [
+        r
+        for r in records
+        if r.name != record.name
+        and r.phase == TaskPhase.STARTING.value
+        and r.attempt == record.attempt
+        and not r.stopping
+        and r.node
+    ]
+    members = tuple(
+        GangMember(
+            rank=r.rank,
+            task=r.name,
+            node=r.node or "",
+            gpus=len(r.gpus),
+            gpu_milli=r.gpu_milli,
+            cpu_milli=task_spec(job, r.group_name).resources.amounts().cpu_milli,
+        )
+        for r in sorted(together, key=lambda r: r.rank)
+    )
+    return Gang(f"{record.job_uid}.{record.attempt}", members)
 
 
 def _seconds(text: str | None) -> float | None:

@@ -36,6 +36,8 @@ class RayUnreachable(RuntimeError):
 
 class RayBackend:
     name = "ray"
+    #: a gang is one placement group: starts carry their gang (backends/gang.py, groups.py)
+    places_gangs = True
 
     def __init__(
         self,

@@ -34,11 +34,13 @@ from typing import Any
 import ray
 from ray import cloudpickle
 from ray.exceptions import GetTimeoutError, RayActorError, RayError
-from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
 from aipaas.backends.base import Inventory, LaunchRequest, TaskState, TaskStatus
+from aipaas.backends.gang import gang_of
 from aipaas.backends.local.nvml import DRIVER
 from aipaas.backends.ray import actor as actor_module
+from aipaas.backends.ray.groups import Groups
 from aipaas.backends.ray.inventory import RayNode, nodes_of, slices_of
 from aipaas.backends.ray.records import GONE, TaskRecords
 
@@ -51,6 +53,7 @@ DEFAULT_TASK_ROOT = "/tmp/aipaas-ray-tasks"
 TASK_PATH = "/usr/local/bin:/usr/bin:/bin"
 #: how long a node where an actor was lost is checked (Ray's own verdict comes within this)
 SUSPECT_SECONDS = 60.0
+ENDED = (TaskState.SUCCEEDED, TaskState.FAILED, TaskState.LOST)
 
 
 def actor_name(request_id: str) -> str:
@@ -86,6 +89,8 @@ class RayDriver:
             starting it) before its task is given up as lost.
         """
         self.records = TaskRecords(run_dir)
+        self.groups = Groups(self.records)
+        self._runner: Any = None  # the actor class, made once (it is shipped by value)
         self.run_dir = self.records.run_dir
         self.address = address
         self.task_root = task_root
@@ -130,18 +135,29 @@ class RayDriver:
             raise ValueError(f"the Ray cluster has no live node {request.node}")
         if request.node in self._suspect and not _answers(node):
             raise ValueError(f"the Ray node {request.node} does not answer (lost an actor lately)")
+        gang = gang_of(request)
+        if gang is not None and any(m.node not in self._nodes for m in gang.members):
+            self.inventory()  # a node of the gang that this driver has not seen yet
         spec = self._spec(request)
         self.records.mark(rid, "request.json", json.dumps({"node": node.info.name}))
-        runner = ray.remote(actor_module.TaskRunner)
-        runner.options(
+        # The gang's placement group holds the task's CPUs and GPUs on its node (groups.py);
+        # the actor asks for exactly its bundle.
+        placement = self.groups.place(request, self._nodes, gpu_request(request))
+        if self._runner is None:
+            self._runner = ray.remote(actor_module.TaskRunner)
+        self._runner.options(
             name=actor_name(rid),
             namespace=NAMESPACE,
             lifetime="detached",
             get_if_exists=True,  # a start repeated after a crash finds the first actor
             max_restarts=0,  # a restarted actor would run the command a second time
-            num_cpus=0,  # aipaas accounts CPUs itself; Ray places the actor where told
-            num_gpus=gpu_request(request),
-            scheduling_strategy=NodeAffinitySchedulingStrategy(node.node_id, soft=False),
+            num_cpus=placement.resources.get("CPU", 0.0),
+            num_gpus=placement.resources.get("GPU", 0.0),
+            scheduling_strategy=PlacementGroupSchedulingStrategy(
+                placement.group,
+                placement_group_bundle_index=placement.bundle,
+                placement_group_capture_child_tasks=False,
+            ),
         ).remote(spec)
         self.records.mark(rid, "created")
 
@@ -178,11 +194,20 @@ class RayDriver:
             polls[rid] = ref
         ready: set[Any] = set()
         if polls:
+            # Wait only for actors that answered before (a live one answers in milliseconds);
+            # one Ray is still starting answers later, and until then it counts as running:
+            # waiting for it would hold the whole controller cycle up.
+            seen = [ref for rid, ref in polls.items() if self.records.has(rid, "answered")]
+            if seen:
+                ray.wait(seen, num_returns=len(seen), timeout=self.poll_seconds)
             refs = list(polls.values())
-            done, _ = ray.wait(refs, num_returns=len(refs), timeout=self.poll_seconds)
+            done, _ = ray.wait(refs, num_returns=len(refs), timeout=0)
             ready = set(done)
         for rid, ref in polls.items():
             answers[rid] = self._answer(rid, ref, ref in ready)
+        for rid, answer in answers.items():
+            if answer.state in ENDED and self.records.dir(rid).exists():
+                self.groups.release(rid)  # the last task of its group removes the group
         return answers
 
     def close(self) -> None:
@@ -259,17 +284,22 @@ class RayDriver:
             or self.records.since_created(rid) < self.start_seconds
         ):
             return TaskStatus(rid, TaskState.RUNNING, message="the Ray actor has not answered")
+        unplaced = self.groups.state(rid) == "PENDING"
         handle = self._handle(rid)
         if handle is not None:
             ray.kill(handle, no_restart=True)
         with self._lock:
             self._handles.pop(rid, None)
             self._pending.pop(rid, None)
+        what = (
+            "Ray could not place the task's placement group"
+            if unplaced
+            else ("Ray did not start the actor")
+        )
         self.records.mark(
             rid,
             "lost",
-            f"Ray did not start the actor within {self.start_seconds:g} s "
-            "(its node lacks the resources Ray accounts)",
+            f"{what} within {self.start_seconds:g} s (its node lacks the resources Ray accounts)",
         )
         return self._gone(rid)
 

@@ -14,10 +14,15 @@ from aipaas.backends.fencing import FENCING_FILE, Fenced, TokenFile
 from aipaas.backends.ray.backend import RayBackend
 
 
+class FencedRay(Fenced):
+    #: Ray reserves a gang as one placement group: starts carry their gang (backends/gang.py)
+    places_gangs = True
+
+
 def ray_backend(run_dir: Path, address: str | None) -> Backend:
     """The Ray backend, refusing starts from a controller whose lease was taken over; its
     records sit in ``run_dir/ray``."""
     if importlib.util.find_spec("ray") is None:  # the extra is not installed
         raise ValueError("the ray backend needs the ray package (pip install 'aipaas[ray]')")
     backend = RayBackend(run_dir / "ray", address)
-    return Fenced(backend, TokenFile(backend.run_dir / FENCING_FILE))
+    return FencedRay(backend, TokenFile(backend.run_dir / FENCING_FILE))

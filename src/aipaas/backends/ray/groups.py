@@ -1,0 +1,234 @@
+"""A gang's placement group in Ray: one bundle per task, each pinned to the node aipaas chose.
+
+The controller starts tasks one by one; the first start of a gang (the tasks starting in the
+same round, told in the request: backends/gang.py) creates the group with every task's bundle,
+and the later starts find it by name and put their actor in their own bundle. A bundle holds
+the task's CPUs and GPUs (Ray's fractional GPUs for a shared one) and is pinned to its node by
+the node-id label (``bundle_label_selector``), so Ray only checks and reserves: it never places
+a bundle where aipaas did not. The strategy follows aipaas's placement: STRICT_SPREAD when every
+task has a node of its own, PACK when some share one.
+
+Names: ``aipaas-pg-<job uid>.<attempt>`` for a gang's round (its first start, or a start of the
+whole gang again after an eviction); a task restarted alone whose round already has a group
+without its bundle gets one of its own, ``aipaas-pg-<request id>``. Groups are detached and
+named (namespace ``aipaas``): a restarted server finds them by name and never makes a second.
+
+The record of a group (``run_dir/.groups/<name>.json``: its bundles by task, and the request
+ids that used it) outlives the driver; a task's record says which group and bundle it uses
+(``placement.json``). A group is removed when the last task using it has ended (its exit code
+recorded or its actor gone): removing it earlier would kill the actors in it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ray.util.placement_group import (
+    PlacementGroup,
+    get_placement_group,
+    placement_group,
+    placement_group_table,
+    remove_placement_group,
+)
+
+from aipaas.backends.base import LaunchRequest
+from aipaas.backends.gang import Gang, GangMember, gang_of
+from aipaas.backends.ray.inventory import RayNode
+from aipaas.backends.ray.records import TaskRecords, write
+
+GROUP_PREFIX = "aipaas-pg-"
+NODE_ID_LABEL = "ray.io/node-id"
+#: Ray refuses a bundle of zeros: a task that asked for nothing holds this much CPU
+MIN_CPU = 0.01
+
+
+@dataclass(frozen=True)
+class Placement:
+    group: PlacementGroup
+    name: str
+    bundle: int
+    resources: dict[str, float]  # the bundle's: what the actor asks for
+
+
+class Groups:
+    def __init__(self, records: TaskRecords) -> None:
+        self.records = records
+        self.dir = records.run_dir / ".groups"
+        self.dir.mkdir(exist_ok=True)
+
+    def place(
+        self,
+        request: LaunchRequest,
+        nodes: dict[str, RayNode],
+        own_gpus: float,
+    ) -> Placement:
+        """The group and bundle the task's actor goes into, the group made when needed."""
+        rid = request.request_id
+        known = self._placement_of(rid)
+        if known is not None:  # a start repeated after a crash: the same bundle
+            return known
+        gang = gang_of(request) or _alone(request)
+        own = gang.member(request.task) or _alone(request).members[0]
+        name = GROUP_PREFIX + gang.key
+        record = self._record(name)
+        group = _existing(name)
+        if group is not None and record is not None and request.task not in record["tasks"]:
+            # A task restarted alone whose round has a group without it: a group of its own.
+            gang = Gang(rid, (own,))
+            name, record, group = GROUP_PREFIX + rid, self._record(GROUP_PREFIX + rid), None
+            group = _existing(name)
+        if group is None or record is None:
+            record = self._create(name, gang, request.task, own_gpus, nodes)
+            group = _existing(name)
+            if group is None:
+                raise RuntimeError(f"Ray did not keep the placement group {name}")
+        index = record["tasks"].index(request.task)
+        if rid not in record["users"]:
+            record["users"].append(rid)
+            write(self.dir / f"{name}.json", json.dumps(record))
+        self.records.mark(rid, "placement.json", json.dumps({"group": name, "bundle": index}))
+        resources = {str(k): float(v) for k, v in record["bundles"][index].items()}
+        return Placement(group, name, index, resources)
+
+    def release(self, rid: str) -> None:
+        """The task ended: its group is removed once no task using it is still on (each
+        task's end is looked at once: its ``released`` mark)."""
+        if self.records.has(rid, "released"):
+            return
+        placed = self._read(self.records.dir(rid) / "placement.json")
+        if placed is not None:
+            name = str(placed["group"])
+            record = self._record(name)
+            users = [str(u) for u in (record or {}).get("users", []) if u != rid]
+            if not any(self._holds(u) for u in users):
+                group = _existing(name)
+                if group is not None:
+                    remove_placement_group(group)  # before the mark: a crash repeats it
+        self.records.mark(rid, "released")
+
+    def state(self, rid: str) -> str | None:
+        """Ray's state of the task's group (PENDING: Ray cannot place a bundle)."""
+        placed = self._read(self.records.dir(rid) / "placement.json")
+        if placed is None:
+            return None
+        group = _existing(str(placed["group"]))
+        if group is None:
+            return None
+        with contextlib.suppress(Exception):
+            return str(placement_group_table(group).get("state"))
+        return None
+
+    # helpers ------------------------------------------------------------------------------
+
+    def _create(
+        self,
+        name: str,
+        gang: Gang,
+        task: str,
+        own_gpus: float,
+        nodes: dict[str, RayNode],
+    ) -> dict[str, Any]:
+        bundles: list[dict[str, float]] = []
+        selectors: list[dict[str, str]] = []
+        for member in gang.members:
+            node = nodes.get(member.node)
+            if node is None:
+                raise ValueError(f"the Ray cluster has no live node {member.node}")
+            gpus = own_gpus if member.task == task else _gpus(member)
+            bundle = {"CPU": max(member.cpu_milli / 1000, 0.0)}
+            if gpus > 0:
+                bundle["GPU"] = gpus
+            if not any(bundle.values()):
+                bundle["CPU"] = MIN_CPU
+            bundles.append(bundle)
+            selectors.append({NODE_ID_LABEL: node.node_id})
+        _check_fits(gang, bundles, nodes)
+        spread = len({m.node for m in gang.members}) == len(gang.members) > 1
+        record: dict[str, Any] = {
+            "tasks": [m.task for m in gang.members],
+            "nodes": [m.node for m in gang.members],
+            "bundles": bundles,
+            "strategy": "STRICT_SPREAD" if spread else "PACK",
+            "users": [],
+        }
+        # Written first: a crash after Ray made the group finds the record beside it.
+        write(self.dir / f"{name}.json", json.dumps(record))
+        placement_group(
+            bundles,
+            strategy=record["strategy"],
+            name=name,
+            lifetime="detached",  # outlives this driver: adopted by name after a restart
+            bundle_label_selector=selectors,
+        )
+        return record
+
+    def _holds(self, rid: str) -> bool:
+        """The task may still run in its bundle: its actor was made and it has not ended."""
+        with contextlib.suppress(ValueError):
+            return self.records.has(rid, "created") and not self.records.has(rid, "released")
+        return False
+
+    def _placement_of(self, rid: str) -> Placement | None:
+        placed = self._read(self.records.dir(rid) / "placement.json")
+        if placed is None:
+            return None
+        name, index = str(placed["group"]), int(placed["bundle"])
+        record, group = self._record(name), _existing(name)
+        if record is None or group is None:
+            return None
+        resources = {str(k): float(v) for k, v in record["bundles"][index].items()}
+        return Placement(group, name, index, resources)
+
+    def _record(self, name: str) -> dict[str, Any] | None:
+        return self._read(self.dir / f"{name}.json")
+
+    @staticmethod
+    def _read(path: Path) -> dict[str, Any] | None:
+        with contextlib.suppress(OSError, ValueError):
+            found = json.loads(path.read_text())
+            return found if isinstance(found, dict) else None
+        return None
+
+
+def _existing(name: str) -> PlacementGroup | None:
+    """The live group of that name in this namespace (None: none, or removed)."""
+    try:
+        found: PlacementGroup = get_placement_group(name)
+    except ValueError:
+        return None
+    return found
+
+
+def _check_fits(gang: Gang, bundles: list[dict[str, float]], nodes: dict[str, RayNode]) -> None:
+    """A group larger than its nodes would wait in Ray forever: refused at once instead."""
+    wanted: dict[str, dict[str, float]] = {}
+    for member, bundle in zip(gang.members, bundles, strict=True):
+        on_node = wanted.setdefault(member.node, {})
+        for key, value in bundle.items():
+            on_node[key] = on_node.get(key, 0.0) + value
+    for name, want in wanted.items():
+        info = nodes[name].info
+        has = {"CPU": info.cpu_milli / 1000, "GPU": float(info.gpu_count)}
+        for key, value in want.items():
+            if value > has[key] + 1e-9:
+                raise ValueError(
+                    f"Ray could not place the gang on node {name}: its tasks there ask for "
+                    f"{value:g} {key}, the node has {has[key]:g}"
+                )
+
+
+def _gpus(member: GangMember) -> float:
+    """Ray's GPUs for a task of the gang: whole GPUs, or the share of one."""
+    if member.gpus == 1 and 0 < member.gpu_milli < 1000:
+        return member.gpu_milli / 1000
+    return float(member.gpus)
+
+
+def _alone(request: LaunchRequest) -> Gang:
+    """A task the controller told no gang for: a gang of one."""
+    member = GangMember(0, request.task, request.node, 0, 0, request.cpu_milli)
+    return Gang(request.request_id, (member,))
