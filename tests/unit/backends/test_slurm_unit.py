@@ -43,6 +43,7 @@ class FakeSlurm(SlurmCommands):
         self.node_list = nodes
         self.job_list: list[dict[str, Any]] = []
         self.submitted: list[tuple[list[str], str]] = []
+        self.squeue_calls = 0
         self.cancelled: list[int] = []
         self.accounting: str | None = None  # sacct's answer; None: no slurmdbd
         self.sacct_calls = 0
@@ -51,6 +52,7 @@ class FakeSlurm(SlurmCommands):
         return self.node_list
 
     def jobs(self) -> list[dict[str, Any]]:
+        self.squeue_calls += 1
         return self.job_list
 
     def submit(self, args: Sequence[str], script: Path) -> int:
@@ -228,10 +230,25 @@ def test_starts_are_idempotent_and_adopt_jobs_by_name(tmp_path: Path, slurm: Fak
     assert len(slurm.submitted) == 1
     # Submitted by a server that died before writing the id down: found by name.
     slurm.job_list.append({"job_id": 55, "name": "aipaas.u9.w-0.0", "job_state": "RUNNING"})
+    backend = SlurmBackend(tmp_path, commands=slurm)  # the server after that one
     backend.start(request("u9.w-0.0"))
     assert len(slurm.submitted) == 1
     assert backend.status(["u9.w-0.0"])["u9.w-0.0"].state is TaskState.RUNNING
     assert (backend.run_dir / "u9.w-0.0" / "job").read_text() == "55"
+
+
+def test_one_squeue_serves_the_starts_of_a_cycle(tmp_path: Path, slurm: FakeSlurm) -> None:
+    """Starts check for adoptable jobs in the cycle's squeue (not one squeue per start); the
+    status after them reads squeue again, so it sees the jobs just submitted."""
+    backend = SlurmBackend(tmp_path, commands=slurm)
+    backend.status([])
+    before = slurm.squeue_calls
+    for index in range(4):
+        backend.start(request(f"u{index}.w-0.0"))
+    assert slurm.squeue_calls == before and len(slurm.submitted) == 4
+    answers = backend.status([f"u{index}.w-0.0" for index in range(4)])
+    assert slurm.squeue_calls == before + 1
+    assert all(a.state is not TaskState.LOST for a in answers.values())
 
 
 def test_status_when_slurm_has_forgotten_the_job(tmp_path: Path, slurm: FakeSlurm) -> None:

@@ -71,6 +71,8 @@ class SlurmBackend(SlurmPowerPool):
         self.commands = commands or SlurmCommands(conf)
         self._slurm: SlurmInventory | None = None
         self._jobs: tuple[float, dict[str, dict[str, Any]]] | None = None
+        #: jobs were submitted since ``_jobs`` was read: status reads squeue again
+        self._stale = False
         self._partitions: dict[str, str] = {}  # third-party: node name -> partition
         self._no_accounting_until = 0.0
 
@@ -111,7 +113,10 @@ class SlurmBackend(SlurmPowerPool):
         if (directory / "job").exists():
             return  # submitted before (by this process or one before it)
         directory.mkdir(parents=True, exist_ok=True)
-        found = self._jobs_by_name(fresh=True).get(jobs.job_name(request.request_id))
+        # A job a server before this one submitted is in any squeue this process read (the
+        # cached one of this cycle, at most JOBS_CACHE_SECONDS old): one squeue serves all
+        # the starts of a cycle; this process's own submissions are in its run directory.
+        found = self._jobs_by_name(fresh=False).get(jobs.job_name(request.request_id))
         if found is not None:
             # Submitted by a server that died before it wrote the id down: adopted.
             _write(directory / "job", str(found.get("job_id")))
@@ -136,7 +141,7 @@ class SlurmBackend(SlurmPowerPool):
         )
         job_id = self.commands.submit(options, script)
         _write(directory / "job", str(job_id))
-        self._jobs = None
+        self._stale = True
         log.info("submitted %s as Slurm job %d", request.request_id, job_id)
 
     def _where(self, request: LaunchRequest) -> tuple[str | None, str | None]:
@@ -172,7 +177,7 @@ class SlurmBackend(SlurmPowerPool):
         self._jobs = None
 
     def status(self, request_ids: Sequence[str]) -> dict[str, TaskStatus]:
-        known = self._jobs_by_name(fresh=False)
+        known = self._jobs_by_name(fresh=self._stale)
         answers = {rid: self._status(rid, known.get(jobs.job_name(rid))) for rid in request_ids}
         return self._with_times(answers, known)
 
@@ -278,6 +283,7 @@ class SlurmBackend(SlurmPowerPool):
             if name not in found or int(job.get("job_id") or 0) > int(found[name]["job_id"]):
                 found[name] = job
         self._jobs = (now, found)
+        self._stale = False
         return found
 
     def close(self) -> None:
