@@ -1,13 +1,15 @@
 """Prefetch that follows the queue: which datasets to copy onto which nodes, what to evict.
 
-Pure (no I/O): the live controller (H2's dataset extension) and the simulator call the same
+Pure (no I/O): the live controller (controller/datasets.py) and the simulator call the same
 :func:`plan_prefetch`. The rules, in order:
 
-1. An entry past its time to live is evicted unless tasks read it now.
+1. An entry past its time to live is evicted unless tasks read it now or a job served now
+   (rule 2) is about to read it there.
 2. Jobs are served from the head of the queue (the order the batch scheduler admits them in,
-   fair share included), at most ``lookahead_jobs`` of them; each dataset of a job is loaded on
-   every node likely to run one of its tasks, within the dataset's cache policy (nodes that may
-   cache it, replica count) and at most ``max_loads_per_node`` loads at once on a node.
+   fair share included), at most ``lookahead_jobs`` of them, less those expected to start
+   past ``horizon_s`` from now; each dataset of a job is loaded on every node likely to run
+   one of its tasks, within the dataset's cache policy (nodes that may cache it, replica
+   count) and at most ``max_loads_per_node`` loads at once on a node.
 3. Room is made by evicting the entries with the highest :func:`eviction_score`; never an entry
    tasks read now, a pinned one, one being loaded, nor one a job at or ahead of this one in the
    queue needs on this node. When that cannot make room, nothing is evicted for the load.
@@ -130,13 +132,16 @@ class _Planner:
         cache = self.caches[node]
         self.caches[node] = NodeCache(cache.node, cache.capacity_bytes, tuple(entries))
 
-    def expire(self) -> None:
+    def expire(self, wanted: set[tuple[str, str]]) -> None:
+        """Evict entries past their time to live, but those a served job is about to read."""
         now = self.request.now
         for node, cache in list(self.caches.items()):
             kept: list[CacheEntry] = []
             for entry in cache.entries:
                 expired = entry.expires_at is not None and entry.expires_at <= now
-                if expired and not entry.in_use and not entry.loading:
+                if expired and not (
+                    entry.in_use or entry.loading or (node, entry.dataset) in wanted
+                ):
                     self.evictions.append(Eviction(entry.dataset, node, entry.bytes, 0, "expired"))
                 else:
                     kept.append(entry)
@@ -211,7 +216,18 @@ class _Planner:
 def plan_prefetch(request: PrefetchInput) -> PrefetchPlan:
     """Loads to start and evictions to make now, for the jobs at the head of the queue."""
     planner = _Planner(request)
-    planner.expire()
-    for job in list(request.queue)[: request.options.lookahead_jobs]:
+    horizon = request.options.horizon_s
+    served = [
+        job
+        for job in list(request.queue)[: request.options.lookahead_jobs]
+        # A job expected later will likely be predicted onto other nodes by then: not yet.
+        if job.expected_start is None
+        or horizon is None
+        or job.expected_start <= request.now + horizon
+    ]
+    planner.expire(
+        {(node, n.dataset) for job in served for node in job.nodes for n in job.datasets}
+    )
+    for job in served:
         planner.serve(job)
     return PrefetchPlan(tuple(planner.loads), tuple(planner.evictions), tuple(planner.skipped))

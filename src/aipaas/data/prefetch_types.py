@@ -40,6 +40,8 @@ class QueuedJob:
     name: str
     datasets: tuple[DatasetNeed, ...]
     nodes: tuple[str, ...]
+    #: When it is expected to start (caller's clock); None: unknown, served in any case.
+    expected_start: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +97,10 @@ class PrefetchOptions:
     recency_half_life_s: float = 3600.0
     #: How much each queued job needing an entry lowers its eviction score.
     demand_weight: float = 4.0
+    #: Jobs expected to start later than this many seconds from now are not served yet: by
+    #: then they will likely be predicted onto other nodes (None: no limit). One hour measured
+    #: best in benchmarks/data_sim.py (half an hour: more waiting; two: more bytes read).
+    horizon_s: float | None = 3600.0
 
 
 @dataclass(frozen=True, slots=True)

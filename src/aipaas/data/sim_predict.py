@@ -52,12 +52,14 @@ def predict_nodes(
     timelines: Mapping[str, NodeTimeline],
     now: float,
     warmth: Mapping[str, Mapping[str, float]] | None = None,
+    starts: dict[str, float] | None = None,
 ) -> dict[str, tuple[str, ...]]:
     """Job name -> the nodes predicted to run its pods (empty when none is predicted).
 
     ``warmth[job][node]`` (0..1, optional) is the share of the job's data on the node: among
     nodes free at the same time, warmer ones are predicted first (the scheduler's data affinity
-    will pick them).
+    will pick them). ``starts``, when given, receives each predicted job's expected start.
+    The timelines are changed: each predicted job's GPUs are added to their ``takes``.
     """
     warmth = warmth or {}
     predicted: dict[str, tuple[str, ...]] = {}
@@ -78,4 +80,6 @@ def predict_nodes(
         for _, _, node in chosen:
             timelines[node].takes.append((start, gpus))
         predicted[job.name] = tuple(node for _, _, node in chosen)
+        if starts is not None:
+            starts[job.name] = start
     return predicted

@@ -51,12 +51,14 @@ def run_prefetch(sim: DataSim) -> None:
         HeadJob(job.name, tuple(job.pods(sim.gpus_per_node)))
         for job in sim.pending[: options.lookahead_jobs]
     ]
-    predicted = predict_nodes(heads, timelines(sim), sim.now, warmth(sim, heads))
+    starts: dict[str, float] = {}
+    predicted = predict_nodes(heads, timelines(sim), sim.now, warmth(sim, heads), starts)
     queue = [
         QueuedJob(
             job.name,
             (DatasetNeed(job.dataset.name, job.dataset.size_bytes),),
             predicted.get(job.name, ()),
+            starts.get(job.name),
         )
         for job in sim.pending
     ]

@@ -70,6 +70,18 @@ class TestLoads:
         result = plan_prefetch(plan(queue, nodes, lookahead_jobs=2, max_loads_per_node=9))
         assert [load.job for load in result.loads] == ["j0", "j1"]
 
+    def test_jobs_expected_past_the_horizon_wait_their_turn(self) -> None:
+        nodes = [NodeCache("a", 100 * G)]
+        soon = QueuedJob("soon", (DatasetNeed("d1", G),), ("a",), expected_start=NOW + 600)
+        later = QueuedJob("later", (DatasetNeed("d2", G),), ("a",), expected_start=NOW + 7200)
+        unknown = QueuedJob("unknown", (DatasetNeed("d3", G),), ("a",))
+        queue = [soon, later, unknown]
+        result = plan_prefetch(plan(queue, nodes, max_loads_per_node=9))
+        assert [load.job for load in result.loads] == ["soon", "unknown"]
+        options = PrefetchOptions(max_loads_per_node=9, horizon_s=None)
+        unlimited = plan_prefetch(PrefetchInput(queue, nodes, NOW, options))
+        assert [load.job for load in unlimited.loads] == ["soon", "later", "unknown"]
+
     def test_cache_policy_nodes_replicas_and_size_are_kept(self) -> None:
         nodes = [
             NodeCache("a", 100 * G, (entry("shared", 1),)),
@@ -140,6 +152,13 @@ class TestEvictions:
         )
         result = plan_prefetch(plan([], [node]))
         assert [(e.dataset, e.reason) for e in result.evictions] == [("done", "expired")]
+
+    def test_an_expired_copy_a_head_job_needs_there_is_resumed_not_dropped(self) -> None:
+        stale = entry("d", 3, complete=False, expires_at=NOW - 1)
+        node = NodeCache("a", 100 * G, (stale,))
+        result = plan_prefetch(plan([job("j1", "d", 10, "a")], [node]))
+        assert result.evictions == ()
+        assert [(load.dataset, load.bytes) for load in result.loads] == [("d", 7 * G)]
 
     def test_score_counts_recency_size_demand_and_pins(self) -> None:
         options = PrefetchOptions()
