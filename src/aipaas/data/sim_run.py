@@ -12,6 +12,7 @@ otherwise). The lost pace, times the job's GPUs, is GPU time waiting for data.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Hashable
 
 import numpy as np
@@ -149,7 +150,7 @@ class DataSim:
             if self.policy.cache:
                 scored = None
                 if self.policy.prefetch:
-                    demand = {j.dataset.name: 1 for j in self.pending}
+                    demand = Counter(j.dataset.name for j in self.pending)
                     scored = (demand, self.settings.prefetch)
                 entry = self.caches[placement.node].admit_reader(job.dataset, self.now, scored)
             pods.append(PodRun(placement.node, gpus, gpus * job.read_bps_per_gpu, entry))
