@@ -12,7 +12,15 @@ import typer
 
 from aipaas.cli import complete, selectors
 from aipaas.cli.control_get import Phase, Queue, Selector, Tenant, duration_seconds
-from aipaas.cli.failure import EXIT_TIMEOUT, client, exit_code, fail, handled, report
+from aipaas.cli.failure import (
+    EXIT_NOT_FOUND,
+    EXIT_TIMEOUT,
+    client,
+    exit_code,
+    fail,
+    handled,
+    report,
+)
 from aipaas.client import Client, WaitTimeout
 from aipaas.client_streams import condition
 from aipaas.errors import AipaasError
@@ -162,11 +170,14 @@ def wait(
         str, typer.Option("--timeout", help="Give up after: 30s, 10m, 1h (exit code 6).")
     ] = "30s",
     tenant: Tenant = None,
+    selector: Selector = None,
+    every: All = False,
 ) -> None:
     """Wait until objects meet a condition: `aipaas wait job/NAME --for=phase=Succeeded`."""
     kind, names = targets_of(targets or [], "job")
-    if not names:
-        fail("name what to wait for: job/NAME")
+    keep = _filter(selector, None, None)
+    if not names and keep is None and not every:
+        fail("name what to wait for: job/NAME, or select it with -l or --all")
     seconds = duration_seconds(timeout)
     if seconds is None:
         fail(f"--timeout {timeout!r}: use a duration such as 30s, 10m, 1h")
@@ -177,6 +188,10 @@ def wait(
             fail(str(err))
     deadline = time.monotonic() + seconds
     with client() as api:
+        if not names:
+            names = _select(api, kind, [], tenant, keep, every=every)
+            if not names:
+                fail("nothing matched", EXIT_NOT_FOUND)
         for name in names:
             left = max(deadline - time.monotonic(), 0.001)
             try:

@@ -49,14 +49,33 @@ def _split(kind: str, name: str | None) -> tuple[str, str | None]:
 
 
 def apply(
-    file: Annotated[list[Path], typer.Option("--filename", "-f", help="YAML/JSON ('-': stdin).")],
+    file: Annotated[
+        list[Path],
+        typer.Option(
+            "--filename", "-f", help="YAML/JSON file, a directory of them, or '-' (stdin)."
+        ),
+    ],
 ) -> None:
     """Create or update the objects of one or more multi-document YAML files."""
+    paths = [p for path in file for p in _files(path)]
+    texts = [(path, sys.stdin.read() if str(path) == "-" else _read(path)) for path in paths]
     with failure.client() as client:
-        for path in file:
-            text = sys.stdin.read() if str(path) == "-" else _read(path)
+        for _, text in texts:
             for item in client.apply(text):
                 print(f"{item['kind'].lower()}/{item['name']} {item['action']}")
+
+
+MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
+
+
+def _files(path: Path) -> list[Path]:
+    """A directory's manifests (in name order, not recursing), or the path itself."""
+    if str(path) != "-" and path.is_dir():
+        found = sorted(p for p in path.iterdir() if p.suffix in MANIFEST_SUFFIXES and p.is_file())
+        if not found:
+            failure.fail(f"{path}: no .yaml, .yml or .json files in it")
+        return found
+    return [path]
 
 
 def describe(
@@ -169,8 +188,7 @@ def _read(path: Path) -> str:
     try:
         return path.read_text()
     except OSError as err:
-        print(f"error: cannot read {path}: {err.strerror}", file=sys.stderr)
-        raise typer.Exit(1) from err
+        failure.fail(f"cannot read {path}: {err.strerror}")
 
 
 def _print_claim_state(obj: dict[str, Any], events: list[dict[str, Any]]) -> None:

@@ -4,6 +4,7 @@ server (cli_world.py)."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import yaml
 from cli_world import World, job_yaml
@@ -118,3 +119,27 @@ class TestSelectorsAndFilters:
         assert names(world.ok("get", "jobs", token=world.rick)) == ["other"]
         result = world.cli("get", "jobs", "-t", "acme", token=world.rick)
         assert result.exit_code == 3
+
+
+class TestApply:
+    def test_a_directory_and_several_files(self, world: World, tmp_path: Path) -> None:
+        folder = tmp_path / "jobs"
+        folder.mkdir()
+        (folder / "b.yaml").write_text(job_yaml("two"))
+        (folder / "a.yml").write_text(job_yaml("one"))
+        (folder / "notes.txt").write_text("not a manifest")
+        single = tmp_path / "three.yaml"
+        single.write_text(job_yaml("three"))
+        out = world.ok("apply", "-f", str(folder), "-f", str(single))
+        assert out.splitlines() == ["job/one created", "job/two created", "job/three created"]
+
+    def test_unreadable_paths_are_usage_errors_before_anything_is_applied(
+        self, world: World, tmp_path: Path
+    ) -> None:
+        good = tmp_path / "good.yaml"
+        good.write_text(job_yaml("one"))
+        result = world.cli("apply", "-f", str(good), "-f", str(tmp_path / "missing.yaml"))
+        assert result.exit_code == 2 and "cannot read" in result.stderr
+        (tmp_path / "empty").mkdir()
+        assert world.cli("apply", "-f", str(tmp_path / "empty")).exit_code == 2
+        assert world.client().list("job", "acme") == []

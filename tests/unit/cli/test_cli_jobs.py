@@ -169,6 +169,19 @@ class TestWait:
         assert world.cli("wait", "job/a", "--for=delete", "-t", "acme").exit_code == 0
         assert world.cli("wait", "job/a", "-t", "acme").exit_code == 3
 
+    def test_by_selector(self, world: World) -> None:
+        submit(world, "a", "b", labels="{sweep: s1}")
+        submit(world, "c")
+        later(
+            0.3,
+            lambda: world.set_status("Job", "acme", "a", phase="Succeeded"),
+            lambda: world.set_status("Job", "acme", "b", phase="Succeeded"),
+        )
+        out = world.ok("wait", "-l", "sweep=s1", "--for=phase=Succeeded", "-t", "acme")
+        assert out.splitlines() == ["job/a condition met", "job/b condition met"]
+        missing = world.cli("wait", "-l", "sweep=none", "-t", "acme")
+        assert missing.exit_code == 3 and "nothing matched" in missing.stderr
+
     def test_jsonpath_and_create(self, world: World) -> None:
         later(0.3, lambda: submit(world, "late"))
         later(0.6, lambda: world.set_status("Job", "acme", "late", phase="Running"))

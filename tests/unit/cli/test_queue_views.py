@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any, cast
 
 import pytest
 import yaml
@@ -76,7 +77,8 @@ class _Client(Client):
 
     def __init__(self, http: TestClient) -> None:
         self.url = "http://testserver"
-        self.http = http
+        # Any: starlette's TestClient is an httpx.Client, or httpx2's where that is installed
+        self.http = cast(Any, http)
 
     def close(self) -> None:
         pass
