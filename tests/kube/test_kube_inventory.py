@@ -60,6 +60,8 @@ def test_devices_allocated_by_another_scheduler_are_left_out(
             }
         },
     }
+    # annotated as if aipaas had allocated it: the annotation proves nothing
+    claim["metadata"]["annotations"] = {"aipaas.dev/allocated-by": "aipaas"}
     fake.put(claim)
     with fake.lock:  # the kube-scheduler allocated it
         stored = fake.objects[("resourceclaims", "acme", "theirs")]
@@ -75,7 +77,8 @@ def test_devices_allocated_by_another_scheduler_are_left_out(
                         }
                     ]
                 }
-            }
+            },
+            "reservedFor": [{"resource": "pods", "name": "theirs", "uid": "u-theirs"}],
         }
     found = backend.inventory()
     slices = {s.spec.node_name: s for s in found.slices}
@@ -95,3 +98,13 @@ def test_a_node_not_ready_or_cordoned_is_unknown(
     found = backend.inventory()
     assert found.unknown == frozenset({"gpu-c", "gpu-d"})
     assert {n.name for n in found.nodes} == {"gpu-a", "gpu-b", "gpu-c", "gpu-d"}
+
+
+def test_a_pod_dressed_as_aipaas_s_still_counts(fake: FakeKube, backend: KubernetesBackend) -> None:
+    """A pod that carries aipaas's label but is no task of aipaas (no request id, or a copy of
+    one) uses its node like any other pod."""
+    dressed = other_pod("gpu-b")
+    dressed["metadata"]["labels"] = {"aipaas.dev/managed": "true"}
+    fake.put(dressed)
+    nodes = {n.name: n for n in backend.inventory().nodes}
+    assert nodes["gpu-b"].cpu_milli == 64_000 - 1_500

@@ -60,6 +60,7 @@ class KubernetesBackend:
             [p for p in pods if p["metadata"]["uid"] not in tasks],
             self.api.list("ResourceSlice"),
             self.api.list("ResourceClaim"),
+            tasks,
         )
         self._nodes = {n.name for n in found.nodes}
         return found

@@ -12,7 +12,7 @@ its tasks are not given up.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Set
 from dataclasses import replace
 from typing import Any
 
@@ -21,7 +21,6 @@ from pydantic import ValidationError
 from aipaas.api.devices import ResourceSlice
 from aipaas.api.quantity import parse_quantity
 from aipaas.backends.base import Inventory, NodeInfo
-from aipaas.backends.kubernetes.manifests import ALLOCATED_ANNOTATION
 from aipaas.devices.topology_files import DRIVER
 
 log = logging.getLogger("aipaas.backends.kubernetes")
@@ -65,14 +64,19 @@ def _others_requests(pods: Iterable[Mapping[str, Any]]) -> dict[str, tuple[int, 
     return used
 
 
-def held_by_others(claims: Iterable[Mapping[str, Any]]) -> set[tuple[str, str, str]]:
-    """(driver, pool, device) of the devices claims allocated by another scheduler hold."""
+def held_by_others(
+    claims: Iterable[Mapping[str, Any]], tasks: Set[str]
+) -> set[tuple[str, str, str]]:
+    """(driver, pool, device) of the devices that allocated claims hold for anything but
+    aipaas's task pods (``tasks``: their uids); a claim reserved for aipaas's tasks alone is
+    aipaas's own allocation, which it counts itself."""
     held: set[tuple[str, str, str]] = set()
     for claim in claims:
-        meta = claim.get("metadata") or {}
-        if (meta.get("annotations") or {}).get(ALLOCATED_ANNOTATION):
+        status = claim.get("status") or {}
+        users = {r.get("uid") for r in status.get("reservedFor") or []}
+        if users and users <= tasks:
             continue
-        allocation = (claim.get("status") or {}).get("allocation") or {}
+        allocation = status.get("allocation") or {}
         for result in (allocation.get("devices") or {}).get("results") or []:
             held.add((result.get("driver", ""), result.get("pool", ""), result.get("device", "")))
     return held
@@ -115,7 +119,9 @@ def inventory(
     others: list[dict[str, Any]],
     slices: list[dict[str, Any]],
     claims: list[dict[str, Any]],
+    tasks: Set[str],
 ) -> Inventory:
+    """``others``: the pods that are not aipaas's tasks; ``tasks``: the uids of those that are."""
     used = _others_requests(others)
     infos = tuple(node_info(n, used.get(n["metadata"]["name"], (0, 0))) for n in nodes)
     unknown = frozenset(
@@ -124,7 +130,7 @@ def inventory(
         if not _ready(n) or (n.get("spec") or {}).get("unschedulable")
     )
     names = {n.name for n in infos}
-    held = held_by_others(claims)
+    held = held_by_others(claims, tasks)
     kept = [
         s
         for s in (_slice(d, held) for d in slices)
