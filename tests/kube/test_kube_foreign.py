@@ -8,7 +8,7 @@ import pytest
 from ctl_world import World
 from kube_fake import FakeKube
 from kube_objects import user_pod
-from kube_scenarios import controller_for, submit_gang
+from kube_scenarios import controller_for, gpu_claim, submit_gang
 
 from aipaas.api.job import Job
 from aipaas.backends.kubernetes.backend import KubernetesBackend
@@ -156,3 +156,29 @@ def test_a_group_still_growing_is_not_split(
     controller.run_cycle()
     [job] = imported_jobs(world)
     assert len(job.spec.tasks) == 3 and job.spec.min_available == 3
+
+
+def test_a_pod_waits_until_the_cluster_made_its_templates_claim(
+    world: World, fake: FakeKube, backend: KubernetesBackend
+) -> None:
+    controller = controller_for(world, backend)
+    pod = user_pod("templated")
+    pod["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}]
+    pod["spec"]["containers"][0]["resources"]["claims"] = [{"name": "gpu"}]
+    fake.put(pod)
+    for _ in range(3):
+        controller.run_cycle()
+    assert imported_jobs(world) == []  # its claim does not exist yet
+    fake.put(gpu_claim("templated-gpu-x7k2p", 1))  # what the resourceclaim controller makes
+    with fake.lock:
+        stored = fake.objects[("pods", "acme", "templated")]
+        stored["status"]["resourceClaimStatuses"] = [
+            {"name": "gpu", "resourceClaimName": "templated-gpu-x7k2p"}
+        ]
+    for _ in range(3):
+        controller.run_cycle()
+    [job] = imported_jobs(world)
+    assert job.spec.tasks[0].resources.claims[0].resource_claim_name == "templated-gpu-x7k2p"
+    claim = fake.get("ResourceClaim", "acme", "templated-gpu-x7k2p")
+    assert claim is not None and claim["status"]["reservedFor"][0]["name"] == "templated"
+    assert (fake.get("Pod", "acme", "templated") or {})["spec"].get("nodeName")
