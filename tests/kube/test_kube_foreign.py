@@ -40,6 +40,7 @@ def test_a_pod_group_is_scheduled_as_one_gang(
         claim = fake.get("ResourceClaim", "acme", f"{name}-gpu")
         assert claim is not None
         assert claim["metadata"]["finalizers"] == ["resource.kubernetes.io/delete-protection"]
+        assert "annotations" not in claim["metadata"]  # the user's claim: only the finalizer
         allocation = claim["status"]["allocation"]
         results = allocation["devices"]["results"]
         assert len(results) == 2 and {r["request"] for r in results} == {"gpu"}

@@ -60,8 +60,8 @@ def test_devices_allocated_by_another_scheduler_are_left_out(
             }
         },
     }
-    # annotated as if aipaas had allocated it: the annotation proves nothing
-    claim["metadata"]["annotations"] = {"aipaas.dev/allocated-by": "aipaas"}
+    # labelled like a claim aipaas made: a label proves nothing
+    claim["metadata"]["labels"] = {"aipaas.dev/managed": "true"}
     fake.put(claim)
     with fake.lock:  # the kube-scheduler allocated it
         stored = fake.objects[("resourceclaims", "acme", "theirs")]

@@ -46,12 +46,11 @@ def reserve_claim(
         if any(r.get("uid") == pod["metadata"]["uid"] for r in reserved):
             return
         finalizers = list(meta.get("finalizers") or [])
-        if m.CLAIM_FINALIZER not in finalizers or not (claim.get("status") or {}).get("allocation"):
-            patch: dict[str, Any] = {"resourceVersion": meta["resourceVersion"]}
-            if m.CLAIM_FINALIZER not in finalizers:
-                patch["finalizers"] = [*finalizers, m.CLAIM_FINALIZER]
-            if not (claim.get("status") or {}).get("allocation"):
-                patch["annotations"] = {m.ALLOCATED_ANNOTATION: "aipaas"}
+        if m.CLAIM_FINALIZER not in finalizers:
+            patch = {
+                "resourceVersion": meta["resourceVersion"],
+                "finalizers": [*finalizers, m.CLAIM_FINALIZER],
+            }
             claim = api.patch("ResourceClaim", name, {"metadata": patch}, namespace)
         api.replace_status(m.allocated_status(claim, allocation, node, pod))
 
@@ -72,8 +71,9 @@ def pod_claim_names(pod: Mapping[str, Any]) -> list[str]:
 
 
 def release_claims(api: KubeApi, pod: Mapping[str, Any]) -> None:
-    """The pod leaves its claims' reservedFor; a claim aipaas allocated that no one holds any
-    more is deallocated and its finalizer removed, and deleted when aipaas created it."""
+    """The pod leaves its claims' reservedFor. As Kubernetes's resourceclaim controller does,
+    a claim with the built-in finalizer that no one holds any more is deallocated and the
+    finalizer removed; a claim aipaas created for its tasks is then deleted."""
     namespace, uid = pod["metadata"]["namespace"], pod["metadata"]["uid"]
     for name in pod_claim_names(pod):
 
@@ -82,13 +82,13 @@ def release_claims(api: KubeApi, pod: Mapping[str, Any]) -> None:
             reserved = status.get("reservedFor") or []
             kept = [r for r in reserved if r.get("uid") != uid]
             meta = claim["metadata"]
-            ours = (meta.get("annotations") or {}).get(m.ALLOCATED_ANNOTATION)
-            if len(kept) != len(reserved) or (not kept and ours and status.get("allocation")):
+            builtin = m.CLAIM_FINALIZER in (meta.get("finalizers") or [])
+            if len(kept) != len(reserved) or (not kept and builtin and status.get("allocation")):
                 status["reservedFor"] = kept
-                if not kept and ours:
+                if not kept and builtin:
                     status.pop("allocation", None)
                 claim = api.replace_status({**claim, "status": status})
-            if kept or not ours:
+            if kept or not builtin:
                 return
             finalizers = [
                 f for f in claim["metadata"].get("finalizers") or [] if f != m.CLAIM_FINALIZER
@@ -96,7 +96,6 @@ def release_claims(api: KubeApi, pod: Mapping[str, Any]) -> None:
             patch = {
                 "resourceVersion": claim["metadata"]["resourceVersion"],
                 "finalizers": finalizers or None,
-                "annotations": {m.ALLOCATED_ANNOTATION: None},
             }
             api.patch("ResourceClaim", name, {"metadata": patch}, namespace)
             if (meta.get("labels") or {}).get(m.MANAGED_LABEL) == "true":

@@ -23,7 +23,6 @@ REQUEST_LABEL: Final = "aipaas.dev/request-hash"  # label values are short: a ha
 REQUEST_ANNOTATION: Final = "aipaas.dev/request-id"
 NODE_ANNOTATION: Final = "aipaas.dev/node"  # where the pod is to be bound (crash-safe bind)
 LOG_ANNOTATION: Final = "aipaas.dev/log-path"
-ALLOCATED_ANNOTATION: Final = "aipaas.dev/allocated-by"  # claims whose status aipaas wrote
 CLAIM_FINALIZER: Final = "resource.kubernetes.io/delete-protection"
 #: keeps a deleted pod (and its exit code) until aipaas has read how it ended
 POD_FINALIZER: Final = "aipaas.dev/task-record"
