@@ -183,3 +183,23 @@ def test_a_pod_waits_until_the_cluster_made_its_templates_claim(
     claim = fake.get("ResourceClaim", "acme", "templated-gpu-x7k2p")
     assert claim is not None and claim["status"]["reservedFor"][0]["name"] == "templated"
     assert (fake.get("Pod", "acme", "templated") or {})["spec"].get("nodeName")
+
+
+def test_others_pods_count_against_the_tenants_quota(
+    world: World, fake: FakeKube, backend: KubernetesBackend
+) -> None:
+    world.setup("{cpu: 3, memory: 64Gi}")  # one pod of 2 CPUs fits, a gang of two does not
+    controller = world.controller(
+        backend, inventory_seconds=0, extensions=[KubeImport("research", settle_seconds=0)]
+    )
+    for i in range(2):
+        fake.put(user_pod(f"big-{i}", group="big"))
+    for _ in range(4):
+        controller.run_cycle()
+    [job] = imported_jobs(world)
+    status = world.job(job.name).status
+    assert status is not None and status.phase.value == "Pending"
+    assert "quota" in status.message.lower(), status.message
+    assert all(
+        not (fake.get("Pod", "acme", f"big-{i}") or {})["spec"].get("nodeName") for i in range(2)
+    )
