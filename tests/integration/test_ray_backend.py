@@ -188,6 +188,33 @@ def test_a_failing_task_restarts_per_its_policy(
     assert {f"aipaas-pg-{record.job_uid}.0", f"aipaas-pg-{record.job_uid}.1"} <= names
 
 
+def test_a_task_restarted_alone_takes_its_bundle_again(
+    world: World, backend: Backend, tmp_path: Path
+) -> None:
+    """Ray keeps a bundle reserved until its whole group ends: a task of a gang that restarts
+    while the others run must take its old bundle (a group of its own could not be placed
+    on a node whose GPUs the old bundle still holds)."""
+    import ray
+
+    controller = world.controller(backend, backoff_seconds=0.05)
+    marker = tmp_path / "failed-once"
+    script = (
+        f"import os, sys, time; p = {str(marker)!r}; rank = os.environ['RANK'];"
+        " first = rank == '0' and not os.path.exists(p); first and open(p, 'w').close();"
+        " sys.exit(7) if first else time.sleep(6 if rank == '1' else 0)"
+    )
+    # Every GPU of a node per task: the old bundle holds all of them.
+    task = python_task(script, replicas=2, gpu=str(GPUS_PER_NODE), policy="OnFailure", limit=2)
+    world.submit("pair", task)
+    cycle_until(controller, lambda: world.phase("pair") == "Succeeded", timeout=60)
+    first, second = records(world, "pair")
+    assert (first.attempt, second.attempt) == (1, 0)
+    uid = first.job_uid
+    names = {g["name"] for g in ray.util.placement_group_table().values() if uid in g["name"]}
+    assert names == {f"aipaas-pg-{uid}.0"}  # the restart used the gang's group
+    cycle_until(controller, lambda: groups_of(uid) == [])
+
+
 def test_cancel_stops_the_real_work(world: World, backend: Backend) -> None:
     controller = world.controller(backend, stop_grace_seconds=1)
     marker = f"aipaas-ray-cancel-{uuid.uuid4().hex[:8]}"

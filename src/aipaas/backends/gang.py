@@ -36,11 +36,13 @@ class Gang:
     #: unique per job and start round: ``<job uid>.<attempt>``
     key: str
     members: tuple[GangMember, ...]
+    job: str = ""  # the job's uid
 
     def encode(self) -> str:
         return json.dumps(
             {
                 "key": self.key,
+                "job": self.job,
                 "members": [
                     [m.rank, m.task, m.node, m.gpus, m.gpu_milli, m.cpu_milli] for m in self.members
                 ],
@@ -63,7 +65,7 @@ def gang_of(request: LaunchRequest) -> Gang | None:
             GangMember(int(r), str(t), str(n), int(g), int(m), int(c))
             for r, t, n, g, m, c in data["members"]
         )
-        return Gang(str(data["key"]), members)
+        return Gang(str(data["key"]), members, str(data.get("job", "")))
     except (ValueError, KeyError, TypeError):
         return None
 

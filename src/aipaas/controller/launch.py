@@ -140,7 +140,7 @@ def starting_with(job: Job, record: TaskRecord, records: Sequence[TaskRecord]) -
         )
         for r in sorted(together, key=lambda r: r.rank)
     )
-    return Gang(f"{record.job_uid}.{record.attempt}", members)
+    return Gang(f"{record.job_uid}.{record.attempt}", members, record.job_uid)
 
 
 def _seconds(text: str | None) -> float | None:

@@ -59,6 +59,8 @@ class Groups:
         self.records = records
         self.dir = records.run_dir / ".groups"
         self.dir.mkdir(exist_ok=True)
+        #: groups this driver made or found, by name: a round's later starts ask Ray nothing
+        self._live: dict[str, PlacementGroup] = {}
 
     def place(
         self,
@@ -74,25 +76,23 @@ class Groups:
         gang = gang_of(request) or _alone(request)
         own = gang.member(request.task) or _alone(request).members[0]
         name = GROUP_PREFIX + gang.key
-        record = self._record(name)
-        group = _existing(name)
-        if group is not None and record is not None and request.task not in record["tasks"]:
-            # A task restarted alone whose round has a group without it: a group of its own.
-            gang = Gang(rid, (own,))
-            name, record, group = GROUP_PREFIX + rid, self._record(GROUP_PREFIX + rid), None
-            group = _existing(name)
-        if group is None or record is None:
-            record = self._create(name, gang, request.task, own_gpus, nodes)
-            group = _existing(name)
-            if group is None:
-                raise RuntimeError(f"Ray did not keep the placement group {name}")
-        index = record["tasks"].index(request.task)
-        if rid not in record["users"]:
-            record["users"].append(rid)
-            write(self.dir / f"{name}.json", json.dumps(record))
-        self.records.mark(rid, "placement.json", json.dumps({"group": name, "bundle": index}))
-        resources = {str(k): float(v) for k, v in record["bundles"][index].items()}
-        return Placement(group, name, index, resources)
+        record, group = self._record(name), self._group(name)
+        if group is not None and record is not None and request.task in record["tasks"]:
+            return self._use(name, group, record, record["tasks"].index(request.task), rid)
+        if len(gang.members) == 1 or group is not None:
+            # A task restarted alone: the bundle its job holds on its node, free since the
+            # attempt before ended (Ray keeps a bundle reserved until its whole group ends).
+            free = self._free_bundle(gang.job, request.node, _bundle(own, own_gpus))
+            if free is not None:
+                return self._use(*free, rid)
+        if group is not None:  # its round has a group without it: a group of its own
+            gang = Gang(rid, (own,), gang.job)
+            name = GROUP_PREFIX + rid
+            record, group = self._record(name), self._group(name)
+            if group is not None and record is not None:
+                return self._use(name, group, record, 0, rid)
+        record, group = self._create(name, gang, request.task, own_gpus, nodes)
+        return self._use(name, group, record, record["tasks"].index(request.task), rid)
 
     def release(self, rid: str) -> None:
         """The task ended: its group is removed once no task using it is still on (each
@@ -102,12 +102,13 @@ class Groups:
         placed = self._read(self.records.dir(rid) / "placement.json")
         if placed is not None:
             name = str(placed["group"])
-            record = self._record(name)
-            users = [str(u) for u in (record or {}).get("users", []) if u != rid]
+            record = self._record(name) or {}
+            users = [str(u) for u in record.get("users", {}) if u != rid]
             if not any(self._holds(u) for u in users):
-                group = _existing(name)
+                group = self._group(name)
                 if group is not None:
                     remove_placement_group(group)  # before the mark: a crash repeats it
+                    self._live.pop(name, None)
         self.records.mark(rid, "released")
 
     def state(self, rid: str) -> str | None:
@@ -115,7 +116,7 @@ class Groups:
         placed = self._read(self.records.dir(rid) / "placement.json")
         if placed is None:
             return None
-        group = _existing(str(placed["group"]))
+        group = self._group(str(placed["group"]))
         if group is None:
             return None
         with contextlib.suppress(Exception):
@@ -124,6 +125,12 @@ class Groups:
 
     # helpers ------------------------------------------------------------------------------
 
+    def _group(self, name: str) -> PlacementGroup | None:
+        group = self._live.get(name) or _existing(name)
+        if group is not None:
+            self._live[name] = group
+        return group
+
     def _create(
         self,
         name: str,
@@ -131,7 +138,7 @@ class Groups:
         task: str,
         own_gpus: float,
         nodes: dict[str, RayNode],
-    ) -> dict[str, Any]:
+    ) -> tuple[dict[str, Any], PlacementGroup]:
         bundles: list[dict[str, float]] = []
         selectors: list[dict[str, str]] = []
         for member in gang.members:
@@ -139,12 +146,7 @@ class Groups:
             if node is None:
                 raise ValueError(f"the Ray cluster has no live node {member.node}")
             gpus = own_gpus if member.task == task else _gpus(member)
-            bundle = {"CPU": max(member.cpu_milli / 1000, 0.0)}
-            if gpus > 0:
-                bundle["GPU"] = gpus
-            if not any(bundle.values()):
-                bundle["CPU"] = MIN_CPU
-            bundles.append(bundle)
+            bundles.append(_bundle(member, gpus))
             selectors.append({NODE_ID_LABEL: node.node_id})
         _check_fits(gang, bundles, nodes)
         spread = len({m.node for m in gang.members}) == len(gang.members) > 1
@@ -153,18 +155,63 @@ class Groups:
             "nodes": [m.node for m in gang.members],
             "bundles": bundles,
             "strategy": "STRICT_SPREAD" if spread else "PACK",
-            "users": [],
+            "users": {},  # request id -> the bundle it took
         }
         # Written first: a crash after Ray made the group finds the record beside it.
         write(self.dir / f"{name}.json", json.dumps(record))
-        placement_group(
+        if gang.job:
+            groups = [g for g in self._job_groups(gang.job) if self._group(g) is not None]
+            payload = {"groups": [*groups, name]}
+            write(self.dir / f"job-{gang.job}.json", json.dumps(payload))
+        group = placement_group(
             bundles,
             strategy=record["strategy"],
             name=name,
             lifetime="detached",  # outlives this driver: adopted by name after a restart
             bundle_label_selector=selectors,
         )
-        return record
+        self._live[name] = group
+        return record, group
+
+    def _use(
+        self, name: str, group: PlacementGroup, record: dict[str, Any], index: int, rid: str
+    ) -> Placement:
+        """The task takes bundle ``index`` of the group (written down before the actor)."""
+        if record["users"].get(rid) != index:
+            record["users"][rid] = index
+            write(self.dir / f"{name}.json", json.dumps(record))
+        self.records.mark(rid, "placement.json", json.dumps({"group": name, "bundle": index}))
+        resources = {str(k): float(v) for k, v in record["bundles"][index].items()}
+        return Placement(group, name, index, resources)
+
+    def _free_bundle(
+        self, job: str, node: str, wanted: dict[str, float]
+    ) -> tuple[str, PlacementGroup, dict[str, Any], int] | None:
+        """A bundle of the job's live groups on ``node``, as large as ``wanted``, that no task
+        holds now."""
+        if not job:
+            return None
+        for name in self._job_groups(job):
+            record, group = self._record(name), None
+            if record is None:
+                continue
+            # A bundle no task used yet waits for its own task's start: not free.
+            used = {int(i) for i in record["users"].values()}
+            held = {int(i) for u, i in record["users"].items() if self._holds(str(u))}
+            pairs = zip(record["nodes"], record["bundles"], strict=True)
+            for index, (where, bundle) in enumerate(pairs):
+                free = index in used and index not in held
+                if where != node or not free or not _same(bundle, wanted):
+                    continue
+                group = group or self._group(name)
+                if group is None:
+                    break  # removed: none of its bundles is left
+                return name, group, record, index
+        return None
+
+    def _job_groups(self, job: str) -> list[str]:
+        found = self._read(self.dir / f"job-{job}.json") or {}
+        return [str(n) for n in found.get("groups", [])]
 
     def _holds(self, rid: str) -> bool:
         """The task may still run in its bundle: its actor was made and it has not ended."""
@@ -177,7 +224,7 @@ class Groups:
         if placed is None:
             return None
         name, index = str(placed["group"]), int(placed["bundle"])
-        record, group = self._record(name), _existing(name)
+        record, group = self._record(name), self._group(name)
         if record is None or group is None:
             return None
         resources = {str(k): float(v) for k, v in record["bundles"][index].items()}
@@ -221,6 +268,21 @@ def _check_fits(gang: Gang, bundles: list[dict[str, float]], nodes: dict[str, Ra
                 )
 
 
+def _bundle(member: GangMember, gpus: float) -> dict[str, float]:
+    """A task's bundle: its CPUs and Ray's GPUs for it (Ray refuses a bundle of zeros)."""
+    bundle = {"CPU": max(member.cpu_milli / 1000, 0.0)}
+    if gpus > 0:
+        bundle["GPU"] = gpus
+    if not any(bundle.values()):
+        bundle["CPU"] = MIN_CPU
+    return bundle
+
+
+def _same(bundle: dict[str, Any], wanted: dict[str, float]) -> bool:
+    keys = set(bundle) | set(wanted)
+    return all(abs(float(bundle.get(k, 0)) - wanted.get(k, 0.0)) < 1e-6 for k in keys)
+
+
 def _gpus(member: GangMember) -> float:
     """Ray's GPUs for a task of the gang: whole GPUs, or the share of one."""
     if member.gpus == 1 and 0 < member.gpu_milli < 1000:
@@ -231,4 +293,4 @@ def _gpus(member: GangMember) -> float:
 def _alone(request: LaunchRequest) -> Gang:
     """A task the controller told no gang for: a gang of one."""
     member = GangMember(0, request.task, request.node, 0, 0, request.cpu_milli)
-    return Gang(request.request_id, (member,))
+    return Gang(request.request_id, (member,), "")
