@@ -23,6 +23,7 @@ from aipaas.client import Client
 from aipaas.server.app import create_app
 from aipaas.server.bootstrap import ensure_admin_token
 from aipaas.store import Store
+from aipaas.store.pgtest import ThrowawayPostgres, unavailable_reason
 
 ADMIN = "cli-admin-token"
 SETUP = """
@@ -109,6 +110,28 @@ def _free_port() -> int:
 @pytest.fixture
 def world(tmp_path: Path) -> Iterator[World]:
     store = Store.open(f"sqlite:///{tmp_path / 'aipaas.db'}")
+    yield from _serve(store, tmp_path)
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[ThrowawayPostgres]:
+    reason = unavailable_reason()
+    if reason is not None:
+        pytest.skip(reason)
+    server = ThrowawayPostgres()
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def pg_world(tmp_path: Path, postgres: ThrowawayPostgres) -> Iterator[World]:
+    """The same on PostgreSQL (the watch streams' time and id queries differ by database)."""
+    postgres.reset()
+    yield from _serve(Store.open(postgres.url), tmp_path)
+
+
+def _serve(store: Store, tmp_path: Path) -> Iterator[World]:
     ensure_admin_token(store, tmp_path / "admin-token", ADMIN)
     application = create_app(store)
     application.state.watch_poll_seconds = 0.05

@@ -105,7 +105,11 @@ class TestWatchStream:
         assert time.monotonic() - started < 10  # ended at once, not at the timeout
         thread.join()
 
-    def test_resume_from_a_bookmark(self, world: World, monkeypatch: pytest.MonkeyPatch) -> None:
+    @pytest.mark.parametrize("database", ["sqlite", "postgresql"])
+    def test_resume_from_a_bookmark(
+        self, database: str, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        world: World = request.getfixturevalue("world" if database == "sqlite" else "pg_world")
         monkeypatch.setattr(watch_stream, "OVERLAP", timedelta(milliseconds=200))
         admin = world.client()
         admin.apply(job_yaml("kept"))
@@ -148,7 +152,11 @@ class TestWatchStream:
 
 
 class TestEventStream:
-    def test_follow_events_of_a_tenant_only(self, world: World) -> None:
+    @pytest.mark.parametrize("database", ["sqlite", "postgresql"])
+    def test_follow_events_of_a_tenant_only(
+        self, database: str, request: pytest.FixtureRequest
+    ) -> None:
+        world: World = request.getfixturevalue("world" if database == "sqlite" else "pg_world")
         admin = world.client()
         admin.apply(job_yaml("a"))
         later(
