@@ -24,6 +24,7 @@ from aipaas.backends.base import (
     membership_files,
 )
 from aipaas.backends.gang import places_gangs
+from aipaas.backends.gpu_utilization import GpuUtilization
 from aipaas.backends.service_endpoints import endpoint_owners
 
 log = logging.getLogger("aipaas.backends")
@@ -112,6 +113,14 @@ class CompositeBackend:
             if answer is not None:
                 return answer
         return None
+
+    def gpu_utilization(self) -> dict[tuple[str, int], float]:
+        """What every member that can tell says (nodes are the members' own)."""
+        found: dict[tuple[str, int], float] = {}
+        for backend in self.backends:
+            if isinstance(backend, GpuUtilization):
+                found.update(backend.gpu_utilization())
+        return found
 
     def membership_file(self, node: str, tenant: str, job: str) -> str | None:
         member = membership_files(self._by_node.get(node))

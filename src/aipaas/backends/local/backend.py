@@ -30,6 +30,7 @@ from aipaas.api.devices import ResourceSlice
 from aipaas.backends.base import Inventory, LaunchRequest, NodeInfo, TaskState, TaskStatus
 from aipaas.backends.local import listeners, machine, runner
 from aipaas.backends.local.datasets import DatasetCacheConfig, LocalDatasetCaches
+from aipaas.backends.local.gpu_usage import read_utilization
 from aipaas.backends.local.isolation import (
     ISOLATION_ANNOTATION,
     IsolationError,
@@ -186,6 +187,10 @@ class LocalBackend(LocalDatasetCaches):  # datasets: backends/local/datasets.py
 
     def update_membership(self, tenant: str, job: str, payload: Mapping[str, object]) -> None:
         self.placer.write_tenant_file(tenant, _membership_name(job), json.dumps(payload))
+
+    def gpu_utilization(self) -> dict[tuple[str, int], float]:
+        """How busy each GPU is (NVML): the GpuUtilization capability (idle-GPU alerts)."""
+        return read_utilization(self.name_of_node, self._nvml)
 
     def endpoint_owner(self, request_id: str, port: int) -> bool | None:
         """Whether the task's own processes listen on ``port`` (backends/service_endpoints.py):
