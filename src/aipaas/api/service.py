@@ -103,6 +103,8 @@ class ReplicaTemplate(Model):
     resources: TaskResources = Field(default_factory=TaskResources)
     readiness_probe: HttpProbe | None = None
     liveness_probe: HttpProbe | None = None
+    #: one check for both: the readiness and liveness probe each, where not given on its own
+    health_check: HttpProbe | None = None
     # A replica that ends is always replaced (by the service's controller): the only policy.
     restart_policy: Literal["Always"] = "Always"
 
@@ -122,6 +124,13 @@ class ReplicaTemplate(Model):
         if value is not None and not value.startswith("/"):
             raise ValueError("must be an absolute path")
         return value
+
+    @model_validator(mode="after")
+    def _health_check_is_both(self) -> ReplicaTemplate:
+        if self.health_check is not None:
+            self.readiness_probe = self.readiness_probe or self.health_check
+            self.liveness_probe = self.liveness_probe or self.health_check
+        return self
 
     @field_validator("env")
     @classmethod

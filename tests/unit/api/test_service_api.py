@@ -168,3 +168,18 @@ def test_replicas_short_forms_restart_always_and_a_fixed_port() -> None:
     on_port = parse_object(manifest(port=8080))
     assert isinstance(on_port, Service) and on_port.spec.port == 8080
     assert on_port.spec.revision() != fixed.spec.revision()  # a new port rolls the replicas
+
+
+def test_a_health_check_is_the_readiness_and_the_liveness_probe() -> None:
+    template = {"command": ["x"], "healthCheck": {"path": "/health"}}
+    both = parse_object(manifest(template=template))
+    assert isinstance(both, Service)
+    assert both.spec.template.readiness_probe == both.spec.template.liveness_probe
+    assert both.spec.template.liveness_probe is not None
+    assert both.spec.template.liveness_probe.path == "/health"
+    own = {**template, "readinessProbe": {"path": "/ready"}}
+    mixed = parse_object(manifest(template=own))
+    assert isinstance(mixed, Service) and mixed.spec.template.readiness_probe is not None
+    assert mixed.spec.template.readiness_probe.path == "/ready"
+    again = parse_object(both.to_wire())
+    assert isinstance(again, Service) and again.spec.revision() == both.spec.revision()
