@@ -81,6 +81,10 @@ def status(key: str, default: object = None) -> Getter:
     return lambda o: (o.get("status") or {}).get(key, default)
 
 
+def _status_of(item: dict[str, Any], key: str) -> Any:
+    return (item.get("status") or {}).get(key)
+
+
 def age(item: dict[str, Any]) -> str:
     return humanize.age((item.get("metadata") or {}).get("creationTimestamp"))
 
@@ -153,10 +157,10 @@ register(
         Column("BACKEND", spec("backend")),
         Column("READY", status("ready")),
         Column("GPUS", lambda o: (o["spec"].get("gpus") or {}).get("count", 0)),
-        Column("GPUS USED", status("allocatedGpus")),
+        Column("GPUS USED", lambda o: humanize.count(float(_status_of(o, "allocatedGpus") or 0))),
         Column("MODEL", lambda o: (o["spec"].get("gpus") or {}).get("model")),
-        Column("CPU", spec("cpu")),
-        Column("CPU USED", status("allocatedCpu")),
+        Column("CPU", lambda o: humanize.cores(o["spec"]["cpu"])),
+        Column("CPU USED", lambda o: humanize.cores(_status_of(o, "allocatedCpu") or "0")),
         Column("MEMORY", lambda o: humanize.quantity_bytes(o["spec"]["memory"])),
         Column("AGE", age),
         Column(

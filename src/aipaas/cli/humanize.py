@@ -75,3 +75,12 @@ def quantity_bytes(value: Any) -> str:
             shown = amount / size
             return f"{shown:.1f}".rstrip("0").rstrip(".") + suffix
     return f"{int(amount)}"
+
+
+def cores(value: Any) -> str:
+    """CPU as cores: "1500m" -> 1.5, "2" -> 2."""
+    try:
+        amount = float(parse_quantity(str(value)))
+    except (ValueError, ArithmeticError):
+        return str(value)
+    return f"{amount:.3f}".rstrip("0").rstrip(".")

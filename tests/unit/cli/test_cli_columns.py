@@ -83,3 +83,17 @@ class TestHumanize:
         assert humanize.quantity_bytes(512) == "512"
         assert humanize.quantity_bytes("junk") == "junk"
         assert humanize.count(2.0) == "2" and humanize.count(0.5) == "0.5"
+        assert humanize.cores("1500m") == "1.5" and humanize.cores("2") == "2"
+        assert humanize.cores("0m") == "0" and humanize.cores("junk") == "junk"
+
+    def test_node_columns(self) -> None:
+        node = {
+            "kind": "Node",
+            "metadata": {"name": "n1", "labels": {}},
+            "spec": {"backend": "sim", "cpu": "64", "memory": "549755813888", "gpus": {"count": 8}},
+            "status": {"ready": True, "allocatedGpus": 2.0, "allocatedCpu": "2500m"},
+        }
+        shown = columns.columns_for("Node")
+        cells = dict(zip([c.header for c in shown], columns.row(shown, node), strict=True))
+        assert cells["GPUS USED"] == "2" and cells["CPU USED"] == "2.5"
+        assert cells["MEMORY"] == "512Gi" and cells["CPU"] == "64"
