@@ -65,6 +65,7 @@ except OSError:
 server.serve_forever()
 """
 
+SERVICE = "aipaas.dev/service"
 OTHER_TENANT = """apiVersion: aipaas/v1
 kind: Tenant
 metadata: {name: globex}
@@ -353,6 +354,17 @@ def test_apply_refuses_a_missing_queue_a_forbidden_class_and_forged_load(
     }
     with server.http(gus) as client:
         assert client.post("/apply", content=json.dumps(forged)).status_code == 403
+    # A job cannot pass for a replica (the controller would list it as an endpoint).
+    posing = {
+        "apiVersion": "aipaas/v1",
+        "kind": "Job",
+        "metadata": {"name": "posing", "tenant": "globex", "labels": {SERVICE: "hello"}},
+        "spec": {"queue": "research", "tasks": [{"name": "t", "command": ["true"]}]},
+    }
+    with server.http(gus) as client:
+        refused = client.post("/apply", content=json.dumps(posing))
+    assert refused.status_code == 422
+    assert refused.json()["fields"][0]["path"] == f"metadata.labels[{SERVICE}]"
 
 
 def replica_jobs(server: ServerProcess, name: str) -> list[dict[str, Any]]:
