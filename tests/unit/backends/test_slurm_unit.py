@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -251,6 +252,52 @@ def test_one_squeue_serves_the_starts_of_a_cycle(tmp_path: Path, slurm: FakeSlur
     assert all(a.state is not TaskState.LOST for a in answers.values())
 
 
+class SlowSlurm(FakeSlurm):
+    """sbatch answers only when the test lets it."""
+
+    def __init__(self, nodes: list[dict[str, Any]]) -> None:
+        super().__init__(nodes)
+        self.answer = threading.Event()
+
+    def submit(self, args: Sequence[str], script: Path) -> int:
+        assert self.answer.wait(10)
+        return super().submit(args, script)
+
+
+def test_starts_submit_off_the_callers_thread(tmp_path: Path, slurm: FakeSlurm) -> None:
+    """A start returns before sbatch answers; until then the task is not started (being
+    submitted), a repeated start submits nothing more, a stop waits for the job id and
+    cancels the job; a failed sbatch makes the task lost with sbatch's words."""
+    slow = SlowSlurm(slurm.node_list)
+    backend = SlurmBackend(tmp_path, commands=slow, submit_workers=2)
+    backend.start(request("a.w-0.0"))
+    backend.start(request("b.w-0.0"))
+    backend.start(request("a.w-0.0"))
+    assert slow.submitted == []
+    answer = backend.status(["a.w-0.0"])["a.w-0.0"]
+    assert answer.state is TaskState.UNKNOWN and answer.message == "being submitted to Slurm"
+    slow.answer.set()
+    backend.stop("b.w-0.0")  # waits for b's job id, then cancels it
+    assert sorted(a[0] for a, _ in slow.submitted) == [
+        "--job-name=aipaas.a.w-0.0",
+        "--job-name=aipaas.b.w-0.0",
+    ]
+    assert slow.cancelled == [int((backend.run_dir / "b.w-0.0" / "job").read_text())]
+    backend.close()
+    answers = backend.status(["a.w-0.0", "b.w-0.0"])
+    assert answers["a.w-0.0"].state is TaskState.UNKNOWN  # pending in Slurm
+    assert "pending" in answers["a.w-0.0"].message.lower()
+
+    def refuse(args: Sequence[str], script: Path) -> int:
+        raise SlurmError("sbatch: error: Batch job submission failed: Invalid account")
+
+    slow.submit = refuse  # type: ignore[method-assign]
+    backend.start(request("c.w-0.0"))
+    backend.close()
+    lost = backend.status(["c.w-0.0"])["c.w-0.0"]
+    assert lost.state is TaskState.LOST and "Invalid account" in lost.message
+
+
 def test_status_when_slurm_has_forgotten_the_job(tmp_path: Path, slurm: FakeSlurm) -> None:
     backend = SlurmBackend(tmp_path, commands=slurm)
     backend.start(request("a.w-0.0"))
@@ -284,6 +331,7 @@ def test_fencing_refuses_a_stale_token(tmp_path: Path, slurm: FakeSlurm) -> None
     backend.start(request("x.w-0.0", fencing_token=5))
     with pytest.raises(FencingRefused):
         backend.start(request("y.w-0.0", fencing_token=4))
+    backend.close()  # waits for the sbatch calls in flight
     assert [a[0] for a, _ in slurm.submitted] == ["--job-name=aipaas.x.w-0.0"]
     with pytest.raises(ValueError, match="--slurm-mode"):
         slurm_backend(tmp_path, None, "anywhere")

@@ -37,6 +37,7 @@ from aipaas.backends.slurm.inventory import (
 )
 from aipaas.backends.slurm.partitions import partition_nodes
 from aipaas.backends.slurm.power import SlurmPowerPool
+from aipaas.backends.slurm.submitter import SUBMIT_ERROR, Submitter
 
 log = logging.getLogger("aipaas.backends")
 
@@ -59,7 +60,10 @@ class SlurmBackend(SlurmPowerPool):
         mode: Mode = "pinned",
         gpu_memory: str = "80Gi",
         commands: SlurmCommands | None = None,
+        submit_workers: int = 0,
     ) -> None:
+        """``submit_workers``: concurrent ``sbatch`` calls off the caller's thread
+        (submitter.py); 0: each start submits before it returns."""
         if mode not in MODES:
             raise ValueError(f"slurm mode {mode!r}: one of {', '.join(MODES)}")
         if conf is not None and not conf.is_file():
@@ -73,6 +77,11 @@ class SlurmBackend(SlurmPowerPool):
         self._jobs: tuple[float, dict[str, dict[str, Any]]] | None = None
         #: jobs were submitted since ``_jobs`` was read: status reads squeue again
         self._stale = False
+        self._read_at = 0.0  # when the squeue in ``_jobs`` was asked (wall clock)
+        self._submitter = Submitter(
+            lambda args, script: self.commands.submit(args, script), _write, submit_workers
+        )
+        self._submitter.on_submitted = self._submitted
         self._partitions: dict[str, str] = {}  # third-party: node name -> partition
         self._no_accounting_until = 0.0
 
@@ -110,8 +119,10 @@ class SlurmBackend(SlurmPowerPool):
 
     def start(self, request: LaunchRequest) -> None:
         directory = self._dir(request.request_id)
-        if (directory / "job").exists():
+        if (directory / "job").exists() or self._submitter.in_flight(request.request_id):
             return  # submitted before (by this process or one before it)
+        if (directory / SUBMIT_ERROR).exists():
+            return  # sbatch refused it: the status says so (lost), a new attempt follows
         directory.mkdir(parents=True, exist_ok=True)
         # A job a server before this one submitted is in any squeue this process read (the
         # cached one of this cycle, at most JOBS_CACHE_SECONDS old): one squeue serves all
@@ -139,10 +150,10 @@ class SlurmBackend(SlurmPowerPool):
             node=node,
             partition=partition,
         )
-        job_id = self.commands.submit(options, script)
-        _write(directory / "job", str(job_id))
-        self._stale = True
-        log.info("submitted %s as Slurm job %d", request.request_id, job_id)
+        self._submitter.submit(request.request_id, directory, options, script)
+
+    def _submitted(self) -> None:
+        self._stale = True  # the next status reads squeue again
 
     def _where(self, request: LaunchRequest) -> tuple[str | None, str | None]:
         """The node (pinned) or the partition (third-party) the task's job asks for."""
@@ -166,6 +177,7 @@ class SlurmBackend(SlurmPowerPool):
         if not directory.exists():
             return
         (directory / "stop").touch()
+        self._submitter.wait(request_id)  # its job id first, to cancel the job
         job = self._jobs_by_name(fresh=True).get(jobs.job_name(request_id))
         if job is None or jobs.job_state(job) not in jobs.WAITING | jobs.ACTIVE:
             return
@@ -236,6 +248,11 @@ class SlurmBackend(SlurmPowerPool):
             return jobs.status_of(request_id, job, stopped=stopped)
         if not directory.exists():
             return TaskStatus(request_id, TaskState.UNKNOWN)
+        if self._submitter.in_flight(request_id):
+            return TaskStatus(request_id, TaskState.UNKNOWN, None, "being submitted to Slurm")
+        with contextlib.suppress(FileNotFoundError):
+            why = (directory / SUBMIT_ERROR).read_text()
+            return TaskStatus(request_id, TaskState.LOST, None, why)
         exit_file = directory / jobs.EXIT_FILE
         if exit_file.exists():  # Slurm forgot the job (MinJobAge); its script told us
             try:
@@ -247,6 +264,10 @@ class SlurmBackend(SlurmPowerPool):
         job_file = directory / "job"
         if job_file.exists():
             job_id = job_file.read_text().strip()
+            if job_file.stat().st_mtime >= self._read_at:  # submitted after that squeue
+                return TaskStatus(
+                    request_id, TaskState.UNKNOWN, None, f"submitted to Slurm as job {job_id}"
+                )
             accounted = self._accounted(job_id)
             if accounted is not None:
                 return jobs.status_of(request_id, accounted, stopped=stopped)
@@ -276,17 +297,25 @@ class SlurmBackend(SlurmPowerPool):
         if not fresh and self._jobs is not None and now - self._jobs[0] < JOBS_CACHE_SECONDS:
             return self._jobs[1]
         found: dict[str, dict[str, Any]] = {}
-        for job in self.commands.jobs():
+        # Before the call: a submission that ends while squeue runs marks the answer stale.
+        asked_at, self._stale = time.time(), False
+        try:
+            listed = self.commands.jobs()
+        except Exception:
+            self._stale = True
+            raise
+        self._read_at = asked_at
+        for job in listed:
             name = str(job.get("name") or "")
             if jobs.request_of(name) is None:
                 continue
             if name not in found or int(job.get("job_id") or 0) > int(found[name]["job_id"]):
                 found[name] = job
         self._jobs = (now, found)
-        self._stale = False
         return found
 
     def close(self) -> None:
+        self._submitter.close()  # the calls in flight write their job ids down
         self._jobs = None
 
     def _dir(self, request_id: str) -> Path:

@@ -8,10 +8,11 @@ from pathlib import Path
 from aipaas.backends.base import Backend
 from aipaas.backends.fencing import FENCING_FILE, Fenced, TokenFile
 from aipaas.backends.slurm.backend import MODES, SlurmBackend
+from aipaas.backends.slurm.submitter import WORKERS
 
 
 def slurm_backend(run_dir: Path, conf: Path | None, mode: str) -> Backend:
     if mode not in MODES:
         raise ValueError(f"--slurm-mode {mode!r}: one of {', '.join(MODES)}")
-    backend = SlurmBackend(run_dir, conf=conf, mode=mode)
+    backend = SlurmBackend(run_dir, conf=conf, mode=mode, submit_workers=WORKERS)
     return Fenced(backend, TokenFile(backend.run_dir / FENCING_FILE))
