@@ -68,11 +68,16 @@ class DataAffinityScore(ScorePlugin):
                 value = spec.labels.get(label)
                 if value is not None:
                     groups.setdefault(value, []).append(spec.name)
+        by_group: dict[str, float] = {}  # each group's share, computed once per call
         for k, index in enumerate(nodes):
             spec = state.nodes[int(index)]
             own = node_fraction(self.view, spec.name, needs, credit)
             value = spec.labels.get(label) if share else None
-            group = group_fraction(self.view, groups[value], needs, credit) if value else own
+            group = own
+            if value is not None:
+                if value not in by_group:
+                    by_group[value] = group_fraction(self.view, groups[value], needs, credit)
+                group = by_group[value]
             scores[k] = int(MAX_NODE_SCORE * ((1.0 - share) * own + share * group))
         return scores
 
