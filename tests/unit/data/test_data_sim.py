@@ -79,6 +79,16 @@ class TestPredict:
         predicted = predict_nodes(heads, lines, 0.0, {"a": {"n2": 1.0}})
         assert predicted == {"a": ("n2",), "b": ("n1", "n0")}
 
+    def test_a_predicted_job_holds_its_gpus_from_its_start(self) -> None:
+        line = NodeTimeline(4, releases=[(100.0, 4)])
+        assert line.earliest(8, 0.0) == 100.0
+        line.takes.append((100.0, 8))
+        assert line.earliest(4, 0.0) is None  # free until 100, then taken: never 4 for good
+        starts: dict[str, float] = {}
+        lines = {"n0": NodeTimeline(0, releases=[(50.0, 8)]), "n1": NodeTimeline(0)}
+        assert predict_nodes([HeadJob("j", (8,))], lines, 0.0, starts=starts) == {"j": ("n0",)}
+        assert starts == {"j": 50.0}
+
     def test_no_prediction_when_the_cluster_cannot_hold_the_job(self) -> None:
         predicted = predict_nodes([HeadJob("big", (8, 8))], {"n0": NodeTimeline(8)}, 0.0)
         assert predicted == {"big": ()}
