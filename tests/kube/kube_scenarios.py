@@ -70,7 +70,9 @@ def controller_for(world: World, backend: KubernetesBackend) -> Controller:
     world.setup("{gpu: 100, cpu: 640, memory: 4Ti}")
     world.service.apply_text((EXAMPLES / "nvidia-classes.yaml").read_text())
     return world.controller(
-        backend, inventory_seconds=0, extensions=[KubeImport("research", settle_seconds=0)]
+        backend,
+        inventory_seconds=0,
+        extensions=[KubeImport("research", settle_seconds=0, every_seconds=0)],
     )
 
 

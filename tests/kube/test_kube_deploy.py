@@ -97,7 +97,9 @@ def with_import(world: World, backend: KubernetesBackend) -> Any:
     from aipaas.controller.kube_import import KubeImport
 
     return world.controller(
-        backend, inventory_seconds=0, extensions=[KubeImport("research", settle_seconds=0)]
+        backend,
+        inventory_seconds=0,
+        extensions=[KubeImport("research", settle_seconds=0, every_seconds=0)],
     )
 
 

@@ -145,7 +145,10 @@ def test_a_group_still_growing_is_not_split(
     world.setup()
     clock = VirtualClock()
     controller = world.controller(
-        backend, clock, inventory_seconds=0, extensions=[KubeImport("research", 2.0)]
+        backend,
+        clock,
+        inventory_seconds=0,
+        extensions=[KubeImport("research", 2.0, every_seconds=0)],
     )
     for i in range(3):
         fake.put(user_pod(f"grow-{i}", group="grow"))
@@ -190,7 +193,9 @@ def test_others_pods_count_against_the_tenants_quota(
 ) -> None:
     world.setup("{cpu: 3, memory: 64Gi}")  # one pod of 2 CPUs fits, a gang of two does not
     controller = world.controller(
-        backend, inventory_seconds=0, extensions=[KubeImport("research", settle_seconds=0)]
+        backend,
+        inventory_seconds=0,
+        extensions=[KubeImport("research", settle_seconds=0, every_seconds=0)],
     )
     for i in range(2):
         fake.put(user_pod(f"big-{i}", group="big"))
@@ -203,3 +208,22 @@ def test_others_pods_count_against_the_tenants_quota(
     assert all(
         not (fake.get("Pod", "acme", f"big-{i}") or {})["spec"].get("nodeName") for i in range(2)
     )
+
+
+def test_the_cluster_is_read_for_others_pods_at_most_once_a_second(
+    world: World, fake: FakeKube, backend: KubernetesBackend
+) -> None:
+    from aipaas.clock import VirtualClock
+
+    world.setup()
+    clock = VirtualClock()
+    controller = world.controller(
+        backend, clock, inventory_seconds=0, extensions=[KubeImport("research", 0.0, 1.0)]
+    )
+    fake.put(user_pod("patient"))
+    for _ in range(5):  # the same instant: read once, never twice, so never seen settled
+        controller.run_cycle()
+    assert imported_jobs(world) == []
+    clock.advance(1.0)
+    controller.run_cycle()
+    assert len(imported_jobs(world)) == 1

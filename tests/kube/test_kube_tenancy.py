@@ -57,7 +57,9 @@ def test_a_namespace_named_like_a_tenant_mapped_elsewhere_is_not_that_tenant(
     backend = make_backend(fake, tmp_path, namespaces={"acme": "team-acme"})
     world.setup()
     controller = world.controller(
-        backend, inventory_seconds=0, extensions=[KubeImport("research", settle_seconds=0)]
+        backend,
+        inventory_seconds=0,
+        extensions=[KubeImport("research", settle_seconds=0, every_seconds=0)],
     )
     fake.put(user_pod("impostor"))  # in namespace acme, which is not tenant acme's
     real = user_pod("real")
@@ -78,7 +80,9 @@ def test_a_pod_cannot_name_another_tenants_queue(
     world.setup()
     world.service.apply_text(BETA)
     controller = world.controller(
-        backend, inventory_seconds=0, extensions=[KubeImport("beta-q", settle_seconds=0)]
+        backend,
+        inventory_seconds=0,
+        extensions=[KubeImport("beta-q", settle_seconds=0, every_seconds=0)],
     )
     fake.put(namespace("beta"))
     pod = user_pod("sneaky")
@@ -101,7 +105,9 @@ def test_others_pods_cannot_use_another_namespaces_claim(
     world.setup()
     world.service.apply_text(BETA)
     controller = world.controller(
-        backend, inventory_seconds=0, extensions=[KubeImport("beta-q", settle_seconds=0)]
+        backend,
+        inventory_seconds=0,
+        extensions=[KubeImport("beta-q", settle_seconds=0, every_seconds=0)],
     )
     fake.put(namespace("beta"))
     fake.put(

@@ -40,21 +40,30 @@ GroupKey = tuple[str, str]  # (namespace, group)
 class KubeImport:
     name = "kube-import"
 
-    def __init__(self, default_queue: str, settle_seconds: float = 2.0) -> None:
+    def __init__(
+        self, default_queue: str, settle_seconds: float = 2.0, every_seconds: float = 1.0
+    ) -> None:
         self.default_queue = default_queue
         self.settle_seconds = settle_seconds
+        #: at most one read of the cluster's pending pods this often (a list per cycle would
+        #: ask the API server five times a second)
+        self.every_seconds = every_seconds
+        self._read_at: float | None = None
         #: each group's pods as last seen, and since when they have been those
         self._last: dict[GroupKey, tuple[frozenset[str], float]] = {}
         self._warned: set[tuple[GroupKey, str]] = set()
 
     def run(self, context: CycleContext) -> None:
         source = foreign_pods(context.backend)
-        if source is None:
+        now = context.clock.monotonic()
+        if source is None or (
+            self._read_at is not None and now - self._read_at < self.every_seconds
+        ):
             return
+        self._read_at = now
         groups: dict[GroupKey, list[ForeignPod]] = defaultdict(list)
         for pod in source.pending_foreign_pods():
             groups[(pod.namespace, pod.group or pod.name)].append(pod)
-        now = context.clock.monotonic()
         last, self._last = self._last, {}
         for key, pods in groups.items():
             uids = frozenset(p.uid for p in pods)
