@@ -508,3 +508,17 @@ spec: {{quota: {{cpu: {cpu}}}}}
         squatter.server_close()
     with server.http() as client:
         client.delete("/services/victim", params={"tenant": "acme"}).raise_for_status()
+
+
+def test_the_example_service_answers_from_zero(world: tuple[ServerProcess, Path]) -> None:
+    server, _script = world
+    example = Path(__file__).parents[2] / "examples" / "service.yaml"
+    with server.http() as client:
+        client.post("/apply", content=example.read_text()).raise_for_status()
+    wait_for("scaled to zero", lambda: status(server, "files").get("phase") == "Idle", 30)
+    with entry(server) as client:
+        answer = client.get("/files/")
+    assert answer.status_code == 200, answer.text
+    assert "Directory listing" in answer.text
+    with server.http() as client:
+        client.delete("/services/files", params={"tenant": "acme"}).raise_for_status()
