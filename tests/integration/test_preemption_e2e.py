@@ -109,6 +109,43 @@ def test_a_critical_job_preempts_and_the_victim_runs_again(up_server: ServerProc
     assert job["status"]["tasks"][0]["restarts"] == 1
 
 
+GPU_JOB = """apiVersion: aipaas/v1
+kind: Job
+metadata: {{name: {name}, tenant: acme, annotations: {{sim.aipaas.dev/duration: '{seconds}'}}}}
+spec:
+  queue: research
+  priority: {priority}
+  tasks:
+    - name: w
+      replicas: 1
+      command: [train]
+      resources: {{cpu: 8, memory: 64Gi, gpu: 8}}
+"""
+
+
+def test_gpu_preemption_on_the_sim_backend_whose_nodes_publish_slices(tmp_path: Path) -> None:
+    """`--backend sim` publishes ResourceSlices, so ``gpu: 8`` is a DRA claim: the critical job
+    still evicts one low job (its claim's devices freed once its stop is confirmed), runs on
+    them, and the victim runs again."""
+    server = ServerProcess(tmp_path / "data", backend="sim").start()
+    try:
+        apply(server, SETUP)
+        for name in ("low-a", "low-b"):  # the sim cluster's 16 GPUs
+            apply(server, GPU_JOB.format(name=name, priority="low", seconds=600))
+            server.wait_phase(name, "Running")
+        claims = server.cli_json("get", "resourceclaims", "--tenant", "acme")
+        assert len(claims["items"] if isinstance(claims, dict) else claims) == 2  # compiled
+        apply(server, GPU_JOB.format(name="urgent", priority="critical", seconds=2))
+        server.wait_phase("urgent", "Succeeded", timeout=60)
+        phases = {n: status(server, n) for n in ("low-a", "low-b")}
+        victims = [n for n, s in phases.items() if (s.get("tasks") or [{}])[0].get("restarts")]
+        assert len(victims) == 1, phases
+        job = server.wait_phase(victims[0], "Running", timeout=60)
+        assert job["status"]["tasks"][0]["restarts"] == 1
+    finally:
+        server.stop()
+
+
 def test_elastic_tasks_read_world_size_and_membership(up_server: ServerProcess) -> None:
     server = up_server
     out = shared_dir()

@@ -13,14 +13,17 @@ module (controller/placement.py).
 from __future__ import annotations
 
 from collections.abc import Collection, Hashable, Mapping, Sequence
-from dataclasses import replace
 
 import numpy as np
 
 from aipaas.controller.placement import NO_NODE, Placer
-from aipaas.devices.allocator import NodeAllocation
+from aipaas.scheduler.batch.cluster import held_again
 from aipaas.scheduler.batch.model import Node, Resources
 from aipaas.scheduler.framework.types import Placement, PodRequest, Unschedulable
+
+#: a gang limited to nodes of which none is in its pools (every node it could use is held by
+#: a reservation, or outside the topology domain or the nodes a victim search tries)
+NO_NODE_ALLOWED = "no node is left that it may use now (reservations or its domain hold them back)"
 
 
 class PlacerEngine:
@@ -84,6 +87,8 @@ class PlacerEngine:
                     if index is not None:
                         mask[index] = True
                 if not mask.any():
+                    if refused.reasons == (NO_NODE,):  # not that no node takes the job at all
+                        refused = Unschedulable(pods[0].name, (NO_NODE_ALLOWED,))
                     continue
             result = pool.scheduler.schedule_gang(pods, mask)
             if not isinstance(result, Unschedulable):
@@ -101,9 +106,7 @@ class PlacerEngine:
         if pool is not None:
             # The very devices its claims gave back (the ledger kept them), not a new choice:
             # an undone eviction, or a victim that keeps them until its stop is confirmed.
-            taken = self.placer.ledger.hold_again(placement.pod)
-            devices = NodeAllocation(placement.node, tuple(taken), 100.0) if taken else None
-            pool.state.allocate(replace(placement, devices=devices))
+            pool.state.allocate(held_again(pool.state, placement))
 
     def free(self, node: str) -> Resources:
         pool = self.placer.pool_of(node)

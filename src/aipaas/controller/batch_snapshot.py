@@ -26,7 +26,7 @@ from datetime import datetime
 from aipaas.api.job import Job as ApiJob
 from aipaas.api.job import TaskPhase, topology_label
 from aipaas.controller.claims import ClaimBook
-from aipaas.controller.placement import Pod, pod_request
+from aipaas.controller.placement import Pod, fit_request, pod_request
 from aipaas.controller.work import ACTIVE, JobWork
 from aipaas.metering.usage import aware
 from aipaas.scheduler.batch.from_api import gpu_memory_mib
@@ -106,7 +106,9 @@ def build(
                     built.pods[(key, name)] = pod
                     if simulated:
                         built.on_request.add(pod.name)
-                    tasks.append(Task(name=name, request=request, counted=counted))
+                    tasks.append(
+                        Task(name=name, request=request, counted=counted, fit=fit_request(pod))
+                    )
                 built.snapshot.jobs.append(_job(api, key, queue, tasks, order, now))
             continue
         records = item.records
@@ -131,6 +133,7 @@ def build(
                     placement=placement or _placeholder(pod, record),
                     since=epoch(record.started_at, now),
                     counted=counted,
+                    device_gpus=record.gpus if pod.claims else (),
                 )
                 (tasks if evictable else kept).append(task)
                 continue
@@ -145,6 +148,7 @@ def build(
                     name=record.name,
                     request=pod_request(pod),
                     counted=_counted(pod, (), memory.get(record.group_name, 0)),
+                    fit=fit_request(pod),
                 )
             )
         if tasks:

@@ -8,7 +8,7 @@ places pending gangs.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from aipaas.api.devices import AllocationResult, DeviceClass, ResourceClaim, ResourceSlice
 from aipaas.api.resources import Amounts
@@ -310,6 +310,15 @@ class Placer:
 def pod_request(pod: Pod) -> PodRequest:
     """What the scheduler places for a pod."""
     return _request(pod)
+
+
+def fit_request(pod: Pod) -> PodRequest | None:
+    """The pod asking for its GPUs by count, when its only claim is the compiled ``gpu:`` short
+    form (whole GPUs, as the count path asks for them): what backfill reservations, which see
+    GPUs by count, fit for it. None for pods without claims or with claims of their own."""
+    if not pod.gpu_claim or len(pod.claims) != 1:
+        return None
+    return _request(replace(pod, claims=(), gpu_claim=False))
 
 
 def _request(pod: Pod) -> PodRequest:

@@ -204,7 +204,9 @@ class DeviceLedger:
                     continue
                 release(self.in_use, pick.device, pick.consumed)
                 holders = self.in_use.holders.get(pick.device.id, [])
-                if owner in holders:
+                if self.in_use.is_free(pick.device.id):
+                    holders.clear()  # an adopted claim's holder is its claim's name
+                elif owner in holders:
                     holders.remove(owner)
                 freed.append(pick)
         return freed
@@ -238,10 +240,10 @@ class DeviceLedger:
         if not keys:
             del self._owned[owner]
 
-    def hold_again(self, owner: str) -> list[Pick]:
+    def hold_again(self, owner: str) -> list[Pick] | None:
         """Take back what ``owner`` gave back last (its claims' very devices); the picks held
-        anew (a shared claim that another consumer kept adds none). Nothing when it gave
-        nothing back.
+        anew (a shared claim that another consumer kept adds none). None when it gave nothing
+        back.
 
         Raises:
             ValueError: a device it held is held by another owner now (whoever took it must
@@ -249,8 +251,10 @@ class DeviceLedger:
         """
         units = self._given_back.pop(owner, None)
         if not units:
-            return []
-        for _, unit in units:
+            return None
+        for key, unit in units:
+            if key in self._units:
+                continue  # a shared claim another consumer kept: joined, nothing held anew
             for pick in unit.picks:
                 if (
                     not pick.admin

@@ -11,6 +11,7 @@ import pytest
 
 from aipaas.api.job import Job
 from aipaas.api.registry import load_objects
+from aipaas.api.tenancy import Role
 from aipaas.backends.base import Backend
 from aipaas.backends.sim import SimBackend
 from aipaas.backends.sim.cluster import load_cluster_with_slices
@@ -18,7 +19,7 @@ from aipaas.clock import Clock
 from aipaas.controller.cycle import Controller
 from aipaas.server.service import ObjectService
 from aipaas.store import Store
-from aipaas.tenancy.principal import Principal, Role
+from aipaas.tenancy.principal import Principal
 
 SETUP = """
 apiVersion: aipaas/v1

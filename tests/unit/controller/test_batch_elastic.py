@@ -11,7 +11,8 @@ from pathlib import Path
 from ctl_world import World
 
 from aipaas.backends.base import LaunchRequest
-from aipaas.backends.sim import SimBackend, load_cluster
+from aipaas.backends.sim import SimBackend
+from aipaas.backends.sim.cluster import load_cluster_with_slices
 from aipaas.clock import VirtualClock
 from aipaas.controller.cycle import Controller
 
@@ -39,9 +40,12 @@ class Recording(SimBackend):
         super().start(request)
 
 
-def sim(world: World) -> tuple[Controller, VirtualClock, Recording]:
+def sim(world: World, kind: str) -> tuple[Controller, VirtualClock, Recording]:
+    """A controller on the sim cluster (GPUs by count, or publishing slices: ``kind``)."""
     clock = VirtualClock()
-    backend = Recording(world.tmp / "run", load_cluster(), clock, default_duration=1000)
+    nodes, slices = load_cluster_with_slices(None)
+    published = slices if kind == "slices" else ()
+    backend = Recording(world.tmp / "run", nodes, clock, 1000, slices=published)
     return world.controller(backend, clock), clock, backend
 
 
@@ -50,9 +54,11 @@ def membership(request: LaunchRequest) -> dict[str, object]:
     return json.loads(Path(path).read_text())  # type: ignore[no-any-return]
 
 
-def test_extras_grow_and_shrink_with_world_size_and_membership(world: World) -> None:
+def test_extras_grow_and_shrink_with_world_size_and_membership(
+    world: World, cluster_kind: str
+) -> None:
     world.setup("{gpu: 100}")
-    controller, clock, backend = sim(world)
+    controller, clock, backend = sim(world, cluster_kind)
     world.submit("blocker", ONE_NODE, annotations="{sim.aipaas.dev/duration: '20'}")
     world.submit("el", ELASTIC, extra="  minAvailable: 1\n  priority: low\n")
     controller.run_cycle()
@@ -91,9 +97,9 @@ def test_extras_grow_and_shrink_with_world_size_and_membership(world: World) -> 
     assert [t.phase.value for t in status.tasks] == ["Running", "Pending", "Pending"]
 
 
-def test_a_rigid_job_keeps_its_full_world_size(world: World) -> None:
+def test_a_rigid_job_keeps_its_full_world_size(world: World, cluster_kind: str) -> None:
     world.setup("{gpu: 100}")
-    controller, _, backend = sim(world)
+    controller, _, backend = sim(world, cluster_kind)
     world.submit("rigid", ELASTIC.replace("gpu: 8", "gpu: 1"))
     controller.run_cycle()
     assert {r.env["WORLD_SIZE"] for r in backend.requests.values()} == {"3"}

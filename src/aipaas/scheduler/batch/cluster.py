@@ -3,21 +3,28 @@
 The live controller gives the session the same kind of engine, built from its nodes, device
 ledger and profile (controller/batch_cycle.py); ``aipaas simulate`` builds one from the
 scenario's nodes. Everything goes through ``place``, ``release`` and ``hold``, so a Statement
-can undo what it did.
+can undo what it did. With a device ledger, releasing a placement gives back the devices of its
+pod's DRA claims as well (an eviction's what-if frees them), and holding it again takes those
+very devices back (``held_again``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
-from typing import Protocol
+from dataclasses import replace
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
+from aipaas.devices.allocator import NodeAllocation
 from aipaas.scheduler.batch.model import Node, Resources
 from aipaas.scheduler.framework.cluster import BoolArray, ClusterState, NodeSpec
 from aipaas.scheduler.framework.profile import SchedulerProfile
 from aipaas.scheduler.framework.runtime import Scheduler
 from aipaas.scheduler.framework.types import Placement, PodRequest, Unschedulable
+
+if TYPE_CHECKING:
+    from aipaas.devices.ledger import DeviceLedger
 
 
 class PlacementEngine(Protocol):
@@ -58,6 +65,7 @@ class SnapshotCluster:
         seed: int = 0,
         *,
         workload: Sequence[PodRequest] = (),
+        devices: DeviceLedger | None = None,
     ) -> None:
         self.nodes: Sequence[Node] = list(nodes)  # Sequence: as PlacementEngine declares it
         self.state = ClusterState(
@@ -71,7 +79,8 @@ class SnapshotCluster:
                     labels=dict(n.labels),
                 )
                 for n in self.nodes
-            ]
+            ],
+            devices=devices,
         )
         # Ties go to the node listed first: decisions a reader can work out by hand.
         self.scheduler = Scheduler(
@@ -97,7 +106,7 @@ class SnapshotCluster:
         self.state.release(placement)
 
     def hold(self, placement: Placement) -> None:
-        self.state.allocate(placement)
+        self.state.allocate(held_again(self.state, placement))
 
     def free(self, node: str) -> Resources:
         i = self.state.index_of[node]
@@ -118,3 +127,16 @@ class SnapshotCluster:
             int(self.state.cpu_capacity.sum()),
             int(self.state.memory_capacity.sum()),
         )
+
+
+def held_again(state: ClusterState, placement: Placement) -> Placement:
+    """What holding ``placement`` again takes: with a device ledger, the very devices its
+    pod's claims gave back when it was released (the ledger kept them); the placement as it
+    is when it gave none back."""
+    if state.devices is None:
+        return placement
+    taken = state.devices.hold_again(placement.pod)
+    if taken is None:
+        return placement
+    devices = NodeAllocation(placement.node, tuple(taken), 100.0) if taken else None
+    return replace(placement, devices=devices)

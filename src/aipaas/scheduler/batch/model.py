@@ -115,6 +115,15 @@ class Task:
     #: what the task counts against quotas and shares when its request does not say it all
     #: (the live controller: GPUs a DRA claim is given are not in the request's count)
     counted: Resources | None = None
+    #: what backfill reservations fit for a task whose request has DRA claims (their fit sees
+    #: GPUs by count, not devices): the same task asking for whole GPUs by count, when its
+    #: claims amount to that (the live controller's compiled ``gpu:`` short form); None: the
+    #: request itself, and a gang with claims and no ``fit`` gets no reservation
+    fit: PodRequest | None = None
+    #: the GPUs (indices on its node) that a running task's claims hold whole, which its
+    #: placement does not list (the device ledger holds them): what it gives back as
+    #: reservations see it when it ends
+    device_gpus: tuple[int, ...] = ()
     #: ``resources`` worked out once (the request does not change; backlogs ask often)
     _resources: Resources | None = field(default=None, init=False, repr=False, compare=False)
 

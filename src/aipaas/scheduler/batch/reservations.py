@@ -12,7 +12,10 @@ domain of its ``topology_required`` level when it has one; reservations_fit.py) 
 its queue, and every ancestor, would be within its fair share as allocate demands (what they
 hold falls as their jobs end): a job refused for fair share now is reserved for when it will
 not be, and a queue that stays above its share gets no reservation to block others with.
-Gangs with device claims get none (the fit cannot see devices).
+Gangs with device claims get none (the fit cannot see devices), unless their claims amount
+to whole GPUs by count (``Task.fit``: the live controller's ``gpu:`` short form on a cluster
+that publishes slices); a running task gives back the GPUs its claims hold
+(``Task.device_gpus``) as well as its placement's.
 
 Only profiles that run the backfill action hold reservations. How many: each leaf queue
 holds at most its ``QueueNode.reservations`` at once (default 1, the model's default: EASY
@@ -189,8 +192,9 @@ class Reservations:
             return None
         if not self.held and not self._now_and_ends().endings:
             return None  # nothing running ever ends: no time would be better than now
-        pods = [t.request for t in _gang(job)]
-        # The fit knows no device claims: it could promise room that is not there.
+        pods = [t.fit or t.request for t in _gang(job)]
+        # The fit knows no device claims: it could promise room that is not there (claims
+        # that are whole GPUs by another name come as ``Task.fit``, by count).
         if not pods or any(p.claims for p in pods):
             return None
         # A shape that found no time stays without one until the cluster or the reservations

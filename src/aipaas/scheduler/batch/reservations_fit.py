@@ -10,9 +10,10 @@ that can hold the gang, not the engine's exact choice.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
+from aipaas.devices.ledger import gpu_index
 from aipaas.scheduler.batch.model import Job, Node, Resources, Task
 from aipaas.scheduler.framework.types import MILLI_PER_GPU, Placement, PodRequest
 
@@ -166,28 +167,47 @@ class Ending:
 
     def add_task(self, task: Task, lineage: Sequence[str]) -> None:
         """One running task more (a start since the view was made), as ``add`` counts it."""
-        placement = task.placement
-        if placement is None:
-            return
-        self.placements.append(placement)
-        gpu = placement.gpu_milli * len(placement.gpus)
-        self.freed = self.freed + Resources(gpu, placement.cpu_milli, placement.memory_mib)
-        amount = task.resources
-        for key in lineage:
-            self.held[key] = self.held.get(key, Resources()) + amount
+        if self._give(task):
+            for key in lineage:
+                self.held[key] = self.held.get(key, Resources()) + task.resources
 
     def add(self, job: Job, lineage: Sequence[str]) -> None:
         amount = Resources()
         for task in job.running_tasks:
-            if task.placement is not None:
-                self.placements.append(task.placement)
+            if self._give(task):
                 amount = amount + task.resources
-                gpu = task.placement.gpu_milli * len(task.placement.gpus)
-                self.freed = self.freed + Resources(
-                    gpu, task.placement.cpu_milli, task.placement.memory_mib
-                )
         for key in lineage:
             self.held[key] = self.held.get(key, Resources()) + amount
+
+    def _give(self, task: Task) -> bool:
+        """What the task gives back when it ends: its placement, with the GPUs its claims
+        hold whole as GPUs (its placement does not list them); False when it holds nothing."""
+        placement = task.placement
+        if placement is None:
+            return False
+        if not placement.gpus:
+            gpus = task.device_gpus or claimed_gpus(placement)
+            if gpus:
+                placement = replace(placement, gpus=gpus, gpu_milli=MILLI_PER_GPU)
+        self.placements.append(placement)
+        gpu = placement.gpu_milli * len(placement.gpus)
+        self.freed = self.freed + Resources(gpu, placement.cpu_milli, placement.memory_mib)
+        return True
+
+
+def claimed_gpus(placement: Placement) -> tuple[int, ...]:
+    """The whole GPUs of its node that a placement's claims were given (a start of this cycle:
+    a placement held from an earlier one has no devices, its task's ``device_gpus`` say)."""
+    if placement.devices is None:
+        return ()
+    found = {
+        index
+        for pick in placement.devices.picks
+        if pick.device.short.get("type") == "gpu"
+        and pick.device.node == placement.node
+        and (index := gpu_index(pick.device)) is not None
+    }
+    return tuple(sorted(found))
 
 
 class Shares:

@@ -100,13 +100,18 @@ def held_back(session: Session, job: Job) -> str | None:
 def fits_unrestricted(session: Session, job: Job, memo: dict[tuple[object, ...], bool]) -> bool:
     """Would the job's gang start now if no reservation held nodes back? (A trial placement,
     given back at once; remembered per gang shape until something starts.)"""
-    pods = [task.request for task in gang_tasks(job)]
-    if any(p.claims for p in pods):
+    tasks = gang_tasks(job)
+    pods = [task.request for task in tasks]
+    # Claims that are whole GPUs by another name (``Task.fit``) place as their count does.
+    shapes = [task.fit or task.request for task in tasks]
+    if any(p.claims for p in shapes):
         return False
+    constraint = getattr(session.engine, "constraint", None)
     key = (
-        tuple((*p.shape, p.memory_mib) for p in pods),
+        tuple((*p.shape, p.memory_mib) for p in shapes),
         job.topology_required,
         len(session.decisions.started),
+        constraint(pods) if constraint is not None else None,
     )
     known = memo.get(key)
     if known is not None:
