@@ -56,6 +56,7 @@ _SLURM_MODULES = (
     "test_slurm_third_party.py",
     "test_slurm_accounting.py",
     "test_multi_backend.py",
+    "test_data_slurm.py",
 )
 
 

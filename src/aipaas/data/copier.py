@@ -207,7 +207,9 @@ def main(argv: list[str]) -> int:
     spec = SourceSpec.from_json(load["source"])
     try:
         with entry.locked():
-            result = fill(entry, spec, reserve=cache.room_for(entry))
+            # Complete already (a task staged it while this load waited for its node):
+            # the source is not asked again.
+            result = cached(entry, spec) or fill(entry, spec, reserve=cache.room_for(entry))
             # A load counts as a use: its time to live starts now.
             entry.update_stats(
                 bytes_from_source=result.copied_bytes, loads=1, last_used=time.time()

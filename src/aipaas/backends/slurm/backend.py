@@ -28,6 +28,7 @@ from typing import Any, Literal
 from aipaas.backends.base import Inventory, LaunchRequest, TaskState, TaskStatus
 from aipaas.backends.slurm import accounting, jobs
 from aipaas.backends.slurm.commands import SlurmCommands, SlurmError
+from aipaas.backends.slurm.datasets import SlurmDatasetCaches
 from aipaas.backends.slurm.inventory import (
     BACKEND,
     LABEL_PREFIX,
@@ -49,7 +50,7 @@ JOBS_CACHE_SECONDS = 0.3
 NO_ACCOUNTING_SECONDS = 300.0
 
 
-class SlurmBackend(SlurmPowerPool):
+class SlurmBackend(SlurmPowerPool, SlurmDatasetCaches):  # datasets: slurm/datasets.py
     name = BACKEND
 
     def __init__(
@@ -101,7 +102,7 @@ class SlurmBackend(SlurmPowerPool):
         slices = tuple(
             s for s in self._slurm.slices if s.spec.node_name in {n.info.name for n in healthy}
         )
-        return Inventory(
+        inventory = Inventory(
             tuple(n.info for n in healthy),
             frozenset({"slurm", "processes"}),
             slices,
@@ -109,6 +110,7 @@ class SlurmBackend(SlurmPowerPool):
             unknown=frozenset(n.info.name for n in healthy if not n.responding)
             | (self.drained_pool_nodes() & {n.info.name for n in healthy}),
         )
+        return self.with_cache_states(inventory)  # each node's dataset cache (node_datasets.py)
 
     def _node(self, name: str) -> SlurmNode | None:
         if self._slurm is None or name not in self._slurm.by_name:
@@ -134,6 +136,7 @@ class SlurmBackend(SlurmPowerPool):
             log.info("adopted Slurm job %s of %s", found.get("job_id"), request.request_id)
             return
         node, partition = self._where(request)
+        request = self.stage_job(request, directory)  # its datasets first (slurm/datasets.py)
         env = dict(request.env)
         master = env.get("MASTER_ADDR", "")
         master_node = self._node(master) if master and self.mode == "pinned" else None
