@@ -4,15 +4,24 @@ replica jobs the status does not list are adopted; replicas of a deleted service
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 from ctl_world import World
 
 from aipaas.api.job import CANCEL_ANNOTATION, Job
-from aipaas.api.service import SERVICE_LABEL, Service
+from aipaas.api.meta import ObjectMeta
+from aipaas.api.service import (
+    SERVICE_LABEL,
+    LoadSample,
+    Service,
+    ServiceLoad,
+    ServiceLoadStatus,
+)
 from aipaas.backends.base import NodeInfo
 from aipaas.backends.sim import SimBackend
 from aipaas.clock import VirtualClock
 from aipaas.controller.cycle import Controller
-from aipaas.controller.services import ServiceExtension
+from aipaas.controller.services import ServiceExtension, measured
 from aipaas.controller.services_replicas import replica_job
 
 SERVICE = """
@@ -108,3 +117,22 @@ def test_a_fixed_port_is_every_replica_port(world: World) -> None:
     assert {job.spec.tasks[0].env["PORT"] for job in replicas(world)} == {"8080"}
     status = service(world).status
     assert status is not None and {r.port for r in status.replica_jobs} == {8080}
+
+
+def test_the_load_of_several_api_processes_is_added_up_and_old_samples_ignored() -> None:
+    now = datetime(2026, 11, 24, 2, 0, tzinfo=UTC)
+    at = now.timestamp()
+    samples = {
+        "worker-a": LoadSample(at=at - 0.4, concurrency=2.5, rate=10.0),
+        "worker-b": LoadSample(at=at - 1.0, concurrency=1.5, rate=4.0),
+        "gone": LoadSample(at=at - 30.0, concurrency=9.0, rate=90.0),  # stopped measuring
+    }
+    load = ServiceLoad(
+        metadata=ObjectMeta(name="echo", tenant="acme"),
+        status=ServiceLoadStatus(samples=samples),
+    )
+    found = measured(load, now)
+    assert found is not None
+    assert (found.concurrency, found.rate) == (4.0, 14.0)
+    nothing = measured(None, now)
+    assert nothing is not None and (nothing.concurrency, nothing.rate) == (0.0, 0.0)
