@@ -238,6 +238,11 @@ def test_it_scales_up_under_load_and_back_down(world: tuple[ServerProcess, Path]
     assert any("-> 4" in e["message"] or "-> 3" in e["message"] for e in scaled), scaled
     assert "target 1 per replica" in scaled[-1]["message"]  # each decision with its numbers
     assert scaled[-1]["message"].split(":")[0].endswith("-> 1 replicas")
+    exposition = httpx.get(
+        server.url + "/metrics", headers={"Authorization": f"Bearer {ADMIN}"}
+    ).text
+    series = 'aipaas_service_replicas{service="busy",state="desired",tenant="acme"}'
+    assert f"{series} 1.0" in exposition, [s for s in exposition.splitlines() if "service_" in s]
 
 
 def test_scaled_to_zero_it_answers_the_first_request(world: tuple[ServerProcess, Path]) -> None:

@@ -20,6 +20,7 @@ from aipaas.api.job import Job
 from aipaas.api.service import SERVICE_LABEL, Service, ServiceLoad, ServiceStatus
 from aipaas.autoscale.replicas import Load
 from aipaas.controller.extensions import CycleContext
+from aipaas.controller.services_metrics import gauges
 from aipaas.controller.services_probe import Prober
 from aipaas.controller.services_reconcile import Reconciler, ServiceMemory
 from aipaas.controller.services_replicas import adopt_replicas, node_addresses, stop_replica
@@ -51,6 +52,9 @@ class ServiceExtension:
         # Replica jobs (strays to adopt, replicas of deleted services) and the loads of
         # deleted services are looked for when the set of services changed, else now and then.
         scan = names != self.names or context.cycle % SCAN_CYCLES == 0
+        metrics = gauges(context.metrics.registry)
+        for tenant, name in (self.names or set()) - names:
+            metrics.gone(tenant, name)
         self.names = names
         owned = self._replica_jobs(context, names) if scan else {}
         loads: dict[tuple[str, str], ServiceLoad] = {}
@@ -87,7 +91,8 @@ class ServiceExtension:
             try:
                 jobs = owned.get((service.tenant, service.name), [])
                 service = adopt_replicas(store, service, jobs, taken)
-                reconciler.reconcile(service, memory, load, wall)
+                desired, ready = reconciler.reconcile(service, memory, load, wall)
+                metrics.set(service.tenant, service.name, desired, ready, load)
             except LeaseLost:
                 raise
             except Exception:

@@ -75,7 +75,8 @@ class Reconciler:
         memory: ServiceMemory,
         load: Load | None,
         wall: datetime,
-    ) -> None:
+    ) -> tuple[int, int]:
+        """One cycle of the service; its desired and ready replica counts."""
         now = wall.timestamp()
         before = service.status if service.status is not None else ServiceStatus()
         self.memory = memory
@@ -110,6 +111,7 @@ class Reconciler:
                 )
         records += self._create(service, wanted.create, revision, now)
         self._write(service, before, records, decision.desired, revision, last_scale)
+        return decision.desired, sum(r.ready for r in records if r.draining_since is None)
 
     # observing ----------------------------------------------------------------------------
 
