@@ -5,11 +5,15 @@ files that do not forget a series)."""
 
 from __future__ import annotations
 
+import weakref
+
 from prometheus_client import CollectorRegistry, Gauge
 
 from aipaas.autoscale.replicas import Load
 
-_BY_REGISTRY: dict[int, ServiceGauges] = {}
+_BY_REGISTRY: weakref.WeakKeyDictionary[CollectorRegistry, ServiceGauges] = (
+    weakref.WeakKeyDictionary()
+)
 
 
 class ServiceGauges:
@@ -41,7 +45,7 @@ class ServiceGauges:
 
 def gauges(registry: CollectorRegistry) -> ServiceGauges:
     """The gauges on ``registry``, made once."""
-    found = _BY_REGISTRY.get(id(registry))
+    found = _BY_REGISTRY.get(registry)
     if found is None:
-        found = _BY_REGISTRY[id(registry)] = ServiceGauges(registry)
+        found = _BY_REGISTRY[registry] = ServiceGauges(registry)
     return found
