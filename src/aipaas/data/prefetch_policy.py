@@ -4,7 +4,7 @@ Pure (no I/O): the live controller (controller/datasets.py) and the simulator ca
 :func:`plan_prefetch`. The rules, in order:
 
 1. An entry past its time to live is evicted unless tasks read it now or a job served now
-   (rule 2) is about to read it there.
+   (rule 2) is about to read it there (with ``seed_copies``: any queued job reads it).
 2. Jobs are served from the head of the queue (the order the batch scheduler admits them in,
    fair share included), at most ``lookahead_jobs`` of them, less those expected to start
    past ``horizon_s`` from now; each dataset of a job is loaded on every node likely to run
@@ -13,12 +13,14 @@ Pure (no I/O): the live controller (controller/datasets.py) and the simulator ca
 3. Room is made by evicting the entries with the highest :func:`eviction_score`; never an entry
    tasks read now, a pinned one, one being loaded, nor one a job at or ahead of this one in the
    queue needs on this node. When that cannot make room, nothing is evicted for the load.
+4. With ``seed_copies`` (for caches that serve each other), each queued job's dataset that no
+   node holds gets one copy on the node with the most free room.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 
 from aipaas.data.prefetch_types import (
     CacheEntry,
@@ -147,6 +149,23 @@ class _Planner:
                     kept.append(entry)
             self._replace(node, kept)
 
+    def seed(self, queue: Sequence[QueuedJob]) -> None:
+        """One copy somewhere of each queued job's data held nowhere yet (head first), on the
+        node with the most free room that may take it: where caches serve each other, any
+        copy spares the source."""
+        for job in queue:
+            for need in job.datasets:
+                if self.replicas(need.dataset) > 0:
+                    continue
+                nodes = [n for n in self.caches if self._refusal(need, n, None) is None]
+                if nodes:
+                    roomiest = max(nodes, key=lambda n: (self._free(n), n))
+                    self._load(job, need, roomiest)
+
+    def _free(self, node: str) -> int:
+        cache = self.caches[node]
+        return cache.capacity_bytes - cache.reserved_bytes
+
     def serve(self, job: QueuedJob) -> None:
         for node in job.nodes:
             for need in job.datasets:
@@ -225,9 +244,12 @@ def plan_prefetch(request: PrefetchInput) -> PrefetchPlan:
         or horizon is None
         or job.expected_start <= request.now + horizon
     ]
-    planner.expire(
-        {(node, n.dataset) for job in served for node in job.nodes for n in job.datasets}
-    )
+    wanted = {(node, n.dataset) for job in served for node in job.nodes for n in job.datasets}
+    if request.options.seed_copies:  # a copy anywhere serves the queue: keep what it reads
+        wanted |= {(node, d) for node in planner.caches for d in planner.demand}
+    planner.expire(wanted)
     for job in served:
         planner.serve(job)
+    if request.options.seed_copies:
+        planner.seed(request.queue)
     return PrefetchPlan(tuple(planner.loads), tuple(planner.evictions), tuple(planner.skipped))

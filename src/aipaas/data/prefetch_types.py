@@ -102,6 +102,8 @@ class PrefetchOptions:
     #: best in benchmarks/data_sim.py: against no limit, as little waiting for data and 6-10%
     #: fewer bytes from the source (seeds 42, 43); half an hour and two hours waited longer.
     horizon_s: float | None = 3600.0
+    #: Keep one copy somewhere of every queued job's data (for caches that serve each other).
+    seed_copies: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,18 +24,23 @@ class DataPlane:
     source_total_bps: float = 10_000 * MBPS
     cache_to_task_bps: float = 16_000 * MBPS
     cache_bytes_per_node: int = 8 * TIB
+    #: What one node's network moves to or from peers (25 GbE), for policies where peers serve.
+    peer_bps: float = 3_000 * MBPS
 
 
 @dataclass(frozen=True, slots=True)
 class Policy:
     """``cache``: nodes cache what tasks read (filled on first read); ``affinity``: placement
     prefers nodes holding the job's data; ``prefetch``: the queue's heads are warmed ahead and
-    eviction uses the prefetch policy's score (LRU otherwise)."""
+    eviction uses the prefetch policy's score (LRU otherwise); ``peers``: the caches serve
+    each other, as a distributed cache does (a cold node reads a complete copy elsewhere)."""
 
     name: str
     cache: bool
     affinity: bool = False
     prefetch: bool = False
+    #: A node reads a complete copy on another node before it reads the source.
+    peers: bool = False
 
 
 NO_CACHE = Policy("no cache", cache=False)
@@ -43,6 +48,10 @@ CACHE_ONLY = Policy("cache, data-blind placement (Fluid default)", cache=True)
 OURS = Policy("ours: affinity + prefetch", cache=True, affinity=True, prefetch=True)
 AFFINITY_ONLY = Policy("cache + affinity, no prefetch", cache=True, affinity=True)
 PREFETCH_ONLY = Policy("cache + prefetch, no affinity", cache=True, prefetch=True)
+CACHE_PEERS = Policy(
+    "distributed cache (peers serve), data-blind placement", cache=True, peers=True
+)
+OURS_PEERS = Policy("ours, peers serve", cache=True, affinity=True, prefetch=True, peers=True)
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,9 +80,11 @@ class PodRun:
     entry: SimEntry | None
     #: Bytes consumed so far (all passes).
     consumed: float = 0.0
-    #: Rate granted this step, and whether from the cache.
+    #: The dataset it reads (when ``entry`` is None too).
+    dataset: str = ""
+    #: Rate granted this step, and where from: "cache", "peer" or "source".
     rate: float = 0.0
-    from_cache: bool = False
+    path: str = "source"
 
 
 @dataclass

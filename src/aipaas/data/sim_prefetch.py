@@ -6,6 +6,7 @@ this module only builds its input from the simulated cluster and carries out its
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from aipaas.data.prefetch_policy import DatasetNeed, PrefetchInput, QueuedJob, plan_prefetch
@@ -47,6 +48,8 @@ def warmth(sim: DataSim, heads: list[HeadJob]) -> dict[str, dict[str, float]]:
 
 def run_prefetch(sim: DataSim) -> None:
     options = sim.settings.prefetch
+    if sim.policy.peers:  # caches serve each other: any copy of queued data spares the source
+        options = replace(options, seed_copies=True)
     heads = [
         HeadJob(job.name, tuple(job.pods(sim.gpus_per_node)))
         for job in sim.pending[: options.lookahead_jobs]

@@ -22,6 +22,8 @@ from aipaas.data.affinity_profile import with_data_affinity
 from aipaas.data.sim_bandwidth import INFINITE, Flow, max_min_rates
 from aipaas.data.sim_cache import SimEntry, SimNodeCache
 from aipaas.data.sim_model import JobResult, JobRun, PodRun, Policy, SimSettings
+from aipaas.data.sim_paths import capacity as link_capacity
+from aipaas.data.sim_paths import complete_copies, pod_links, remote_links
 from aipaas.data.sim_prefetch import run_prefetch
 from aipaas.data.sim_result import SimResult
 from aipaas.data.sim_trace import SimJob, Trace
@@ -153,39 +155,24 @@ class DataSim:
                     demand = Counter(j.dataset.name for j in self.pending)
                     scored = (demand, self.settings.prefetch)
                 entry = self.caches[placement.node].admit_reader(job.dataset, self.now, scored)
-            pods.append(PodRun(placement.node, gpus, gpus * job.read_bps_per_gpu, entry))
+            rate = gpus * job.read_bps_per_gpu
+            pods.append(PodRun(placement.node, gpus, rate, entry, dataset=job.dataset.name))
         factor = float(self.rng.lognormal(0.0, self.settings.estimate_sigma))
         self.running.append(JobRun(job, self.now, pods, list(placements), estimate_factor=factor))
 
     # --- one step of data and compute -------------------------------------------------------
 
-    def _capacity(self) -> dict[Hashable, float]:
-        plane = self.settings.plane
-        capacity: dict[Hashable, float] = {"source": plane.source_total_bps}
-        for node in self.caches:
-            capacity[("nic", node)] = plane.source_to_node_bps
-            capacity[("disk", node)] = plane.cache_to_task_bps
-        return capacity
-
     def advance(self, step: float) -> bool:
         """Move data and compute on by ``step`` seconds; True when a job ended or a load did."""
         pods = [pod for run in self.running for pod in run.pods]
-        flows = []
-        for pod in pods:
-            size = pod.entry.dataset.size_bytes if pod.entry is not None else 0
-            pod.from_cache = pod.entry is not None and (
-                pod.entry.complete or pod.consumed % max(size, 1) < pod.entry.bytes
-            )
-            links: tuple[Hashable, ...] = (
-                (("disk", pod.node),) if pod.from_cache else (("nic", pod.node), "source")
-            )
-            flows.append(Flow(pod.demand, links))
-        capacity = self._capacity()
+        copies = complete_copies(self.caches) if self.policy.peers else {}
+        flows = [Flow(pod.demand, pod_links(pod, copies, self.policy.peers)) for pod in pods]
+        capacity = link_capacity(self.settings.plane, self.caches)
         for pod, flow, rate in zip(pods, flows, max_min_rates(flows, capacity), strict=True):
             pod.rate = rate
             for link in flow.links:
                 capacity[link] = max(0.0, capacity[link] - rate)
-        changed = self._advance_loads(step, capacity)
+        changed = self._advance_loads(step, capacity, copies)
         if self.pending and self.now < self.window_end:
             total = int(self.state.gpu_count.sum())
             free = int(self.state.gpu_free_total.sum()) // 1000
@@ -198,15 +185,19 @@ class DataSim:
             self._finish(run, step)
         return changed or bool(ended)
 
-    def _advance_loads(self, step: float, capacity: dict[Hashable, float]) -> bool:
+    def _advance_loads(
+        self, step: float, capacity: dict[Hashable, float], copies: dict[str, list[str]]
+    ) -> bool:
         keys = list(self.loads)
-        flows = [Flow(INFINITE, (("nic", node), "source")) for node, _ in keys]
+        peers = self.policy.peers
+        flows = [Flow(INFINITE, remote_links(node, name, copies, peers)) for node, name in keys]
         done = False
-        for key, rate in zip(keys, max_min_rates(flows, capacity), strict=True):
+        for key, flow, rate in zip(keys, flows, max_min_rates(flows, capacity), strict=True):
             entry = self.loads[key]
             copied = min(rate * step, entry.dataset.size_bytes - entry.bytes)
             entry.bytes += copied
-            self.source_bytes += copied
+            if "source" in flow.links:
+                self.source_bytes += copied
             if entry.complete:
                 entry.loading = False
                 del self.loads[key]
@@ -227,14 +218,14 @@ class DataSim:
         self.computing_gpu_s += speed * gpus * in_window
         for pod in run.pods:
             read = speed * pod.demand * step
-            if not pod.from_cache:
+            if pod.path == "source":
                 # A pod filling its cache reads the rest of the pass from there once it is in.
                 filling = pod.entry is not None and pod.consumed < size
                 self.source_bytes += min(read, size - pod.consumed) if filling else read
             pod.consumed += read
             if pod.entry is not None:
                 pod.entry.last_used = self.now + step
-                if not pod.from_cache and not pod.entry.complete:
+                if pod.path != "cache" and not pod.entry.complete:
                     pod.entry.bytes = min(float(size), max(pod.entry.bytes, pod.consumed))
 
     def _finish(self, run: JobRun, step: float) -> None:

@@ -82,6 +82,23 @@ class TestLoads:
         unlimited = plan_prefetch(PrefetchInput(queue, nodes, NOW, options))
         assert [load.job for load in unlimited.loads] == ["soon", "later", "unknown"]
 
+    def test_seeding_puts_one_copy_of_queued_data_held_nowhere_on_the_roomiest_node(
+        self,
+    ) -> None:
+        nodes = [
+            NodeCache("full", 100 * G, (entry("held", 90),)),
+            NodeCache("roomy", 100 * G),
+            NodeCache("busy", 200 * G, (entry("x", 1, complete=False, loading=True),)),
+        ]
+        queue = [job("j1", "held", 5), job("j2", "nowhere", 5), job("j3", "nowhere", 5)]
+        off = plan_prefetch(plan(queue, nodes, max_loads_per_node=1))
+        assert off.loads == ()
+        options = PrefetchOptions(max_loads_per_node=1, seed_copies=True)
+        on = plan_prefetch(PrefetchInput(queue, nodes, NOW, options))
+        assert [(load.dataset, load.node, load.job) for load in on.loads] == [
+            ("nowhere", "roomy", "j2")
+        ]
+
     def test_cache_policy_nodes_replicas_and_size_are_kept(self) -> None:
         nodes = [
             NodeCache("a", 100 * G, (entry("shared", 1),)),

@@ -66,11 +66,11 @@ def queues(draw: st.DrawFn) -> list[QueuedJob]:
 
 
 @settings(max_examples=200, deadline=None)
-@given(caches(), queues(), st.integers(1, 3), st.integers(1, 6))
+@given(caches(), queues(), st.integers(1, 3), st.integers(1, 6), st.booleans())
 def test_plan_keeps_capacity_and_in_use_data(
-    nodes: list[NodeCache], queue: list[QueuedJob], loads: int, lookahead: int
+    nodes: list[NodeCache], queue: list[QueuedJob], loads: int, lookahead: int, seed: bool
 ) -> None:
-    options = PrefetchOptions(lookahead_jobs=lookahead, max_loads_per_node=loads)
+    options = PrefetchOptions(lookahead_jobs=lookahead, max_loads_per_node=loads, seed_copies=seed)
     plan = plan_prefetch(PrefetchInput(queue, nodes, NOW, options))
     for cache in nodes:
         by_name = {entry.dataset: entry for entry in cache.entries}
