@@ -75,6 +75,10 @@ class TaskRunner:
         # Ray's GPU ids for this actor (its own bookkeeping: fractions share an id).
         gpu_ids = [str(i) for i in ray.get_gpu_ids()]
         env = {str(k): str(v) for k, v in spec["env"].items()}
+        if "AIPAAS_NODE_FILES" in env:  # a task's datasets: ray/datasets.py
+            from aipaas.backends.ray.datasets import write_node_files
+
+            write_node_files(env.pop("AIPAAS_NODE_FILES"))
         env["CUDA_VISIBLE_DEVICES"] = ",".join(gpu_ids)  # "" hides every GPU
         self.gpu_ids = gpu_ids
         self.code: int | None = None

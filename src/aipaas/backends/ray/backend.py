@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from aipaas.backends.base import Inventory, LaunchRequest, TaskStatus
+from aipaas.backends.ray.datasets import RayDatasetCaches
 from aipaas.backends.ray.driver_process import serve
 
 log = logging.getLogger(__name__)
@@ -34,7 +35,7 @@ class RayUnreachable(RuntimeError):
     """The Ray driver did not answer (the cluster unreachable, the driver restarting)."""
 
 
-class RayBackend:
+class RayBackend(RayDatasetCaches):  # datasets: ray/datasets.py
     name = "ray"
     #: a gang is one placement group: starts carry their gang (backends/gang.py, groups.py)
     places_gangs = True
@@ -80,11 +81,11 @@ class RayBackend:
     # the Backend interface ----------------------------------------------------------------
 
     def inventory(self) -> Inventory:
-        result: Inventory = self._call("inventory")
+        result: Inventory = self.with_cache_states(self._call("inventory"))  # node_datasets.py
         return result
 
     def start(self, request: LaunchRequest) -> None:
-        self._call("start", request)
+        self._call("start", self.stage_actor(request))  # its datasets first
 
     def stop(self, request_id: str, grace_seconds: float = 5.0) -> None:
         self._call("stop", request_id, grace_seconds)

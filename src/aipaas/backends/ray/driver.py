@@ -40,6 +40,7 @@ from aipaas.backends.base import Inventory, LaunchRequest, TaskState, TaskStatus
 from aipaas.backends.gang import gang_of
 from aipaas.backends.local.nvml import DRIVER
 from aipaas.backends.ray import actor as actor_module
+from aipaas.backends.ray.datasets_driver import RayNodeLoads
 from aipaas.backends.ray.groups import Groups
 from aipaas.backends.ray.inventory import RayNode, nodes_of, slices_of
 from aipaas.backends.ray.records import GONE, TaskRecords
@@ -68,7 +69,7 @@ def gpu_request(request: LaunchRequest) -> float:
     return float(whole)
 
 
-class RayDriver:
+class RayDriver(RayNodeLoads):  # dataset loads: ray/datasets_driver.py
     name = "ray"
 
     def __init__(
