@@ -104,6 +104,21 @@ class TestRuns:
         assert uncached.source_bytes > 2 * data.size_bytes
         assert stall(uncached, "second") > 0.0
 
+    def test_with_peers_a_cold_node_reads_a_copy_elsewhere_not_the_source(self) -> None:
+        # The first job fills node A from the source and keeps running; the second starts on
+        # B when the blocker ends, after A's copy is whole, and reads it from A.
+        data, other = SimDataset("d", 10 * GIB), SimDataset("other", 1 * GIB)
+        jobs = (
+            job("first", 0, 8, 3000, data),
+            job("blocker", 0, 8, 900, other),
+            job("second", 300, 8, 600, data),
+        )
+        tr = Trace(TraceConfig(nodes=2, jobs=3), (data, other), jobs)
+        peers = Policy("peers", cache=True, peers=True)
+        local, shared = run(tr, CACHE_ONLY), run(tr, peers)
+        assert stall(shared, "second") < stall(local, "second")
+        assert shared.source_bytes < local.source_bytes
+
     def test_prefetch_warms_the_node_a_queued_job_waits_for(self) -> None:
         warmup, data = SimDataset("other", 1 * GIB), SimDataset("d", 20 * GIB)
         tr = trace(1, job("running", 0, 8, 1200, warmup), job("queued", 10, 8, 600, data))
