@@ -75,6 +75,9 @@ def serve(settings: Settings, *, log_level: str = "info", announce: bool = False
         "port": settings.port,
         "log_level": log_level,
         "access_log": log_level in ("debug", "trace"),
+        # The client is the socket's peer: uvicorn would otherwise take X-Forwarded-For from
+        # any local caller, who could then pose as another address (to a service's replicas).
+        "proxy_headers": False,
     }
     if settings.workers == 1:
         uvicorn.run(make_app(settings), **options)  # type: ignore[arg-type]

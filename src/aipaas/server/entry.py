@@ -19,6 +19,7 @@ import itertools
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
+from urllib.parse import unquote
 
 import httpx
 from fastapi import APIRouter, Request
@@ -30,6 +31,7 @@ from aipaas.errors import NotFound
 from aipaas.server.auth import authenticate, principal_cache, remembered
 from aipaas.server.entry_load import LoadMeter
 from aipaas.store import Store
+from aipaas.tenancy.tokens import PREFIX as TOKEN_PREFIX
 
 router = APIRouter(include_in_schema=False)
 METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
@@ -37,6 +39,8 @@ METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
 STATUS_TTL_SECONDS = 0.25
 #: answers of known length up to this are sent back whole, longer or unknown ones streamed
 WHOLE_BODY_BYTES = 1 << 20
+#: headers a caller could use to pose as another client or host: the entry point sets its own
+_SPOOFABLE = frozenset({"x-real-ip", "forwarded", "x-forwarded-host", "x-forwarded-proto"})
 #: services whose status this process keeps at most
 CACHE_MAX = 10_000
 #: how long an endpoint that refused a connection is left out
@@ -133,6 +137,7 @@ def entry_point(request: Request) -> EntryPoint:
 @router.api_route("/services/{tenant}/{name}", methods=METHODS)
 @router.api_route("/services/{tenant}/{name}/{path:path}", methods=METHODS)
 async def proxy(request: Request, tenant: str, name: str, path: str = "") -> Response:
+    del path  # the replica is sent the path as the caller encoded it (target_of)
     entry = entry_point(request)
     service = await entry.service(tenant, name)
     if service is None or not service.spec.public:
@@ -159,7 +164,7 @@ async def proxy(request: Request, tenant: str, name: str, path: str = "") -> Res
             entry.meter.ended(key)
 
     try:
-        return await _forward(entry, request, service, path, body, end)
+        return await _forward(entry, request, service, body, end)
     except BaseException:
         end()
         raise
@@ -169,7 +174,6 @@ async def _forward(
     entry: EntryPoint,
     request: Request,
     service: Service,
-    path: str,
     body: bytes,
     end: Callable[[], None],
 ) -> Response:
@@ -177,7 +181,10 @@ async def _forward(
     ``end`` is called once the answer is over (it counts as in flight until then)."""
     deadline = time.monotonic() + service.spec.request_timeout_seconds
     headers = _forwarded_headers(request, service)
-    target = "/" + path + (f"?{request.url.query}" if request.url.query else "")
+    target = target_of(request, service.tenant, service.name)
+    if target is None:
+        end()
+        raise NotFound(f"service {service.name} not found")
     woke = False
     while True:
         endpoint = entry.pick(service)
@@ -273,10 +280,28 @@ async def _relay(answer: httpx.Response, finish: _Finish) -> AsyncIterator[bytes
 
 
 def _forwarded_headers(request: Request, service: Service) -> dict[str, str]:
-    headers = {k: v for k, v in request.headers.items() if k.lower() not in _HOP_BY_HOP}
-    if not service.spec.public:
-        headers.pop("authorization", None)  # the caller's aipaas token stays with aipaas
-    client = request.client.host if request.client is not None else ""
-    headers["x-forwarded-for"] = client
+    """The caller's headers less those of this hop (and those its Connection header names),
+    less an aipaas token (a public service of one tenant must not collect the tokens of
+    another's callers; its own credentials pass), with forwarding headers of our own."""
+    named = {t.strip().lower() for t in request.headers.get("connection", "").split(",")}
+    dropped = _HOP_BY_HOP | named | _SPOOFABLE
+    headers = {k: v for k, v in request.headers.items() if k.lower() not in dropped}
+    token = headers.get("authorization", "")
+    if not service.spec.public or token.partition(" ")[2].strip().startswith(TOKEN_PREFIX):
+        headers.pop("authorization", None)
+    headers["x-forwarded-for"] = request.client.host if request.client is not None else ""
+    headers["x-forwarded-proto"] = request.url.scheme
+    headers["x-forwarded-host"] = request.headers.get("host", "")
     headers["x-forwarded-prefix"] = f"/services/{service.tenant}/{service.name}"
     return headers
+
+
+def target_of(request: Request, tenant: str, name: str) -> str | None:
+    """The path and query the replica is sent, as the caller encoded them (an encoded ``?``
+    or CR LF stays encoded); None when the raw path does not name this service."""
+    raw = request.scope.get("raw_path") or request.url.path.encode()
+    parts = raw.decode("latin-1").split("/", 4)  # "", "services", tenant, name, rest
+    if len(parts) < 4 or unquote(parts[2]) != tenant or unquote(parts[3]) != name:
+        return None
+    query = request.scope.get("query_string", b"").decode("latin-1")
+    return "/" + (parts[4] if len(parts) > 4 else "") + (f"?{query}" if query else "")
