@@ -38,6 +38,15 @@ class Handler(BaseHTTPRequestHandler):
                 self.wfile.flush()
                 time.sleep(0.4)
             return
+        if url.path == "/page":
+            page = b"<script>alert(sessionStorage.getItem('aipaas-token'))</script>"
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Set-Cookie", "sid=stolen; Path=/")
+            self.send_header("Content-Length", str(len(page)))
+            self.end_headers()
+            self.wfile.write(page)
+            return
         if url.path == "/sicken":
             sick.set()
         if url.path == "/slow":
@@ -201,6 +210,12 @@ def test_a_service_answers_through_the_entry_point_for_its_tenant_only(
         assert client.get("/hello/").status_code == 404  # another tenant's service is not seen
     with entry(server) as client:
         assert client.get("/missing/").status_code == 404
+        # A page a replica serves shares the API's origin: it is sandboxed, sets no cookie.
+        page = client.get("/hello/page")
+    assert page.status_code == 200 and "<script>" in page.text
+    assert "set-cookie" not in page.headers
+    policy = page.headers["content-security-policy"]
+    assert policy.startswith("sandbox") and "allow-same-origin" not in policy
     # The replica is a job of the service's queue: it counts like any job.
     with server.http() as client:
         jobs = client.get("/jobs", params={"tenant": "acme"}).json()["items"]

@@ -41,6 +41,12 @@ STATUS_TTL_SECONDS = 0.25
 WHOLE_BODY_BYTES = 1 << 20
 #: headers a caller could use to pose as another client or host: the entry point sets its own
 _SPOOFABLE = frozenset({"x-real-ip", "forwarded", "x-forwarded-host", "x-forwarded-proto"})
+#: on every answer: a page a replica serves gets an opaque origin (scripts, forms and popups
+#: still work), and its type is not guessed
+_CONFINED = {
+    "content-security-policy": "sandbox allow-scripts allow-forms allow-popups allow-downloads",
+    "x-content-type-options": "nosniff",
+}
 #: services whose status this process keeps at most
 CACHE_MAX = 10_000
 #: how long an endpoint that refused a connection is left out
@@ -228,7 +234,7 @@ async def _forward(
             )
 
         finish = _Finish(entry, answer, where, end)
-        kept = {k: v for k, v in answer.headers.items() if k.lower() not in _HOP_BY_HOP}
+        kept = _answer_headers(answer)
         length = answer.headers.get("content-length", "")
         if length.isdigit() and int(length) <= WHOLE_BODY_BYTES:
             # A short answer of known length goes back in one piece: streaming it cost more
@@ -236,7 +242,8 @@ async def _forward(
             try:
                 content = await answer.aread()
             except httpx.HTTPError as err:
-                content, kept = f"replica {endpoint.replica} broke off: {err}".encode(), {}
+                content = f"replica {endpoint.replica} broke off: {err}".encode()
+                kept = dict(_CONFINED)
                 answer.status_code = 502
             finally:
                 await finish()
@@ -277,6 +284,17 @@ async def _relay(answer: httpx.Response, finish: _Finish) -> AsyncIterator[bytes
         return  # the replica broke off: the client sees a short answer, as from the replica
     finally:
         await finish()
+
+
+def _answer_headers(answer: httpx.Response) -> dict[str, str]:
+    """A replica's headers less those of its hop and its cookies, with the page confined:
+    every tenant's services share this server's origin with the API and the dashboard (which
+    keeps its token in that origin's session storage), so what a replica serves runs in a
+    sandbox of its own origin, and no replica sets cookies for the others."""
+    named = {t.strip().lower() for t in answer.headers.get("connection", "").split(",")}
+    dropped = _HOP_BY_HOP | named | {"set-cookie", "content-security-policy"}
+    kept = {k: v for k, v in answer.headers.items() if k.lower() not in dropped}
+    return {**kept, **_CONFINED}
 
 
 def _forwarded_headers(request: Request, service: Service) -> dict[str, str]:
