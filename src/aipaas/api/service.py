@@ -151,7 +151,7 @@ class ServiceSpec(Model):
     template: ReplicaTemplate
     #: the port each replica listens on; unset (the usual): aipaas gives each replica a free
     #: one, so that replicas share a machine. Either way the replica finds it in ``$PORT``.
-    port: int | None = Field(default=None, ge=1, le=65535, strict=True)
+    port: int | None = Field(default=None, ge=1024, le=65535, strict=True)
     node_selector: Annotated[dict[str, str], AfterValidator(_check_selector)] = Field(
         default_factory=dict
     )

@@ -139,7 +139,7 @@ def test_the_revision_follows_the_template_only() -> None:
             "spec.template.restartPolicy",
             "Always is the only policy",
         ),
-        ({"port": 0}, "spec.port", "greater than or equal to 1"),
+        ({"port": 22}, "spec.port", "greater than or equal to 1024"),
         ({"replicas": 3, "colour": "red"}, "spec.colour", "unknown field"),
     ],
 )
