@@ -26,6 +26,7 @@ from aipaas.server.auth import (
     remembered,
 )
 from aipaas.server.body_limit import read_body
+from aipaas.server.data_checks import redact_secret
 from aipaas.server.devices import device_listing
 from aipaas.server.log_watch import JobLogs
 from aipaas.server.service import Applied, ObjectService
@@ -112,9 +113,10 @@ async def apply_small(
 def applied_response(results: list[Applied]) -> Response:
     # Each object is serialised by pydantic's core straight to JSON and the answer is put
     # together around it: no intermediate dicts for FastAPI or json.dumps to walk again.
+    # A Secret's values are not written back (answers end up in terminals and logs).
     items = ",".join(
         f'{{"action":{json.dumps(r.action)},"kind":{json.dumps(r.object.kind)},'
-        f'"name":{json.dumps(r.object.name)},"object":{r.object.to_wire_json()}}}'
+        f'"name":{json.dumps(r.object.name)},"object":{redact_secret(r.object).to_wire_json()}}}'
         for r in results
     )
     return Response(f'{{"items":[{items}]}}', media_type="application/json")
@@ -159,7 +161,7 @@ async def replace_object(plural: str, name: str, request: Request) -> dict[str, 
     replaced: Object = await run_in_threadpool(
         _service_of(store, caller, cache).replace, kind, name, body
     )
-    return replaced.to_wire()
+    return redact_secret(replaced).to_wire()
 
 
 @generic.delete("/{plural}/{name}")
