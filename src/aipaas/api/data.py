@@ -139,6 +139,9 @@ class CachePolicy(Model):
     mode: CacheMode = CacheMode.EVICTABLE
     #: evicted after this long unused (None: kept until space is needed)
     ttl: PositiveDuration | None = None
+    #: a task whose node's cache is cold reads the source itself (its URL and fsspec options
+    #: in its environment) instead of waiting for the copy; False: it waits (data/stage.py)
+    streaming: bool = Field(default=False, strict=True)
 
 
 class DatasetSpec(Model):

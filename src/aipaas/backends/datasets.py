@@ -23,6 +23,8 @@ class DatasetMount:
     #: data/source.py SourceSpec.to_json(): url, endpoint, credentials, subPaths, include
     source: Mapping[str, Any]
     require_warm: bool = False
+    #: a cold cache is not waited for: the task reads the source (the policy's streaming)
+    stream: bool = False
 
 
 @dataclass(frozen=True)

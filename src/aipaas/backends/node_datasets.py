@@ -174,6 +174,8 @@ class NodeDatasetCaches:
                     "key": mount.key,
                     "link": str(link),
                     "source": self.with_file_roots(mount.source),
+                    "stream": mount.stream,
+                    "variable": env_name(mount.name),
                 }
             )
         if request.datasets:

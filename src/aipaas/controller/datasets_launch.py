@@ -92,6 +92,7 @@ def with_datasets(store: Store, job: Job, request: LaunchRequest) -> LaunchReque
                 mount_path=mount.mount_path,
                 source=source_of(store, dataset).to_json(),
                 require_warm=mount.require_warm,
+                stream=dataset.spec.cache.streaming,
             )
         )
     return dataclasses.replace(request, datasets=tuple(mounts), outputs=_outputs(store, job))

@@ -26,6 +26,7 @@ from aipaas.data.cache import NodeCache
 from aipaas.data.copier import cached, fill
 from aipaas.data.entry import write_atomic
 from aipaas.data.source import SourceSpec
+from aipaas.data.stream import set_task_variables, stream_variables
 from aipaas.data.upload import upload
 
 STAGE_FILE = "stage.json"
@@ -40,8 +41,13 @@ def stage(directory: Path, spec: dict[str, Any]) -> None:
     request_id = directory.name
     for item in spec["datasets"]:
         entry = cache.entry(item["key"])
+        source = SourceSpec.from_json(item["source"])
+        streamed = stream_variables(item, entry, source)  # a cold cache, streaming allowed
+        if streamed is not None:
+            set_task_variables(directory, streamed)
+            print(f"aipaas: dataset {item['name']}: read from the source (cache cold)", flush=True)
+            continue
         with entry.locked():
-            source = SourceSpec.from_json(item["source"])
             found = cached(entry, source)
             result = found or fill(entry, source, reserve=cache.room_for(entry))
             entry.add_lease(request_id, os.getpid())

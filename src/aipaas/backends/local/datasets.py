@@ -144,6 +144,8 @@ class LocalDatasetCaches:
                     "key": mount.key,
                     "link": str(link),
                     "source": self._with_roots(mount.source),
+                    "stream": mount.stream,
+                    "variable": env_name(mount.name),
                 }
             )
         if request.datasets:
