@@ -22,6 +22,7 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import Response
 from starlette.concurrency import run_in_threadpool
 
+from aipaas.api.meta import Name
 from aipaas.errors import NotFound
 from aipaas.metering import statements
 from aipaas.metering.cost import totals
@@ -81,7 +82,7 @@ async def cost_report(
 async def statement(
     request: Request,
     caller: Caller,
-    tenant: str,
+    tenant: Name,  # a name, checked: it is written into the CSV's Content-Disposition
     month: Annotated[str | None, Query(max_length=7, description="YYYY-MM; this month")] = None,
     format: Annotated[str, Query(pattern="^(json|csv)$")] = "json",
 ) -> Any:
