@@ -171,6 +171,12 @@ class Settings(BaseModel):
     dataset_cache_bytes: int = Field(
         default=100 << 30, ge=0, description="Bytes the local dataset cache may hold."
     )
+    dataset_node_cache_root: Path | None = Field(
+        default=None,
+        description="Slurm and Ray nodes' dataset caches, a directory per node under it (a "
+        "node-local disk at the same path on every node, readable by the server); unset: "
+        "<run dir>/<backend>-datasets. Each holds up to dataset_cache_bytes.",
+    )
     dataset_file_roots: list[Path] = Field(
         default_factory=list,
         description="Directories file:// datasets may be read from (none unless set).",

@@ -54,14 +54,21 @@ def s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
 
 
 @pytest.fixture(scope="module")
+def node_caches(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("node-caches")
+
+
+@pytest.fixture(scope="module")
 def server(
-    tmp_path_factory: pytest.TempPathFactory, slurm_cluster: SlurmCluster
+    tmp_path_factory: pytest.TempPathFactory, slurm_cluster: SlurmCluster, node_caches: Path
 ) -> Iterator[ServerProcess]:
     slurm_cluster.drain("n2", "aipaas dataset test: everything on n1")
+    caches = node_caches
     process = ServerProcess(
         tmp_path_factory.mktemp("aipaas") / "data",
         backend="slurm",
         extra=["--slurm-conf", str(slurm_cluster.conf)],
+        env={"AIPAAS_DATASET_NODE_CACHE_ROOT": str(caches)},
     ).start()
     process.cli("apply", "-f", "-", input=SETUP)
     yield process
@@ -99,7 +106,7 @@ def _node(server: ServerProcess, name: str) -> dict[str, Any]:
 
 
 def test_slurm_jobs_read_a_dataset_through_their_nodes_cache(
-    s3: S3Server, server: ServerProcess, slurm_cluster: SlurmCluster
+    s3: S3Server, server: ServerProcess, node_caches: Path
 ) -> None:
     expected = s3.upload(BUCKET, OBJECTS)
     out = shared_dir()
@@ -119,6 +126,9 @@ def test_slurm_jobs_read_a_dataset_through_their_nodes_cache(
     )
     assert status["sizeBytes"] == SIZE
     assert [(n["node"], n["complete"]) for n in status["nodes"]] == [("n1", True)]
+    # In n1's directory under the configured root (settings.dataset_node_cache_root)
+    (entry,) = (node_caches / "n1" / "acme").iterdir()
+    assert sum(f.stat().st_size for f in (entry / "data").rglob("*") if f.is_file()) == SIZE
 
     def cache_state() -> dict[str, Any]:
         annotations = _node(server, "n1")["metadata"].get("annotations") or {}

@@ -53,6 +53,21 @@ class NodeCachesConfig:
     file_roots: tuple[str, ...] = field(default_factory=tuple)
 
 
+def configure_node_caches(backend: object, config: NodeCachesConfig) -> None:
+    """The settings' caches for every cluster backend in ``backend`` (itself, the one its
+    fencing wraps, or its members side by side)."""
+    if isinstance(backend, NodeDatasetCaches):
+        backend.dataset_caches_config = config
+        return
+    inner = getattr(backend, "inner", None)
+    if inner is not None:
+        configure_node_caches(inner, config)
+    members = getattr(backend, "backends", None)
+    if isinstance(members, tuple | list):
+        for member in members:
+            configure_node_caches(member, config)
+
+
 def _node_dir(node: str) -> str:
     if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", node):
         raise ValueError(f"node name {node!r} cannot name a cache directory")

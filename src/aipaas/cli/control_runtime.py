@@ -20,6 +20,7 @@ from aipaas.backends.kubernetes.options import KubeOptions
 from aipaas.backends.local import LocalOptions, TaskIsolation
 from aipaas.backends.local.datasets import DatasetCacheConfig
 from aipaas.backends.local.isolation import default_task_root
+from aipaas.backends.node_datasets import NodeCachesConfig, configure_node_caches
 from aipaas.backends.registry import make_backend
 from aipaas.cli.worker_pool import serve_in_processes
 from aipaas.client import config_path
@@ -143,6 +144,7 @@ def make_app(settings: Settings) -> FastAPI:
             ray_address=settings.ray_address,
             kube=kube_options(settings),
         )
+        configure_node_caches(backend, node_caches_config(settings))  # Slurm's, Ray's nodes
         controller = Controller(
             store,
             backend,
@@ -208,6 +210,14 @@ def local_options(settings: Settings) -> LocalOptions:
         "gpu_discovery_seconds": settings.gpu_discovery_seconds,
         "dataset_cache": cache,
     }
+
+
+def node_caches_config(settings: Settings) -> NodeCachesConfig:
+    return NodeCachesConfig(
+        settings.dataset_node_cache_root,
+        settings.dataset_cache_bytes,
+        tuple(str(p) for p in settings.dataset_file_roots),
+    )
 
 
 def _private_dir(path: Path) -> None:
