@@ -20,6 +20,7 @@ import contextlib
 import fcntl
 import json
 import os
+import socket
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -92,10 +93,13 @@ class Entry:
 
     def add_lease(self, request_id: str, pid: int) -> None:
         self.leases.mkdir(exist_ok=True)
-        write_atomic(self.leases / _lease_name(request_id), str(pid))
+        # The host too: a cluster node's cache may be read from another machine (the server),
+        # which cannot see that node's processes.
+        write_atomic(self.leases / _lease_name(request_id), f"{pid} {socket.gethostname()}")
 
     def live_leases(self) -> list[str]:
-        """Leases whose process still runs (a dead one is removed on the way)."""
+        """Leases whose process still runs (a dead one is removed on the way); a lease taken
+        on another host counts as live: only that host can tell (its next stage cleans it)."""
         alive: list[str] = []
         if not self.leases.is_dir():
             return alive
@@ -103,10 +107,11 @@ class Entry:
             if lease.name.startswith("."):
                 continue
             try:
-                pid = int(lease.read_text().strip())
+                pid_text, _, host = lease.read_text().strip().partition(" ")
+                pid = int(pid_text)
             except (OSError, ValueError):
                 continue
-            if _runs(pid, lease.name):
+            if (host and host != socket.gethostname()) or _runs(pid, lease.name):
                 alive.append(lease.name)
             else:
                 with contextlib.suppress(FileNotFoundError):

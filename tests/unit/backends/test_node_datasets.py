@@ -157,3 +157,18 @@ def test_streamed_variables_reach_the_runners_environment(
     launch = json.loads((tmp_path / "launch.json").read_text())
     assert launch["env"] == {"A": "1", "AIPAAS_X_URL": "s3://b"}
     monkeypatch.delenv("AIPAAS_X_URL")
+
+
+def test_a_lease_taken_on_another_host_is_never_judged_dead_here(tmp_path: Path) -> None:
+    """The server reads the nodes' caches but cannot see their processes: an entry a task on
+    another node reads is not evicted, while a dead lease of this host is cleaned."""
+    caches = Caches(tmp_path)
+    cache = caches.node_cache("n1")
+    entry = cache.entry("acme/train-0123")
+    entry.data.mkdir(parents=True)
+    entry.add_lease("uid.reader-0.0", 2**22 + 7)  # no such process here
+    assert entry.live_leases() == []
+    entry.leases.joinpath("uid.reader-1.0").write_text(f"{2**22 + 7} some-other-node")
+    assert entry.live_leases() == ["uid.reader-1.0"]
+    assert cache.evict("acme/train-0123") is False
+    assert entry.path.exists()
