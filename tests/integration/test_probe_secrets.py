@@ -165,6 +165,8 @@ def test_another_tenants_secret_and_dataset_cannot_be_named(world: World) -> Non
         ("file://etc/passwd", "spec.source"),
         ("/etc/passwd", "spec.source"),
         ("memory://anything", "spec.source"),
+        ("generic://file/etc/passwd", "spec.source"),
+        ("asyncwrapper:///etc/passwd", "spec.source"),
     ],
 )
 def test_a_dataset_source_that_reads_the_servers_own_disks_is_refused(

@@ -30,6 +30,8 @@ from aipaas.api.quantity import QuantityStr, parse_quantity
 LOCAL_PROTOCOLS: Final = frozenset(
     {"local", "dir", "reference", "simplecache", "filecache", "blockcache", "cached", "memory"}
     | {"zip", "tar", "libarchive", "jlab", "jupyter", "sftp", "ssh", "smb", "git", "github"}
+    # these open whatever filesystem the rest of the URL names, the server's own included
+    | {"generic", "async_wrapper", "asyncwrapper"}
 )
 _SECRET_KEY_RE = re.compile(r"[A-Za-z0-9_.-]{1,253}")
 _PATTERN_MAX = 256
