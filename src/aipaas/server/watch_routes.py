@@ -35,6 +35,9 @@ POLL_SECONDS = 0.5  # how often a stream reads; app.state.watch_poll_seconds ove
 HEARTBEAT_SECONDS = 15.0  # a bookmark at least this often: idle proxies keep the stream
 MAX_TIMEOUT = 3600
 MAX_STREAMS = 256  # open streams in one process; app.state.watch_max_streams overrides it
+# One caller's share of them (app.state.watch_max_streams_per_caller overrides it): a member
+# of one tenant opening streams until the bound must not shut every other tenant out.
+MAX_STREAMS_PER_CALLER = 32
 TenantQuery = Annotated[str | None, Query(max_length=63, description="Tenant (admins)")]
 TimeoutQuery = Annotated[
     int,
@@ -66,6 +69,16 @@ class _Streams:
 
     def __init__(self) -> None:
         self.open = 0
+        self.by_caller: dict[tuple[str, str], int] = {}
+
+    def admit(self, request: Request, caller: Principal) -> tuple[str, str]:
+        """The caller's key, if it has streams to spare (else 429)."""
+        state = request.app.state
+        bound = int(getattr(state, "watch_max_streams_per_caller", MAX_STREAMS_PER_CALLER))
+        key = (caller.tenant or "", caller.user)
+        if self.by_caller.get(key, 0) >= bound:
+            raise TooManyRequests(f"{caller.user} has {bound} watch streams open; close one")
+        return key
 
 
 def _streams(request: Request) -> _Streams:
@@ -80,13 +93,21 @@ def _streams(request: Request) -> _Streams:
     return streams
 
 
-async def _counted(streams: _Streams, lines: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+async def _counted(
+    streams: _Streams, key: tuple[str, str], lines: AsyncIterator[bytes]
+) -> AsyncIterator[bytes]:
     streams.open += 1
+    streams.by_caller[key] = streams.by_caller.get(key, 0) + 1
     try:
         async for line in lines:
             yield line
     finally:
         streams.open -= 1
+        left = streams.by_caller[key] - 1
+        if left:
+            streams.by_caller[key] = left
+        else:
+            del streams.by_caller[key]
 
 
 def _error_line(err: AipaasError) -> bytes:
@@ -108,6 +129,7 @@ async def watch_events(
     streams = _streams(request)
     who = _caller_check(request)
     caller = await run_in_threadpool(who)
+    key = streams.admit(request, caller)
     resolved = resolve_kind(kind) if kind else None
     scope = tenant if caller.is_platform_admin else (tenant or caller.tenant)
     if scope is not None and not caller.sees_tenant(scope):
@@ -138,7 +160,7 @@ async def watch_events(
                 yield _error_line(err)
                 return
 
-    return StreamingResponse(_counted(streams, lines()), media_type=MEDIA_TYPE)
+    return StreamingResponse(_counted(streams, key, lines()), media_type=MEDIA_TYPE)
 
 
 @router.get("/watch/{plural}", include_in_schema=False)
@@ -162,6 +184,7 @@ async def watch_objects(
     who = _caller_check(request)
     cache = principal_cache(request)
     resume = decode_cursor(resource_version) if resource_version else None
+    key = streams.admit(request, await run_in_threadpool(who))
 
     def service() -> ObjectService:
         return ObjectService(store, who(), identity_changed=cache.forget_all)
@@ -197,4 +220,4 @@ async def watch_objects(
             for document in found:
                 yield _line(document)
 
-    return StreamingResponse(_counted(streams, lines()), media_type=MEDIA_TYPE)
+    return StreamingResponse(_counted(streams, key, lines()), media_type=MEDIA_TYPE)
