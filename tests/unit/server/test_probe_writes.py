@@ -54,7 +54,7 @@ def test_who_of_a_tenant_writes_each_kind(api: Api, kind: str) -> None:
         )
         assert answer.status_code == want, (who, answer.text)
         if want == 200:
-            # Stored in the caller's tenant, whatever the manifest left out.
+            # Stored where the manifest says, and read back there.
             stored = api.client.get(
                 f"/api/v1/{KINDS[kind].plural}/by-{who}", headers=api.as_(who)
             ).json()
