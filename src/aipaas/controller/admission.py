@@ -100,9 +100,10 @@ def place(ctl: Controller, work: list[JobWork]) -> Placer:
         if item.phase is not None or item.ending:
             continue
         if not item.records:
-            if item.job.spec.depends_on and not _dependencies_met(ctl, item):
+            if item.facts.depends and not _dependencies_met(ctl, item):
                 continue  # jobs waiting for dependencies are not in the snapshot
-            missing = ctl.claims.problem(item.job)
+            # only a job naming claims can miss one (ClaimBook.problem reads nothing else)
+            missing = ctl.claims.problem(item.job) if item.facts.claims else None
             if missing is not None:  # claims that do not exist: nothing to place yet
                 item.reason, item.message = "Unschedulable", missing
                 continue

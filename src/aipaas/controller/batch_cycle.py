@@ -206,10 +206,7 @@ def _fingerprint(
     """A hash of everything the session reads (see the module docstring)."""
     # A task record changed in this cycle is in ``changed`` until the write-back; one changed
     # in an earlier cycle changed its job's status (a new resource version) when written.
-    jobs = tuple(
-        (item.job.metadata.uid, item.job.metadata.resource_version, len(item.changed))
-        for item in work
-    )
+    jobs = tuple((item.facts.uid, item.facts.version, len(item.changed)) for item in work)
     objects = tuple(
         (o.tenant, o.name, o.metadata.resource_version)
         for o in (*quotas.tenants.values(), *quotas.queues.values())

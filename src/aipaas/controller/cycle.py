@@ -66,7 +66,7 @@ from aipaas.controller.nodes import NodeInventory
 from aipaas.controller.placement import SliceIndex
 from aipaas.controller.queue_status import write_queue_statuses
 from aipaas.controller.task_devices import claim_devices
-from aipaas.controller.work import ACTIVE, JobWork
+from aipaas.controller.work import ACTIVE, FactsCache, JobWork
 from aipaas.controller.workload import DEFAULT_SIZE, Workload
 from aipaas.controller.write_back import OnWritten, publish_metrics, write_back
 from aipaas.metering.metrics import Metrics
@@ -131,6 +131,8 @@ class Controller:
         self._stops: list[str] = []  # asked to stop this cycle, not yet sent (send_stops)
         #: jobs (uid, resourceVersion) whose status matched their records at the last write-back
         self._verified: set[tuple[str, str]] = set()
+        #: what each cycle reads of a job, kept while its version stays (controller/work.py)
+        self._facts = FactsCache()
         #: what the batch session keeps between cycles (controller/batch_cycle.py)
         self.batch = BatchState()
         #: step 6's reconcilers, in order
@@ -197,12 +199,17 @@ class Controller:
             for j in self.store.list_objects("Job", None, exclude_phases=FINISHED)
             if isinstance(j, Job)
         ]
-        self.workload.observe(jobs)
         records = self.tasks.of_jobs_not_in(FINISHED)
-        work = [JobWork(j, records.get(j.metadata.uid or "", [])) for j in jobs]
+        work = [
+            JobWork(j, records.get(facts.uid) or [], known=facts)
+            for j, facts in zip(jobs, self._facts.refresh(jobs), strict=True)
+        ]
+        if not self._facts.same_jobs:  # the very jobs of the last cycle: nothing new to observe
+            self.workload.observe(jobs)
         self._observe(work)
         for item in work:
-            self._advance(item)
+            if item.records or item.facts.cancelled:  # else nothing to advance
+                self._advance(item)
         self.started_now = []
         self.batch.report = None
         placer = admission.place(self, work)

@@ -7,10 +7,10 @@ write_back.py.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import InitVar, dataclass, field
 
-from aipaas.api.job import Job, JobPhase, JobStatus, TaskPhase, TaskStatus
+from aipaas.api.job import CANCEL_ANNOTATION, Job, JobPhase, JobStatus, TaskPhase, TaskStatus
 from aipaas.api.queue import Queue
 from aipaas.store import TaskRecord
 from aipaas.tenancy.quota import Usage
@@ -32,7 +32,72 @@ WAITING = (
 )
 
 
-@dataclass
+@dataclass(frozen=True, slots=True)
+class JobFacts:
+    """What every cycle reads of a job, read once per stored version of it (``FactsCache``):
+    with ten thousand jobs, each pass over their models cost more than its work."""
+
+    uid: str
+    #: the stored resourceVersion ("" when none)
+    version: str
+    tenant: str
+    queue: str
+    cancelled: bool
+    depends: bool
+    #: a task names DRA claims (``resources.claims``): they are checked before placing
+    claims: bool
+    has_status: bool
+    #: Pending as stored (no status yet counts): counted in the pending-jobs metric
+    pending: bool
+
+    @classmethod
+    def of(cls, job: Job) -> JobFacts:
+        meta = job.metadata
+        spec = job.spec
+        status = job.status
+        return cls(
+            uid=meta.uid or "",
+            version=meta.resource_version or "",
+            tenant=job.tenant,
+            queue=spec.queue,
+            cancelled=CANCEL_ANNOTATION in meta.annotations,
+            depends=bool(spec.depends_on),
+            claims=any(task.resources.claims for task in spec.tasks),
+            has_status=status is not None,
+            pending=status is None or status.phase is JobPhase.PENDING,
+        )
+
+
+class FactsCache:
+    """``JobFacts`` per job model, kept between cycles. The store hands back the same parsed
+    model while a job's version is unchanged (store.py ``_PARSED``); a new version is a new
+    model, so identity tells whether the facts still hold."""
+
+    def __init__(self) -> None:
+        self._known: dict[int, tuple[Job, JobFacts]] = {}
+        #: the last ``refresh`` listed the very models of the one before (same jobs, versions)
+        self.same_jobs = False
+
+    def refresh(self, jobs: Sequence[Job]) -> list[JobFacts]:
+        """The facts of ``jobs`` in order; jobs no longer listed are forgotten."""
+        known = self._known
+        kept: dict[int, tuple[Job, JobFacts]] = {}
+        out = []
+        hits = 0
+        for job in jobs:
+            entry = known.get(id(job))
+            if entry is None or entry[0] is not job:
+                entry = (job, JobFacts.of(job))
+            else:
+                hits += 1
+            kept[id(job)] = entry
+            out.append(entry[1])
+        self.same_jobs = hits == len(known) == len(kept)
+        self._known = kept
+        return out
+
+
+@dataclass(slots=True)
 class JobWork:
     """A job and its task records during one cycle; ``changed`` records are saved at the end."""
 
@@ -48,6 +113,12 @@ class JobWork:
     message: str = ""
     #: a record of the job was set in this cycle (its status may have changed)
     touched: bool = False
+    #: the job's facts when already known (``FactsCache``); else read from ``job``
+    known: InitVar[JobFacts | None] = None
+    facts: JobFacts = field(init=False)
+
+    def __post_init__(self, known: JobFacts | None) -> None:
+        self.facts = known if known is not None else JobFacts.of(self.job)
 
     def set(self, record: TaskRecord) -> None:
         self.records = [record if r.name == record.name else r for r in self.records]

@@ -57,12 +57,11 @@ def write_back(
     deleted: list[Job] = []
     now = isoformat(clock.now())
     for item in work:
-        meta = item.job.metadata
-        key = (meta.uid or "", meta.resource_version or "")
+        key = (item.facts.uid, item.facts.version)
         if (
             verified is not None
             and key in verified
-            and item.job.status is not None
+            and item.facts.has_status
             and not item.touched
             and not item.reason
             and item.phase is None
@@ -87,12 +86,13 @@ def write_back(
         events.extend((item.job, *event) for event in item.events)
         if DELETE_ANNOTATION in item.job.metadata.annotations and status.phase.finished:
             deleted.append(item.job)
-    changed = [r for item in work for r in item.records if r.name in item.changed]
+    changed = [r for item in work if item.changed for r in item.records if r.name in item.changed]
     with (transaction or store.transaction)() as tx:
         tasks.save_many(changed, conn=tx)
         record_attempts(store, tx, changed, (item.job for item in work))  # usage ledger (E)
         for item in work:
-            item.changed.clear()
+            if item.changed:
+                item.changed.clear()
         store.write_statuses(statuses, conn=tx)
         store.record_events(events, conn=tx)
         if also is not None:
@@ -124,9 +124,7 @@ def publish_metrics(metrics: Metrics, store: Store, work: list[JobWork], placer:
     for phase, count in counts.items():
         metrics.jobs.labels(phase=phase).set(count)
     metrics.set_pending(
-        (item.job.tenant, item.job.spec.queue)
-        for item in work
-        if item.job.status is None or item.job.status.phase is JobPhase.PENDING
+        (item.facts.tenant, item.facts.queue) for item in work if item.facts.pending
     )
     metrics.gpus_total.set(placer.gpus_total)
     metrics.gpus_allocated.set(placer.gpus_allocated)

@@ -158,15 +158,16 @@ class TaskRepository:
             conn.execute(statement)
 
 
+# A join, not ``job_uid IN (subquery)``: the databases walk the unfinished jobs (the kind and
+# phase index) and look up each one's records by job uid, instead of listing every unfinished
+# job's uid into a temporary set to probe (the join took half the time with 11,000 jobs).
+# ``uid`` is unique in ``objects``: each record comes once.
 _OF_JOBS_NOT_IN = (
     select(tables.tasks)
+    .join(tables.objects, tables.objects.c.uid == tables.tasks.c.job_uid)
     .where(
-        tables.tasks.c.job_uid.in_(
-            select(tables.objects.c.uid).where(
-                tables.objects.c.kind == "Job",
-                tables.objects.c.phase.not_in(bindparam("phases", expanding=True)),
-            )
-        )
+        tables.objects.c.kind == "Job",
+        tables.objects.c.phase.not_in(bindparam("phases", expanding=True)),
     )
     .order_by(tables.tasks.c.job_uid, tables.tasks.c.rank)
 )
