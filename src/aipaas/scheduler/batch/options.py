@@ -23,5 +23,8 @@ class BatchOptions(BaseModel):
     jobOrder: Literal["priority", "fifo"] = "priority"
     #: FIFO only: a job that cannot start blocks every later one (strict FIFO)
     strictOrder: bool = False
+    #: a job that cannot start (and has no backfill reservation) holds back the jobs of lower
+    #: priority of its own leaf queue that ask for what it asks for (batch/head_hold.py)
+    holdForHead: bool = True
     #: fair share over time: honour queues' ``usage_half_life`` (decayed usage)
     usageOverTime: bool = True

@@ -134,13 +134,16 @@ def preemptors(
     return iter(ordered(session, preemptor_jobs(session, protected, may)))
 
 
+_NOT_PREEMPTORS = frozenset({"WaitingForDependencies", "HeldForHead"})
+
+
 def preemptor_jobs(
     session: Session, protected: Collection[str], may: Callable[[Job], bool] | None = None
 ) -> list[Job]:
     """Pending jobs that may take room from others (in the snapshot's order): let in by
     enqueue, not running, not started or evicted this cycle, not waiting for dependencies,
-    and passing the action's own first look ``may`` (asked before ordering: a big backlog
-    with nothing to take costs one pass)."""
+    not held back for its queue's head, and passing the action's own first look ``may``
+    (asked before ordering: a big backlog with nothing to take costs one pass)."""
     enqueued = session.enqueued
     waiting = session.waiting
     jobs = []
@@ -150,7 +153,9 @@ def preemptor_jobs(
         if not job.tasks or key in protected or (enqueued is not None and key not in enqueued):
             continue
         why = waiting.get(key)
-        if why is not None and why[0] == "WaitingForDependencies":
+        # Held back for its queue's head (head_hold.py): taking room for it would take what
+        # the head waits for, as starting it would.
+        if why is not None and why[0] in _NOT_PREEMPTORS:
             continue
         if job.is_running or (may is not None and not may(job)):
             continue

@@ -11,7 +11,9 @@ Three passes over the jobs the enqueue action let in (batch/ordering.py gives th
 3. Borrowing: jobs refused only for fair share may use capacity still idle (within quotas).
    They are marked ``session.borrowed``: what reclaim takes back first.
 
-With ``strictOrder`` the first job that cannot start stops every pass (strict FIFO).
+With ``strictOrder`` the first job that cannot start stops every pass (strict FIFO). With
+``holdForHead`` (default) a job that cannot start holds back the lower-priority jobs of its
+queue in both passes (batch/head_hold.py).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING
 
 from aipaas.scheduler.batch.explain import unschedulable_message
+from aipaas.scheduler.batch.head_hold import HeadHolds
 from aipaas.scheduler.batch.model import UNBOUNDED, Job, Resources, Task
 from aipaas.scheduler.batch.ordering import ordered
 from aipaas.scheduler.batch.session import gang_tasks, resources_of
@@ -230,6 +233,7 @@ def allocate(session: Session) -> None:
         k: g for k, g in session.pending_gangs().items() if session.considered(session.jobs[k])
     }
     pending = [session.jobs[key] for key in gangs]
+    holds = HeadHolds(session)
     deferred: list[Job] = []
     blocker: Job | None = None
     #: the last refusal for quota or fair share: (queue, request, count of changes, reason,
@@ -241,6 +245,11 @@ def allocate(session: Session) -> None:
             _behind(session, job, blocker)
             continue
         tasks, want = gangs[job.key]
+        head = holds.holding(job, want)
+        if head is not None:
+            holds.wait(job, head)
+            deferred.append(job)  # it may borrow what is idle beyond what heads wait for
+            continue
         if (
             refused is not None
             and refused[0] == job.queue
@@ -253,6 +262,7 @@ def allocate(session: Session) -> None:
             session.wait(job, *refused[3])
             if refused[4] == FAIR_SHARE:
                 deferred.append(job)
+            holds.refused(job, want)
             continue
         outcome = start_gang(
             session,
@@ -268,8 +278,10 @@ def allocate(session: Session) -> None:
             refused = (job.queue, want, len(session.account_log), why, outcome)
         if outcome == FAIR_SHARE:
             deferred.append(job)
-        if outcome != STARTED and strict:
-            blocker = job
+        if outcome != STARTED:
+            holds.refused(job, want)
+            if strict:
+                blocker = job
     if blocker is None:
         growing = [
             j
@@ -282,10 +294,19 @@ def allocate(session: Session) -> None:
     # (it keeps its fair-share reason); a cheap test that spares long backlogs on a full cluster.
     idle = _idle(session) if deferred else Resources()
     if not strict:  # in strict order the first that cannot start must stop the pass
-        deferred = [j for j in deferred if gangs[j.key][1].fits_within(idle)]
+        # (a head may use its own part of what is set aside; no other job may)
+        beyond = idle - holds.aside
+        deferred = [
+            j
+            for j in deferred
+            if gangs[j.key][1].fits_within(beyond)
+            or (holds.is_head(j) and gangs[j.key][1].fits_within(idle))
+        ]
     for job in ordered(session, deferred):
         tasks, want = gangs[job.key]
-        if not want.fits_within(idle):
+        # What waiting heads ask for is set aside (a counter, not a placement): borrowers
+        # take only what is idle beyond it; a head may use its own part.
+        if not want.fits_within(idle - holds.set_aside(job)):
             if strict:
                 break
             continue
@@ -301,6 +322,7 @@ def allocate(session: Session) -> None:
         )
         if outcome == STARTED:
             session.borrowed.add(job.key)
+            holds.started(job)
             idle = idle - want
         elif strict:
             break

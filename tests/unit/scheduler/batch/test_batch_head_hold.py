@@ -1,0 +1,105 @@
+"""A queue's head keeps its place (batch/head_hold.py): a job that cannot start but could by
+preemption holds back the lower-priority jobs of its queue. Every expected decision is worked
+out by hand in the test's docstring."""
+
+from __future__ import annotations
+
+from batch_alloc_builders import job, node, queue, session, started, tree
+
+from aipaas.scheduler.batch.model import Decisions, Job
+from aipaas.scheduler.batch.options import BatchOptions
+
+HOLD = BatchOptions(actions=("enqueue", "allocate", "preempt"))
+NO_HOLD = BatchOptions(actions=("enqueue", "allocate", "preempt"), holdForHead=False)
+Q = tree(queue("t"), queue("t/q"))
+
+
+def _three(r_priority: int, *, preemptible: bool = True) -> tuple[list[Job], dict[str, list[str]]]:
+    """4 GPUs; r (3 GPUs, priority ``r_priority``) runs; big (4 GPUs, priority 100) and small
+    (1 GPU, priority 50) wait in the same queue."""
+    r = job("t/r", "t/q", tasks=3, priority=r_priority)
+    r.preemptible = preemptible
+    big = job("t/big", "t/q", tasks=4, priority=100)
+    small = job("t/small", "t/q", priority=50)
+    return [r, big, small], {"t/r": ["n1"] * 3}
+
+
+def test_a_head_that_can_preempt_holds_back_lower_priority_jobs() -> None:
+    """big cannot start (1 GPU free) but may evict r (priority 10 < 100). Held back, small does
+    not take the free GPU, so preempt evicts r and big starts on all 4; small waits, saying
+    for whom."""
+    jobs, running = _three(10)
+    d = session([node("n1", gpu=4)], Q, jobs, running, options=HOLD).run()
+    assert started(d) == {"t/big": ["w-0", "w-1", "w-2", "w-3"]}
+    assert {e.job for e in d.evicted} == {"t/r"}
+    reason, message = d.reasons["t/small"]
+    assert reason == "HeldForHead"
+    assert "t/big (priority 100 > 50)" in message
+
+
+def test_without_the_hold_the_small_job_takes_the_gap_and_the_head_starves() -> None:
+    """Same cluster, holdForHead off: small starts on the free GPU (started this cycle, it
+    may not be a victim) and r's 3 GPUs are not enough for big: nothing is evicted."""
+    jobs, running = _three(10)
+    d = session([node("n1", gpu=4)], Q, jobs, running, options=NO_HOLD).run()
+    assert started(d) == {"t/small": ["w-0"]}
+    assert d.evicted == []
+    assert d.reasons["t/big"][0] == "Unschedulable"
+
+
+def test_no_hold_where_no_preemption_could_make_room() -> None:
+    """r has big's priority (equal priority never preempts), or is not preemptible: big can
+    only wait for r to end, so holding small would leave the free GPU idle: small starts."""
+    for r_priority, preemptible in ((100, True), (10, False)):
+        jobs, running = _three(r_priority, preemptible=preemptible)
+        d = session([node("n1", gpu=4)], Q, jobs, running, options=HOLD).run()
+        assert started(d) == {"t/small": ["w-0"]}, (r_priority, preemptible)
+        assert d.evicted == []
+
+
+def test_jobs_of_equal_priority_and_other_queues_are_not_held() -> None:
+    """big (priority 100) is the head of t/q; same (priority 100, 1 GPU) is not held (equal
+    priority: best-effort FIFO) and other (priority 0) in t/o is not held (another queue):
+    both start on the free GPUs (2 free: r holds 2 of 4). r (priority 10) stays: big needs 4
+    and r's 2 + 0 left are not enough."""
+    queues = tree(queue("t"), queue("t/q"), queue("t/o"))
+    r = job("t/r", "t/q", tasks=2, priority=10)
+    big = job("t/big", "t/q", tasks=4, priority=100)
+    same = job("t/same", "t/q", priority=100)
+    other = job("t/other", "t/o", priority=0)
+    d = session(
+        [node("n1", gpu=4)], queues, [r, big, same, other], {"t/r": ["n1"] * 2}, options=HOLD
+    ).run()
+    assert set(started(d)) == {"t/same", "t/other"}
+    assert d.evicted == []
+
+
+def _blocked(options: BatchOptions) -> Decisions:
+    """Two nodes of 4 GPUs; r (priority 10, 4 GPUs) runs on n1 and keep (priority 200, 4
+    GPUs, not preemptible) on n2; big (priority 100, 5 GPUs) and mid (priority 50, 1 GPU)
+    wait."""
+    r = job("t/r", "t/q", tasks=4, priority=10)
+    keep = job("t/keep", "t/q", tasks=4, priority=200)
+    keep.preemptible = False
+    big = job("t/big", "t/q", tasks=5, priority=100)
+    mid = job("t/mid", "t/q", priority=50)
+    return session(
+        [node("n1", gpu=4), node("n2", gpu=4)],
+        Q,
+        [r, keep, big, mid],
+        {"t/r": ["n1"] * 4, "t/keep": ["n2"] * 4},
+        options=options,
+    ).run()
+
+
+def test_a_held_job_does_not_preempt_for_itself() -> None:
+    """big could only be helped by preemption (r is its victim) but no eviction frees 5 GPUs:
+    it stays. mid is held behind it and does not evict r for itself either; without the hold
+    it does (r's whole gang goes for mid's one GPU)."""
+    d = _blocked(HOLD)
+    assert started(d) == {}
+    assert d.evicted == []
+    assert d.reasons["t/mid"][0] == "HeldForHead"
+    d = _blocked(NO_HOLD)
+    assert started(d) == {"t/mid": ["w-0"]}
+    assert {e.job for e in d.evicted} == {"t/r"}
