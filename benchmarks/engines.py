@@ -4,6 +4,7 @@ per second sustained for a burst of small jobs; beside the engine alone on the s
 (``sbatch``, ``ray.remote``; for the local backend, processes started by Python).
 
     nice -n 10 .venv/bin/python benchmarks/engines.py [--backends local,slurm,ray] [--jobs 500]
+        [--out docs/results/engines.md]
 
 Each backend gets a throwaway cluster on this host (scripts/slurm_cluster.sh with 4 nodes of
 this machine's cores; Ray's cluster utilities, 2 nodes of 4 CPUs) and an ``aipaas server`` of
@@ -20,6 +21,8 @@ aipaas side), benchmarks/_engines_alone.py (the engines alone and their clusters
 from __future__ import annotations
 
 import argparse
+import datetime
+import os
 import statistics
 import sys
 import tempfile
@@ -89,6 +92,7 @@ def main() -> None:
     parser.add_argument("--backends", default="local,slurm,ray")
     parser.add_argument("--jobs", type=int, default=500)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--out", type=Path, default=Path("docs/results/engines.md"))
     args = parser.parse_args()
     makers: dict[str, tuple[Callable[[], LocalEngine | SlurmEngine | RayEngine], str]] = {
         "local": (LocalEngine, "processes"),
@@ -104,7 +108,17 @@ def main() -> None:
         finally:
             engine.close()
         print(f"{backend}: done", file=sys.stderr, flush=True)
-    print(table(results, {name: who for name, (_, who) in makers.items()}))
+    text = table(results, {name: who for name, (_, who) in makers.items()})
+    print(text)
+    if args.out:
+        command = " ".join(["benchmarks/engines.py", *sys.argv[1:]])
+        load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+        args.out.write_text(
+            "# Engines: what aipaas adds to Slurm and Ray (issue 12)\n\n"
+            f"`nice -n 10 .venv/bin/python {command}`, {datetime.date.today()}, load average "
+            f"{load} at the end (a shared 2-core machine: compare the rows of one run).\n\n"
+            f"{text}\n"
+        )
 
 
 if __name__ == "__main__":

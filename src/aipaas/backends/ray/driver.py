@@ -140,6 +140,9 @@ class RayDriver(RayNodeLoads):  # dataset loads: ray/datasets_driver.py
         if gang is not None and any(m.node not in self._nodes for m in gang.members):
             self.inventory()  # a node of the gang that this driver has not seen yet
         spec = self._spec(request)
+        # A start that got this far before (a crash) may have made the actor: look it up by
+        # name then; a first start does not ask Ray (one round trip less per task).
+        repeated = self.records.has(rid, "request.json")
         self.records.mark(rid, "request.json", json.dumps({"node": node.info.name}))
         # The gang's placement group holds the task's CPUs and GPUs on its node (groups.py);
         # the actor asks for exactly its bundle.
@@ -150,7 +153,7 @@ class RayDriver(RayNodeLoads):  # dataset loads: ray/datasets_driver.py
             name=actor_name(rid),
             namespace=NAMESPACE,
             lifetime="detached",
-            get_if_exists=True,  # a start repeated after a crash finds the first actor
+            get_if_exists=repeated,  # a start repeated after a crash finds the first actor
             max_restarts=0,  # a restarted actor would run the command a second time
             num_cpus=placement.resources.get("CPU", 0.0),
             num_gpus=placement.resources.get("GPU", 0.0),
