@@ -11,21 +11,21 @@ Signature (as GitHub's and Stripe's): ``X-Aipaas-Signature: sha256=HEX`` where H
 HMAC-SHA256 of ``TIMESTAMP.BODY`` under the secret, ``X-Aipaas-Timestamp: TIMESTAMP`` (Unix
 seconds) and ``X-Aipaas-Delivery: NAME`` (a receiver may drop a delivery it has seen: a crash
 between the answer and the write of Delivered sends it once more).
+
+A tenant's webhook goes to public addresses only, resolved once and pinned for the send
+(metering/webhook_targets.py: DNS rebinding).
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
-import ipaddress
 import json
 import logging
-import socket
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from datetime import datetime, timedelta
-from typing import Final
-from urllib.parse import urlsplit
+from typing import Final, Protocol
 
 import httpx
 from sqlalchemy import Connection
@@ -34,6 +34,8 @@ from aipaas.api.finops import WebhookDelivery, WebhookDeliveryStatus
 from aipaas.clock import isoformat
 from aipaas.errors import Conflict
 from aipaas.metering.cost import utc
+from aipaas.metering.webhook_targets import TIMEOUT_SECONDS, NotPublic, public_address, send_pinned
+from aipaas.metering.webhook_targets import private_target as private_target  # re-exported
 from aipaas.store import Store
 
 log = logging.getLogger("aipaas.metering.webhooks")
@@ -41,7 +43,6 @@ log = logging.getLogger("aipaas.metering.webhooks")
 MAX_ATTEMPTS: Final = 10
 FIRST_BACKOFF_SECONDS: Final = 2.0
 MAX_BACKOFF_SECONDS: Final = 600.0
-TIMEOUT_SECONDS: Final = 3.0
 #: at most this many sends per call (a cycle is not held up by a long backlog)
 BATCH: Final = 20
 SIGNATURE_HEADER: Final = "X-Aipaas-Signature"
@@ -49,8 +50,17 @@ TIMESTAMP_HEADER: Final = "X-Aipaas-Timestamp"
 DELIVERY_HEADER: Final = "X-Aipaas-Delivery"
 EVENT_HEADER: Final = "X-Aipaas-Event"
 
-#: (url, body, headers) -> HTTP status code (raises on a failure to connect)
-Sender = Callable[[str, bytes, dict[str, str]], int]
+
+class Sender(Protocol):
+    """POSTs ``body`` to ``url`` and returns the HTTP status code (raises on a failure to
+    connect). ``address``, when given, is the checked address to connect to: the url's host
+    must not be resolved again (it is still the Host header and the TLS server name)."""
+
+    def __call__(
+        self, url: str, body: bytes, headers: dict[str, str], address: str | None = None
+    ) -> int: ...
+
+
 #: a delivery -> its signing key (None: it cannot be signed now)
 Keys = Callable[[WebhookDelivery], bytes | None]
 Transaction = Callable[[], AbstractContextManager[Connection]]
@@ -72,24 +82,9 @@ def backoff(attempts: int) -> float:
     return float(min(FIRST_BACKOFF_SECONDS * 2 ** max(attempts - 1, 0), MAX_BACKOFF_SECONDS))
 
 
-def private_target(url: str) -> str | None:
-    """Why a tenant's webhook may not go to ``url``: it resolves to a loopback, private,
-    link-local (cloud metadata) or otherwise internal address; None when all are public. A
-    tenant admin must not make the controller post into the platform's own network."""
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    try:
-        infos = socket.getaddrinfo(host, parts.port or 443, proto=socket.IPPROTO_TCP)
-    except (socket.gaierror, UnicodeError) as err:
-        return f"cannot resolve {host}: {err}"
-    for info in infos:
-        address = ipaddress.ip_address(str(info[4][0]).split("%")[0])
-        if not address.is_global:
-            return f"{host} resolves to {address}, not a public address"
-    return None
-
-
-def http_sender(url: str, body: bytes, headers: dict[str, str]) -> int:
+def http_sender(url: str, body: bytes, headers: dict[str, str], address: str | None = None) -> int:
+    if address is not None:
+        return send_pinned(url, address, body, headers)
     answer = httpx.post(url, content=body, headers=headers, timeout=TIMEOUT_SECONDS)
     return answer.status_code
 
@@ -131,9 +126,9 @@ def deliver_due(
     pending = [d for d in listed if isinstance(d, WebhookDelivery) and due(d, now)]
     delivered = 0
     for delivery in pending[:BATCH]:
-        guard = None if allow_private or delivery.spec.secret_ref is None else private_target
+        public_only = not allow_private and delivery.spec.secret_ref is not None
         delivered += _attempt(
-            store, delivery, keys, sender, now, transaction or store.transaction, guard
+            store, delivery, keys, sender, now, transaction or store.transaction, public_only
         )
     return delivered
 
@@ -145,14 +140,20 @@ def _attempt(
     sender: Sender,
     now: datetime,
     transaction: Transaction,
-    guard: Callable[[str], str | None] | None = None,
+    public_only: bool = False,
 ) -> int:
     status = delivery.status or WebhookDeliveryStatus()
     attempts = status.attempts + 1
     secret = keys(delivery)
     code: int | None = None
     error: str | None = None
-    refused = guard(delivery.spec.url) if guard is not None else None
+    address: str | None = None
+    refused: str | None = None
+    if public_only:
+        try:
+            address = public_address(delivery.spec.url)  # resolved once; the send keeps it
+        except NotPublic as err:
+            refused = str(err)
     if refused is not None:
         error = f"refused: {refused}"
     elif secret is None:
@@ -168,7 +169,7 @@ def _attempt(
             EVENT_HEADER: delivery.spec.event,
         }
         try:
-            code = sender(delivery.spec.url, body, headers)
+            code = sender(delivery.spec.url, body, headers, address)
         except (httpx.HTTPError, OSError) as err:
             error = f"{type(err).__name__}: {err}"
         else:

@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from sqlalchemy import Connection
 
+from aipaas.api.data import Secret
 from aipaas.api.finops import Invitation, PriceList
 from aipaas.api.job import CANCEL_ANNOTATION, Job, JobPhase, JobSpec, JobStatus
 from aipaas.api.meta import Object
@@ -466,7 +467,10 @@ class ObjectService:
                 f"job {obj.name} already exists with another spec; a job cannot change after "
                 "submission (delete it and submit again)"
             )
-        if _same(current, obj):
+        # A Secret is written again even when nothing changed: "unchanged" (or an unmoved
+        # resourceVersion, or no Updated event) would tell a writer who may not read the values
+        # that a guessed value is the stored one.
+        if _same(current, obj) and not isinstance(obj, Secret):
             return Applied(current, "unchanged")
         updated = self.store.update(obj, expected_version=obj.metadata.resource_version)
         self._identity_written(updated.kind)
