@@ -26,7 +26,7 @@ from aipaas.api.tenancy import Tenant
 from aipaas.controller import batch_cycle
 from aipaas.controller.launch import log_path, request_id
 from aipaas.controller.placement import Placer, Pod, Slot
-from aipaas.controller.work import ACTIVE, JobWork
+from aipaas.controller.work import ACTIVE, FINISHED_TASK, JobWork
 from aipaas.scheduler.framework.types import Placement
 from aipaas.store import TaskRecord
 from aipaas.tenancy.admission_holds import admission_held
@@ -55,7 +55,7 @@ def place(ctl: Controller, work: list[JobWork]) -> Placer:
     held: dict[tuple[str, str], Placement] = {}
     for item in work:
         for record in item.records:
-            if record.node is None or (TaskPhase(record.phase).finished and not record.stopping):
+            if record.node is None or (record.phase in FINISHED_TASK and not record.stopping):
                 continue
             pod = ctl.claims.pod(item.job, record)
             # Whatever becomes of the hold, the task counts against its quotas while it may

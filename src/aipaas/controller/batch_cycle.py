@@ -105,7 +105,9 @@ def schedule(
                 item.reason = "Preempting"
                 item.message = f"waiting for {count} evicted tasks to stop"
         eligible = [i for i in eligible if not waiting.get(job_key(i.job))]
-    fingerprint = _fingerprint(work, eligible, placer, quotas, waiting, now.timestamp())
+    fingerprint = _fingerprint(
+        ctl.jobs_generation, work, eligible, placer, quotas, waiting, now.timestamp()
+    )
     if fingerprint == state.fingerprint and now.timestamp() < state.due:
         return
     state.fingerprint = fingerprint
@@ -196,6 +198,7 @@ def evicted_by(message: str) -> str | None:
 
 
 def _fingerprint(
+    generation: int,
     work: Sequence[JobWork],
     eligible: Sequence[JobWork],
     placer: Placer,
@@ -204,9 +207,15 @@ def _fingerprint(
     now: float,
 ) -> int:
     """A hash of everything the session reads (see the module docstring)."""
-    # A task record changed in this cycle is in ``changed`` until the write-back; one changed
-    # in an earlier cycle changed its job's status (a new resource version) when written.
-    jobs = tuple((item.facts.uid, item.facts.version, len(item.changed)) for item in work)
+    # The jobs and their versions: ``generation`` changes whenever the cycle listed other job
+    # models than the one before (work.py FactsCache), so equal numbers mean the very same
+    # jobs at the same versions. A task record changed in this cycle is in ``changed`` until
+    # the write-back; one changed in an earlier cycle changed its job's status (a new resource
+    # version) when written.
+    jobs = (
+        generation,
+        tuple((i, len(item.changed)) for i, item in enumerate(work) if item.changed),
+    )
     objects = tuple(
         (o.tenant, o.name, o.metadata.resource_version)
         for o in (*quotas.tenants.values(), *quotas.queues.values())

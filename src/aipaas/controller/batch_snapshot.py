@@ -27,7 +27,7 @@ from aipaas.api.job import Job as ApiJob
 from aipaas.api.job import TaskPhase, topology_label
 from aipaas.controller.claims import ClaimBook
 from aipaas.controller.placement import Pod, fit_request, pod_request
-from aipaas.controller.work import ACTIVE, JobWork
+from aipaas.controller.work import ACTIVE, FINISHED_TASK, JobWork
 from aipaas.metering.usage import aware
 from aipaas.scheduler.batch.from_api import gpu_memory_mib
 from aipaas.scheduler.batch.model import Job, Node, QueueNode, Resources, Snapshot, Task
@@ -118,7 +118,7 @@ def build(
         placing = may_start and not any(r.stopping for r in records)
         for record in records:
             holds = record.node is not None and (
-                not TaskPhase(record.phase).finished or record.stopping
+                record.phase not in FINISHED_TASK or record.stopping
             )
             if holds:
                 pod = claims.pod(api, record)

@@ -133,6 +133,7 @@ class Controller:
         self._verified: set[tuple[str, str]] = set()
         #: what each cycle reads of a job, kept while its version stays (controller/work.py)
         self._facts = FactsCache()
+        self._published = -1  # the jobs' generation whose pending counts the metrics show
         #: what the batch session keeps between cycles (controller/batch_cycle.py)
         self.batch = BatchState()
         #: step 6's reconcilers, in order
@@ -159,6 +160,12 @@ class Controller:
             if self.lease is not None:
                 self.lease.fence(tx)
             yield tx
+
+    @property
+    def jobs_generation(self) -> int:
+        """Changes whenever a cycle lists other jobs, or other versions of them, than the cycle
+        before (the batch session's fingerprint, controller/batch_cycle.py)."""
+        return self._facts.generation
 
     @property
     def nodes(self) -> list[NodeInfo]:
@@ -227,7 +234,13 @@ class Controller:
         self.send_stops()  # their ``stopping`` marks are durable now
         membership.sync_all(self, work)
         self.inventory.write_status(placer)
-        publish_metrics(self.metrics, self.store, work, placer)
+        # Pending jobs per queue are read from the jobs as stored: the same models, the same
+        # counts (the gauges keep them).
+        generation = self._facts.generation
+        publish_metrics(
+            self.metrics, self.store, work, placer, pending=generation != self._published
+        )
+        self._published = generation
         if self.extensions:
             run_extensions(self.extensions, self._context())
         self.cycles += 1

@@ -16,6 +16,8 @@ from aipaas.store import TaskRecord
 from aipaas.tenancy.quota import Usage
 
 ACTIVE = (TaskPhase.STARTING.value, TaskPhase.RUNNING.value)
+#: the phases of a task record that has ended (``TaskPhase(p).finished``, without the enum call)
+FINISHED_TASK = frozenset(p.value for p in TaskPhase if p.finished)
 #: reasons of a job that waits to start (the batch session's among them); a running job with
 #: one of these (its elastic extras wait) shows Running
 WAITING = (
@@ -40,6 +42,8 @@ class JobFacts:
     uid: str
     #: the stored resourceVersion ("" when none)
     version: str
+    #: (uid, version): the job's version, as the write-back's ``verified`` set holds it
+    key: tuple[str, str]
     tenant: str
     queue: str
     cancelled: bool
@@ -55,9 +59,11 @@ class JobFacts:
         meta = job.metadata
         spec = job.spec
         status = job.status
+        uid, version = meta.uid or "", meta.resource_version or ""
         return cls(
-            uid=meta.uid or "",
-            version=meta.resource_version or "",
+            uid=uid,
+            version=version,
+            key=(uid, version),
             tenant=job.tenant,
             queue=spec.queue,
             cancelled=CANCEL_ANNOTATION in meta.annotations,
@@ -77,6 +83,9 @@ class FactsCache:
         self._known: dict[int, tuple[Job, JobFacts]] = {}
         #: the last ``refresh`` listed the very models of the one before (same jobs, versions)
         self.same_jobs = False
+        #: counts the refreshes that listed other models than the one before: equal numbers,
+        #: the same jobs at the same versions (in the same order: the store lists by row id)
+        self.generation = 0
 
     def refresh(self, jobs: Sequence[Job]) -> list[JobFacts]:
         """The facts of ``jobs`` in order; jobs no longer listed are forgotten."""
@@ -93,6 +102,8 @@ class FactsCache:
             kept[id(job)] = entry
             out.append(entry[1])
         self.same_jobs = hits == len(known) == len(kept)
+        if not self.same_jobs:
+            self.generation += 1
         self._known = kept
         return out
 

@@ -57,7 +57,7 @@ def write_back(
     deleted: list[Job] = []
     now = isoformat(clock.now())
     for item in work:
-        key = (item.facts.uid, item.facts.version)
+        key = item.facts.key
         if (
             verified is not None
             and key in verified
@@ -116,15 +116,19 @@ def write_back(
             log.exception("telling the listener of the written jobs failed")
 
 
-def publish_metrics(metrics: Metrics, store: Store, work: list[JobWork], placer: Placer) -> None:
-    """Jobs per phase (from the store), pending jobs per queue, GPUs in total and allocated."""
+def publish_metrics(
+    metrics: Metrics, store: Store, work: list[JobWork], placer: Placer, *, pending: bool = True
+) -> None:
+    """Jobs per phase (from the store), pending jobs per queue (unless ``pending`` is False: the
+    caller knows the cycle's jobs are those it last published), GPUs in total and allocated."""
     counts = dict.fromkeys((p.value for p in JobPhase), 0)
     for phase, count in store.count_by_phase("Job").items():
         counts[phase or JobPhase.PENDING.value] += count
     for phase, count in counts.items():
         metrics.jobs.labels(phase=phase).set(count)
-    metrics.set_pending(
-        (item.facts.tenant, item.facts.queue) for item in work if item.facts.pending
-    )
+    if pending:
+        metrics.set_pending(
+            (item.facts.tenant, item.facts.queue) for item in work if item.facts.pending
+        )
     metrics.gpus_total.set(placer.gpus_total)
     metrics.gpus_allocated.set(placer.gpus_allocated)

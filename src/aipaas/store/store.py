@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from sqlalchemy import (
     Connection,
@@ -229,20 +229,24 @@ class Store:
         light = query.with_only_columns(objects.c.id, objects.c.uid, objects.c.resource_version)
         with self.transaction(write=False) as tx:
             versions = tx.execute(light).all()
+            parsed = _PARSED
+            listed = [parsed.get((uid, int(version))) for _, uid, version in versions]
+            missing = [row[0] for row, obj in zip(versions, listed, strict=True) if obj is None]
+            if not missing:  # the common case: one pass, in order
+                return cast("list[Object]", listed)
             found: dict[int, Object] = {}
-            missing: list[int] = []
-            for row_id, uid, version in versions:
-                cached = _PARSED.get((uid, int(version)))
-                if cached is None:
-                    missing.append(row_id)
-                else:
-                    found[row_id] = cached
             for first in range(0, len(missing), _BODY_CHUNK):
                 chunk = missing[first : first + _BODY_CHUNK]
                 full = select(objects).where(objects.c.id.in_(chunk))
                 for row in tx.execute(full).mappings():
                     found[row["id"]] = _to_object(row)
-        return [found[row_id] for row_id, _, _ in versions if row_id in found]
+        out = []  # a row deleted between the two reads is left out
+        for (row_id, _, _), obj in zip(versions, listed, strict=True):
+            if obj is None:
+                obj = found.get(row_id)
+            if obj is not None:
+                out.append(obj)
+        return out
 
     def list_page(
         self, kind: str, tenant: str | None = None, *, limit: int, after: int = 0
