@@ -52,13 +52,19 @@ _ZERO: Final[_Vector] = (0, 0, 0, 0)
 
 def demands(session: Session) -> dict[str, Resources]:
     """Per leaf queue: what it holds plus what its jobs still ask for."""
-    out: dict[str, Resources] = {}
+    # Plain ints per queue (a Resources per task and job is the cost on long backlogs).
+    sums: dict[str, list[int]] = {}
     for job in session.jobs.values():
-        want = Resources()
+        total = sums.get(job.queue)
+        if total is None:
+            total = sums[job.queue] = [0, 0, 0, 0]
         for task in job.tasks:
-            want = want + task.resources
-        out[job.queue] = out.get(job.queue, Resources()) + want
-    return out
+            r = task.resources
+            total[0] += r.gpu_milli
+            total[1] += r.cpu_milli
+            total[2] += r.memory_mib
+            total[3] += r.gpu_memory_mib
+    return {queue: Resources(*total) for queue, total in sums.items()}
 
 
 def fair_shares(

@@ -1,5 +1,5 @@
 """A queue's head keeps its place: within a leaf queue, a job that cannot start but could by
-preemption holds back the jobs of lower priority behind it that would take what it waits for.
+preemption holds back the jobs of lower priority behind it: they would take what it waits for.
 
 Without it a waiting high-priority gang starves behind a stream of small low-priority jobs of
 its own queue: each cycle they fill the room (or the fair share, or the quota) that the gang
@@ -12,8 +12,7 @@ jobs of lower priority, past their minRuntime: the room it waits for can be made
 action that follows allocate makes it) and has no backfill reservation (a reservation already
 keeps later jobs off the nodes and times it needs). Elsewhere a job that cannot start does not
 block smaller ones: holding them would only leave room idle. Jobs of equal priority are not
-held (equal priority never preempts; they keep best-effort FIFO), nor jobs that ask for none
-of the resources the head asks for.
+held (equal priority never preempts; they keep best-effort FIFO).
 
 A held job waits with reason HeldForHead: it is no preemptor and no reclaimer this cycle
 (victims.preemptor_jobs), and in allocate's borrowing pass it (as every borrower) takes only
@@ -108,12 +107,10 @@ class HeadHolds:
             return self._aside - head.want
         return self._aside
 
-    def holding(self, job: Job, want: Resources) -> Head | None:
+    def holding(self, job: Job) -> Head | None:
         """The head that holds ``job`` back, if any."""
         head = self._heads.get(job.queue)
         if head is None or head.job.key == job.key or job.priority >= head.job.priority:
-            return None
-        if not _overlap(want, head.want):
             return None
         return head
 
@@ -128,7 +125,3 @@ class HeadHolds:
                 f"{head.job.priority} > {job.priority}), which waits: {why}",
             )
         self.session.waiting[job.key] = message
-
-
-def _overlap(a: Resources, b: Resources) -> bool:
-    return any(x > 0 and y > 0 for x, y in zip(a.as_tuple(), b.as_tuple(), strict=True))

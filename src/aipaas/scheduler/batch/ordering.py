@@ -170,6 +170,22 @@ class JobOrder:
             current = parent.get(current)
         return job
 
+    def drain(self, leaf: str) -> list[Job]:
+        """Take every job still in ``leaf`` out of the order (any order; none in ``fifo``
+        mode, which has no queues): a queue whose rest waits alike costs no pops."""
+        if self.mode == "fifo":
+            return []
+        heap = self._jobs.get(leaf)
+        if not heap:
+            return []
+        jobs = [entry[3] for entry in heap]
+        heap.clear()
+        current: str | None = leaf
+        while current is not None and current != _TOP:
+            self._pending[current] -= len(jobs)
+            current = self._parent.get(current)
+        return jobs
+
     def __iter__(self) -> Iterator[Job]:
         while (job := self.pop()) is not None:
             yield job

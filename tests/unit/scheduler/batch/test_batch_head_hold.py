@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from batch_alloc_builders import job, node, queue, session, started, tree
 
-from aipaas.scheduler.batch.model import Decisions, Job
+from aipaas.scheduler.batch.model import Decisions, Job, Resources
 from aipaas.scheduler.batch.options import BatchOptions
 
 HOLD = BatchOptions(actions=("enqueue", "allocate", "preempt"))
@@ -103,3 +103,37 @@ def test_a_held_job_does_not_preempt_for_itself() -> None:
     d = _blocked(NO_HOLD)
     assert started(d) == {"t/mid": ["w-0"]}
     assert {e.job for e in d.evicted} == {"t/r"}
+
+
+def _share(gpu: int) -> Resources:
+    return Resources(gpu * 1000, 10**9, 10**9)
+
+
+def test_borrowers_leave_alone_what_a_waiting_head_asks_for() -> None:
+    """n1 (4 GPUs) runs r (t/q, priority 10, 2 GPUs); n2 (4 GPUs) runs o (t/o, 1 GPU): 5 GPUs
+    idle. t/q's fair share is 2 and it holds 2: big (priority 100, one 4-GPU task) is refused
+    for fair share and finds no node with 4 free when it borrows; it becomes t/q's head and 4
+    GPUs are set aside. s1 and s2 (priority 50, 1 GPU) may borrow only the 5 - 4 = 1 beyond:
+    s1 starts, s2 waits held. Without the hold both start."""
+    queues = tree(queue("t"), queue("t/q"), queue("t/o"))
+    shares = {"t": _share(8), "t/q": _share(2), "t/o": _share(6)}
+
+    def run(options: BatchOptions) -> Decisions:
+        jobs = [
+            job("t/r", "t/q", tasks=2, priority=10),
+            job("t/o1", "t/o"),
+            job("t/big", "t/q", gpu=4, priority=100),
+            job("t/s1", "t/q", priority=50),
+            job("t/s2", "t/q", priority=50),
+        ]
+        nodes = [node("n1", gpu=4), node("n2", gpu=4)]
+        running = {"t/r": ["n1", "n1"], "t/o1": ["n2"]}
+        return session(nodes, queues, jobs, running, fair_share=shares, options=options).run()
+
+    d = run(BatchOptions(actions=("enqueue", "allocate")))
+    assert d.reasons["t/big"][0] == "FairShare"  # no preempt: nothing holds
+    assert set(started(d)) == {"t/s1", "t/s2"}
+    d = run(HOLD)
+    assert "t/big" not in started(d)
+    assert set(started(d)) == {"t/s1"}
+    assert d.reasons["t/s2"][0] == "HeldForHead"

@@ -240,15 +240,18 @@ def allocate(session: Session) -> None:
     #: outcome); the jobs after it in the same queue with the same request are refused alike
     #: while nothing changes (start_gang's memo would answer the same)
     refused: tuple[str, Resources, int, tuple[str, str], str] | None = None
-    for job in ordered(session, pending):
+    order = ordered(session, pending)
+    for job in order:
         if blocker is not None:
             _behind(session, job, blocker)
             continue
         tasks, want = gangs[job.key]
-        head = holds.holding(job, want)
+        head = holds.holding(job)
         if head is not None:
-            holds.wait(job, head)
-            deferred.append(job)  # it may borrow what is idle beyond what heads wait for
+            # The rest of its queue comes after it (priority order): lower still, held too.
+            for held in [job, *order.drain(job.queue)]:
+                holds.wait(held, head)
+                deferred.append(held)  # it may borrow what is idle beyond the heads' part
             continue
         if (
             refused is not None
