@@ -35,15 +35,24 @@ def enqueue(session: Session) -> None:
             continue
         tasks, gang = entry
         # The request's shape field by field (``PodRequest.shape`` builds a tuple per call).
-        key = (
-            job.queue,
-            job.topology_required,
-            tuple(
+        if len(tasks) == 1:  # most of a backlog: no generator
+            t = tasks[0]
+            r = t.request
+            shape: tuple[object, ...] = (
+                t.name,
+                r.cpu_milli,
+                r.gpu_milli,
+                r.gpu_count,
+                r.gpu_models,
+                r.memory_mib,
+            )
+        else:
+            shape = tuple(
                 (t.name, r.cpu_milli, r.gpu_milli, r.gpu_count, r.gpu_models, r.memory_mib)
                 for t in tasks
                 for r in (t.request,)
-            ),
-        )
+            )
+        key = (job.queue, job.topology_required, shape)
         if key in verdicts and not any(t.request.claims for t in tasks):
             problem = verdicts[key]
         else:
