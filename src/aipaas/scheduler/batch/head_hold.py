@@ -8,8 +8,9 @@ Kueue gets the order right the same way: a head that needs preemption keeps the 
 waits for in its cycle, and other workloads that would use those resources are skipped.
 
 Only where the head may preempt (the profile runs ``preempt`` and its queue runs preemptible
-jobs of lower priority, past their minRuntime: the room it waits for can be made, and the preempt
-action that follows allocate makes it) and has no backfill reservation (a reservation already
+jobs of lower priority, past their minRuntime, that hold with what is idle at least what it
+asks for: the room it waits for can be made, and the preempt action that follows allocate
+makes it) and has no backfill reservation (a reservation already
 keeps later jobs off the nodes and times it needs). Elsewhere a job that cannot start does not
 block smaller ones: holding them would only leave room idle. Jobs of equal priority are not
 held (equal priority never preempts; they keep best-effort FIFO).
@@ -24,6 +25,7 @@ waiting low-priority jobs that every action walks (in Kueue's scale scenario: 10
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -45,17 +47,21 @@ class HeadHolds:
     """Per leaf queue, the highest-priority job refused so far this pass (the first one, as
     jobs come in priority order within a queue)."""
 
-    def __init__(self, session: Session) -> None:
+    def __init__(self, session: Session, idle: Callable[[], Resources]) -> None:
         self.session = session
+        self._idle_now = idle
+        self._idle: Resources | None = None
         options = session.options
         self.enabled = options.holdForHead and "preempt" in options.actions
         self._heads: dict[str, Head] = {}
         #: what the waiting heads ask for together
         self._aside = Resources()
         self._messages: dict[tuple[str, int], tuple[str, str]] = {}
-        #: per leaf queue, the lowest priority of a job preempt could take (worked out at the
-        #: first refusal of the cycle)
-        self._lowest: dict[str, int] | None = None
+        #: per leaf queue, (priority, what it holds) of each job preempt could take (worked
+        #: out at the first refusal of the cycle)
+        self._takeable: dict[str, list[tuple[int, Resources]]] | None = None
+        #: per (queue, priority): preemption could make room for that much (asked once)
+        self._could: dict[tuple[str, int], Resources] = {}
 
     def refused(self, job: Job, want: Resources) -> None:
         """``job`` could not start: it becomes its queue's head unless one is held already, or
@@ -64,24 +70,40 @@ class HeadHolds:
             return
         if job.key in self.session.reservations.held:
             return
-        lowest = self._victims().get(job.queue)
-        if lowest is None or lowest >= job.priority:
+        if not want.fits_within(self._reachable(job)):
             return  # no preemption can make its room: it holds nothing back
         self._heads[job.queue] = Head(job, want)
         self._aside = self._aside + want
 
-    def _victims(self) -> dict[str, int]:
-        if self._lowest is None:
+    def _reachable(self, job: Job) -> Resources:
+        """What is idle plus what the jobs of lower priority that preempt could take from
+        the job's queue hold: a head asking for more could not start by preemption (a counter,
+        as the quota check of the preempt action; nodes are the preempt action's business)."""
+        key = (job.queue, job.priority)
+        found = self._could.get(key)
+        if found is None:
+            takeable = [r for p, r in self._victims().get(job.queue, ()) if p < job.priority]
+            if not takeable:
+                found = Resources()  # nothing to take: idle alone is no preemption's doing
+            else:
+                if self._idle is None:
+                    self._idle = self._idle_now()
+                found = self._idle
+                for held in takeable:
+                    found = found + held
+            self._could[key] = found
+        return found
+
+    def _victims(self) -> dict[str, list[tuple[int, Resources]]]:
+        if self._takeable is None:
             session = self.session
             protected = touched_jobs(session)
-            lowest: dict[str, int] = {}
+            takeable: dict[str, list[tuple[int, Resources]]] = {}
             for job in session.jobs.values():
                 if eligible(session, job, protected):
-                    known = lowest.get(job.queue)
-                    if known is None or job.priority < known:
-                        lowest[job.queue] = job.priority
-            self._lowest = lowest
-        return self._lowest
+                    takeable.setdefault(job.queue, []).append((job.priority, job.allocated()))
+            self._takeable = takeable
+        return self._takeable
 
     def started(self, job: Job) -> None:
         """The head started (borrowing): what it held back may go."""

@@ -75,34 +75,39 @@ def test_jobs_of_equal_priority_and_other_queues_are_not_held() -> None:
 
 
 def _blocked(options: BatchOptions) -> Decisions:
-    """Two nodes of 4 GPUs; r (priority 10, 4 GPUs) runs on n1 and keep (priority 200, 4
-    GPUs, not preemptible) on n2; big (priority 100, 5 GPUs) and mid (priority 50, 1 GPU)
-    wait."""
-    r = job("t/r", "t/q", tasks=4, priority=10)
-    keep = job("t/keep", "t/q", tasks=4, priority=200)
-    keep.preemptible = False
-    big = job("t/big", "t/q", tasks=5, priority=100)
+    """Two nodes of 4 GPUs, each running a job of priority 10 (2 GPUs: r1, r2) and one of
+    priority 200 that is not preemptible (2 GPUs: k1, k2); big (priority 100, one 4-GPU task)
+    and mid (priority 50, 1 GPU) wait. r1 and r2 hold 4 GPUs together, so big could start by
+    preemption as far as the counters tell, but no node can free 4."""
+    r1 = job("t/r1", "t/q", tasks=2, priority=10)
+    r2 = job("t/r2", "t/q", tasks=2, priority=10)
+    k1 = job("t/k1", "t/q", tasks=2, priority=200)
+    k2 = job("t/k2", "t/q", tasks=2, priority=200)
+    k1.preemptible = k2.preemptible = False
+    big = job("t/big", "t/q", gpu=4, priority=100)
     mid = job("t/mid", "t/q", priority=50)
+    running = {"t/r1": ["n1"] * 2, "t/k1": ["n1"] * 2, "t/r2": ["n2"] * 2, "t/k2": ["n2"] * 2}
     return session(
         [node("n1", gpu=4), node("n2", gpu=4)],
         Q,
-        [r, keep, big, mid],
-        {"t/r": ["n1"] * 4, "t/keep": ["n2"] * 4},
+        [r1, r2, k1, k2, big, mid],
+        running,
         options=options,
     ).run()
 
 
 def test_a_held_job_does_not_preempt_for_itself() -> None:
-    """big could only be helped by preemption (r is its victim) but no eviction frees 5 GPUs:
-    it stays. mid is held behind it and does not evict r for itself either; without the hold
-    it does (r's whole gang goes for mid's one GPU)."""
+    """big's preemption fails (no node frees 4): it stays. mid is held behind it and does not
+    evict r1 or r2 for itself either; without the hold it does (a whole 2-GPU gang for its
+    one GPU)."""
     d = _blocked(HOLD)
     assert started(d) == {}
     assert d.evicted == []
     assert d.reasons["t/mid"][0] == "HeldForHead"
     d = _blocked(NO_HOLD)
     assert started(d) == {"t/mid": ["w-0"]}
-    assert {e.job for e in d.evicted} == {"t/r"}
+    assert len({e.job for e in d.evicted}) == 1
+    assert {e.job for e in d.evicted} <= {"t/r1", "t/r2"}
 
 
 def _share(gpu: int) -> Resources:
@@ -137,3 +142,18 @@ def test_borrowers_leave_alone_what_a_waiting_head_asks_for() -> None:
     assert "t/big" not in started(d)
     assert set(started(d)) == {"t/s1"}
     assert d.reasons["t/s2"][0] == "HeldForHead"
+
+
+def test_no_hold_where_the_victims_and_idle_room_are_too_small() -> None:
+    """4 GPUs: r (priority 10, 1 GPU) may be taken, keep (priority 200, 2 GPUs) may not; 1 GPU
+    is idle. big (priority 100) asks for 4: r's 1 + 1 idle = 2 could never be enough, so big
+    holds nothing back and small takes the idle GPU; nothing is evicted."""
+    r = job("t/r", "t/q", priority=10)
+    keep = job("t/keep", "t/q", tasks=2, priority=200)
+    keep.preemptible = False
+    big = job("t/big", "t/q", tasks=4, priority=100)
+    small = job("t/small", "t/q", priority=50)
+    running = {"t/r": ["n1"], "t/keep": ["n1", "n1"]}
+    d = session([node("n1", gpu=4)], Q, [r, keep, big, small], running, options=HOLD).run()
+    assert started(d) == {"t/small": ["w-0"]}
+    assert d.evicted == []

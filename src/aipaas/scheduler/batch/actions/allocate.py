@@ -233,7 +233,7 @@ def allocate(session: Session) -> None:
         k: g for k, g in session.pending_gangs().items() if session.considered(session.jobs[k])
     }
     pending = [session.jobs[key] for key in gangs]
-    holds = HeadHolds(session)
+    holds = HeadHolds(session, lambda: _idle(session))
     deferred: list[Job] = []
     blocker: Job | None = None
     #: the last refusal for quota or fair share: (queue, request, count of changes, reason,
