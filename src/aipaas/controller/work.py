@@ -50,6 +50,8 @@ class JobFacts:
     depends: bool
     #: a task names DRA claims (``resources.claims``): they are checked before placing
     claims: bool
+    #: a task reads datasets (``spec.datasets``): placement scores data affinity for it
+    datasets: bool
     has_status: bool
     #: Pending as stored (no status yet counts): counted in the pending-jobs metric
     pending: bool
@@ -69,6 +71,7 @@ class JobFacts:
             cancelled=CANCEL_ANNOTATION in meta.annotations,
             depends=bool(spec.depends_on),
             claims=any(task.resources.claims for task in spec.tasks),
+            datasets=bool(spec.datasets),
             has_status=status is not None,
             pending=status is None or status.phase is JobPhase.PENDING,
         )
