@@ -24,6 +24,7 @@ from aipaas.api.job import Job, JobPhase, TaskPhase
 from aipaas.api.queue import Queue
 from aipaas.api.tenancy import Tenant
 from aipaas.controller import batch_cycle
+from aipaas.controller.data_placement import data_view_for
 from aipaas.controller.launch import log_path, request_id
 from aipaas.controller.placement import Placer, Pod, Slot
 from aipaas.controller.work import ACTIVE, FINISHED_TASK, JobWork
@@ -48,6 +49,7 @@ def place(ctl: Controller, work: list[JobWork]) -> Placer:
         ctl.claims.devices(work),
         workload=ctl.workload.pods(),
         pool_policies=ctl.pool_profiles or None,
+        data=data_view_for(ctl.store, (item.job for item in work)),
     )
     tenant_use: dict[str, Usage] = defaultdict(Usage)
     users = UserQuotas.load(ctl.store)

@@ -15,9 +15,12 @@ from aipaas.api.resources import Amounts
 from aipaas.backends.base import NodeInfo
 from aipaas.backends.composite import ON_REQUEST_LABEL
 from aipaas.controller.workload import pool_of
+from aipaas.data.affinity import DataView
+from aipaas.data.affinity_profile import with_data_affinity
 from aipaas.devices.inventory import Inventory, InventoryError
 from aipaas.devices.ledger import DeviceLedger
 from aipaas.scheduler.framework.cluster import ClusterState, NodeSpec
+from aipaas.scheduler.framework.profile import SchedulerProfile
 from aipaas.scheduler.framework.runtime import Scheduler
 from aipaas.scheduler.framework.types import (
     MILLI_PER_GPU,
@@ -25,6 +28,7 @@ from aipaas.scheduler.framework.types import (
     PodRequest,
     Unschedulable,
 )
+from aipaas.scheduler.plugins.data_affinity import data_affinity_of
 from aipaas.tenancy.quota import Usage
 
 
@@ -112,6 +116,7 @@ class _Pool:
         policy: str,
         ledger: DeviceLedger,
         workload: Sequence[PodRequest] = (),
+        data: DataView | None = None,
     ) -> None:
         self.nodes = list(nodes)
         self.state = ClusterState(
@@ -128,7 +133,11 @@ class _Pool:
             ],
             devices=ledger,
         )
-        self.scheduler = Scheduler(self.state, policy, workload=workload)
+        profile: str | SchedulerProfile = policy if data is None else with_data_affinity(policy)
+        self.scheduler = Scheduler(self.state, profile, workload=workload)
+        scorer = data_affinity_of(self.scheduler) if data is not None else None
+        if scorer is not None and data is not None:
+            scorer.view = data
 
 
 class Placer:
@@ -151,6 +160,7 @@ class Placer:
         *,
         workload: Sequence[PodRequest] = (),
         pool_policies: Mapping[str, str] | None = None,
+        data: DataView | None = None,
     ) -> None:
         self.nodes = sorted(nodes, key=lambda n: n.name)
         self.ledger = _ledger(devices or Devices())
@@ -160,11 +170,13 @@ class Placer:
         for node in ordinary:
             groups.setdefault(pool_of(node.labels) if pool_policies else "", []).append(node)
         self.ordinary_pools = [
-            _Pool(members, (pool_policies or {}).get(name, policy), self.ledger, workload)
+            _Pool(members, (pool_policies or {}).get(name, policy), self.ledger, workload, data)
             for name, members in sorted(groups.items())
-        ] or [_Pool([], policy, self.ledger, workload)]
+        ] or [_Pool([], policy, self.ledger, workload, data)]
         self.ordinary = self.ordinary_pools[0]
-        self.on_request = _Pool(on_request, policy, self.ledger, workload) if on_request else None
+        self.on_request = (
+            _Pool(on_request, policy, self.ledger, workload, data) if on_request else None
+        )
         self._pools = [*self.ordinary_pools, *([self.on_request] if self.on_request else [])]
         self._pool_of = {n.name: pool for pool in self._pools for n in pool.nodes}
 
