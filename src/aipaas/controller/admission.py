@@ -49,7 +49,7 @@ def place(ctl: Controller, work: list[JobWork]) -> Placer:
         ctl.claims.devices(work),
         workload=ctl.workload.pods(),
         pool_policies=ctl.pool_profiles or None,
-        data=data_view_for(ctl.store, (item.job for item in work)),
+        data=data_view_for(ctl.store, (item.job for item in work if item.facts.datasets)),
     )
     tenant_use: dict[str, Usage] = defaultdict(Usage)
     users = UserQuotas.load(ctl.store)
