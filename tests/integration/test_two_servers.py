@@ -121,6 +121,6 @@ def test_workers_on_a_busy_port_fail_with_the_reason(tmp_path: Path) -> None:
             text=True,
             timeout=60,
         )
-    assert result.returncode == 1
+    assert result.returncode == 7  # the CLI's exit code for a port taken (cli/failure.py)
     assert f"cannot listen on 127.0.0.1:{port}: Address already in use" in result.stderr
     assert "Traceback" not in result.stderr

@@ -40,6 +40,25 @@ def _store(request: Request) -> Store:
     return store
 
 
+def _inlined(schema: dict[str, Any]) -> dict[str, Any]:
+    """``schema`` with its ``$defs`` written in place: inside the OpenAPI document a
+    ``#/$defs/...`` reference would point at the document's root, where nothing is."""
+    definitions: dict[str, Any] = schema.pop("$defs", {})
+
+    def resolve(node: Any) -> Any:
+        if isinstance(node, dict):
+            reference = node.get("$ref")
+            if isinstance(reference, str) and reference.startswith("#/$defs/"):
+                return resolve(definitions[reference.removeprefix("#/$defs/")])
+            return {key: resolve(value) for key, value in node.items()}
+        if isinstance(node, list):
+            return [resolve(item) for item in node]
+        return node
+
+    resolved: dict[str, Any] = resolve(schema)
+    return resolved
+
+
 @router.post(
     "/invitations",
     status_code=201,
@@ -48,7 +67,9 @@ def _store(request: Request) -> Store:
         "requestBody": {
             "required": True,
             "content": {
-                "application/json": {"schema": Invitation.model_json_schema(by_alias=True)}
+                "application/json": {
+                    "schema": _inlined(Invitation.model_json_schema(by_alias=True))
+                }
             },
         }
     },

@@ -78,7 +78,18 @@ async def cost_report(
     }
 
 
-@router.get("/statements/{tenant}", summary="A tenant's monthly statement (JSON or CSV)")
+@router.get(
+    "/statements/{tenant}",
+    summary="A tenant's monthly statement (JSON or CSV)",
+    responses={
+        200: {
+            "content": {
+                "application/json": {"schema": {"type": "object"}},
+                "text/csv": {"schema": {"type": "string"}},
+            }
+        }
+    },
+)
 async def statement(
     request: Request,
     caller: Caller,

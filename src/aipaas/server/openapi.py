@@ -148,7 +148,9 @@ def build(app: FastAPI) -> dict[str, Any]:
 
 
 def _complete(path: str, method: str, operation: dict[str, Any], plurals: list[str]) -> None:
-    if path.startswith("/api/"):
+    # An operation that declares no security (redeeming an invitation: the invitation is the
+    # credential) keeps it.
+    if path.startswith("/api/") and operation.get("security") != []:
         operation["security"] = [{"bearer": []}]
     responses: dict[str, Any] = operation.setdefault("responses", {})
     for status, description in _ERRORS.items():
