@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import subprocess
 import threading
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -278,6 +279,9 @@ def test_starts_submit_off_the_callers_thread(tmp_path: Path, slurm: FakeSlurm) 
     assert answer.state is TaskState.UNKNOWN and answer.message == "being submitted to Slurm"
     slow.answer.set()
     backend.stop("b.w-0.0")  # waits for b's job id, then cancels it
+    deadline = time.monotonic() + 10  # a's submission runs on another worker: let it end
+    while len(slow.submitted) < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
     assert sorted(a[0] for a, _ in slow.submitted) == [
         "--job-name=aipaas.a.w-0.0",
         "--job-name=aipaas.b.w-0.0",
