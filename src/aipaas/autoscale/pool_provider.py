@@ -80,11 +80,25 @@ _METHODS = ("list_nodes", "create_nodes", "drain_nodes", "undrain_nodes", "delet
 
 def pool_provider(backend: object, name: str) -> PoolProvider | None:
     """The provider for pools on backend ``name``: ``backend`` itself, or the member of that
-    name of a composite backend, when it has the pool methods."""
-    candidates = [backend, *getattr(backend, "backends", ())]
+    name of a composite backend, when it has the pool methods; a server's fencing wrapper
+    (backends/fencing.py) is looked through."""
+    candidates = [
+        layer
+        for member in (backend, *getattr(backend, "backends", ()))
+        for layer in _layers(member)
+    ]
     for candidate in candidates:
         if getattr(candidate, "name", None) != name:
             continue
         if all(callable(getattr(candidate, method, None)) for method in _METHODS):
             return cast(PoolProvider, candidate)
     return None
+
+
+def _layers(backend: object) -> list[object]:
+    """The backend and those it wraps, outermost first."""
+    layers = []
+    while backend is not None:
+        layers.append(backend)
+        backend = getattr(backend, "inner", None)
+    return layers

@@ -24,7 +24,7 @@ from aipaas.backends.base import (
     membership_files,
 )
 from aipaas.backends.gang import places_gangs
-from aipaas.backends.gpu_utilization import GpuUtilization
+from aipaas.backends.gpu_utilization import gpu_utilization_of
 from aipaas.backends.service_endpoints import endpoint_owners
 
 log = logging.getLogger("aipaas.backends")
@@ -118,8 +118,9 @@ class CompositeBackend:
         """What every member that can tell says (nodes are the members' own)."""
         found: dict[tuple[str, int], float] = {}
         for backend in self.backends:
-            if isinstance(backend, GpuUtilization):
-                found.update(backend.gpu_utilization())
+            member = gpu_utilization_of(backend)
+            if member is not None:
+                found.update(member.gpu_utilization())
         return found
 
     def membership_file(self, node: str, tenant: str, job: str) -> str | None:

@@ -18,7 +18,7 @@ from aipaas.api.finops import WebhookDelivery, WebhookDeliverySpec
 from aipaas.api.job import Job, JobPhase
 from aipaas.api.meta import Object, ObjectMeta
 from aipaas.api.node import Node
-from aipaas.backends.gpu_utilization import GpuUtilization
+from aipaas.backends.gpu_utilization import gpu_utilization_of
 from aipaas.controller.extensions import CycleContext
 from aipaas.metering.cost import utc
 from aipaas.settings import Settings
@@ -67,8 +67,9 @@ class AlertExtension:
         moment = utc(context.clock.now())
         self.pending(context, moment)
         self.nodes(context)
-        if isinstance(context.backend, GpuUtilization):
-            self.idle(context, context.backend.gpu_utilization(), moment)
+        measured = gpu_utilization_of(context.backend)
+        if measured is not None:
+            self.idle(context, measured.gpu_utilization(), moment)
 
     def pending(self, context: CycleContext, now: datetime) -> None:
         store = context.store
