@@ -45,6 +45,7 @@ class FakeSlurm(SlurmCommands):
         self.node_list = nodes
         self.job_list: list[dict[str, Any]] = []
         self.submitted: list[tuple[list[str], str]] = []
+        self.submitting = threading.Lock()
         self.squeue_calls = 0
         self.cancelled: list[int] = []
         self.accounting: str | None = None  # sacct's answer; None: no slurmdbd
@@ -58,10 +59,11 @@ class FakeSlurm(SlurmCommands):
         return self.job_list
 
     def submit(self, args: Sequence[str], script: Path) -> int:
-        job_id = 100 + len(self.submitted)
-        self.submitted.append((list(args), script.read_text()))
-        name = next(a.split("=", 1)[1] for a in args if a.startswith("--job-name="))
-        self.job_list.append({"job_id": job_id, "name": name, "job_state": "PENDING"})
+        with self.submitting:  # the backend submits from several threads, as sbatch is called
+            job_id = 100 + len(self.submitted)
+            self.submitted.append((list(args), script.read_text()))
+            name = next(a.split("=", 1)[1] for a in args if a.startswith("--job-name="))
+            self.job_list.append({"job_id": job_id, "name": name, "job_state": "PENDING"})
         return job_id
 
     def run(self, args: Sequence[str]) -> str:
