@@ -18,11 +18,12 @@ from typing import Any
 import pytest
 
 from aipaas.api.job import Job
+from aipaas.api.tenancy import Role
 from aipaas.backends.base import Backend
 from aipaas.controller.cycle import Controller
 from aipaas.server.service import ObjectService
 from aipaas.store import Store
-from aipaas.tenancy.principal import Principal, Role
+from aipaas.tenancy.principal import Principal
 
 #: The GPU nodes: aipaas names them by their ``aipaas.dev/node`` label.
 GPU_NODES = ("ray-gpu-a", "ray-gpu-b", "ray-gpu-c")
@@ -84,7 +85,7 @@ def ray_cluster() -> Iterator[RayCluster]:
     ray.init(address=found.address, namespace="aipaas-tests", log_to_driver=False)
     yield found
     ray.shutdown()
-    cluster.shutdown()
+    cluster.shutdown()  # type: ignore[no-untyped-call]  # ray is untyped
 
 
 class World:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -25,7 +26,7 @@ from server_process import free_port
 from aipaas.api.data import Dataset
 from aipaas.backends.base import Backend
 from aipaas.backends.datasets import dataset_caches
-from aipaas.backends.local.datasets import CACHE_ANNOTATION
+from aipaas.backends.local.datasets import CACHE_ANNOTATION, CACHE_STATE_SECONDS
 from aipaas.backends.ray.registry import ray_backend
 from aipaas.clock import isoformat
 from aipaas.controller.cycle import Controller
@@ -83,6 +84,18 @@ def _status(world: World, name: str) -> Any:
     return found.status
 
 
+def _node_cache_summary(backend: Backend) -> dict[str, Any]:
+    """The node's cache totals as the inventory reports them, once they count a load (they are
+    read again at most every CACHE_STATE_SECONDS)."""
+    deadline = time.monotonic() + CACHE_STATE_SECONDS + 10
+    while True:
+        node = next(n for n in backend.inventory().nodes if n.name == NODE)
+        cache: dict[str, Any] = json.loads(node.annotations[CACHE_ANNOTATION])
+        if cache["usedBytes"] >= SIZE or time.monotonic() > deadline:
+            return cache
+        time.sleep(0.5)
+
+
 def test_ray_actors_read_a_dataset_through_their_nodes_cache(
     world: World, backend: Backend, s3: S3Server, tmp_path: Path
 ) -> None:
@@ -101,10 +114,7 @@ def test_ray_actors_read_a_dataset_through_their_nodes_cache(
     status = _status(world, "train")
     assert status.size_bytes == SIZE
     assert [(n.node, n.complete) for n in status.nodes] == [(NODE, True)]
-    inventory = backend.inventory()
-    cache = json.loads(
-        next(n for n in inventory.nodes if n.name == NODE).annotations[CACHE_ANNOTATION]
-    )
+    cache = _node_cache_summary(backend)
     assert cache["usedBytes"] >= SIZE and cache["complete"] == 1
 
     s3.forget()
