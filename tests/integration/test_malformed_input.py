@@ -721,8 +721,9 @@ def _warm_up(server: ServerProcess, token: str) -> None:
 
 
 def _stored(server: ServerProcess) -> dict[str, list[tuple[str, str, str]]]:
-    """Every object of every kind (name, tenant, resourceVersion) and every token, as the
-    admin sees them."""
+    """Every object of every kind (name, tenant, generation: what a write of the object itself
+    changes, not the controller's status writes, which go on while the test runs) and every
+    token, as the admin sees them."""
     seen: dict[str, list[tuple[str, str, str]]] = {}
     with server.http() as client:
         for plural in PLURALS:
@@ -732,7 +733,7 @@ def _stored(server: ServerProcess) -> dict[str, list[tuple[str, str, str]]]:
                 (
                     o["metadata"]["name"],
                     o["metadata"].get("tenant", ""),
-                    o["metadata"]["resourceVersion"],
+                    str(o["metadata"]["generation"]),
                 )
                 for o in answer.json()["items"]
             )

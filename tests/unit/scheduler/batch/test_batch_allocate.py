@@ -3,8 +3,6 @@ decision is worked out by hand in the test's docstring."""
 
 from __future__ import annotations
 
-import time
-
 import pytest
 from batch_alloc_builders import gpu_quota, job, node, queue, session, started, tree
 
@@ -141,9 +139,10 @@ def test_higher_priority_sibling_first_then_the_queue_created_first() -> None:
     assert "t/b1" in d.reasons
 
 
-def test_ordering_ten_thousand_jobs_in_two_hundred_queues_is_fast() -> None:
-    """10,000 pending jobs in 200 queues of 20 tenants come out in order in well under
-    100 ms (the bound here leaves room for a loaded test machine)."""
+def test_ordering_ten_thousand_jobs_in_two_hundred_queues_keeps_each_queues_order() -> None:
+    """10,000 pending jobs in 200 queues of 20 tenants all come out once, and within each queue
+    higher priority first, then the earlier submission (how fast: benchmarks/controller_cycle.py,
+    not a timed test)."""
     names = [queue(f"t{i}") for i in range(20)]
     names += [queue(f"t{i}/q{k}") for i in range(20) for k in range(10)]
     queues = tree(*names)
@@ -153,11 +152,13 @@ def test_ordering_ten_thousand_jobs_in_two_hundred_queues_is_fast() -> None:
     shares = {key: share(8) for key in queues}
     s = session([node("n1")], queues, jobs, fair_share=shares)
     s.fair_share = shares
-    begin = time.perf_counter()
-    out = [j.key for j in ordered(s, jobs)]
-    elapsed = time.perf_counter() - begin
-    assert len(out) == len(set(out)) == 10_000
-    assert elapsed < 0.5, f"ordering took {elapsed * 1000:.0f} ms"
+    out = list(ordered(s, jobs))
+    assert len({j.key for j in out}) == len(out) == 10_000
+    by_queue: dict[str, list[tuple[int, int]]] = {}
+    for j in out:
+        by_queue.setdefault(j.queue, []).append((-j.priority, j.order))
+    assert len(by_queue) == 200
+    assert all(seen == sorted(seen) for seen in by_queue.values())
 
 
 # --- quota and enqueue -------------------------------------------------------------------
