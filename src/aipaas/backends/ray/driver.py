@@ -42,7 +42,7 @@ from aipaas.backends.local.nvml import DRIVER
 from aipaas.backends.ray import actor as actor_module
 from aipaas.backends.ray.datasets_driver import RayNodeLoads
 from aipaas.backends.ray.groups import Groups
-from aipaas.backends.ray.inventory import RayNode, nodes_of, slices_of
+from aipaas.backends.ray.inventory import RayNode, node_name, nodes_of, slices_of
 from aipaas.backends.ray.records import GONE, TaskRecords
 
 log = logging.getLogger(__name__)
@@ -106,13 +106,19 @@ class RayDriver(RayNodeLoads):  # dataset loads: ray/datasets_driver.py
         #: nodes where an actor was lost, since when: Ray takes its health checks' time (15 s
         #: by default) to call a dead node dead, and until then a replacement would go there
         self._suspect: dict[str, float] = {}
+        #: nodes Ray has called dead: an actor there cannot run, though Ray may still list it
+        #: alive (and leave its polls unanswered) for a while after
+        self._dead: set[str] = set()
 
     # the Backend interface ----------------------------------------------------------------
 
     def inventory(self) -> Inventory:
         self.connect()
-        nodes = nodes_of(ray.nodes())
+        entries = ray.nodes()
+        nodes = nodes_of(entries)
+        gone = set(self._nodes) | {node_name(e) for e in entries if not e.get("Alive", False)}
         self._nodes = {n.info.name: n for n in nodes}
+        self._dead = (self._dead | gone) - set(self._nodes)
         gpus = any(n.info.gpu_count for n in nodes)
         features = {"processes", "ray"} | ({"gpu"} if gpus else set())
         return Inventory(
@@ -188,7 +194,8 @@ class RayDriver(RayNodeLoads):  # dataset loads: ray/datasets_driver.py
         alive = self._alive_names()
         polls: dict[str, Any] = {}
         for rid in ask:
-            handle = self._handle(rid) if actor_name(rid) in alive else None
+            on_dead_node = self.records.node(rid) in self._dead
+            handle = self._handle(rid) if actor_name(rid) in alive and not on_dead_node else None
             if handle is None:
                 answers[rid] = self._gone(rid)
                 continue
