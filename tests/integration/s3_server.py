@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import socket
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,10 @@ import httpx
 ACCESS_KEY = "test-access-key"
 SECRET_KEY = "test-secret-key"
 COUNT_PATH = "/_test/requests"
+# PUT /_test/throttle?seconds=S: every GET's body comes a MiB at a time, S seconds apart (a
+# test that must catch a copy in the middle); seconds=0 ends it.
+THROTTLE_PATH = "/_test/throttle"
+MIB = 1 << 20
 
 Environ = dict[str, Any]
 StartResponse = Callable[..., Any]
@@ -32,6 +37,13 @@ App = Callable[[Environ, StartResponse], Iterable[bytes]]
 def counting(app: App) -> App:
     seen: list[list[str]] = []
     lock = threading.Lock()
+    pause = [0.0]  # seconds between two MiB of an object's body (THROTTLE_PATH sets it)
+
+    def slowly(body: Iterable[bytes], seconds: float) -> Iterator[bytes]:
+        for piece in body:
+            for start in range(0, len(piece), MIB):
+                time.sleep(seconds)
+                yield piece[start : start + MIB]
 
     def wrapped(environ: Environ, start_response: StartResponse) -> Iterable[bytes]:
         path, method = environ.get("PATH_INFO", ""), environ.get("REQUEST_METHOD", "")
@@ -42,8 +54,14 @@ def counting(app: App) -> App:
                     seen.clear()
             start_response("200 OK", [("Content-Type", "application/json")])
             return [body]
+        if path == THROTTLE_PATH:
+            pause[0] = float(environ.get("QUERY_STRING", "").removeprefix("seconds=") or 0)
+            start_response("200 OK", [("Content-Type", "application/json")])
+            return [b"{}"]
         with lock:
             seen.append([method, path])
+        if method == "GET" and pause[0] > 0:
+            return slowly(app(environ, start_response), pause[0])
         return app(environ, start_response)
 
     return wrapped
@@ -57,6 +75,12 @@ def serve(port: int) -> None:
     run_simple("127.0.0.1", port, counting(app), threaded=True)
 
 
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
 class S3Server:
     def __init__(self, port: int, log: Path) -> None:
         self.port = port
@@ -64,24 +88,41 @@ class S3Server:
         self.log = log
         self.process: subprocess.Popen[bytes] | None = None
 
-    def start(self, timeout: float = 30) -> S3Server:
+    def start(self, timeout: float = 120) -> S3Server:
+        """Start moto and wait until it answers (a loaded machine imports it slowly). The port
+        was free when chosen, but another process may take it before moto binds: then moto
+        exits, and it starts again on a fresh port."""
+        for _ in range(3):
+            if self._start_once(timeout):
+                return self
+            self.port = _free_port()
+            self.url = f"http://127.0.0.1:{self.port}"
+        if self._start_once(timeout):
+            return self
+        raise RuntimeError(f"moto exited: {self.log.read_text()[-2000:]}")
+
+    def _start_once(self, timeout: float) -> bool:
+        """True once moto answers; False when it exited (its port taken)."""
         with self.log.open("ab") as log:
             self.process = subprocess.Popen(
                 [sys.executable, __file__, str(self.port)], stdout=log, stderr=log
             )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                return False
             try:
-                httpx.get(self.url + COUNT_PATH, timeout=1).raise_for_status()
-                return self
+                httpx.get(self.url + COUNT_PATH, timeout=5).raise_for_status()
+                return True
             except httpx.HTTPError:
                 time.sleep(0.1)
+        self.stop()
         raise RuntimeError(f"moto did not start: {self.log.read_text()[-2000:]}")
 
     def stop(self) -> None:
         if self.process is not None and self.process.poll() is None:
             self.process.terminate()
-            self.process.wait(10)
+            self.process.wait(60)
 
     def client(self) -> Any:
         import boto3
@@ -95,10 +136,13 @@ class S3Server:
         )
 
     def requests(self) -> list[tuple[str, str]]:
-        return [(m, p) for m, p in httpx.get(self.url + COUNT_PATH, timeout=5).json()]
+        return [(m, p) for m, p in httpx.get(self.url + COUNT_PATH, timeout=30).json()]
+
+    def throttle(self, seconds: float) -> None:
+        httpx.put(self.url + THROTTLE_PATH, params={"seconds": seconds}, timeout=30)
 
     def forget(self) -> None:
-        httpx.delete(self.url + COUNT_PATH, timeout=5).raise_for_status()
+        httpx.delete(self.url + COUNT_PATH, timeout=30).raise_for_status()
 
     def upload(self, bucket: str, objects: dict[str, bytes]) -> str:
         """Put the objects (creating the bucket); the SHA-256 of them all, in key order."""

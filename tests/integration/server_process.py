@@ -78,6 +78,10 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
+class PortTakenError(RuntimeError):
+    """The port chosen for a server was taken by someone else before the server bound it."""
+
+
 class ServerProcess:
     def __init__(
         self,
@@ -100,7 +104,19 @@ class ServerProcess:
         self.process: subprocess.Popen[bytes] | None = None
         self.log = data_dir / "server.log"
 
-    def start(self, timeout: float = 30) -> ServerProcess:
+    def start(self, timeout: float = 120) -> ServerProcess:
+        """Start the server and wait until it is ready (a loaded machine imports slowly). The
+        port was free when chosen, but another process (another xdist worker's server, an
+        outgoing connection) may take it before the server binds: then a fresh port, again."""
+        for _ in range(3):
+            try:
+                return self._start_once(timeout)
+            except PortTakenError:
+                self.port = free_port()
+                self.url = f"http://127.0.0.1:{self.port}"
+        return self._start_once(timeout)
+
+    def _start_once(self, timeout: float) -> ServerProcess:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         command = [
             AIPAAS,
@@ -122,6 +138,7 @@ class ServerProcess:
         if self.db:
             command += ["--db", self.db]
         env = {**os.environ, "AIPAAS_BOOTSTRAP_TOKEN": ADMIN, **self.env}
+        logged = self.log.stat().st_size if self.log.exists() else 0
         with self.log.open("ab") as log:
             self.process = subprocess.Popen(
                 command, env=env, stdout=log, stderr=log, start_new_session=True
@@ -129,13 +146,19 @@ class ServerProcess:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                raise RuntimeError(f"server exited: {self.log.read_text()[-2000:]}")
+                with self.log.open("rb") as log:
+                    log.seek(logged)
+                    said = log.read().decode(errors="replace")
+                if "address already in use" in said.lower():
+                    raise PortTakenError(said[-2000:])
+                raise RuntimeError(f"server exited: {said[-2000:]}")
             try:
-                if httpx.get(self.url + "/readyz", timeout=1).status_code == 200:
+                if httpx.get(self.url + "/readyz", timeout=5).status_code == 200:
                     return self
             except httpx.TransportError:
                 pass
             time.sleep(0.1)
+        self.stop()
         raise RuntimeError(f"server not ready: {self.log.read_text()[-2000:]}")
 
     def stop(self) -> None:
@@ -143,7 +166,7 @@ class ServerProcess:
             return
         self.process.send_signal(signal.SIGTERM)
         try:
-            self.process.wait(15)
+            self.process.wait(60)
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait(5)
@@ -152,7 +175,7 @@ class ServerProcess:
         """kill -9 of the server process only (its tasks run in their own sessions)."""
         assert self.process is not None
         self.process.kill()
-        self.process.wait(5)
+        self.process.wait(30)
 
     def cli(
         self, *args: str, token: str = ADMIN, input: str | None = None, check: bool = True
@@ -199,7 +222,7 @@ class ServerProcess:
         name: str,
         want: str,
         tenant: str = "acme",
-        timeout: float = 60,
+        timeout: float = 90,
         reason: str | None = None,
     ) -> dict[str, Any]:
         """Poll until the job is in phase ``want`` (and, if given, its status has ``reason``)."""

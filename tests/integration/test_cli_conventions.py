@@ -5,7 +5,6 @@ sees a job go from Pending to Succeeded, wait, logs -f that waits for the start 
 from __future__ import annotations
 
 import subprocess
-import time
 
 from server_process import ADMIN, AIPAAS, TASK_PYTHON, ServerProcess
 
@@ -44,10 +43,14 @@ def watch(server: ServerProcess, *args: str) -> subprocess.Popen[str]:
 def test_watch_wait_logs_rerun_cancel(sqlite_server: ServerProcess) -> None:
     server = sqlite_server
     server.cli("apply", "-f", "-", input=SETUP)
+    # The watch outlives the whole test (it is ended below): on a loaded machine the steps
+    # before hello-2 succeeds can take well over a minute.
     watcher = watch(
-        server, "get", "jobs", "-t", "acme", "-w", "--output-watch-events", "--timeout", "40s"
+        server, "get", "jobs", "-t", "acme", "-w", "--output-watch-events", "--timeout", "600s"
     )
-    time.sleep(1.5)  # the watch has its first (empty) state
+    assert watcher.stdout is not None
+    header = watcher.stdout.readline()  # printed once the watch has its first (empty) state
+    assert header.split()[:2] == ["EVENT", "NAME"], header
     code = "import time; time.sleep(1); print('hello from the task', flush=True)"
     server.cli("apply", "-f", "-", input=job("hello", code))
     # logs -f started while the job may still wait: it streams once it runs, and ends with it.
@@ -88,8 +91,8 @@ def test_watch_wait_logs_rerun_cancel(sqlite_server: ServerProcess) -> None:
     assert "Succeeded" in events.stdout
 
     watcher.terminate()
-    out, _ = watcher.communicate(timeout=15)
-    rows = [line.split() for line in out.splitlines()[1:]]
+    out, _ = watcher.communicate(timeout=60)
+    rows = [line.split() for line in out.splitlines()]
     hello = [row for row in rows if row[1] == "hello"]
     assert hello[0][0] == "ADDED" and hello[-1][4] == "Succeeded", out
     assert any(row[1] == "hello-2" and row[4] == "Succeeded" for row in rows), out

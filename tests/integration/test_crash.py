@@ -29,7 +29,11 @@ spec:
           path = os.path.join({out!r}, os.environ["AIPAAS_JOB"] + "-" + os.environ["RANK"])
           with open(path, "a") as handle:
               handle.write("start\\n")
-          time.sleep(4)
+          # Held until the test has killed and restarted the server (a release file), so it
+          # surely runs across the restart however slow the machine.
+          deadline = time.monotonic() + 300
+          while not os.path.exists({release!r}) and time.monotonic() < deadline:
+              time.sleep(0.1)
           with open(path, "a") as handle:
               handle.write("end\\n")
       resources: {{cpu: 100m, memory: 64Mi}}
@@ -40,7 +44,7 @@ kind: Job
 metadata:
   name: gpu-{index}
   tenant: acme
-  annotations: {{sim.aipaas.dev/duration: "3"}}
+  annotations: {{sim.aipaas.dev/duration: "6"}}
 spec:
   queue: research
   tasks:
@@ -71,25 +75,35 @@ def test_kill_9_and_restart(tmp_path: Path, db_url: str | None) -> None:
     cluster = tmp_path / "cluster.yaml"
     cluster.write_text(CLUSTER)
     out = shared_dir()  # tasks run as the tenant's user: pytest's tmp is not theirs
+    release = out / "release"
     data = tmp_path / "data"
     options = ["--sim-cluster", str(cluster)]
     first = ServerProcess(data, backend="demo", db=db_url, extra=options).start()
     try:
         manifest = (
             SETUP
-            + "".join(LOCAL_JOB.format(index=i, python=TASK_PYTHON, out=str(out)) for i in range(3))
+            + "".join(
+                LOCAL_JOB.format(index=i, python=TASK_PYTHON, out=str(out), release=str(release))
+                for i in range(3)
+            )
             + "".join(GPU_JOB.format(index=i) for i in range(4))
         )
         first.cli("apply", "-f", "-", input=manifest)
+        # Two GPU jobs run at once (all 16 GPUs), two wait: polled, as a slow machine may look
+        # first between two jobs; never a GPU held twice on the way.
+        deadline = time.monotonic() + 60
+        while check_gpus_unique(first) != 16:
+            assert time.monotonic() < deadline, "the GPU jobs never held all 16 GPUs at once"
+            time.sleep(0.2)
         for index in range(3):
             first.wait_phase(f"cpu-{index}", "Running")
-        assert check_gpus_unique(first) == 16  # two GPU jobs run, two wait
     finally:
         first.kill9()
 
     second = ServerProcess(data, backend="demo", db=db_url, extra=options).start()
+    release.touch()
     try:
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 120
         names = [f"cpu-{i}" for i in range(3)] + [f"gpu-{i}" for i in range(4)]
         while time.monotonic() < deadline:
             check_gpus_unique(second)

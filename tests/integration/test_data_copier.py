@@ -56,15 +56,21 @@ def test_a_copier_killed_mid_copy_resumes_without_corrupt_files(
     entry.path.mkdir(parents=True)
     load = {"source": _spec(s3, "big").to_json(), "capacity": cache.capacity_bytes}
     entry.write_json(LOAD, load, private=True)
-    copier = subprocess.Popen(
-        [sys.executable, "-m", "aipaas.data.copier", str(entry.path)], start_new_session=True
-    )
-    deadline = time.monotonic() + 60
-    while not _parts(entry.path) and time.monotonic() < deadline and copier.poll() is None:
-        time.sleep(0.005)
-    assert copier.poll() is None, "the copy ended before it could be killed"
-    os.killpg(copier.pid, signal.SIGKILL)
-    copier.wait()
+    # S3 sends a MiB every 0.1 s while the copier runs (about 10 s for the whole copy): it is
+    # surely caught mid-copy, however slowly this test gets the CPU.
+    s3.throttle(0.1)
+    try:
+        copier = subprocess.Popen(
+            [sys.executable, "-m", "aipaas.data.copier", str(entry.path)], start_new_session=True
+        )
+        deadline = time.monotonic() + 90
+        while not _parts(entry.path) and time.monotonic() < deadline and copier.poll() is None:
+            time.sleep(0.005)
+        assert copier.poll() is None, "the copy ended before it could be killed"
+        os.killpg(copier.pid, signal.SIGKILL)
+        copier.wait()
+    finally:
+        s3.throttle(0)
 
     total = 3 * 32 * MIB
     partial = sum(p.stat().st_size for p in _parts(entry.path))
