@@ -18,9 +18,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 import fsspec
+
+from aipaas.data.http_listing import HttpListingError, http_entries, is_http
 
 S3_KEYS = {"accessKeyId": "key", "secretAccessKey": "secret", "sessionToken": "token"}
 
@@ -151,7 +153,14 @@ def list_files(spec: SourceSpec) -> list[SourceFile]:
     found: dict[str, SourceFile] = {}
     for base in bases:
         try:
-            entries = {base: fs.info(base)} if fs.isfile(base) else fs.find(base, detail=True)
+            if is_http(spec.protocol):
+                entries = http_entries(fs, base)  # a directory: the links of its index page
+            elif fs.isfile(base):
+                entries = {base: fs.info(base)}
+            else:
+                entries = fs.find(base, detail=True)
+        except HttpListingError as err:
+            raise SourceError(str(err)) from err
         except (OSError, ValueError) as err:
             raise SourceError(f"cannot list {base}: {err}") from err
         for path, info in entries.items():
@@ -174,6 +183,8 @@ def _relative(path: str, root: str, fs: fsspec.AbstractFileSystem) -> str:
     relative = full[len(stripped) :].lstrip("/") if full.startswith(stripped) else ""
     if not relative:
         relative = posixpath.basename(full) or "data"
+    if is_http(urlsplit(full).scheme.lower()):
+        relative = unquote(relative)  # a link's %20 is a space in the file's name
     parts = [p for p in relative.split("/") if p not in ("", ".")]
     if ".." in parts:
         raise SourceError(f"the source names a path outside the dataset: {path}")
