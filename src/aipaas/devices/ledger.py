@@ -24,65 +24,43 @@ what-if, or a victim that keeps its devices until its stop is confirmed).
 Work that does not use claims (the count-based GPU path, e.g. fractions of a GPU) holds whole
 GPU devices through ``hold_gpus``, shared among such owners, so claims never get a GPU that
 such work is using.
+
+By topic: this module (filter, score, reserve, unreserve, results), ledger_adopt.py
+(``adopt``, ``hold_again``), ledger_gpus.py (the count-based GPU path), ledger_units.py (a
+claim's unit of held devices).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from aipaas.api.devices import AllocationResult, DeviceClass, ResourceClaim
 from aipaas.devices.allocator import NodeAllocation, allocate_on_node, allocate_pod
-from aipaas.devices.inventory import (
-    ALL_NODES,
-    DeviceId,
-    DeviceInfo,
-    InUse,
-    Inventory,
-    hold,
-    node_matches,
-    release,
-)
-from aipaas.devices.picks import Pick, stored_picks
+from aipaas.devices.inventory import DeviceId, InUse, Inventory, hold, node_matches, release
+from aipaas.devices.ledger_adopt import Adoption
+from aipaas.devices.ledger_gpus import CountGpus, gpu_index
+from aipaas.devices.ledger_units import Unit, reaches, shared_key, where
+from aipaas.devices.picks import Pick
 from aipaas.devices.requests import make_plan
 
 __all__ = ["DeviceLedger", "gpu_index"]
 
 
-def gpu_index(device: DeviceInfo) -> int | None:
-    """The GPU a device is or sits on (``index`` of a GPU, ``parentIndex`` of a MIG device),
-    as the node's count-based GPU columns number them; None for other devices."""
-    kind = device.short.get("type")
-    value = device.short.get("parentIndex" if kind == "mig" else "index")
-    if kind not in ("gpu", "mig") or isinstance(value, bool) or not isinstance(value, int):
-        return None
-    return value
-
-
 @dataclass
-class _Unit:
-    """Devices held for one claim of this snapshot, and the owners (pods) that use it."""
-
-    node: str
-    picks: tuple[Pick, ...]
-    consumers: list[str]
-
-
-@dataclass
-class DeviceLedger:
+class DeviceLedger(Adoption, CountGpus):
     """Inventory, classes and holdings of one snapshot."""
 
     inventory: Inventory
     classes: Mapping[str, DeviceClass]
     in_use: InUse = field(default_factory=InUse)
     reserved: dict[str, NodeAllocation] = field(default_factory=dict)
-    _units: dict[str, _Unit] = field(default_factory=dict)
+    _units: dict[str, Unit] = field(default_factory=dict)
     _owned: dict[str, list[str]] = field(default_factory=dict)  # owner -> unit keys
     _gpu_users: dict[DeviceId, list[str]] = field(default_factory=dict)  # hold_gpus owners
     _gpus_of: dict[str, list[DeviceId]] = field(default_factory=dict)
     #: owner -> the units it gave back last (unit key, unit), for ``hold_again``
-    _given_back: dict[str, list[tuple[str, _Unit]]] = field(default_factory=dict)
+    _given_back: dict[str, list[tuple[str, Unit]]] = field(default_factory=dict)
 
     @classmethod
     def from_claims(
@@ -166,7 +144,7 @@ class DeviceLedger:
         keys = []
         fresh_ids = {id(c) for c in fresh}
         for claim in claims:
-            key = _shared_key(claim)
+            key = shared_key(claim)
             if key is not None and key in self._units:
                 self._units[key].consumers.append(owner)  # joins a claim of this snapshot
                 keys.append(key)
@@ -178,7 +156,7 @@ class DeviceLedger:
                         hold(self.in_use, pick.device, pick.consumed)
                         self.in_use.holders.setdefault(pick.device.id, []).append(owner)
                 key = key if key is not None else f"{owner}\0{name}"
-                self._units[key] = _Unit(node, picks, [owner])
+                self._units[key] = Unit(node, picks, [owner])
                 keys.append(key)
         self._owned[owner] = keys
         self.reserved[owner] = allocation
@@ -211,75 +189,6 @@ class DeviceLedger:
                 freed.append(pick)
         return freed
 
-    def adopt(
-        self,
-        owner: str,
-        node: str,
-        claims: Sequence[ResourceClaim],
-        allocations: Mapping[str, AllocationResult],
-    ) -> None:
-        """Make a running pod (``owner``, on ``node``) the owner of what its stored claims
-        hold (``allocations``: status.allocation by claim name; ``from_claims`` holds their
-        devices already), so that ``unreserve(owner)`` gives them back. A shared claim (with a
-        uid) is one unit whose devices go with its last consumer. Devices that are not held
-        (no longer published) are left out."""
-        keys = self._owned.setdefault(owner, [])
-        for claim in claims:
-            name = claim.metadata.name or ""
-            allocation = allocations.get(name)
-            key = _shared_key(claim) or f"{owner}\0{name}"
-            if allocation is None or key in keys:
-                continue
-            unit = self._units.get(key)
-            if unit is None:
-                picks = stored_picks(self.inventory, name, allocation)
-                held = tuple(p for p in picks if p.admin or not self.in_use.is_free(p.device.id))
-                unit = self._units[key] = _Unit(node, held, [])
-            unit.consumers.append(owner)
-            keys.append(key)
-        if not keys:
-            del self._owned[owner]
-
-    def hold_again(self, owner: str) -> list[Pick] | None:
-        """Take back what ``owner`` gave back last (its claims' very devices); the picks held
-        anew (a shared claim that another consumer kept adds none). None when it gave nothing
-        back.
-
-        Raises:
-            ValueError: a device it held is held by another owner now (whoever took it must
-                give it back first: a statement undoes its starts before its evictions).
-        """
-        units = self._given_back.pop(owner, None)
-        if not units:
-            return None
-        for key, unit in units:
-            if key in self._units:
-                continue  # a shared claim another consumer kept: joined, nothing held anew
-            for pick in unit.picks:
-                if (
-                    not pick.admin
-                    and pick.consumed is None
-                    and not self.in_use.is_free(pick.device.id)
-                ):
-                    raise ValueError(
-                        f"{owner}: device {pick.device.name} of node {unit.node} is held by "
-                        f"{', '.join(self.in_use.holders.get(pick.device.id, [])) or 'another'}"
-                    )
-        taken: list[Pick] = []
-        keys = self._owned.setdefault(owner, [])
-        for key, unit in units:
-            live = self._units.get(key)
-            if live is None:
-                for pick in unit.picks:
-                    if not pick.admin:
-                        hold(self.in_use, pick.device, pick.consumed)
-                        self.in_use.holders.setdefault(pick.device.id, []).append(owner)
-                        taken.append(pick)
-                live = self._units[key] = _Unit(unit.node, unit.picks, [])
-            live.consumers.append(owner)
-            keys.append(key)
-        return taken
-
     def results(self, owner: str, claims: Sequence[ResourceClaim]) -> dict[str, AllocationResult]:
         """``status.allocation`` per claim name of what ``owner`` uses (to persist): claims it
         allocated or joined in this snapshot, and claims that were allocated already."""
@@ -291,7 +200,7 @@ class DeviceLedger:
             if claim.status is not None and claim.status.allocation is not None:
                 out[name] = claim.status.allocation
                 continue
-            key = _shared_key(claim)
+            key = shared_key(claim)
             unit = self._units.get(key if key is not None else f"{owner}\0{name}")
             if unit is not None:
                 held = NodeAllocation(unit.node, unit.picks, 100.0)
@@ -300,67 +209,7 @@ class DeviceLedger:
 
     # -- the count-based GPU path -----------------------------------------------------------
 
-    def hold_gpus(self, owner: str, node: str, indices: Iterable[int]) -> str | None:
-        """Hold the published GPU devices ``indices`` of ``node`` whole for count-based work
-        (several such owners may share one, as GPU fractions do); the reason when a claim
-        holds one. GPUs the node does not publish are left alone."""
-        by_index = {
-            i: d
-            for d in self.inventory.by_node.get(node, [])
-            if (i := gpu_index(d)) is not None and d.short.get("type") == "gpu"
-        }
-        taken: list[DeviceId] = []
-        for index in indices:
-            device = by_index.get(index)
-            if device is None:
-                continue
-            users = self._gpu_users.get(device.id)
-            if users is None:
-                if not self.in_use.is_free(device.id) or not self._counters_free(device):
-                    self._gpus_of[owner] = taken
-                    self._release_gpus(owner)
-                    return f"GPU {index} of node {node} is held by a device claim"
-                hold(self.in_use, device, None)
-                users = self._gpu_users[device.id] = []
-            users.append(owner)
-            taken.append(device.id)
-        self._gpus_of.setdefault(owner, []).extend(taken)
-        return None
-
-    @staticmethod
-    def gpu_on(node: str, device: DeviceInfo) -> int | None:
-        """The GPU index of ``device`` when it is local to ``node`` (else None)."""
-        return gpu_index(device) if device.node == node else None
-
-    def claim_gpus(self) -> list[tuple[str, int]]:
-        """(node, GPU index) of every device claims hold (a GPU once per device on it)."""
-        held = self.in_use.devices | {d for d, n in self.in_use.shares.items() if n}
-        out = []
-        for device_id in held:
-            if device_id in self._gpu_users:
-                continue
-            device = self.inventory.by_id.get(device_id)
-            index = gpu_index(device) if device is not None else None
-            if device is not None and index is not None and device.node != ALL_NODES:
-                out.append((device.node, index))
-        return out
-
     # -- helpers ----------------------------------------------------------------------------
-
-    def _release_gpus(self, owner: str) -> None:
-        for device_id in self._gpus_of.pop(owner, []):
-            users = self._gpu_users[device_id]
-            users.remove(owner)
-            if not users:
-                del self._gpu_users[device_id]
-                release(self.in_use, self.inventory.by_id[device_id], None)
-
-    def _counters_free(self, device: DeviceInfo) -> bool:
-        for key, counters in device.consumes:
-            used = self.in_use.counters.get(key, {})
-            if any(used.get(name, 0) for name in counters):
-                return False
-        return True
 
     def _fresh(self, claims: Sequence[ResourceClaim]) -> list[ResourceClaim]:
         """The claims this pod would allocate (not allocated yet, nor in this snapshot)."""
@@ -368,7 +217,7 @@ class DeviceLedger:
             c
             for c in claims
             if (c.status is None or c.status.allocation is None)
-            and (_shared_key(c) is None or _shared_key(c) not in self._units)
+            and (shared_key(c) is None or shared_key(c) not in self._units)
         ]
 
     def _pinned_reason(self, claims: Sequence[ResourceClaim], node: str) -> str | None:
@@ -383,34 +232,14 @@ class DeviceLedger:
                 ):
                     continue
                 return (
-                    f'claim "{name}" is allocated on {_where(allocation.node_selector)}, '
+                    f'claim "{name}" is allocated on {where(allocation.node_selector)}, '
                     "which every task that shares it must run on"
                 )
-            key = _shared_key(claim)
+            key = shared_key(claim)
             unit = self._units.get(key) if key is not None else None
-            if unit is not None and not _reaches(unit, node):
+            if unit is not None and not reaches(unit, node):
                 return (
                     f'claim "{name}" is allocated on node {unit.node}, '
                     "which every task that shares it must run on"
                 )
         return None
-
-
-def _shared_key(claim: ResourceClaim) -> str | None:
-    return claim.metadata.uid or None
-
-
-def _reaches(unit: _Unit, node: str) -> bool:
-    return unit.node == node or all(p.device.node == ALL_NODES for p in unit.picks)
-
-
-def _where(selector: Mapping[str, Any]) -> str:
-    """'node X' for the node selector an allocation carries, else a general phrase."""
-    names = [
-        value
-        for term in selector.get("nodeSelectorTerms", []) or []
-        for rule in term.get("matchFields", [])
-        if rule.get("key") == "metadata.name"
-        for value in rule.get("values", [])
-    ]
-    return f"node {', '.join(names)}" if names else "nodes this node is not among"
