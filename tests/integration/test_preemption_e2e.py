@@ -70,7 +70,7 @@ def status(server: ServerProcess, name: str) -> dict[str, Any]:
     return server.job(name).get("status") or {}
 
 
-def wait(server: ServerProcess, what: str, done: Any, timeout: float = 60) -> None:
+def wait(server: ServerProcess, what: str, done: Any, timeout: float = 90) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if done():
@@ -102,10 +102,10 @@ def test_a_critical_job_preempts_and_the_victim_runs_again(up_server: ServerProc
     kept = "low-b" if evicted == "low-a" else "low-a"
     reasons = [e["reason"] for e in server.cli_json("events", "--tenant", "acme")]
     assert "Preempted" in reasons
-    server.wait_phase("urgent", "Succeeded", timeout=60)
+    server.wait_phase("urgent", "Succeeded", timeout=120)
     assert server.phase(kept) == "Running"
     # The victim runs again in the room the critical job left: not Failed, one restart.
-    job = server.wait_phase(evicted, "Running", timeout=60)
+    job = server.wait_phase(evicted, "Running", timeout=120)
     assert job["status"]["tasks"][0]["restarts"] == 1
 
 
@@ -136,11 +136,11 @@ def test_gpu_preemption_on_the_sim_backend_whose_nodes_publish_slices(tmp_path: 
         claims = server.cli_json("get", "resourceclaims", "--tenant", "acme")
         assert len(claims["items"] if isinstance(claims, dict) else claims) == 2  # compiled
         apply(server, GPU_JOB.format(name="urgent", priority="critical", seconds=2))
-        server.wait_phase("urgent", "Succeeded", timeout=60)
+        server.wait_phase("urgent", "Succeeded", timeout=120)
         phases = {n: status(server, n) for n in ("low-a", "low-b")}
         victims = [n for n, s in phases.items() if (s.get("tasks") or [{}])[0].get("restarts")]
         assert len(victims) == 1, phases
-        job = server.wait_phase(victims[0], "Running", timeout=60)
+        job = server.wait_phase(victims[0], "Running", timeout=120)
         assert job["status"]["tasks"][0]["restarts"] == 1
     finally:
         server.stop()
@@ -150,7 +150,7 @@ def test_elastic_tasks_read_world_size_and_membership(up_server: ServerProcess) 
     server = up_server
     out = shared_dir()
     apply(server, MEMBER.format(python=TASK_PYTHON, out=str(out)))
-    server.wait_phase("elastic", "Succeeded", timeout=60)
+    server.wait_phase("elastic", "Succeeded", timeout=120)
     for rank in (0, 1):
         size, text = (out / f"member-{rank}").read_text().split("\n", 1)
         assert size == "2"

@@ -128,7 +128,7 @@ def prometheus(server: ServerProcess, tmp_path_factory: pytest.TempPathFactory) 
 
 
 def query(url: str, promql: str) -> dict[tuple[str, ...], float]:
-    answer = httpx.get(f"{url}/api/v1/query", params={"query": promql}, timeout=10).json()
+    answer = httpx.get(f"{url}/api/v1/query", params={"query": promql}, timeout=30).json()
     assert answer["status"] == "success", answer
     return {
         tuple(v for _, v in sorted(item["metric"].items())): float(item["value"][1])
@@ -136,7 +136,7 @@ def query(url: str, promql: str) -> dict[tuple[str, ...], float]:
     }
 
 
-def eventually(url: str, promql: str, want: Any, timeout: float = 60) -> None:
+def eventually(url: str, promql: str, want: Any, timeout: float = 120) -> None:
     deadline = time.monotonic() + timeout
     seen: Any = None
     while time.monotonic() < deadline:
