@@ -1,6 +1,6 @@
-"""Slurm's own commands, run as processes: ``sinfo --json``, ``squeue --json``, ``sbatch``,
-``scancel``. Nothing else of Slurm is linked or spoken (slurmrestd refuses root and needs a
-socket of its own): the commands are what every Slurm site has.
+"""Slurm's own commands, run as processes: ``sinfo --json``, ``squeue``, ``sbatch``,
+``scancel``, ``sacct``. Nothing else of Slurm is linked or spoken (slurmrestd refuses root and
+needs a socket of its own): the commands are what every Slurm site has.
 
 Every command gets ``SLURM_CONF`` when the backend was given a slurm.conf (else Slurm's default,
 /etc/slurm/slurm.conf) and a time limit: a slurmctld that does not answer makes the call raise
@@ -18,6 +18,10 @@ from typing import Any
 
 #: a controller cycle waits for these calls: slurmctld answers in milliseconds when healthy
 DEFAULT_TIMEOUT_SECONDS = 15.0
+#: what ``jobs`` reads of each job, in squeue's ``--Format`` names and this order; the name
+#: last, since a name (not one of ours) may hold the separator
+SQUEUE_FIELDS = ("JobID", "State", "Reason", "StartTime", "EndTime", "exit_code", "Name")
+SQUEUE_SEPARATOR = "|"
 
 
 class SlurmError(Exception):
@@ -33,6 +37,7 @@ class SlurmCommands:
         env = dict(os.environ)
         if conf is not None:
             env["SLURM_CONF"] = str(conf)
+        env["SLURM_TIME_FORMAT"] = "%s"  # squeue's times as seconds since the epoch
         # sbatch copies the submitter's environment unless told otherwise: the server's own
         # variables (tokens, database URL) must never reach a job (the scripts say --export).
         self._env = env
@@ -80,9 +85,16 @@ class SlurmCommands:
         return self._json(["sinfo", "--json"], "nodes")
 
     def jobs(self) -> list[dict[str, Any]]:
-        """Every job slurmctld still knows, finished ones too (kept MinJobAge seconds).
-        ``squeue --json`` ignores --name in 22.05: the caller filters."""
-        return self._json(["squeue", "--json", "--states=all"], "jobs")
+        """This user's jobs slurmctld still knows, finished ones too (kept MinJobAge seconds),
+        with squeue's JSON keys: ``job_id``, ``job_state``, ``state_reason``, ``start_time``,
+        ``end_time``, ``exit_code`` (a wait status), ``name``.
+
+        Text, not ``--json``: the controller asks every cycle, and the JSON of every job the
+        cluster keeps (hundreds of ended ones after a burst) was 1.6 MB and a fifth of a second
+        for 700 jobs, most of a cycle; these seven fields are 40 kB and 15 ms."""
+        layout = ",".join(f"{name}:{SQUEUE_SEPARATOR}" for name in SQUEUE_FIELDS[:-1])
+        out = self.run(["squeue", "--noheader", "--me", "--states=all", f"--Format={layout},Name:"])
+        return parse_squeue(out)
 
     def accounted(self, job_id: int) -> dict[str, Any] | None:
         """A job slurmctld no longer holds, from accounting (``sacct``; needs slurmdbd): in
@@ -118,3 +130,36 @@ class SlurmCommands:
     def cancel(self, job_ids: Sequence[int]) -> None:
         if job_ids:
             self.run(["scancel", *(str(j) for j in job_ids)])
+
+
+def parse_squeue(text: str) -> list[dict[str, Any]]:
+    """``jobs``'s squeue lines as squeue's JSON records (22.05's shapes)."""
+    found: list[dict[str, Any]] = []
+    for line in text.splitlines():
+        fields = line.split(SQUEUE_SEPARATOR, len(SQUEUE_FIELDS) - 1)
+        if len(fields) != len(SQUEUE_FIELDS) or not fields[0].strip().isdigit():
+            continue  # an array or heterogeneous job's part (never one of ours), or noise
+        job_id, state, reason, start, end, status, name = (f.strip() for f in fields)
+        found.append(
+            {
+                "job_id": int(job_id),
+                "job_state": state,
+                "state_reason": reason,
+                "start_time": int(start) if start.isdigit() else 0,  # N/A, Unknown: none
+                "end_time": int(end) if end.isdigit() else 0,
+                "exit_code": _wait_status(status),
+                "name": name,
+            }
+        )
+    return found
+
+
+def _wait_status(text: str) -> int | None:
+    """squeue's exit code: a wait status (``768``: code 3), or ``code:signal`` as sacct
+    writes it; None when it has none."""
+    code, colon, signal = text.partition(":")
+    if not colon:
+        return int(code) if code.isdigit() else None
+    if not (code.isdigit() and signal.isdigit()):
+        return None
+    return int(code) << 8 | int(signal) & 0x7F
