@@ -37,9 +37,11 @@ spec:
     constraints:
     - matchAttribute: gpu.nvidia.com/nvlinkDomain
 """
+# 45 s of simulated work: the checks made while a job holds its devices (several CLI calls)
+# fit in that on a loaded machine.
 JOB = """apiVersion: aipaas/v1
 kind: Job
-metadata: {{name: {name}, annotations: {{sim.aipaas.dev/duration: "20"}}}}
+metadata: {{name: {name}, annotations: {{sim.aipaas.dev/duration: "45"}}}}
 spec:
   queue: research
   tasks:
@@ -58,7 +60,7 @@ def sim_server(tmp_path: Path) -> Iterator[ServerProcess]:
     process.stop()
 
 
-def _wait(check: Any, what: str, timeout: float = 30) -> Any:
+def _wait(check: Any, what: str, timeout: float = 90) -> Any:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         value = check()
@@ -140,7 +142,7 @@ def test_a_job_with_a_claim_holds_its_devices(sim_server: ServerProcess, tmp_pat
     assert status.get("reason") == "Unschedulable"
 
     # When the task ends, its devices are free again.
-    server.wait_phase("train", "Succeeded", timeout=60)
+    server.wait_phase("train", "Succeeded", timeout=120)
     _wait(lambda: not held(), "the devices freed")
     described = server.cli("describe", "claim", "two-gpus", token=alice).stdout
     assert "Deallocated" in described
@@ -188,7 +190,7 @@ spec:
 ---
 apiVersion: aipaas/v1
 kind: Job
-metadata: {name: wide, tenant: acme, annotations: {sim.aipaas.dev/duration: "30"}}
+metadata: {name: wide, tenant: acme, annotations: {sim.aipaas.dev/duration: "300"}}
 spec:
   queue: research
   tasks:
@@ -240,7 +242,7 @@ def test_shared_claims_and_the_short_form_share_one_ledger(
         + "---\n"
         + """apiVersion: aipaas/v1
 kind: Job
-metadata: {name: short, tenant: acme, annotations: {sim.aipaas.dev/duration: "20"}}
+metadata: {name: short, tenant: acme, annotations: {sim.aipaas.dev/duration: "45"}}
 spec:
   queue: research
   tasks:
@@ -280,5 +282,5 @@ spec:
         lambda: (server.job("typo").get("status") or {}).get("message"), "the typo's reason"
     )
     assert typo == "task worker: claim pari does not exist in tenant acme"
-    server.wait_phase("duo", "Succeeded", timeout=60)
+    server.wait_phase("duo", "Succeeded", timeout=120)
     _wait(lambda: "acme/pair" not in holders(), "the shared claim freed with its last task")

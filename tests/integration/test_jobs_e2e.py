@@ -4,11 +4,13 @@ quotas, isolation, and errors on standard error."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import time
 from pathlib import Path
 
 import httpx
-from server_process import TASK_PYTHON, ServerProcess, shared_dir
+from server_process import ADMIN, AIPAAS, TASK_PYTHON, ServerProcess, shared_dir
 
 EXAMPLES = Path(__file__).parents[2] / "examples"
 
@@ -126,16 +128,20 @@ metadata: {{name: {name}, tenant: acme}}
 spec:
   queue: research
   tasks:
-    - {{name: w, replicas: 2, command: [sleep, "{seconds}"], resources: {{cpu: 1}}}}
+    - {{name: w, replicas: 2, command: [/bin/sh, -c, {script!r}], resources: {{cpu: 1}}}}
 """
-    sqlite_server.cli("apply", "-f", "-", input=setup + job.format(name="first", seconds=8))
+    # The first job holds the quota until the test has seen the second wait for it.
+    release = shared_dir() / "release"
+    hold = f"i=0; while [ ! -e {release} ] && [ $i -lt 3000 ]; do sleep 0.1; i=$((i+1)); done"
+    sqlite_server.cli("apply", "-f", "-", input=setup + job.format(name="first", script=hold))
     sqlite_server.wait_phase("first", "Running")
-    sqlite_server.cli("apply", "-f", "-", input=job.format(name="second", seconds=0))
+    sqlite_server.cli("apply", "-f", "-", input=job.format(name="second", script="true"))
     # Pending at once ("Submitted"), then the controller's admission says why it waits.
-    waiting = sqlite_server.wait_phase("second", "Pending", reason="QuotaExceeded", timeout=20)
+    waiting = sqlite_server.wait_phase("second", "Pending", reason="QuotaExceeded")
     assert waiting["status"]["message"] == (
         "tenant acme is at its quota of 2 CPUs (cpu: holds 2, needs 2 more)"
     )
+    release.touch()
     sqlite_server.wait_phase("first", "Succeeded")
     sqlite_server.wait_phase("second", "Succeeded")
 
@@ -146,7 +152,7 @@ def test_cancel_stops_the_processes(sqlite_server: ServerProcess) -> None:
     job = (
         f"apiVersion: aipaas/v1\nkind: Job\nmetadata: {{name: long, tenant: acme}}\n"
         f"spec:\n  queue: research\n  tasks:\n    - name: w\n"
-        f'      command: [{TASK_PYTHON}, -c, "import time; time.sleep(20); '
+        f'      command: [{TASK_PYTHON}, -c, "import time; time.sleep(600); '
         f"open({str(marker)!r}, 'w')\"]\n"
     )
     sqlite_server.cli("apply", "-f", "-", input=job)
@@ -158,7 +164,8 @@ def test_cancel_stops_the_processes(sqlite_server: ServerProcess) -> None:
     (pid_file,) = list(run.glob("*.w-0.0/pid"))
     pid = int(pid_file.read_text())
     sqlite_server.wait_phase("long", "Cancelled")
-    for _ in range(50):
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
         if not Path(f"/proc/{pid}").exists() or _zombie(pid):
             break
         time.sleep(0.2)
@@ -213,7 +220,14 @@ def _zombie(pid: int) -> bool:
 
 def test_logs_follow_a_running_job(sqlite_server: ServerProcess) -> None:
     sqlite_server.cli("apply", "-f", str(EXAMPLES / "hello.yaml"))
-    script = "import time; print('first', flush=True); time.sleep(2); print('second')"
+    # The job prints its second line only once the test has read the first through logs -f
+    # (a release file, waited for at most 5 minutes): the logs are surely followed while it runs.
+    release = shared_dir() / "release"
+    script = (
+        "import os, time; print('first', flush=True); end = time.monotonic() + 300\n"
+        f"while not os.path.exists({str(release)!r}) and time.monotonic() < end: time.sleep(0.1)\n"
+        "print('second')"
+    )
     job = (
         "apiVersion: aipaas/v1\nkind: Job\nmetadata: {name: talk, tenant: acme}\n"
         f"spec:\n  queue: research\n  tasks:\n    - name: w\n"
@@ -221,6 +235,22 @@ def test_logs_follow_a_running_job(sqlite_server: ServerProcess) -> None:
     )
     sqlite_server.cli("apply", "-f", "-", input=job)
     sqlite_server.wait_phase("talk", "Running")
-    followed = sqlite_server.cli("logs", "job/talk", "-t", "acme", "-f").stdout
-    assert followed == "w-0 | first\nw-0 | second\n"
+    env = {
+        **os.environ,
+        "AIPAAS_URL": sqlite_server.url,
+        "AIPAAS_TOKEN": ADMIN,
+        "AIPAAS_CONFIG": str(sqlite_server.data_dir / "no-config.yaml"),
+    }
+    follower = subprocess.Popen(
+        [AIPAAS, "logs", "job/talk", "-t", "acme", "-f"], env=env, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert follower.stdout is not None
+        assert follower.stdout.readline() == "w-0 | first\n"
+        release.touch()
+        rest, _ = follower.communicate(timeout=120)
+    finally:
+        follower.kill()
+    assert rest == "w-0 | second\n"
+    assert follower.returncode == 0
     assert sqlite_server.phase("talk") == "Succeeded"

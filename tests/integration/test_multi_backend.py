@@ -56,7 +56,7 @@ def test_one_server_drives_this_machine_and_slurm(
                 client.post("/apply", content=job(name, selector)).raise_for_status()
         ran = {}
         for name in ("to-slurm", "to-local", "anywhere"):
-            done = server.wait_phase(name, "Succeeded", timeout=60)
+            done = server.wait_phase(name, "Succeeded", timeout=120)
             uid = done["metadata"]["uid"]
             in_slurm = [j for j in slurm_job_names(slurm_cluster) if j.startswith(f"aipaas.{uid}.")]
             (line,) = server.cli("logs", f"job/{name}", "-t", "acme").stdout.splitlines()

@@ -45,7 +45,7 @@ EXAMPLES = Path(__file__).parents[2] / "examples" / "dra"
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("kube-server")]
 
 
-def until(done: Callable[[], bool], timeout: float = 30) -> None:
+def until(done: Callable[[], bool], timeout: float = 90) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if done():
@@ -98,7 +98,7 @@ def test_a_job_through_the_api_runs_as_bound_pods(cluster: FakeKube, server: Ser
         assert pod["spec"]["containers"][0]["image"] == "busybox:1.36"
         cluster.logs[("acme", name)] = f"hello from {name}\n"
         cluster.set_pod_phase("acme", name, "Succeeded", exit_code=0)
-    server.wait_phase("hello", "Succeeded", timeout=30)
+    server.wait_phase("hello", "Succeeded", timeout=90)
     logs = server.cli("logs", "job/hello").stdout
     assert logs.count("hello from hello-worker-") == 2
     assert cluster.rejected == []
