@@ -25,9 +25,10 @@ from collections import defaultdict
 from pathlib import Path
 
 from aipaas.api.job import Job
+from aipaas.api.tenancy import Role
 from aipaas.server.service import ObjectService
 from aipaas.store import Store
-from aipaas.tenancy.principal import Principal, Role
+from aipaas.tenancy.principal import Principal
 
 ROUNDS = 200
 SEED = 1110

@@ -4,6 +4,8 @@ is cordoned takes nothing new."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from kube_fake import FakeKube
 from kube_objects import gpu_node, gpu_slice
 
@@ -50,7 +52,7 @@ def test_nodes_carry_their_labels_and_what_others_leave(
 def test_devices_allocated_by_another_scheduler_are_left_out(
     fake: FakeKube, backend: KubernetesBackend
 ) -> None:
-    claim = {
+    claim: dict[str, Any] = {
         "apiVersion": "resource.k8s.io/v1",
         "kind": "ResourceClaim",
         "metadata": {"name": "theirs", "namespace": "acme"},

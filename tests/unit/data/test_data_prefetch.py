@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from aipaas.data.prefetch_policy import (
     CacheEntry,
     DatasetNeed,
@@ -27,7 +29,7 @@ def entry(dataset: str, size_gib: int, **state: object) -> CacheEntry:
     return CacheEntry(dataset, size_gib * G, **{"complete": True, **state})  # type: ignore[arg-type]
 
 
-def plan(queue: list[QueuedJob], nodes: list[NodeCache], **options: int) -> PrefetchInput:
+def plan(queue: list[QueuedJob], nodes: list[NodeCache], **options: Any) -> PrefetchInput:
     return PrefetchInput(queue, nodes, NOW, PrefetchOptions(**options))
 
 

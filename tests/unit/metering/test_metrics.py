@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
-from aipaas.metering import metrics as metrics_module
 from aipaas.metering.metrics import MULTIPROCESS_ENV, Metrics, prepare_multiprocess
 
 
@@ -48,8 +48,8 @@ def test_preparing_workers_empties_the_directory_and_names_it(
     (directory / "keep.txt").write_text("not ours")
     prepare_multiprocess(directory)
     assert sorted(p.name for p in directory.iterdir()) == ["keep.txt"]
-    assert metrics_module.os.environ[MULTIPROCESS_ENV] == str(directory)
+    assert os.environ[MULTIPROCESS_ENV] == str(directory)
 
 
 def test_no_test_leaves_the_multiprocess_directory_set() -> None:
-    assert MULTIPROCESS_ENV not in metrics_module.os.environ
+    assert MULTIPROCESS_ENV not in os.environ

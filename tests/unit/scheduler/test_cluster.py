@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from typing import Any
 
 import numpy as np
 import pytest
@@ -270,7 +271,7 @@ class TestAllocateRefusals:
 class TestValidation:
     @pytest.mark.parametrize("attribute", ["cpu_milli", "memory_mib", "gpu_count"])
     def test_node_negative(self, attribute: str) -> None:
-        values = {"cpu_milli": 1, "memory_mib": 1, "gpu_count": 0, attribute: -5}
+        values: dict[str, Any] = {"cpu_milli": 1, "memory_mib": 1, "gpu_count": 0, attribute: -5}
         with pytest.raises(ValueError) as error:
             NodeSpec("n", gpu_model="T4", **values)
         assert str(error.value) == f"node 'n': {attribute} must be >= 0, got -5"
@@ -312,7 +313,7 @@ class TestValidation:
         ],
     )
     def test_pod_invalid(self, kwargs: dict[str, int], message: str) -> None:
-        values = {"cpu_milli": 1, "memory_mib": 1, **kwargs}
+        values: dict[str, Any] = {"cpu_milli": 1, "memory_mib": 1, **kwargs}
         with pytest.raises(ValueError) as error:
             PodRequest("p", **values)
         assert str(error.value) == message

@@ -241,7 +241,8 @@ class TestProfiles:
     def test_default_tiebreak_rank_is_a_seeded_permutation(self) -> None:
         def rank(seed: int) -> list[int]:
             nodes = [NodeSpec(f"n{i}", 1, 1) for i in range(20)]
-            return Scheduler(ClusterState(nodes), "bestfit", seed).tiebreak_rank.tolist()
+            ranks = Scheduler(ClusterState(nodes), "bestfit", seed).tiebreak_rank
+            return [int(r) for r in ranks]
 
         assert sorted(rank(1)) == list(range(20))
         assert rank(1) == rank(1)
@@ -412,7 +413,8 @@ class Recorder:
 
         def score(state: ClusterState, pod: PodRequest, nodes: np.ndarray) -> np.ndarray:
             self.calls.append(nodes.tolist())
-            return self.original(state, pod, nodes)
+            scores: np.ndarray = self.original(state, pod, nodes)
+            return scores
 
         plugin.score = score
 

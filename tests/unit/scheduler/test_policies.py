@@ -155,7 +155,7 @@ class TestRandom:
         state = ClusterState([node(f"n{i}", 1_000_000, 1) for i in range(4)])
         used(state, 3, cpu=1_000_000)  # n3 is full
         s = scheduler(state, "random", seed=11)
-        chosen = Counter()
+        chosen: Counter[str] = Counter()
         for i in range(300):
             result = s.schedule(pod(cpu=10, name=f"p{i}"))
             assert isinstance(result, Placement)

@@ -307,7 +307,8 @@ def cli(api: Api, monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
             api.client.app, base_url="http://testserver/api/v1", headers=api.as_("admin")
         )
         http.event_hooks["request"].append(lambda request: asked.append(str(request.url)))
-        client.http = http
+        # starlette's TestClient is an httpx2.Client: the same API as httpx.Client, another class
+        client.http = http  # type: ignore[assignment]
         return client
 
     monkeypatch.setattr(Client, "from_env", staticmethod(from_env))

@@ -188,7 +188,9 @@ def test_openapi_declares_bearer_bodies_and_errors(client: TestClient) -> None:
         for method, operation in operations.items():
             # redeeming an invitation is the one operation without a bearer token (the
             # invitation is the credential): it says so, as the fuzzer expects
-            wanted = [] if path == "/api/v1/invitations/redeem" else [{"bearer": []}]
+            wanted: list[dict[str, list[str]]] = (
+                [] if path == "/api/v1/invitations/redeem" else [{"bearer": []}]
+            )
             assert operation["security"] == wanted, (method, path)
             for status in ("401", "403", "404", "413", "422"):
                 content = operation["responses"][status]["content"]

@@ -7,7 +7,9 @@ import numpy as np
 from aipaas.sim.report import allocation_curve, value_at
 
 
-def curve(arrived: list[int], allocated: list[int], total_gpus: int = 1, max_pct: int = 130):
+def curve(
+    arrived: list[int], allocated: list[int], total_gpus: int = 1, max_pct: int = 130
+) -> list[dict[str, float]]:
     return allocation_curve(
         np.array(arrived, dtype=np.int64), np.array(allocated, dtype=np.int64), total_gpus, max_pct
     )
