@@ -101,12 +101,6 @@ class World:
         return self.store.update_status(current, getattr(parsed, "status", None))
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 @pytest.fixture
 def world(tmp_path: Path) -> Iterator[World]:
     store = Store.open(f"sqlite:///{tmp_path / 'aipaas.db'}")
@@ -135,14 +129,19 @@ def _serve(store: Store, tmp_path: Path) -> Iterator[World]:
     ensure_admin_token(store, tmp_path / "admin-token", ADMIN)
     application = create_app(store)
     application.state.watch_poll_seconds = 0.05
-    port = _free_port()
-    config = uvicorn.Config(application, host="127.0.0.1", port=port, log_level="error")
+    # The server is handed a socket bound here: no other process can take its port between
+    # choosing it and listening on it.
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    port = int(listener.getsockname()[1])
+    config = uvicorn.Config(application, log_level="error")
     server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, daemon=True)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [listener]}, daemon=True)
     thread.start()
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 60  # a loaded machine starts it slowly
     while not server.started:
+        assert thread.is_alive(), "the test server stopped"
         assert time.monotonic() < deadline, "the test server did not start"
         time.sleep(0.01)
     with Client(url, ADMIN) as admin:
@@ -153,5 +152,6 @@ def _serve(store: Store, tmp_path: Path) -> Iterator[World]:
         yield World(url, store, alice, rick, CliRunner(), application)
     finally:
         server.should_exit = True
-        thread.join(10)
+        thread.join(60)
+        listener.close()
         store.close()

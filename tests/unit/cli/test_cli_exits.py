@@ -66,9 +66,9 @@ class TestExitCodes:
     def test_unreachable_is_5(self) -> None:
         with socket.socket() as probe:
             probe.bind(("127.0.0.1", 0))
-            port = probe.getsockname()[1]  # free once closed: nothing listens there
-        env = {"AIPAAS_URL": f"http://127.0.0.1:{port}", "AIPAAS_CONFIG": "/nonexistent"}
-        result = CliRunner().invoke(app, ["get", "jobs"], env=env)
+            port = probe.getsockname()[1]  # bound here, never listening: nothing answers
+            env = {"AIPAAS_URL": f"http://127.0.0.1:{port}", "AIPAAS_CONFIG": "/nonexistent"}
+            result = CliRunner().invoke(app, ["get", "jobs"], env=env)
         assert result.exit_code == 5
         assert one_error_line(result.stderr).startswith(
             f"error: cannot reach http://127.0.0.1:{port}"
