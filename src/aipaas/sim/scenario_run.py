@@ -64,6 +64,9 @@ class ScenarioRun:
         self.waiting: set[str] = set()  # active jobs with tasks not running
         self.succeeded: set[str] = set()
         self.events: list[tuple[float, int, str, int]] = []
+        #: the cycles' reasons not yet written into ``records`` (a backlog's reasons come
+        #: every cycle; they are read at the end): a later write to a record drops its entry
+        self._reasons: dict[str, tuple[str, str]] = {}
         self._seq = 0
         self._woken: set[float] = set()
         self.allocated: dict[str, Resources] = defaultdict(Resources)  # by leaf queue
@@ -124,6 +127,7 @@ class ScenarioRun:
             self.waiting.add(key)
 
     def _why(self, key: str, reason: str, message: str) -> None:
+        self._reasons.pop(key, None)
         record = self.records[key]
         record.reason, record.message = reason, message
 
@@ -139,6 +143,7 @@ class ScenarioRun:
         if record.started is None:
             record.started = start
         record.phase = "Running"
+        self._reasons.pop(key, None)
         record.reason = record.message = ""
         record.generation += 1
         duration = self.scenario.durations.get(key)
@@ -164,6 +169,7 @@ class ScenarioRun:
         record.finished = time
         record.run_start = None
         record.phase = "Failed" if timed_out else "Succeeded"
+        self._reasons.pop(key, None)
         record.reason = "TimeLimit" if timed_out else ""
         record.message = f"ran {run:g}s, its limit is {job.time_limit:g}s" if timed_out else ""
         if record.phase == "Succeeded":
@@ -258,8 +264,7 @@ class ScenarioRun:
                 self.waiting.add(key)
             else:
                 self.waiting.discard(key)
-        for key, (code, message) in decisions.reasons.items():
-            self._why(key, code, message)
+        self._reasons.update(decisions.reasons)  # written into records by ``output``
         self._wake_later(decisions)
         return decisions
 
@@ -312,6 +317,10 @@ class ScenarioRun:
         return self.output()
 
     def output(self) -> dict[str, Any]:
+        for key, (code, message) in self._reasons.items():
+            record = self.records[key]
+            record.reason, record.message = code, message
+        self._reasons.clear()
         jobs: dict[str, Any] = {}
         for key, record in self.records.items():
             jobs[key] = {

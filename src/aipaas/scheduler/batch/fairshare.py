@@ -53,17 +53,18 @@ _ZERO: Final[_Vector] = (0, 0, 0, 0)
 def demands(session: Session) -> dict[str, Resources]:
     """Per leaf queue: what it holds plus what its jobs still ask for."""
     # Plain ints per queue (a Resources per task and job is the cost on long backlogs).
+    from aipaas.scheduler.batch.session import job_total
+
     sums: dict[str, list[int]] = {}
     for job in session.jobs.values():
         total = sums.get(job.queue)
         if total is None:
             total = sums[job.queue] = [0, 0, 0, 0]
-        for task in job.tasks:
-            r = task.resources
-            total[0] += r.gpu_milli
-            total[1] += r.cpu_milli
-            total[2] += r.memory_mib
-            total[3] += r.gpu_memory_mib
+        g, c, m, v = job_total(job)
+        total[0] += g
+        total[1] += c
+        total[2] += m
+        total[3] += v
     return {queue: Resources(*total) for queue, total in sums.items()}
 
 

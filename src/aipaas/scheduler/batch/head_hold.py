@@ -99,7 +99,7 @@ class HeadHolds:
             session = self.session
             protected = touched_jobs(session)
             takeable: dict[str, list[tuple[int, Resources]]] = {}
-            for job in session.jobs.values():
+            for job in session.running:
                 if eligible(session, job, protected):
                     takeable.setdefault(job.queue, []).append((job.priority, job.allocated()))
             self._takeable = takeable

@@ -162,6 +162,20 @@ class Job:
     started: float | None = None
     #: expected end of the current run, when known (time limit): for backfill
     ends_at: float | None = None
+    #: while none of its tasks runs: (min_available, its gang and what the gang asks for, the
+    #: gang's request shapes or None with claims: ``session.gang_shape``, and the key of
+    #: enqueue's verdicts: ``session.verdict_shape``), worked out once
+    #: (``session.gang_entry``: a backlog is asked for it every cycle, and the simulator
+    #: keeps its jobs across cycles)
+    _idle_gang: (
+        tuple[int, tuple[list[Task], Resources], tuple[object, ...] | None, tuple[object, ...]]
+        | None
+    ) = field(default=None, init=False, repr=False, compare=False)
+    #: what all its tasks ask for together, as ints (``session.job_total``; requests do not
+    #: change)
+    _total: tuple[int, int, int, int] | None = field(
+        default=None, init=False, repr=False, compare=False
+    )
 
     @property
     def running_tasks(self) -> list[Task]:

@@ -17,7 +17,7 @@ each pick the order re-keys exactly those lineages.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING
 
 from aipaas.scheduler.batch.model import Job
@@ -169,6 +169,32 @@ class JobOrder:
             pending[current] -= 1
             current = parent.get(current)
         return job
+
+    def take_while(self, leaf: str, same: Callable[[Job], bool]) -> list[Job]:
+        """Take out the jobs that ``pop`` would return next, while they are of ``leaf`` and
+        ``same`` holds for them, in that order. Only right after ``pop`` gave a job of
+        ``leaf`` with nothing accounted since (the order then stays on that leaf): a backlog
+        of jobs that fare alike is passed over at once; otherwise nothing is taken."""
+        if self._log_seen != len(self.session.account_log):
+            return []
+        if self.mode == "fifo":
+            heap = self._jobs.get(_TOP)
+            taken = []
+            while heap and heap[0][3].queue == leaf and same(heap[0][3]):
+                taken.append(heapq.heappop(heap)[3])
+            return taken
+        if self._last != leaf:
+            return []
+        heap = self._jobs[leaf]
+        taken = []
+        while heap and same(heap[0][3]):
+            taken.append(heapq.heappop(heap)[3])
+        if taken:
+            current: str | None = leaf
+            while current is not None and current != _TOP:
+                self._pending[current] -= len(taken)
+                current = self._parent.get(current)
+        return taken
 
     def drain(self, leaf: str) -> list[Job]:
         """Take every job still in ``leaf`` out of the order (any order; none in ``fifo``

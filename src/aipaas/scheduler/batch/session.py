@@ -60,9 +60,23 @@ class Session:
                 self.children[queue.parent].append(key)
         #: what each queue node holds now (leaf and every ancestor), changed by ``account``
         self.allocated: dict[str, Resources] = defaultdict(Resources)
+        #: per job with a gang to start: its ``gang_tasks`` and what they ask for (kept up to
+        #: date by ``account``: a start or an eviction changes only its own job's gang)
+        self._gangs: dict[str, tuple[list[Task], Resources]] = {}
+        #: a gang came back (an eviction) since ``_gangs`` was last in the jobs' order
+        self._gangs_reordered = False
+        #: the jobs running when the cycle began (in the snapshot's order): the only ones
+        #: preempt and reclaim may take (what starts in the cycle is not taken in it)
+        self.running: list[Job] = []
         for job in snapshot.jobs:
+            entry = gang_entry(job)
+            if entry is not None:
+                self._gangs[job.key] = entry
+                if len(job.tasks) == len(entry[0]):
+                    continue  # holds nothing (a backlog is most of the jobs)
             if not job.is_running:
-                continue  # holds nothing (a backlog is most of the jobs)
+                continue
+            self.running.append(job)
             used = job.allocated()
             if used != Resources():
                 for key in self.lineage(job.queue):
@@ -87,7 +101,6 @@ class Session:
         self.borrowed: set[str] = set()
         #: per-cycle memos of the actions, by a name the action chooses
         self.scratch: dict[str, Any] = {}
-        self._gangs: tuple[int, dict[str, tuple[list[Task], Resources]]] | None = None
 
     # --- the tree -------------------------------------------------------------------
 
@@ -116,6 +129,13 @@ class Session:
         self.account_log.append(job.queue)
         if sign < 0:
             self.releases += 1
+        entry = gang_entry(job)
+        if entry is None:
+            self._gangs.pop(job.key, None)
+        else:
+            if job.key not in self._gangs:
+                self._gangs_reordered = True
+            self._gangs[job.key] = entry
 
     def quota_problem(self, job: Job, extra: Resources) -> str | None:
         """Words naming the first queue node (leaf upward) whose quota ``extra`` more of ``job``
@@ -162,19 +182,14 @@ class Session:
         return None
 
     def pending_gangs(self) -> dict[str, tuple[list[Task], Resources]]:
-        """Per job with a gang to start: its ``gang_tasks`` and what they ask for together;
-        worked out once and kept until a start or an eviction (long backlogs are walked by
-        several actions)."""
-        version = len(self.account_log)
-        cached = self._gangs
-        if cached is None or cached[0] != version:
-            gangs = {}
-            for job in self.jobs.values():
-                tasks = gang_tasks(job)
-                if tasks:
-                    gangs[job.key] = (tasks, resources_of(tasks))
-            cached = self._gangs = (version, gangs)
-        return cached[1]
+        """Per job with a gang to start (in the snapshot's order): its ``gang_tasks`` and what
+        they ask for together; worked out once and kept up to date by ``account`` (long
+        backlogs are walked by several actions). Not to be changed by the caller."""
+        if self._gangs_reordered:
+            gangs = self._gangs
+            self._gangs = {key: gangs[key] for key in self.jobs if key in gangs}
+            self._gangs_reordered = False
+        return self._gangs
 
     def considered(self, job: Job) -> bool:
         """The enqueue action let the job in (or none ran)."""
@@ -203,24 +218,42 @@ class Session:
         for name in self.options.actions:
             ACTIONS[name](self)
         started = {s.job for s in self.decisions.started}
-        for job in self.jobs.values():
-            if job.key in self.waiting and job.key not in started and job.pending_tasks:
-                self.decisions.reasons[job.key] = self.waiting[job.key]
+        waiting, reasons, gangs = self.waiting, self.decisions.reasons, self._gangs
+        for key, job in self.jobs.items():
+            why = waiting.get(key)
+            if why is None or key in started:
+                continue
+            # A job with a gang to start has pending tasks (most of them: no walk).
+            if key in gangs or any(t.placement is None for t in job.tasks):
+                reasons[key] = why
         self.decisions.reservations.update(self.reservations.held)
         self.decisions.queues = self.report()
         return self.decisions
 
     def report(self) -> dict[str, QueueReport]:
         """Per queue node: guaranteed, quota, fair share, allocated, pending, borrowed."""
-        by_leaf: dict[str, list[Task]] = defaultdict(list)
+        by_leaf: dict[str, list[int]] = {}
+        gangs = self._gangs
         for job in self.jobs.values():
-            by_leaf[job.queue].extend(t for t in job.tasks if t.placement is None)
+            entry = gangs.get(job.key)
+            if entry is not None and len(entry[0]) == len(job.tasks):
+                want = job_total(job)  # nothing of it runs (most of a backlog)
+            else:
+                tasks = [t for t in job.tasks if t.placement is None]
+                if not tasks:
+                    continue
+                r = resources_of(tasks)
+                want = (r.gpu_milli, r.cpu_milli, r.memory_mib, r.gpu_memory_mib)
+            sums = by_leaf.get(job.queue)
+            if sums is None:
+                sums = by_leaf[job.queue] = [0, 0, 0, 0]
+            for i in range(4):
+                sums[i] += want[i]
         pending: dict[str, Resources] = defaultdict(Resources)
-        for leaf, tasks in by_leaf.items():
-            if tasks:
-                want = resources_of(tasks)
-                for key in self.lineage(leaf):
-                    pending[key] = pending[key] + want
+        for leaf, sums in by_leaf.items():
+            want_all = Resources(*sums)
+            for key in self.lineage(leaf):
+                pending[key] = pending[key] + want_all
         out = {}
         for key, queue in self.queues.items():
             share = self.fair_share.get(key, Resources())
@@ -258,6 +291,75 @@ def gang_tasks(job: Job) -> list[Task]:
             running += 1
     needed = job.min_available - running
     return pending[:needed] if needed > 0 else []
+
+
+def gang_entry(job: Job) -> tuple[list[Task], Resources] | None:
+    """``gang_tasks(job)`` and what they ask for together (None: no gang to start). Kept on
+    a job none of whose tasks runs (then its gang is its first ``min_available`` tasks):
+    requests do not change, and a waiting job is asked again every cycle."""
+    tasks = job.tasks
+    idle = tasks[0].placement is None if len(tasks) == 1 else not job.is_running
+    if not idle:
+        gang = gang_tasks(job)
+        return (gang, resources_of(gang)) if gang else None
+    cached = job._idle_gang
+    if cached is None or cached[0] != job.min_available:
+        gang = gang_tasks(job)
+        cached = job._idle_gang = (
+            job.min_available,
+            (gang, resources_of(gang)),
+            _shapes(gang),
+            _verdict_shape(gang),
+        )
+    return cached[1] if cached[1][0] else None
+
+
+def gang_shape(job: Job, gang: Sequence[Task]) -> tuple[object, ...] | None:
+    """What the requests of ``gang`` (the job's ``gang_tasks``) look like: per task its
+    request's shape, memory and GPU memory (None when a task has device claims: devices are
+    chosen by claim, not by shape). Kept on a job none of whose tasks runs."""
+    cached = job._idle_gang
+    if cached is not None and cached[1][0] is gang:
+        return cached[2]
+    return _shapes(gang)
+
+
+def verdict_shape(job: Job, gang: Sequence[Task]) -> tuple[object, ...]:
+    """Per task of ``gang``: its name and its request's CPU, GPU (milli and count), GPU
+    models and memory (what enqueue's verdicts are kept by). Kept on a job none of whose
+    tasks runs."""
+    cached = job._idle_gang
+    if cached is not None and cached[1][0] is gang:
+        return cached[3]
+    return _verdict_shape(gang)
+
+
+def _verdict_shape(gang: Sequence[Task]) -> tuple[object, ...]:
+    if len(gang) == 1:  # most of a backlog: no generator
+        t = gang[0]
+        r = t.request
+        return (t.name, r.cpu_milli, r.gpu_milli, r.gpu_count, r.gpu_models, r.memory_mib)
+    return tuple(
+        (t.name, r.cpu_milli, r.gpu_milli, r.gpu_count, r.gpu_models, r.memory_mib)
+        for t in gang
+        for r in (t.request,)
+    )
+
+
+def _shapes(gang: Sequence[Task]) -> tuple[object, ...] | None:
+    if any(t.request.claims for t in gang):
+        return None
+    return tuple((t.request.shape, t.request.memory_mib, t.gpu_memory_mib) for t in gang)
+
+
+def job_total(job: Job) -> tuple[int, int, int, int]:
+    """What all the job's tasks ask for together (gpu milli, cpu milli, memory MiB, GPU
+    memory MiB), worked out once per job."""
+    total = job._total
+    if total is None:
+        r = resources_of(job.tasks)
+        total = job._total = (r.gpu_milli, r.cpu_milli, r.memory_mib, r.gpu_memory_mib)
+    return total
 
 
 def resources_of(tasks: Sequence[Task]) -> Resources:

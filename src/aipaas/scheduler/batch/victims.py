@@ -147,10 +147,12 @@ def preemptor_jobs(
     enqueued = session.enqueued
     waiting = session.waiting
     jobs = []
-    for job in session.jobs.values():
-        key = job.key
-        # "Not running, some task pending" is "tasks, none running" (one cheap walk).
-        if not job.tasks or key in protected or (enqueued is not None and key not in enqueued):
+    everyone = session.jobs
+    # Only jobs with a gang to start can take room (the others are passed over by every
+    # action that asks): the session keeps them, a backlog is not walked twice.
+    for key in session.pending_gangs():
+        job = everyone[key]
+        if key in protected or (enqueued is not None and key not in enqueued):
             continue
         why = waiting.get(key)
         # Held back for its queue's head (head_hold.py): taking room for it would take what
@@ -166,11 +168,9 @@ def preemptor_jobs(
 def shape_of(job: Job, gang: Sequence[Task], *, priority: bool = True) -> tuple[object, ...] | None:
     """What makes two preemptors equal for the search (None when claims make it unsafe to
     say): one that failed tells that an equal one fails too, until something changes."""
-    if any(t.request.claims for t in gang):
+    from aipaas.scheduler.batch.session import gang_shape
+
+    shapes = gang_shape(job, gang)
+    if shapes is None:
         return None
-    return (
-        job.queue,
-        job.priority if priority else None,
-        job.topology_required,
-        tuple((t.request.shape, t.request.memory_mib, t.gpu_memory_mib) for t in gang),
-    )
+    return (job.queue, job.priority if priority else None, job.topology_required, shapes)

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 from aipaas.scheduler.batch.explain import unschedulable_message
 from aipaas.scheduler.batch.head_hold import HeadHolds
 from aipaas.scheduler.batch.model import UNBOUNDED, Job, Resources, Task
-from aipaas.scheduler.batch.ordering import ordered
+from aipaas.scheduler.batch.ordering import JobOrder, ordered
 from aipaas.scheduler.batch.session import gang_tasks, resources_of
 from aipaas.scheduler.batch.topology import DomainView, Refusal, job_domain, place_in_domain
 from aipaas.scheduler.framework.types import Placement, PodRequest, Unschedulable
@@ -229,10 +229,12 @@ def allocate(session: Session) -> None:
     limits = Limits(session)
     fair_share = session.options.fairShare != "fifo"
     strict = session.options.strictOrder
-    gangs = {
-        k: g for k, g in session.pending_gangs().items() if session.considered(session.jobs[k])
-    }
-    pending = [session.jobs[key] for key in gangs]
+    enqueued = session.enqueued
+    gangs = dict(session.pending_gangs())
+    if enqueued is not None:
+        gangs = {k: g for k, g in gangs.items() if k in enqueued}
+    jobs = session.jobs
+    pending = [jobs[key] for key in gangs]
     holds = HeadHolds(session, lambda: _idle(session))
     deferred: list[Job] = []
     blocker: Job | None = None
@@ -285,11 +287,21 @@ def allocate(session: Session) -> None:
             holds.refused(job, want)
             if strict:
                 blocker = job
+            elif refused is not None and refused[2] == len(session.account_log):
+                # The jobs right behind it in its queue with its priority and request fare
+                # as the memo above makes them fare, one by one, with nothing changing
+                # between (its head hold, if any, is theirs: equal priority is not held):
+                # they are passed over at once (a backlog of thousands per queue).
+                _refuse_alike(session, order, job, gangs, refused[3], refused[4], deferred)
     if blocker is None:
-        growing = [
+        growing = [  # running jobs with tasks above their gang (a lone task has none)
             j
             for j in session.jobs.values()
-            if j.is_running and j.pending_tasks and not gang_tasks(j) and session.considered(j)
+            if len(j.tasks) > 1
+            and j.is_running
+            and j.pending_tasks
+            and not gang_tasks(j)
+            and session.considered(j)
         ]
         for job in ordered(session, growing):
             start_extras(session, placer, limits, job, fair_share=fair_share)
@@ -329,6 +341,30 @@ def allocate(session: Session) -> None:
             idle = idle - want
         elif strict:
             break
+
+
+def _refuse_alike(
+    session: Session,
+    order: JobOrder,
+    job: Job,
+    gangs: dict[str, tuple[list[Task], Resources]],
+    why: tuple[str, str],
+    outcome: str,
+    deferred: list[Job],
+) -> None:
+    """Refuse, as ``job`` just was, the jobs that come next in its queue with its priority
+    and gang request (a fair-share refusal only where no reservation could be made)."""
+    if outcome == FAIR_SHARE and not session.reservations.gives_none(job):
+        return
+    want, priority = gangs[job.key][1], job.priority
+    alike = order.take_while(
+        job.queue, lambda j: j.priority == priority and gangs[j.key][1] == want
+    )
+    if not alike:
+        return
+    session.waiting.update(dict.fromkeys([j.key for j in alike], why))
+    if outcome == FAIR_SHARE:
+        deferred.extend(alike)
 
 
 def _idle(session: Session) -> Resources:

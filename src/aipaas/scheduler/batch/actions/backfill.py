@@ -55,12 +55,13 @@ def backfill(session: Session) -> None:
     placer = Placer(session)
     fair_share = session.options.fairShare != "fifo"
     memo: dict[tuple[object, ...], bool] = {}
-    waiting = [  # the cheap tests first: most of a backlog waits for policy, not room
-        job
-        for job in session.jobs.values()
-        if session.waiting.get(job.key, ("Unschedulable", ""))[0] in RESERVING_REASONS
-        and session.considered(job)
-        and gang_tasks(job)
+    jobs = session.jobs
+    waiting = [  # the jobs with a gang to start; the cheap test first: most of a backlog
+        # waits for policy, not room
+        jobs[key]
+        for key in session.pending_gangs()
+        if session.waiting.get(key, ("Unschedulable", ""))[0] in RESERVING_REASONS
+        and session.considered(jobs[key])
     ]
     for job in ordered(session, waiting):
         if session.waiting.get(job.key, ("", ""))[0] == "FairShare":

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from aipaas.scheduler.batch.explain import capacity_message, describe, over_quota_message
 from aipaas.scheduler.batch.model import UNBOUNDED, Job, Node, Resources, Task
+from aipaas.scheduler.batch.session import gang_shape, verdict_shape
 from aipaas.scheduler.batch.topology import ever_fits, level_name
 from aipaas.scheduler.framework.types import PodRequest
 
@@ -34,26 +35,8 @@ def enqueue(session: Session) -> None:
                 admitted.add(job.key)  # a running job: its elastic extras may start
             continue
         tasks, gang = entry
-        # The request's shape field by field (``PodRequest.shape`` builds a tuple per call).
-        if len(tasks) == 1:  # most of a backlog: no generator
-            t = tasks[0]
-            r = t.request
-            shape: tuple[object, ...] = (
-                t.name,
-                r.cpu_milli,
-                r.gpu_milli,
-                r.gpu_count,
-                r.gpu_models,
-                r.memory_mib,
-            )
-        else:
-            shape = tuple(
-                (t.name, r.cpu_milli, r.gpu_milli, r.gpu_count, r.gpu_models, r.memory_mib)
-                for t in tasks
-                for r in (t.request,)
-            )
-        key = (job.queue, job.topology_required, shape)
-        if key in verdicts and not any(t.request.claims for t in tasks):
+        key = (job.queue, job.topology_required, verdict_shape(job, tasks))
+        if key in verdicts and gang_shape(job, tasks) is not None:  # no device claims
             problem = verdicts[key]
         else:
             problem = _never_fits(session, job, tasks, gang, nodes)

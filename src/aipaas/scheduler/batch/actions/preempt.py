@@ -14,8 +14,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from aipaas.scheduler.batch.model import Eviction, Job, Resources, Task
-from aipaas.scheduler.batch.ordering import ordered
-from aipaas.scheduler.batch.session import gang_tasks, resources_of
+from aipaas.scheduler.batch.ordering import JobOrder, ordered
+from aipaas.scheduler.batch.session import resources_of
 from aipaas.scheduler.batch.statement import touched_jobs
 from aipaas.scheduler.batch.victim_search import Search
 from aipaas.scheduler.batch.victims import (
@@ -37,7 +37,7 @@ def preempt(session: Session) -> None:
     #: per queue, the lowest priority among the jobs that may be taken at all (it only rises
     #: as victims go): a pending job at or below it has nothing to preempt
     lowest: dict[str, int] = {}
-    for job in session.jobs.values():
+    for job in session.running:  # nothing started this cycle may be taken
         if eligible(session, job, protected):
             running[job.queue].append(job)
             lowest[job.queue] = min(lowest.get(job.queue, job.priority), job.priority)
@@ -50,11 +50,14 @@ def preempt(session: Session) -> None:
     #: per (queue, priority, gang request): it has victims that could free its quotas
     hopes: dict[tuple[str, int, Resources], bool] = {}
 
+    gangs = session.pending_gangs()
+
     def hopeful(job: Job) -> bool:
-        gang = gang_tasks(job)
-        if not gang:
+        entry = gangs.get(job.key)
+        if entry is None:
             return False
-        key = (job.queue, job.priority, resources_of(gang))
+        gang = entry[0]
+        key = (job.queue, job.priority, entry[1])
         found = hopes.get(key)
         if found is None:
             victims = [
@@ -71,10 +74,15 @@ def preempt(session: Session) -> None:
         # so none can all through the action (its searches would all fail).
         return
     failed: set[tuple[object, ...]] = set()
-    for job in ordered(session, jobs):
-        gang = gang_tasks(job)
+    order = ordered(session, jobs)
+    for job in order:
+        entry = gangs.get(job.key)
+        if entry is None:
+            continue
+        gang = entry[0]
         shape = shape_of(job, gang)
-        if not gang or (shape is not None and shape in failed):
+        if shape is not None and shape in failed:
+            _pass_alike(order, job, shape, gangs)
             continue
         victims = [
             v
@@ -82,10 +90,12 @@ def preempt(session: Session) -> None:
             if v.priority < job.priority and v.is_running and v.key not in protected
         ]
         if not victims:
+            _pass_alike(order, job, shape, gangs)
             continue
         if not _quota_reachable(session, job, gang, victims):
             if shape is not None:
                 failed.add(shape)
+                _pass_alike(order, job, shape, gangs)
             continue
         before = len(session.decisions.evicted)
         if _try(session, job, gang, victims):
@@ -94,6 +104,19 @@ def preempt(session: Session) -> None:
             failed.clear()  # the cluster changed: what failed may fit now
         elif shape is not None:
             failed.add(shape)
+
+
+def _pass_alike(
+    order: JobOrder,
+    job: Job,
+    shape: tuple[object, ...] | None,
+    gangs: dict[str, tuple[list[Task], Resources]],
+) -> None:
+    """Pass over the jobs that come next in ``job``'s queue with its shape (priority
+    included): with nothing changed since ``job`` was passed over, each would be too."""
+    if shape is None:
+        return
+    order.take_while(job.queue, lambda j: j.key in gangs and shape_of(j, gangs[j.key][0]) == shape)
 
 
 def _quota_reachable(

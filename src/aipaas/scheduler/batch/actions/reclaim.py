@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 
 from aipaas.scheduler.batch.explain import amount
 from aipaas.scheduler.batch.model import Eviction, Job, Resources, Task
-from aipaas.scheduler.batch.ordering import ordered
+from aipaas.scheduler.batch.ordering import JobOrder, ordered
 from aipaas.scheduler.batch.session import gang_tasks, resources_of
 from aipaas.scheduler.batch.statement import touched_jobs
 from aipaas.scheduler.batch.victim_search import Search
@@ -171,7 +171,7 @@ class _Index:
         self.session = session
         self.protected = protected
         self.by_leaf: dict[str, list[Job]] = {}
-        for job in session.jobs.values():
+        for job in session.running:  # nothing started this cycle may be taken
             if eligible(session, job, protected):
                 self.by_leaf.setdefault(job.queue, []).append(job)
         self.leaves_under: dict[str, list[str]] = {}
@@ -268,37 +268,44 @@ def reclaim(session: Session) -> None:
             return True
         if job.queue not in session.queues or not any(_guaranteed(session, job.queue).as_tuple()):
             return False  # cheap: most have none
-        need = _need(gang_tasks(job))
+        entry = gangs.get(job.key)
+        need = entry[1] if entry is not None else Resources()
         found = answers.get((job.queue, need))
         if found is None:
             found = answers[(job.queue, need)] = any(_guaranteed_mask(session, [job.queue], need))
         return found
 
+    gangs = session.pending_gangs()
     trees: dict[str, _Tree] = {}
     failed: set[tuple[object, ...]] = set()
     #: ``_within`` of (queue, gang request) while nothing changes (a backlog asks it often)
     within: dict[tuple[str, Resources], bool] = {}
     seen = len(session.account_log)
     jobs = preemptor_jobs(session, protected, may)
-    if not any(_may_reclaim(session, job, within) for job in jobs):
+    if not any(_may_reclaim(session, job, within, *gangs.get(job.key, ((), None))) for job in jobs):
         # Not one of them keeps its queue within its fair share: none reclaims, and since
         # nothing changes without a reclaim, that stays so all through the action.
         return
-    for job in ordered(session, jobs):
+    order = ordered(session, jobs)
+    for job in order:
         if not index.over and not index.over_guarantee:
             break  # no queue holds more than its share or guarantee: nothing to take back
         if seen != len(session.account_log):
             within.clear()
             seen = len(session.account_log)
-        gang = gang_tasks(job)
-        if not gang:
+        entry = gangs.get(job.key)
+        if entry is None:
             continue  # no gang to start
-        need = resources_of(gang)
-        if not _may_reclaim(session, job, within, gang, need):
-            continue  # its queue would go above its fair share: not a reclaimer
-        # Priority does not decide reclaim: equal shapes of one queue fail alike.
+        gang, need = entry
+        # Priority does not decide reclaim: equal shapes of one queue fail alike (and
+        # equal requests are refused alike below: the jobs right behind with the same
+        # shape and request are passed over with the first, nothing changing between).
         shape = shape_of(job, gang, priority=False)
+        if not _may_reclaim(session, job, within, gang, need):
+            _pass_alike(order, job, shape, need, gangs)
+            continue  # its queue would go above its fair share: not a reclaimer
         if shape is not None and shape in failed:
+            _pass_alike(order, job, shape, need, gangs)
             continue
         tree = trees.get(job.queue)
         if tree is None:
@@ -306,6 +313,7 @@ def reclaim(session: Session) -> None:
         guaranteed = any(_guaranteed_mask(session, [job.queue], need))
         victims = index.victims(tree, need, guaranteed)
         if not victims:
+            _pass_alike(order, job, shape, need, gangs)
             continue
         before = len(session.decisions.evicted)
         if _try(session, job, gang, need, tree, victims):
@@ -315,6 +323,29 @@ def reclaim(session: Session) -> None:
             failed.clear()
         elif shape is not None:
             failed.add(shape)
+
+
+def _pass_alike(
+    order: JobOrder,
+    job: Job,
+    shape: tuple[object, ...] | None,
+    need: Resources,
+    gangs: dict[str, tuple[list[Task], Resources]],
+) -> None:
+    """Pass over the jobs that come next in ``job``'s queue with its gang's shape and request
+    (any priority): with nothing changed since ``job`` was passed over, each would be too."""
+    if shape is None:
+        return
+
+    def alike(other: Job) -> bool:
+        entry = gangs.get(other.key)
+        return (
+            entry is not None
+            and entry[1] == need
+            and shape_of(other, entry[0], priority=False) == shape
+        )
+
+    order.take_while(job.queue, alike)
 
 
 def _try(
