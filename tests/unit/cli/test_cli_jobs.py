@@ -207,16 +207,16 @@ class TestWait:
         submit(world, "a")
         client = world.client(world.alice)
         later(0.3, lambda: world.set_status("Job", "acme", "a", phase="Running"))
-        job = client.wait("job", "a", "phase=Running", timeout=10)
+        job = client.wait("job", "a", "phase=Running", timeout=60)
         assert job is not None and job["status"]["phase"] == "Running"
-        assert client.wait("job", "a", lambda j: j["spec"]["queue"] == "research", timeout=5)
+        assert client.wait("job", "a", lambda j: j["spec"]["queue"] == "research", timeout=60)
         with pytest.raises(WaitTimeout):
             client.wait("job", "a", "phase=Succeeded", timeout=0.5)
         world.set_status("Job", "acme", "a", phase="Cancelled")
         with pytest.raises(WaitFailed):
-            client.wait("job", "a", "phase=Succeeded", timeout=5)
+            client.wait("job", "a", "phase=Succeeded", timeout=60)
         with pytest.raises(NotFound):
-            world.client(world.rick).wait("job", "a", "phase=Running", tenant="acme", timeout=5)
+            world.client(world.rick).wait("job", "a", "phase=Running", tenant="acme", timeout=60)
 
 
 class TestLogsFollow:

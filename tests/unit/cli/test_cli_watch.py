@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator, Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -34,6 +34,64 @@ def later(seconds: float, *actions: Callable[[], object]) -> threading.Thread:
 
 
 _STARTED: list[threading.Thread] = []
+Change = tuple[str, str | None]
+#: a watch's own limit in these tests: reading stops at the last change awaited, long before
+WATCH_SECONDS = 60.0
+
+
+def open_streams(world: World) -> int:
+    return int(getattr(getattr(world.app.state, "watch_streams", None), "open", 0))
+
+
+def when_watching(world: World, *actions: Callable[[], object]) -> threading.Thread:
+    """The actions in order (as ``later``), once the server streams the next watch's first
+    state (a loaded machine may take a while to open it: a change made before would be part
+    of that state). Call it before the watch opens, with no other stream open."""
+    deadline = time.monotonic() + WATCH_SECONDS
+    while open_streams(world):  # a watch that ended may be closing still
+        assert time.monotonic() < deadline, "a watch stream stayed open"
+        time.sleep(0.01)
+
+    def run() -> None:
+        while not open_streams(world) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        for action in actions:
+            action()
+            time.sleep(0.2)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    _STARTED.append(thread)
+    return thread
+
+
+def drive(
+    stream: Iterator[dict[str, Any]], steps: Sequence[tuple[Callable[[], object], Change]]
+) -> list[Change]:
+    """The changes a watch opened with ``bookmarks=True`` reports: once its first state is in
+    (its first bookmark), each step's action is done and the watch read until the step's change
+    comes, then the next step: no two changes can be read as one, however slow the machine.
+    Reading stops after the last step's change (or at the watch's own timeout)."""
+    seen: list[Change] = []
+    todo = list(steps)
+    started = False
+    awaited: Change | None = None
+    mark = 0
+    for event in stream:
+        if event["type"] == "BOOKMARK":
+            started = True
+        else:
+            seen.append((event["type"], event["object"]["metadata"].get("name")))
+        if not started or (awaited is not None and awaited not in seen[mark:]):
+            continue
+        if not todo:
+            break
+        action, awaited = todo.pop(0)
+        mark = len(seen)
+        action()
+    if isinstance(stream, Generator):
+        stream.close()
+    return seen
 
 
 @pytest.fixture(autouse=True)
@@ -51,14 +109,19 @@ class TestWatchStream:
     def test_first_state_then_changes_in_order(self, world: World) -> None:
         admin = world.client()
         admin.apply(job_yaml("a"))
-        later(
-            0.3,
-            lambda: world.set_status("Job", "acme", "a", phase="Running"),
-            lambda: admin.apply(job_yaml("b")),
-            lambda: world.set_status("Job", "acme", "a", phase="Succeeded"),
-            lambda: admin.delete("job", "a", "acme"),
+        stream = admin.watch("jobs", tenant="acme", timeout=WATCH_SECONDS, bookmarks=True)
+        seen = drive(
+            stream,
+            [
+                (lambda: world.set_status("Job", "acme", "a", phase="Running"), ("MODIFIED", "a")),
+                (lambda: admin.apply(job_yaml("b")), ("ADDED", "b")),
+                (
+                    lambda: world.set_status("Job", "acme", "a", phase="Succeeded"),
+                    ("MODIFIED", "a"),
+                ),
+                (lambda: admin.delete("job", "a", "acme"), ("DELETED", "a")),
+            ],
         )
-        seen = changes(admin.watch("jobs", tenant="acme", timeout=2.0))
         assert seen[0] == ("ADDED", "a")
         assert ("ADDED", "b") in seen and seen[-1] == ("DELETED", "a")
         assert seen.count(("MODIFIED", "a")) >= 1
@@ -66,20 +129,25 @@ class TestWatchStream:
     def test_one_name(self, world: World) -> None:
         admin = world.client()
         admin.apply(job_yaml("a"))
-        later(0.2, lambda: admin.apply(job_yaml("b")))
-        later(0.3, lambda: world.set_status("Job", "acme", "a", phase="Running"))
-        seen = changes(admin.watch("job", "a", "acme", timeout=1.0))
+
+        def b_then_a_runs() -> None:  # b, were it seen, would come before a's change
+            admin.apply(job_yaml("b"))
+            world.set_status("Job", "acme", "a", phase="Running")
+
+        stream = admin.watch("job", "a", "acme", timeout=WATCH_SECONDS, bookmarks=True)
+        seen = drive(stream, [(b_then_a_runs, ("MODIFIED", "a"))])
         assert {name for _, name in seen} == {"a"}
         assert seen == [("ADDED", "a"), ("MODIFIED", "a")]
 
     def test_a_tenant_sees_only_its_own(self, world: World) -> None:
         admin = world.client()
-        later(
-            0.2,
-            lambda: admin.apply(job_yaml("ours")),
-            lambda: admin.apply(job_yaml("theirs", tenant="rival")),
-        )
-        seen = changes(world.client(world.rick).watch("jobs", timeout=1.0))
+
+        def ours_then_theirs() -> None:  # ours, were it seen, would come before theirs
+            admin.apply(job_yaml("ours"))
+            admin.apply(job_yaml("theirs", tenant="rival"))
+
+        stream = world.client(world.rick).watch("jobs", timeout=WATCH_SECONDS, bookmarks=True)
+        seen = drive(stream, [(ours_then_theirs, ("ADDED", "theirs"))])
         assert seen == [("ADDED", "theirs")]
         # Naming the other tenant, or watching its users, is as if they did not exist.
         with pytest.raises(NotFound):
@@ -94,7 +162,7 @@ class TestWatchStream:
             list(world.client("wrong").watch("jobs", timeout=0.5))
         admin = world.client()
         token = admin.create_token("alice", "acme", name="short")
-        stream = world.client(token["token"]).watch("jobs", timeout=30.0)
+        stream = world.client(token["token"]).watch("jobs", timeout=120.0)
         thread = later(
             0.3, lambda: admin.revoke_token(token["id"]), lambda: admin.apply(job_yaml("x"))
         )
@@ -102,7 +170,7 @@ class TestWatchStream:
         with pytest.raises(Unauthenticated):
             for change in stream:
                 assert change["object"]["metadata"]["tenant"] == "acme"
-        assert time.monotonic() - started < 10  # ended at once, not at the timeout
+        assert time.monotonic() - started < 60  # ended at once, not at the timeout (120 s)
         thread.join()
 
     @pytest.mark.parametrize("database", ["sqlite", "postgresql"])
@@ -136,7 +204,8 @@ class TestWatchStream:
 
     def test_a_bounded_number_of_streams(self, world: World) -> None:
         world.app.state.watch_max_streams = 1
-        first = world.client().watch("jobs", tenant="acme", timeout=3.0, bookmarks=True)
+        # open for the checks below however slow the machine (then read to its end)
+        first = world.client().watch("jobs", tenant="acme", timeout=10.0, bookmarks=True)
         assert next(first)["type"] == "BOOKMARK"  # open: it holds the one place
         with pytest.raises(TooManyRequests):
             list(world.client().watch("jobs", tenant="acme", timeout=1.0))
@@ -163,8 +232,13 @@ class TestEventStream:
             0.3,
             lambda: admin.cancel("a", "acme"),
             lambda: admin.apply(job_yaml("r", tenant="rival")),
+            lambda: admin.apply(job_yaml("last")),  # after rival's: the end of what is read
         )
-        seen = list(world.client(world.alice).follow_events(timeout=1.5))
+        seen = []
+        for event in world.client(world.alice).follow_events(timeout=WATCH_SECONDS):
+            seen.append(event)
+            if event["name"] == "last":
+                break
         assert {e["tenant"] for e in seen} == {"acme"}
         reasons = [(e["name"], e["reason"]) for e in seen]
         assert ("a", "CancelRequested") in reasons
@@ -180,8 +254,8 @@ class TestCliWatch:
     def test_get_w_prints_the_table_then_rows_as_they_change(self, world: World) -> None:
         admin = world.client()
         admin.apply(job_yaml("a"))
-        later(0.5, lambda: world.set_status("Job", "acme", "a", phase="Running"))
-        out = world.ok("get", "jobs", "-t", "acme", "-w", "--timeout", "2s")
+        when_watching(world, lambda: world.set_status("Job", "acme", "a", phase="Running"))
+        out = world.ok("get", "jobs", "-t", "acme", "-w", "--timeout", "5s")
         lines = out.splitlines()
         assert lines[0].split()[:4] == ["NAME", "TENANT", "QUEUE", "PHASE"]
         assert lines[1].split()[3] == "Pending"
@@ -190,23 +264,23 @@ class TestCliWatch:
     def test_get_w_with_events_and_a_filter_and_name_output(self, world: World) -> None:
         admin = world.client()
         admin.apply(job_yaml("a"))
-        later(0.4, lambda: admin.apply(job_yaml("b", queue="batch")))
+        when_watching(world, lambda: admin.apply(job_yaml("b", queue="batch")))
         out = world.ok(
             "get", "jobs", "-t", "acme", "-w", "--output-watch-events", "--queue", "batch",
-            "--timeout", "2s",
+            "--timeout", "5s",
         )  # fmt: skip
         lines = out.splitlines()
         assert lines[0].split()[:2] == ["EVENT", "NAME"]
         assert [line.split()[:2] for line in lines[1:]] == [["ADDED", "b"]]
-        later(0.4, lambda: admin.apply(job_yaml("c")))
-        out = world.ok("get", "jobs", "-t", "acme", "--watch-only", "-o", "name", "--timeout", "2s")
+        when_watching(world, lambda: admin.apply(job_yaml("c")))
+        out = world.ok("get", "jobs", "-t", "acme", "--watch-only", "-o", "name", "--timeout", "5s")
         assert out.split() == ["job/c"]
 
     def test_events_f(self, world: World) -> None:
         admin = world.client()
         admin.apply(job_yaml("a"))
-        later(0.4, lambda: admin.cancel("a", "acme"))
-        out = world.ok("events", "job/a", "-t", "acme", "-f", "--timeout", "2s")
+        when_watching(world, lambda: admin.cancel("a", "acme"))
+        out = world.ok("events", "job/a", "-t", "acme", "-f", "--timeout", "5s")
         lines = out.splitlines()
         assert lines[0].split()[:2] == ["TIME", "OBJECT"]
         assert any("CancelRequested" in line for line in lines[1:])

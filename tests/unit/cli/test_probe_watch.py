@@ -15,8 +15,9 @@ from aipaas.errors import TooManyRequests
 
 
 def opened(client: Client, plural: str = "jobs") -> Iterator[dict[str, Any]]:
-    """A stream whose first line has come (it holds its place from then on)."""
-    stream = client.watch(plural, timeout=2.0, bookmarks=True)
+    """A stream whose first line has come (it holds its place from then on, for long enough
+    that the checks made meanwhile see it open on a loaded machine)."""
+    stream = client.watch(plural, timeout=8.0, bookmarks=True)
     assert next(stream)["type"] == "BOOKMARK"
     return stream
 
