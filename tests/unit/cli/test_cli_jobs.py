@@ -149,7 +149,7 @@ class TestWait:
         assert result.stderr.strip() == (
             "error: timed out after 1s waiting for phase=Succeeded on job/a"
         )
-        assert time.monotonic() - started < 5
+        assert time.monotonic() - started < 30  # at its timeout, not hung (a loaded machine)
 
     def test_a_job_that_ends_otherwise_fails_at_once(self, world: World) -> None:
         submit(world, "a")
