@@ -27,6 +27,7 @@ pytest.importorskip("ray", reason="ray is not installed (the ray extra; scripts/
 
 
 from aipaas.backends.ray.backend import RayBackend
+from aipaas.backends.ray.supervisor import SUPERVISOR_NAME
 
 __all__ = ["ray_cluster", "world"]  # fixtures, used by name
 
@@ -58,13 +59,26 @@ def records(world: World, job: str) -> list[TaskRecord]:
     return TaskRepository(world.store).for_job(world.job(job).metadata.uid or "")
 
 
-def actors_of(world: World, job: str) -> list[str]:
-    """The live aipaas actors of a job, as Ray lists them (its detached, named actors)."""
+def held_tasks(marker: str) -> list[str]:
+    """The request ids the backend's supervisor actor holds (submitted, their end not yet
+    written down by the backend) that contain ``marker``: one per start, never two."""
     import ray
 
-    uid = world.job(job).metadata.uid or ""
-    listed = ray.util.list_named_actors(all_namespaces=True)
-    return [a["name"] for a in listed if a["namespace"] == "aipaas" and uid in a["name"]]
+    held: list[str] = []
+    for actor in ray.util.list_named_actors(all_namespaces=True):
+        if actor["namespace"] != "aipaas" or not actor["name"].startswith(SUPERVISOR_NAME):
+            continue
+        try:  # one per driver (supervisors.py); an earlier one may be retired meanwhile
+            supervisor = ray.get_actor(actor["name"], namespace="aipaas")
+            held += ray.get(supervisor.tasks.remote(), timeout=60)
+        except (ValueError, ray.exceptions.RayActorError):
+            continue
+    return [rid for rid in held if marker in rid]
+
+
+def actors_of(world: World, job: str) -> list[str]:
+    """The tasks of a job the supervisor holds."""
+    return held_tasks(world.job(job).metadata.uid or "")
 
 
 def groups_of(uid: str) -> list[dict[str, Any]]:
@@ -121,7 +135,13 @@ def test_gang_with_gpus_runs_with_env_devices_and_logs_by_task(
     world.submit("gang", python_task(ENV_SCRIPT, replicas=2, gpu="2"))
     world.submit("half", python_task(ENV_SCRIPT, gpu="{fraction: 0.5}"))
     uid = world.job("gang").metadata.uid or ""
-    cycle_until(controller, lambda: bool(groups_of(uid)))
+
+    def explain() -> object:
+        return [(r.name, r.phase, r.node, r.message) for r in records(world, "gang")], [
+            (r.name, r.phase, r.node, r.message) for r in records(world, "half")
+        ]
+
+    cycle_until(controller, lambda: bool(groups_of(uid)), timeout=60, explain=explain)
     # The gang is one placement group: a bundle per task, each on the node aipaas chose.
     (group,) = groups_of(uid)
     gang_nodes = [r.node for r in records(world, "gang")]
@@ -133,12 +153,14 @@ def test_gang_with_gpus_runs_with_env_devices_and_logs_by_task(
     cycle_until(
         controller,
         lambda: world.phase("gang") == "Succeeded" and world.phase("half") == "Succeeded",
+        timeout=60,
+        explain=explain,
     )
     half_name = f"aipaas-pg-{world.job('half').metadata.uid}.0"
     table = ray.util.placement_group_table().values()
     (half_group,) = [g for g in table if g["name"] == half_name]
     assert [b.get("GPU") for b in half_group["bundles"].values()] == [0.5]  # Ray's fraction
-    addresses = {n["NodeManagerAddress"] for n in ray.nodes() if n["Alive"]}
+    addresses = {n["NodeManagerAddress"] for n in ray.nodes() if n["Alive"]}  # type: ignore[no-untyped-call]
     by_rank: dict[str, dict[str, str]] = {}
     for record in records(world, "gang"):
         assert record.log_path is not None and record.log_path.endswith(f"{record.name}.log")
@@ -159,7 +181,7 @@ def test_gang_with_gpus_runs_with_env_devices_and_logs_by_task(
     (half,) = records(world, "half")
     assert half.log_path is not None
     assert len(Path(half.log_path).read_text().split("CUDA_VISIBLE_DEVICES=")[1].split(",")) == 1
-    # Ended actors and their groups are gone once their exit codes are recorded.
+    # Ended tasks and their groups are gone once their exit codes are recorded.
     cycle_until(controller, lambda: not actors_of(world, "gang") and not actors_of(world, "half"))
     assert groups_of(uid) == [] and groups_of(world.job("half").metadata.uid or "") == []
 
@@ -176,7 +198,12 @@ def test_a_failing_task_restarts_per_its_policy(
         "open(p, 'w').close(); sys.exit(7 if first else 0)"
     )
     world.submit("flaky", python_task(script, gpu="1", policy="OnFailure", limit=2))
-    cycle_until(controller, lambda: world.phase("flaky") == "Succeeded")
+    cycle_until(
+        controller,
+        lambda: world.phase("flaky") == "Succeeded",
+        timeout=60,
+        explain=lambda: (records(world, "flaky"), world.job("flaky").status, held_tasks("")),
+    )
     status = world.job("flaky").status
     assert status is not None and status.tasks[0].restarts == 1
     assert world.reasons("flaky").count("TaskRestarting") == 1
@@ -248,7 +275,7 @@ def test_a_restarted_controller_adopts_running_work(
     script = f"import time; open({str(counter)!r}, 'a').write('x'); time.sleep(4)"
     world.submit("survivor", python_task(script, replicas=2, gpu="1"))
     cycle_until(first, lambda: world.phase("survivor") == "Running")
-    assert len(actors_of(world, "survivor")) == 2
+    assert len(actors_of(world, "survivor")) == 2  # Running: both started in Ray
     backend.close()
     # A new backend and controller: nothing shared with the first but the store and run dir.
     again = ray_backend(tmp_path / "run", ray_cluster.address)
@@ -279,7 +306,12 @@ def test_a_driver_killed_mid_run_is_replaced_and_nothing_is_lost(
         first = made.driver_pid
         assert first is not None
         os.kill(first, signal.SIGKILL)
-        cycle_until(controller, lambda: world.phase("steady") == "Succeeded")
+        cycle_until(
+            controller,
+            lambda: world.phase("steady") == "Succeeded",
+            timeout=60,
+            explain=lambda: (records(world, "steady"), world.job("steady").status),
+        )
         assert made.driver_pid not in (None, first)
         assert "TaskLost" not in world.reasons("steady")
         assert [r.attempt for r in records(world, "steady")] == [0]
@@ -308,7 +340,6 @@ def test_an_actor_ray_will_not_place_is_lost_not_running_forever(
 ) -> None:
     """Ray's accounting says no where aipaas's said yes: more GPUs than the node has (Ray
     refuses at once), or GPUs held by work aipaas does not count (the start deadline passes)."""
-    import ray
 
     made = RayBackend(tmp_path / "run", ray_cluster.address, start_seconds=2)
     made.inventory()
@@ -329,7 +360,9 @@ def test_an_actor_ray_will_not_place_is_lost_not_running_forever(
             assert time.monotonic() < deadline, "the holder never started"
             time.sleep(0.1)
         made.start(unplaced("busy.worker-0.0", 1, tmp_path / "busy.log"))
-        assert made.status(["busy.worker-0.0"])["busy.worker-0.0"].state is TaskState.RUNNING
+        waiting = made.status(["busy.worker-0.0"])["busy.worker-0.0"]
+        assert waiting.state is TaskState.UNKNOWN  # not started: the controller waits
+        assert waiting.message == "waiting for Ray to start the task"
         assert [g["state"] for g in groups_of("busy.worker-0.0")] == ["PENDING"]
         time.sleep(2.5)
         answer = made.status(["busy.worker-0.0"])["busy.worker-0.0"]
@@ -341,8 +374,7 @@ def test_an_actor_ray_will_not_place_is_lost_not_running_forever(
     deadline = time.monotonic() + 30
     while made.status(["holder.worker-0.0"])["holder.worker-0.0"].state is TaskState.RUNNING:
         assert time.monotonic() < deadline, "the holder never stopped"
-    listed = [a["name"] for a in ray.util.list_named_actors(all_namespaces=True)]
-    assert not [n for n in listed if n.startswith(("aipaas-task-big.", "aipaas-task-busy."))]
+    assert held_tasks("big.worker-") == [] and held_tasks("busy.worker-") == []
     made.close()
 
 
@@ -374,7 +406,6 @@ def test_kill_9_of_the_server_and_a_restart_adopt_the_running_work(
 ) -> None:
     """The real server (`--backend ray --ray-address`): killed while its gang runs, restarted
     on the same data directory, it adopts both actors (never a third) and sees them finish."""
-    import ray
     from server_process import SETUP, ServerProcess
 
     out = tmp_path / "out"
@@ -383,8 +414,7 @@ def test_kill_9_of_the_server_and_a_restart_adopt_the_running_work(
     options = ["--ray-address", ray_cluster.address]
 
     def actors() -> list[str]:
-        listed = ray.util.list_named_actors(all_namespaces=True)
-        return [a["name"] for a in listed if a["namespace"] == "aipaas" and ".worker-" in a["name"]]
+        return held_tasks(f"{uid}.worker-")
 
     def groups() -> list[str]:
         return [str(g["name"]) for g in groups_of(uid)]
@@ -399,7 +429,7 @@ def test_kill_9_of_the_server_and_a_restart_adopt_the_running_work(
         deadline = time.monotonic() + 30
         while len(list(out.iterdir())) < 2 and time.monotonic() < deadline:
             time.sleep(0.2)
-        assert sorted(actors()) == [f"aipaas-task-{uid}.worker-{i}.0" for i in range(2)]
+        assert sorted(actors()) == [f"{uid}.worker-{i}.0" for i in range(2)]
         assert groups() == [f"aipaas-pg-{uid}.0"]  # the gang: one placement group
     finally:
         first.kill9()

@@ -1,22 +1,28 @@
-"""Runs each task as a process inside a detached, named Ray actor on the node aipaas chose.
+"""The Ray driver: runs each task as a Ray task in its bundle of the gang's placement group, on
+the node aipaas chose, submitted by the backend's supervisor actor (supervisor.py).
 
-The controller has already placed every task of a gang (nodes and GPUs), so each actor is
-pinned to its node with ``NodeAffinitySchedulingStrategy(soft=False)``: Ray only checks and
-accounts the resources (``num_gpus``, fractions included: Ray's fractional GPUs) and never moves
-the work elsewhere. Ray gives the actor its GPU ids, which become the task's
-``CUDA_VISIBLE_DEVICES``.
+The controller has already placed every task of a gang (nodes and GPUs); the gang's placement
+group (groups.py) pins each bundle to its node, so Ray only checks and accounts the resources
+(``num_gpus``, fractions included: Ray's fractional GPUs) and never moves the work elsewhere.
+Ray gives the task its GPU ids, which become the command's ``CUDA_VISIBLE_DEVICES``.
 
-Crash safety: an actor is named by the task's request id (namespace ``aipaas``) and detached,
-so it outlives the controller; a restarted controller finds it by name (``get_if_exists``: a
-second start never makes a second actor). The controller-side record (``run_dir/<id>/``) says a
-start was asked and, once seen, the exit code: the actor is ended only after its exit code is
-on disk, so a status asked again (level-triggered) still answers.
+Why tasks under one supervisor and not an actor per task: an actor takes a new worker process
+of its own (Ray never reuses one for an actor), about a second of CPU each; tasks reuse Ray's
+workers. A task's fate is shared with its owner, so the owner is the detached supervisor
+actor, which outlives this driver and the server: a restarted driver finds it by name, and a
+start repeated after a crash is refused there by request id (never a second submission).
 
-Status never blocks the controller for long: the actors are asked at once and answers not in
-within ``poll_seconds`` count as still running (an actor Ray is still starting), for at most
-``start_seconds`` after the start: an actor that never answered by then (Ray could not place
-it: its resources taken by work that is not aipaas's) is ended and its task lost. An actor that
-is gone (its node removed or dead, killed) without a recorded exit code is a lost task.
+Crash safety: the controller-side record (``run_dir/<id>/``) says a start was asked and, once
+seen, the exit code; the supervisor forgets a result only after it is on disk, so a status
+asked again (level-triggered) still answers.
+
+Status never blocks the controller for long: one call asks each supervisor about all its tasks
+and is awaited at most ``poll_seconds`` (unanswered: unreachable, nothing concluded). A task is
+Running once its command started on its node; before, it is not started yet (UNKNOWN with the
+reason: the controller keeps it Starting) for at most ``start_seconds``: one still not started
+by then (Ray could not place it: its resources taken by work that is not aipaas's) is
+cancelled and its task lost. A task that ended without an exit code (its node removed or dead,
+its worker killed) or that the supervisor does not know (the supervisor died) is a lost task.
 """
 
 from __future__ import annotations
@@ -25,7 +31,6 @@ import json
 import logging
 import os
 import socket
-import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -33,32 +38,27 @@ from typing import Any
 
 import ray
 from ray import cloudpickle
-from ray.exceptions import GetTimeoutError, RayActorError, RayError
-from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
 from aipaas.backends.base import Inventory, LaunchRequest, TaskState, TaskStatus
 from aipaas.backends.gang import gang_of
 from aipaas.backends.local.nvml import DRIVER
-from aipaas.backends.ray import actor as actor_module
+from aipaas.backends.ray import runner as runner_module
+from aipaas.backends.ray import supervisor as supervisor_module
 from aipaas.backends.ray.datasets_driver import RayNodeLoads
 from aipaas.backends.ray.groups import Groups
 from aipaas.backends.ray.inventory import RayNode, node_name, nodes_of, slices_of
 from aipaas.backends.ray.records import GONE, TaskRecords
+from aipaas.backends.ray.supervisors import UNKNOWN, Supervisors
 
 log = logging.getLogger(__name__)
 
 NAMESPACE = "aipaas"
-ACTOR_PREFIX = "aipaas-task-"
 #: where a task without a workingDir runs, on its node (one directory per attempt)
 DEFAULT_TASK_ROOT = "/tmp/aipaas-ray-tasks"
 TASK_PATH = "/usr/local/bin:/usr/bin:/bin"
-#: how long a node where an actor was lost is checked (Ray's own verdict comes within this)
+#: how long a node where a task was lost is checked (Ray's own verdict comes within this)
 SUSPECT_SECONDS = 60.0
 ENDED = (TaskState.SUCCEEDED, TaskState.FAILED, TaskState.LOST)
-
-
-def actor_name(request_id: str) -> str:
-    return ACTOR_PREFIX + request_id
 
 
 def gpu_request(request: LaunchRequest) -> float:
@@ -85,13 +85,12 @@ class RayDriver(RayNodeLoads):  # dataset loads: ray/datasets_driver.py
         run_dir: the controller's records of the tasks it started (one directory per id).
         address: the Ray cluster (``host:port`` of its GCS, or ``ray://``); None: RAY_ADDRESS
             or a cluster started on this host.
-        poll_seconds: the most a status call waits for the actors' answers.
-        start_seconds: how long an actor may take to answer its first poll (Ray placing and
-            starting it) before its task is given up as lost.
+        poll_seconds: the most a status call waits for the supervisor's answer.
+        start_seconds: how long Ray may take to start a task (placing its group, leasing a
+            worker) before the task is given up as lost.
         """
         self.records = TaskRecords(run_dir)
         self.groups = Groups(self.records)
-        self._runner: Any = None  # the actor class, made once (it is shipped by value)
         self.run_dir = self.records.run_dir
         self.address = address
         self.task_root = task_root
@@ -100,14 +99,12 @@ class RayDriver(RayNodeLoads):  # dataset loads: ray/datasets_driver.py
         self._connected = False
         self._owns_connection = False
         self._nodes: dict[str, RayNode] = {}
-        self._handles: dict[str, Any] = {}
-        self._pending: dict[str, Any] = {}  # request id -> a poll not yet answered
-        self._lock = threading.Lock()
-        #: nodes where an actor was lost, since when: Ray takes its health checks' time (15 s
+        self.supervisors = Supervisors(self.run_dir, NAMESPACE, poll_seconds)
+        #: nodes where a task was lost, since when: Ray takes its health checks' time (15 s
         #: by default) to call a dead node dead, and until then a replacement would go there
         self._suspect: dict[str, float] = {}
-        #: nodes Ray has called dead: an actor there cannot run, though Ray may still list it
-        #: alive (and leave its polls unanswered) for a while after
+        #: nodes Ray has called dead: a task there cannot run, though Ray may not have told
+        #: its owner yet
         self._dead: set[str] = set()
 
     # the Backend interface ----------------------------------------------------------------
@@ -141,43 +138,36 @@ class RayDriver(RayNodeLoads):  # dataset loads: ray/datasets_driver.py
         if node is None:
             raise ValueError(f"the Ray cluster has no live node {request.node}")
         if request.node in self._suspect and not _answers(node):
-            raise ValueError(f"the Ray node {request.node} does not answer (lost an actor lately)")
+            raise ValueError(f"the Ray node {request.node} does not answer (lost a task lately)")
         gang = gang_of(request)
         if gang is not None and any(m.node not in self._nodes for m in gang.members):
             self.inventory()  # a node of the gang that this driver has not seen yet
         spec = self._spec(request)
-        # A start that got this far before (a crash) may have made the actor: look it up by
-        # name then; a first start does not ask Ray (one round trip less per task).
-        repeated = self.records.has(rid, "request.json")
         self.records.mark(rid, "request.json", json.dumps({"node": node.info.name}))
         # The gang's placement group holds the task's CPUs and GPUs on its node (groups.py);
-        # the actor asks for exactly its bundle.
+        # the task asks for exactly its bundle.
         placement = self.groups.place(request, self._nodes, gpu_request(request))
-        if self._runner is None:
-            self._runner = ray.remote(actor_module.TaskRunner)
-        self._runner.options(
-            name=actor_name(rid),
-            namespace=NAMESPACE,
-            lifetime="detached",
-            get_if_exists=repeated,  # a start repeated after a crash finds the first actor
-            max_restarts=0,  # a restarted actor would run the command a second time
-            num_cpus=placement.resources.get("CPU", 0.0),
-            num_gpus=placement.resources.get("GPU", 0.0),
-            scheduling_strategy=PlacementGroupSchedulingStrategy(
-                placement.group,
-                placement_group_bundle_index=placement.bundle,
-                placement_group_capture_child_tasks=False,
-            ),
-        ).remote(spec)
-        self.records.mark(rid, "created")
+        where = {
+            "group": placement.group,
+            "bundle": placement.bundle,
+            "CPU": placement.resources.get("CPU", 0.0),
+            "GPU": placement.resources.get("GPU", 0.0),
+        }
+        # Not awaited (a status that comes first counts it as not started yet). A start
+        # repeated after a crash is a no-op there.
+        name = self.supervisors.submit(rid, spec, where)
+        self.records.mark(rid, "created", name)  # the supervisor that holds it
 
     def stop(self, request_id: str, grace_seconds: float = 5.0) -> None:
         if not self.records.dir(request_id).exists() or self.records.has(request_id, "exit"):
             return
         self.records.mark(request_id, "stop")
-        handle = self._handle(request_id)
-        if handle is not None:
-            handle.stop.remote(grace_seconds)  # answered by the next status's poll
+        holder = self.records.supervisor(request_id)
+        if holder:
+            self.connect()
+            supervisor = self.supervisors.handle(holder)
+            if supervisor is not None:
+                supervisor.stop.remote(request_id, grace_seconds)  # seen by a status
 
     def status(self, request_ids: Sequence[str]) -> dict[str, TaskStatus]:
         answers: dict[str, TaskStatus] = {}
@@ -191,42 +181,39 @@ class RayDriver(RayNodeLoads):  # dataset loads: ray/datasets_driver.py
         if not ask:
             return answers
         self.connect()
-        alive = self._alive_names()
-        polls: dict[str, Any] = {}
+        # Never submitted (a start refused, or a crash before it): nothing to ask Ray.
+        holders: dict[str, list[str]] = {}
         for rid in ask:
-            on_dead_node = self.records.node(rid) in self._dead
-            handle = self._handle(rid) if actor_name(rid) in alive and not on_dead_node else None
-            if handle is None:
+            holder = self.records.supervisor(rid)
+            if holder:
+                holders.setdefault(holder, []).append(rid)
+        self.supervisors.sweep()
+        reports = self.supervisors.poll(holders) if holders else {}
+        given_up: list[str] = []
+        for rid in ask:
+            if self.records.node(rid) in self._dead:  # gone, though its owner may not know yet
+                given_up.append(rid)
                 answers[rid] = self._gone(rid)
-                continue
-            with self._lock:
-                ref = self._pending.get(rid) or handle.poll.remote()
-                self._pending[rid] = ref
-            polls[rid] = ref
-        ready: set[Any] = set()
-        if polls:
-            # Wait only for actors that answered before (a live one answers in milliseconds);
-            # one Ray is still starting answers later, and until then it counts as running:
-            # waiting for it would hold the whole controller cycle up.
-            seen = [ref for rid, ref in polls.items() if self.records.has(rid, "answered")]
-            if seen:
-                ray.wait(seen, num_returns=len(seen), timeout=self.poll_seconds)
-            refs = list(polls.values())
-            done, _ = ray.wait(refs, num_returns=len(refs), timeout=0)
-            ready = set(done)
-        for rid, ref in polls.items():
-            answers[rid] = self._answer(rid, ref, ref in ready)
-        for rid, answer in answers.items():
-            if answer.state in ENDED and self.records.dir(rid).exists():
+            else:
+                answers[rid] = self._answer(rid, reports.get(rid, UNKNOWN), given_up)
+        ended = [rid for rid, a in answers.items() if a.state in ENDED]
+        for rid in ended:
+            if self.records.dir(rid).exists():
                 self.groups.release(rid)  # the last task of its group removes the group
+        # Written down: the supervisors may drop them (those they never knew excepted).
+        held = {
+            rid for rid in ended if reports.get(rid, UNKNOWN)["state"] not in ("unknown", "slow")
+        }
+        self.supervisors.settle(
+            forget={name: [r for r in ids if r in held] for name, ids in holders.items()},
+            cancel={name: [r for r in ids if r in given_up] for name, ids in holders.items()},
+        )
         return answers
 
     def close(self) -> None:
-        with self._lock:
-            self._handles.clear()
-            self._pending.clear()
+        self.supervisors.forget_handles()
         if self._owns_connection and ray.is_initialized():
-            ray.shutdown()  # the actors are detached: they keep running
+            ray.shutdown()  # the supervisor is detached: it and its tasks keep running
         self._connected = self._owns_connection = False
 
     # helpers ------------------------------------------------------------------------------
@@ -235,7 +222,8 @@ class RayDriver(RayNodeLoads):  # dataset loads: ray/datasets_driver.py
         if self._connected:
             return
         # Shipped by value: the cluster's workers need not have aipaas installed.
-        cloudpickle.register_pickle_by_value(actor_module)
+        cloudpickle.register_pickle_by_value(runner_module)
+        cloudpickle.register_pickle_by_value(supervisor_module)
         if not ray.is_initialized():
             ray.init(
                 address=self.address,
@@ -265,47 +253,39 @@ class RayDriver(RayNodeLoads):  # dataset loads: ray/datasets_driver.py
             "log_path": request.log_path,
         }
 
-    def _answer(self, rid: str, ref: Any, ready: bool) -> TaskStatus:
-        if not ready:
-            return self._unanswered(rid)
+    def _answer(self, rid: str, report: dict[str, Any], given_up: list[str]) -> TaskStatus:
+        state = report.get("state")
+        if state == "slow":  # nothing known: nothing concluded
+            return TaskStatus(rid, TaskState.UNREACHABLE, message="the Ray supervisor is slow")
+        if state == "pending":
+            return self._unstarted(rid, given_up)
+        if state == "unknown":
+            return self._gone(rid)
         if not self.records.has(rid, "answered"):
             self.records.mark(rid, "answered")  # it ran: no start deadline any more
-        with self._lock:
-            self._pending.pop(rid, None)
-        try:
-            code = ray.get(ref, timeout=0)
-        except (RayActorError, GetTimeoutError):
-            return self._gone(rid)
-        except RayError as err:  # Ray refused the actor (unschedulable): its reason says why
-            self._finish(rid)
-            self.records.mark(rid, "lost", f"Ray did not start the actor: {err}"[:500])
-            return self._gone(rid)
-        if code is None:
+        if state == "running":
             return TaskStatus(rid, TaskState.RUNNING)
-        self.records.mark(rid, "exit", f"{int(code)}\n")  # before the actor is ended
-        self._finish(rid)
-        recorded = self.records.recorded(rid)
-        assert recorded is not None
-        return recorded
+        if state == "exit":
+            self.records.mark(rid, "exit", f"{int(report['code'])}\n")
+            recorded = self.records.recorded(rid)
+            assert recorded is not None
+            return recorded
+        # an error: cancelled, its worker or node died, or Ray refused it before it started
+        if not report.get("started") and not self.records.has(rid, "stop"):
+            self.records.mark(rid, "lost", f"Ray did not start the task: {report.get('message')}")
+        return self._gone(rid)
 
-    def _unanswered(self, rid: str) -> TaskStatus:
-        """Running, unless the actor never answered within ``start_seconds`` of its start."""
-        if (
-            self.records.has(rid, "answered")
-            or self.records.since_created(rid) < self.start_seconds
-        ):
-            return TaskStatus(rid, TaskState.RUNNING, message="the Ray actor has not answered")
+    def _unstarted(self, rid: str, given_up: list[str]) -> TaskStatus:
+        """Not started yet (the controller keeps it Starting, and its start asked again is a
+        no-op), unless Ray has not started it within ``start_seconds`` of its start."""
+        if self.records.since_created(rid) < self.start_seconds:
+            return TaskStatus(rid, TaskState.UNKNOWN, message="waiting for Ray to start the task")
         unplaced = self.groups.state(rid) == "PENDING"
-        handle = self._handle(rid)
-        if handle is not None:
-            ray.kill(handle, no_restart=True)
-        with self._lock:
-            self._handles.pop(rid, None)
-            self._pending.pop(rid, None)
+        given_up.append(rid)
         what = (
             "Ray could not place the task's placement group"
             if unplaced
-            else ("Ray did not start the actor")
+            else "Ray did not start the task"
         )
         self.records.mark(
             rid,
@@ -315,10 +295,7 @@ class RayDriver(RayNodeLoads):  # dataset loads: ray/datasets_driver.py
         return self._gone(rid)
 
     def _gone(self, rid: str) -> TaskStatus:
-        """No live actor and no recorded exit code; a lost actor's node is checked."""
-        with self._lock:
-            self._handles.pop(rid, None)
-            self._pending.pop(rid, None)
+        """No running task and no recorded exit code; a lost task's node is checked."""
         answer = self.records.gone(rid)
         node = self.records.node(rid)
         if answer.message == GONE and node is not None:
@@ -326,7 +303,7 @@ class RayDriver(RayNodeLoads):  # dataset loads: ray/datasets_driver.py
         return answer
 
     def _failing(self, nodes: Sequence[RayNode]) -> list[str]:
-        """Nodes Ray still lists as alive where an actor was lost lately and whose raylet does
+        """Nodes Ray still lists as alive where a task was lost lately and whose raylet does
         not answer a connection: not ready (nothing new goes there) until Ray says."""
         now = time.monotonic()
         failing = []
@@ -339,34 +316,6 @@ class RayDriver(RayNodeLoads):  # dataset loads: ray/datasets_driver.py
             else:
                 failing.append(node.info.name)
         return failing
-
-    def _finish(self, rid: str) -> None:
-        handle = self._handle(rid)
-        with self._lock:
-            self._handles.pop(rid, None)
-        if handle is not None:
-            handle.finish.remote()  # kills what is left of the group, then the actor exits
-
-    def _handle(self, rid: str) -> Any:
-        with self._lock:
-            handle = self._handles.get(rid)
-        if handle is not None:
-            return handle
-        try:
-            handle = ray.get_actor(actor_name(rid), namespace=NAMESPACE)
-        except ValueError:  # no live actor of that name
-            return None
-        with self._lock:
-            self._handles[rid] = handle
-        return handle
-
-    def _alive_names(self) -> set[str]:
-        listed = ray.util.list_named_actors(all_namespaces=True)
-        return {
-            str(a["name"])
-            for a in listed
-            if isinstance(a, dict) and a.get("namespace") == NAMESPACE
-        }
 
 
 def _answers(node: RayNode, timeout: float = 0.2) -> bool:

@@ -2,10 +2,11 @@
 ``run_dir`` (``<data dir>/run/ray/<request id>/``).
 
 Marks, each a file written atomically: ``request.json`` (the node, when), ``created`` (the
-actor was asked for: a repeated start does nothing), ``answered`` (the actor ran: no start
-deadline any more), ``stop`` (aipaas asked it to stop), ``exit`` (the exit code, written
-before the actor is ended, so a status asked again still answers), ``lost`` (why aipaas gave
-the actor up). What a task is when its actor is gone follows from them alone.
+task was submitted, and to which supervisor actor: a repeated start does nothing),
+``answered`` (the task ran: no start deadline any more), ``stop`` (aipaas asked it to stop),
+``exit`` (the exit code, written before the supervisor actor forgets the task, so a status
+asked again still answers), ``lost`` (why aipaas gave the task up). What a task is when Ray
+no longer has it follows from them alone.
 """
 
 from __future__ import annotations
@@ -20,8 +21,8 @@ from aipaas.backends.base import TaskState, TaskStatus
 
 STOPPED_CODE = 143  # 128 + SIGTERM, as the local backend reports a stopped task
 GONE = (
-    "the task's Ray actor is gone (its node died or was removed, the actor was killed, "
-    "or Ray could not place it)"
+    "the task is gone from Ray (its node died or was removed, its worker or the backend's "
+    "supervisor actor was killed, or Ray could not place it)"
 )
 
 
@@ -47,6 +48,13 @@ class TaskRecords:
             return time.time() - (self.dir(request_id) / "created").stat().st_mtime
         except FileNotFoundError:
             return 0.0
+
+    def supervisor(self, request_id: str) -> str | None:
+        """The supervisor actor the task was submitted to (None: never submitted)."""
+        try:
+            return (self.dir(request_id) / "created").read_text().strip() or None
+        except FileNotFoundError:
+            return None
 
     def node(self, request_id: str) -> str | None:
         with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
