@@ -55,16 +55,16 @@ def demands(session: Session) -> dict[str, Resources]:
     # Plain ints per queue (a Resources per task and job is the cost on long backlogs).
     from aipaas.scheduler.batch.session import job_total
 
-    sums: dict[str, list[int]] = {}
-    for job in session.jobs.values():
-        total = sums.get(job.queue)
-        if total is None:
-            total = sums[job.queue] = [0, 0, 0, 0]
-        g, c, m, v = job_total(job)
-        total[0] += g
-        total[1] += c
-        total[2] += m
-        total[3] += v
+    # A Session sums them as it takes in the snapshot (one walk over a backlog).
+    sums: dict[str, list[int]] | None = getattr(session, "demand", None)
+    if sums is None:
+        sums = {}
+        for job in session.jobs.values():
+            total = sums.get(job.queue)
+            if total is None:
+                total = sums[job.queue] = [0, 0, 0, 0]
+            for i, amount in enumerate(job_total(job)):
+                total[i] += amount
     return {queue: Resources(*total) for queue, total in sums.items()}
 
 

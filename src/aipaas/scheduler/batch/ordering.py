@@ -40,16 +40,27 @@ class JobOrder:
         mode = session.options.fairShare
         self.mode = mode
         by_priority = session.options.jobOrder == "priority"
-        self._seq = 0
         #: resources the cluster measures (a resource with no capacity has no share)
         self._measured = tuple(c > 0 for c in session.capacity.as_tuple())
         #: per leaf (or the one global list in fifo mode): (job key tuple, seq, job)
         self._jobs: dict[str, list[tuple[int, int, int, Job]]] = {}
-        for job in jobs:
-            leaf = _TOP if mode == "fifo" else job.queue
-            entry = (-job.priority if by_priority else 0, job.order, self._seq, job)
-            self._seq += 1
-            self._jobs.setdefault(leaf, []).append(entry)
+        # Built in one comprehension and grouped after (backlogs of thousands, per action).
+        entries = [
+            (-job.priority if by_priority else 0, job.order, seq, job)
+            for seq, job in enumerate(jobs)
+        ]
+        self._seq = len(entries)
+        if mode == "fifo":
+            if entries:
+                self._jobs[_TOP] = entries
+        else:
+            heaps = self._jobs
+            for entry in entries:
+                heap = heaps.get(entry[3].queue)
+                if heap is None:
+                    heaps[entry[3].queue] = [entry]
+                else:
+                    heap.append(entry)
         for heap in self._jobs.values():
             heapq.heapify(heap)
         #: node -> parent in the order's tree (proportion: every leaf under the top)

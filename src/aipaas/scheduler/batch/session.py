@@ -68,14 +68,42 @@ class Session:
         #: the jobs running when the cycle began (in the snapshot's order): the only ones
         #: preempt and reclaim may take (what starts in the cycle is not taken in it)
         self.running: list[Job] = []
+        #: per leaf queue: what its jobs hold and ask for (``fairshare.demands``), and what
+        #: its pending tasks ask for (kept up to date by ``account``: the report's pending),
+        #: as [gpu, cpu, memory, GPU memory] (one walk over a backlog, not one per use)
+        self.demand: dict[str, list[int]] = {}
+        self._pending: dict[str, list[int]] = {}
+        demand, pending = self.demand, self._pending
         for job in snapshot.jobs:
+            total = job_total(job)
+            sums = demand.get(job.queue)
+            if sums is None:
+                sums = demand[job.queue] = [0, 0, 0, 0]
+                pending[job.queue] = [0, 0, 0, 0]
+            sums[0] += total[0]
+            sums[1] += total[1]
+            sums[2] += total[2]
+            sums[3] += total[3]
             entry = gang_entry(job)
             if entry is not None:
                 self._gangs[job.key] = entry
                 if len(job.tasks) == len(entry[0]):
-                    continue  # holds nothing (a backlog is most of the jobs)
-            if not job.is_running:
-                continue
+                    waits = pending[job.queue]  # nothing of it runs (most of a backlog)
+                    waits[0] += total[0]
+                    waits[1] += total[1]
+                    waits[2] += total[2]
+                    waits[3] += total[3]
+                    continue  # holds nothing
+            idle = [t for t in job.tasks if t.placement is None]
+            if idle:
+                r = resources_of(idle)
+                waits = pending[job.queue]
+                waits[0] += r.gpu_milli
+                waits[1] += r.cpu_milli
+                waits[2] += r.memory_mib
+                waits[3] += r.gpu_memory_mib
+            if len(idle) == len(job.tasks):
+                continue  # runs nothing
             self.running.append(job)
             used = job.allocated()
             if used != Resources():
@@ -129,6 +157,13 @@ class Session:
         self.account_log.append(job.queue)
         if sign < 0:
             self.releases += 1
+        waits = self._pending.get(job.queue)
+        if waits is None:
+            waits = self._pending[job.queue] = [0, 0, 0, 0]
+        waits[0] -= delta.gpu_milli
+        waits[1] -= delta.cpu_milli
+        waits[2] -= delta.memory_mib
+        waits[3] -= delta.gpu_memory_mib
         entry = gang_entry(job)
         if entry is None:
             self._gangs.pop(job.key, None)
@@ -232,25 +267,8 @@ class Session:
 
     def report(self) -> dict[str, QueueReport]:
         """Per queue node: guaranteed, quota, fair share, allocated, pending, borrowed."""
-        by_leaf: dict[str, list[int]] = {}
-        gangs = self._gangs
-        for job in self.jobs.values():
-            entry = gangs.get(job.key)
-            if entry is not None and len(entry[0]) == len(job.tasks):
-                want = job_total(job)  # nothing of it runs (most of a backlog)
-            else:
-                tasks = [t for t in job.tasks if t.placement is None]
-                if not tasks:
-                    continue
-                r = resources_of(tasks)
-                want = (r.gpu_milli, r.cpu_milli, r.memory_mib, r.gpu_memory_mib)
-            sums = by_leaf.get(job.queue)
-            if sums is None:
-                sums = by_leaf[job.queue] = [0, 0, 0, 0]
-            for i in range(4):
-                sums[i] += want[i]
         pending: dict[str, Resources] = defaultdict(Resources)
-        for leaf, sums in by_leaf.items():
+        for leaf, sums in self._pending.items():
             want_all = Resources(*sums)
             for key in self.lineage(leaf):
                 pending[key] = pending[key] + want_all

@@ -148,18 +148,20 @@ def preemptor_jobs(
     waiting = session.waiting
     jobs = []
     everyone = session.jobs
+    # Running now: since the cycle began (what started in it is protected).
+    running = {job.key for job in session.running}
     # Only jobs with a gang to start can take room (the others are passed over by every
     # action that asks): the session keeps them, a backlog is not walked twice.
     for key in session.pending_gangs():
-        job = everyone[key]
-        if key in protected or (enqueued is not None and key not in enqueued):
+        if key in protected or key in running or (enqueued is not None and key not in enqueued):
             continue
         why = waiting.get(key)
         # Held back for its queue's head (head_hold.py): taking room for it would take what
         # the head waits for, as starting it would.
         if why is not None and why[0] in _NOT_PREEMPTORS:
             continue
-        if job.is_running or (may is not None and not may(job)):
+        job = everyone[key]
+        if may is not None and not may(job):
             continue
         jobs.append(job)
     return jobs

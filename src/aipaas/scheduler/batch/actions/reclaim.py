@@ -262,11 +262,20 @@ def reclaim(session: Session) -> None:
     #: may's answers by (queue, gang request): asked for every waiting job before any change
     answers: dict[tuple[str, Resources], bool] = {}
 
+    #: per queue: it exists and has a guarantee
+    guarded: dict[str, bool] = {}
+
     def may(job: Job) -> bool:
         # With no queue above its share, only a job within its queue's guarantee reclaims.
         if index.over:
             return True
-        if job.queue not in session.queues or not any(_guaranteed(session, job.queue).as_tuple()):
+        queue = job.queue
+        has = guarded.get(queue)
+        if has is None:
+            has = guarded[queue] = queue in session.queues and any(
+                _guaranteed(session, queue).as_tuple()
+            )
+        if not has:
             return False  # cheap: most have none
         entry = gangs.get(job.key)
         need = entry[1] if entry is not None else Resources()
