@@ -81,7 +81,7 @@ def _apply(server: ServerProcess, text: str) -> None:
         client.post("/apply", content=text).raise_for_status()
 
 
-def _wait(what: str, check: Callable[[], Any], timeout: float = 60) -> Any:
+def _wait(what: str, check: Callable[[], Any], timeout: float = 120) -> Any:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         found = check()
