@@ -403,7 +403,7 @@ def _reasons(
     started = {s.job for s in decisions.started}
     hints: dict[str, str] | None = None  # built on the first Unschedulable job, in one pass
     for item in eligible:
-        key = job_key(item.job)
+        key = item.facts.path
         missing = built.missing.get(key)
         if missing is not None:
             item.reason, item.message = "Waiting", missing

@@ -64,9 +64,22 @@ def epoch(moment: datetime | None, default: float) -> float:
     return aware(moment).timestamp() if moment is not None else default
 
 
-#: per job uid: (resource version, whether gpu: compiles to a claim) and the replicas of a job
-#: without records: (name, pod, request, counted); a pending job costs nothing the next time
-Templates = dict[str, tuple[tuple[str | None, bool], list[tuple[str, Pod, PodRequest, Resources]]]]
+@dataclass
+class Template:
+    """A job without records as the session sees it, kept across sessions while it waits: a
+    backlog of ten thousand pending jobs cost most of a session's snapshot otherwise."""
+
+    #: (resource version, whether gpu: compiles to a claim) it was made for
+    version: tuple[str | None, bool]
+    #: its replicas: (name, pod, request, counted)
+    entries: list[tuple[str, Pod, PodRequest, Resources]]
+    #: the session's job made of them: used again while no session placed any of its tasks
+    #: (a start the controller refused leaves them placed in the session's objects)
+    job: Job | None = None
+
+
+#: per job uid, the job's ``Template``; a pending job costs nothing the next time
+Templates = dict[str, Template]
 
 
 def build(
@@ -86,30 +99,38 @@ def build(
     pending_uids: set[str] = set()
     for order, item in enumerate(work):
         api = item.job
-        key = job_key(api)
-        uid = api.metadata.uid or ""
-        queue = f"{api.tenant}/{api.spec.queue}"
+        facts = item.facts  # read once per job version (work.py)
+        key = facts.path
+        uid = facts.uid
+        queue = facts.queue_path
         may_start = id(item) in eligible
-        if may_start and (api.tenant not in queues or queue not in queues):
+        if may_start and (facts.tenant not in queues or queue not in queues):
             what = f"tenant {api.tenant}" if api.tenant not in queues else f"queue {api.spec.queue}"
             built.missing[key] = f"{what} does not exist"
             may_start = False
         built.items[key] = item
-        simulated = _wants_simulated(api)
+        simulated = facts.simulated
         tasks: list[Task] = []
         kept: list[Task] = []  # held, not evictable
         if not item.records:
             if may_start:
                 pending_uids.add(uid)
                 built.fresh.add(key)
-                for name, pod, request, counted in _template(claims, api, templates):
+                template = _template(claims, api, templates)
+                for name, pod, _, _ in template.entries:
                     built.pods[(key, name)] = pod
                     if simulated:
                         built.on_request.add(pod.name)
-                    tasks.append(
+                job = template.job
+                if job is not None and _untouched(job, key, queue):
+                    job.order = order
+                else:
+                    tasks = [
                         Task(name=name, request=request, counted=counted, fit=fit_request(pod))
-                    )
-                built.snapshot.jobs.append(_job(api, key, queue, tasks, order, now))
+                        for name, pod, request, counted in template.entries
+                    ]
+                    job = template.job = _job(api, key, queue, tasks, order, now)
+                built.snapshot.jobs.append(job)
             continue
         records = item.records
         memory = {t.name: gpu_memory_mib(t) for t in api.spec.tasks}
@@ -163,15 +184,24 @@ def build(
     return built
 
 
-def _template(
-    claims: ClaimBook, api: ApiJob, templates: Templates
-) -> list[tuple[str, Pod, PodRequest, Resources]]:
+def _untouched(job: Job, key: str, queue: str) -> bool:
+    """A kept session job that no session placed (its tasks as built), of the same name and
+    queue."""
+    return (
+        job.key == key
+        and job.queue == queue
+        and job.started is None
+        and all(t.placement is None and t.since is None for t in job.tasks)
+    )
+
+
+def _template(claims: ClaimBook, api: ApiJob, templates: Templates) -> Template:
     """The replicas of a job without records (kept while the job and the claims' path stay)."""
     uid = api.metadata.uid or ""
-    version = (api.metadata.resource_version, claims.gpu_devices)
+    version = (api.metadata.resource_version, claims.gpu_devices)  # as JobFacts.version
     known = templates.get(uid)
-    if known is not None and known[0] == version:
-        return known[1]
+    if known is not None and known.version == version:
+        return known
     entries = []
     for spec in api.spec.tasks:
         memory = gpu_memory_mib(spec)
@@ -180,9 +210,10 @@ def _template(
             record = TaskRecord(uid, api.tenant, api.name, name, spec.name, index, 0)
             pod = claims.pod(api, record)
             entries.append((name, pod, pod_request(pod), _counted(pod, (), memory)))
+    template = Template(version, entries)
     if not any(spec.resources.claims for spec in api.spec.tasks):  # stored claims may change
-        templates[uid] = (version, entries)
-    return entries
+        templates[uid] = template
+    return template
 
 
 def _placeable(record: TaskRecord, now: float) -> bool:
@@ -215,12 +246,6 @@ def _placeholder(pod: Pod, record: TaskRecord) -> Placement:
         cpu_milli=pod.amounts.cpu_milli,
         memory_mib=pod.amounts.memory_mib,
     )
-
-
-def _wants_simulated(job: ApiJob) -> bool:
-    from aipaas.controller.launch import wants_simulated
-
-    return wants_simulated(job)
 
 
 def _job(api: ApiJob, key: str, queue: str, tasks: list[Task], order: int, now: float) -> Job:

@@ -65,6 +65,7 @@ from aipaas.controller.launch import make_request, request_id, task_spec
 from aipaas.controller.nodes import NodeInventory
 from aipaas.controller.placement import SliceIndex
 from aipaas.controller.queue_status import write_queue_statuses
+from aipaas.controller.quiet import WATCHED_KINDS, Kept, QuietCycles, all_clean
 from aipaas.controller.task_devices import claim_devices
 from aipaas.controller.work import ACTIVE, FactsCache, JobWork
 from aipaas.controller.workload import DEFAULT_SIZE, Workload
@@ -136,6 +137,8 @@ class Controller:
         self._published = -1  # the jobs' generation whose pending counts the metrics show
         #: what the batch session keeps between cycles (controller/batch_cycle.py)
         self.batch = BatchState()
+        #: a cycle's jobs and placement, used again by a next cycle with nothing new (quiet.py)
+        self.quiet = QuietCycles()
         #: step 6's reconcilers, in order
         self.extensions = list(extensions)
 
@@ -201,36 +204,56 @@ class Controller:
         started = self.clock.monotonic()
         self._stops = []  # a cycle ended by LeaseLost sends none of its stops
         self.inventory.refresh()
-        jobs = [
-            j
-            for j in self.store.list_objects("Job", None, exclude_phases=FINISHED)
-            if isinstance(j, Job)
-        ]
-        records = self.tasks.of_jobs_not_in(FINISHED)
-        work = [
-            JobWork(j, records.get(facts.uid) or [], known=facts)
-            for j, facts in zip(jobs, self._facts.refresh(jobs), strict=True)
-        ]
-        if not self._facts.same_jobs:  # the very jobs of the last cycle: nothing new to observe
-            self.workload.observe(jobs)
+        # Read before the jobs are listed: a write after it changes the next cycle's marks.
+        marks = self.store.kind_marks(WATCHED_KINDS)
+        token = self.lease.token if self.lease is not None else None
+        listed_at = self.clock.monotonic()
+        due = self.clock.now().timestamp() >= self.batch.due
+        kept = self.quiet.take(marks, token, self.inventory.version, listed_at, due)
+        if kept is not None:  # nothing was written to any job since the last cycle's listing
+            work = kept.work
+            self._facts.same_jobs = True
+            listed_at = kept.listed_at
+        else:
+            jobs = [
+                j
+                for j in self.store.list_objects("Job", None, exclude_phases=FINISHED)
+                if isinstance(j, Job)
+            ]
+            records = self.tasks.of_jobs_not_in(FINISHED)
+            work = [
+                JobWork(j, records.get(facts.uid) or [], known=facts)
+                for j, facts in zip(jobs, self._facts.refresh(jobs), strict=True)
+            ]
+            if not self._facts.same_jobs:  # the very jobs of the last cycle: nothing new
+                self.workload.observe(jobs)
         self._observe(work)
         for item in work:
             if item.records or item.facts.cancelled:  # else nothing to advance
                 self._advance(item)
         self.started_now = []
         self.batch.report = None
-        placer = admission.place(self, work)
-        self._observe_started()
-        write_back(
-            self.store,
-            self.tasks,
-            self.clock,
-            work,
-            transaction=self.fenced,
-            on_written=self.on_written,
-            also=self._write_queue_status,
-            verified=self._verified,
-        )
+        placer = kept.placer if kept is not None and all_clean(work) else None
+        if placer is None:
+            sessions = self.batch.sessions
+            placer = admission.place(self, work)
+            self._observe_started()
+            placed_nothing = self.batch.sessions == sessions and self.batch.fingerprint is not None
+        else:  # the last cycle's placement, with the same inputs: the same result
+            self.quiet.reused_placements += 1
+            placed_nothing = True
+        quiet = placed_nothing and all_clean(work)
+        if not (quiet and kept is not None):  # a quiet cycle on kept jobs has nothing to write
+            write_back(
+                self.store,
+                self.tasks,
+                self.clock,
+                work,
+                transaction=self.fenced,
+                on_written=self.on_written,
+                also=self._write_queue_status,
+                verified=self._verified,
+            )
         self.send_stops()  # their ``stopping`` marks are durable now
         membership.sync_all(self, work)
         self.inventory.write_status(placer)
@@ -243,6 +266,16 @@ class Controller:
         self._published = generation
         if self.extensions:
             run_extensions(self.extensions, self._context())
+        self.quiet.keep(
+            Kept(
+                marks,
+                token,
+                self.inventory.version,
+                listed_at,
+                work,
+                placer if quiet and all_clean(work) else None,
+            )
+        )
         self.cycles += 1
         self.metrics.cycle_seconds.observe(self.clock.monotonic() - started)
 

@@ -52,6 +52,10 @@ class NodeInventory:
         self._node_status: dict[str, NodeStatus] = {}
         self._inventory_at: float | None = None
         self._published: tuple[object, object] | None = None  # the nodes and slices last written
+        #: changes whenever what the last read left (nodes, slices, unknown, complete) changes:
+        #: a placement kept from an earlier cycle is valid only while it holds (quiet.py)
+        self.version = 0
+        self._status_of: tuple[Placer, int] | None = None  # the placement statuses were written of
 
     def refresh(self) -> None:
         now = self.clock.monotonic()
@@ -64,7 +68,14 @@ class NodeInventory:
             log.warning("inventory failed, %d nodes unknown: %s", len(self.nodes), err)
             self.unknown = {n.name for n in self.nodes}
             self.complete = False
+            self.version += 1
             return
+        if (
+            set(inventory.unknown) != self.unknown
+            or inventory.complete != self.complete
+            or (inventory.nodes, inventory.slices) != (tuple(self.nodes), tuple(self.slices))
+        ):
+            self.version += 1
         self.unknown = set(inventory.unknown)
         self.complete = inventory.complete
         self.nodes = list(inventory.nodes)
@@ -126,6 +137,8 @@ class NodeInventory:
 
     def write_status(self, placer: Placer) -> None:
         """Node status: ready while reported; what is allocated (written when it changes)."""
+        if self._status_of == (placer, self.version):
+            return  # a placement kept from the last cycle (quiet.py): the same statuses
         allocated = placer.allocated()
         changes = []
         for name, node in self._node_objects.items():
@@ -142,6 +155,7 @@ class NodeInventory:
         if changes:
             with self.store.transaction() as tx:
                 self.store.write_statuses(changes, conn=tx)
+        self._status_of = (placer, self.version)
 
     def _publish_slices(self) -> None:
         """The backend's ResourceSlices as stored objects (created, updated, or deleted when the

@@ -10,7 +10,15 @@ from collections import defaultdict
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import InitVar, dataclass, field
 
-from aipaas.api.job import CANCEL_ANNOTATION, Job, JobPhase, JobStatus, TaskPhase, TaskStatus
+from aipaas.api.job import (
+    CANCEL_ANNOTATION,
+    SIM_DURATION_ANNOTATION,
+    Job,
+    JobPhase,
+    JobStatus,
+    TaskPhase,
+    TaskStatus,
+)
 from aipaas.api.queue import Queue
 from aipaas.store import TaskRecord
 from aipaas.tenancy.quota import Usage
@@ -46,6 +54,12 @@ class JobFacts:
     key: tuple[str, str]
     tenant: str
     queue: str
+    #: "tenant/name": the job's key in the batch session (batch_snapshot.py ``job_key``)
+    path: str
+    #: "tenant/queue": its leaf queue's key in the session's queue tree
+    queue_path: str
+    #: it asks for simulated nodes (launch.py ``wants_simulated``)
+    simulated: bool
     cancelled: bool
     depends: bool
     #: a task names DRA claims (``resources.claims``): they are checked before placing
@@ -68,6 +82,9 @@ class JobFacts:
             key=(uid, version),
             tenant=job.tenant,
             queue=spec.queue,
+            path=f"{job.tenant}/{job.name}",
+            queue_path=f"{job.tenant}/{spec.queue}",
+            simulated=SIM_DURATION_ANNOTATION in meta.annotations,
             cancelled=CANCEL_ANNOTATION in meta.annotations,
             depends=bool(spec.depends_on),
             claims=any(task.resources.claims for task in spec.tasks),

@@ -63,9 +63,9 @@ def write_back(
             and key in verified
             and item.facts.has_status
             and not item.touched
-            and not item.reason
             and item.phase is None
             and not item.events
+            and (not item.reason or _same_reason(item))
         ):
             seen.add(key)
             continue
@@ -89,7 +89,8 @@ def write_back(
     changed = [r for item in work if item.changed for r in item.records if r.name in item.changed]
     with (transaction or store.transaction)() as tx:
         tasks.save_many(changed, conn=tx)
-        record_attempts(store, tx, changed, (item.job for item in work))  # usage ledger (E)
+        # usage ledger (E): the jobs of the records saved here are those it may look up
+        record_attempts(store, tx, changed, (item.job for item in work if item.changed))
         for item in work:
             if item.changed:
                 item.changed.clear()
@@ -114,6 +115,19 @@ def write_back(
             on_written(sorted(uids))
         except Exception:  # the cycle is written; a listener's failure must not undo it
             log.exception("telling the listener of the written jobs failed")
+
+
+def _same_reason(item: JobWork) -> bool:
+    """Whether the reason the cycle gave a verified, untouched job is the one stored: its
+    records are those its stored status was made of, so the status would come out the same
+    (a running job shows Running whatever its waiting extras say: left to the full check)."""
+    old = item.job.status
+    return (
+        old is not None
+        and old.phase is not JobPhase.RUNNING
+        and old.reason == item.reason
+        and old.message == item.message
+    )
 
 
 def publish_metrics(

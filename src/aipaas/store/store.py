@@ -284,6 +284,30 @@ class Store:
         with self.transaction(write=False) as tx:
             return int(tx.execute(query).scalar_one())
 
+    def kind_marks(self, kinds: Sequence[str]) -> dict[str, tuple[object, ...]]:
+        """Per kind, a mark that changes whenever one of its objects is created, written or
+        deleted, by any writer: (count, largest row id, newest creation time, sum of
+        resourceVersions); a kind with no object is left out. Every write bumps its object's
+        resourceVersion and nothing lowers one, so two equal marks mean no write in between,
+        except a delete and a create in between that take the same row id (SQLite may reuse the
+        largest), the same creation time (clocks of two servers) and a resourceVersion sum that
+        the other writes make up for: the controller, which keeps its listing while the mark of
+        ``Job`` holds (controller/quiet.py), also lists again every few seconds."""
+        objects = tables.objects
+        query = (
+            select(
+                objects.c.kind,
+                func.count(),
+                func.max(objects.c.id),
+                func.max(objects.c.created_at),
+                func.sum(objects.c.resource_version),
+            )
+            .where(objects.c.kind.in_(list(kinds)))
+            .group_by(objects.c.kind)
+        )
+        with self.transaction(write=False) as tx:
+            return {str(row[0]): tuple(row[1:]) for row in tx.execute(query).all()}
+
     def count_by_phase(self, kind: str) -> dict[str, int]:
         query = (
             select(tables.objects.c.phase, func.count())
