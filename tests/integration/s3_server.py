@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from port_owner import serves_port
 
 ACCESS_KEY = "test-access-key"
 SECRET_KEY = "test-secret-key"
@@ -113,9 +114,11 @@ class S3Server:
                 return False
             try:
                 httpx.get(self.url + COUNT_PATH, timeout=5).raise_for_status()
-                return True
+                if serves_port(self.process.pid, self.port):  # not another worker's moto
+                    return True
             except httpx.HTTPError:
-                time.sleep(0.1)
+                pass
+            time.sleep(0.1)
         self.stop()
         raise RuntimeError(f"moto did not start: {self.log.read_text()[-2000:]}")
 

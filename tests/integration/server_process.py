@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from port_owner import serves_port
 
 AIPAAS = str(Path(sys.executable).parent / "aipaas")
 # A tenant and its queue: what most tests apply first.
@@ -153,10 +154,13 @@ class ServerProcess:
                     raise PortTakenError(said[-2000:])
                 raise RuntimeError(f"server exited: {said[-2000:]}")
             try:
-                if httpx.get(self.url + "/readyz", timeout=5).status_code == 200:
-                    return self
+                ready = httpx.get(self.url + "/readyz", timeout=5).status_code == 200
             except httpx.TransportError:
-                pass
+                ready = False
+            # ready, and itself: not another worker's server that took the port first (this
+            # one then fails to bind and exits: a fresh port, above)
+            if ready and serves_port(self.process.pid, self.port):
+                return self
             time.sleep(0.1)
         self.stop()
         raise RuntimeError(f"server not ready: {self.log.read_text()[-2000:]}")
