@@ -35,7 +35,7 @@ def request(tmp: Path, rid: str, command: list[str], **env: str) -> LaunchReques
 
 
 def assert_reaches_state(
-    backend: LocalBackend, rid: str, state: TaskState, timeout: float = 15
+    backend: LocalBackend, rid: str, state: TaskState, timeout: float = 60
 ) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

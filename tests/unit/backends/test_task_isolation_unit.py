@@ -49,7 +49,7 @@ def request(tmp: Path, rid: str, command: list[str], **options: object) -> Launc
     return LaunchRequest(**base)  # type: ignore[arg-type]
 
 
-def finished(backend: LocalBackend, rid: str, timeout: float = 15) -> TaskState:
+def finished(backend: LocalBackend, rid: str, timeout: float = 60) -> TaskState:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         state = backend.status([rid])[rid].state

@@ -280,12 +280,12 @@ class TestFollowers:
             handle.write(b"one 2\n")
         api.store.update_status(job, JobStatus(phase=JobPhase.SUCCEEDED))
         for thread in threads:
-            thread.join(10)
+            thread.join(60)
         assert outputs == ["w-0 | zero 99\nw-1 | one 1\nw-1 | one 2\n"] * 2
         assert watch.followers == 0
 
 
-def _wait_for(check: Any, timeout: float = 5.0) -> Any:
+def _wait_for(check: Any, timeout: float = 60.0) -> Any:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         value = check()

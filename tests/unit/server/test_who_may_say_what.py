@@ -321,5 +321,5 @@ class TestDependencies:
             group.submit(service._creation(b), []),
         ]
         for future in futures:
-            future.result(timeout=10)
+            future.result(timeout=60)
         assert stored_job(api, "b").spec.depends_on == ["a"]
