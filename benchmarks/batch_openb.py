@@ -8,11 +8,18 @@ The default workload (openb_pod_list_default.csv: 8,152 pods with creation and d
 and QoS classes) becomes one single-task job per pod, on a slice of the openb GPU cluster.
 How (each choice, and why):
 
-* Cluster: every 32nd node of the 1,213 (sorted by GPU count, model and name, so the slice keeps
-  the mix: 38 nodes, about 190 GPUs). The whole cluster cannot be loaded in time by this trace:
-  all 8,152 pods together ask for 98% of its GPUs, so a load of 0.9 over a span longer than the
-  jobs needs a cluster much smaller than the trace's total demand. Quick runs (the default) take
-  a seeded quarter of the pods on every 128th node (the same ratio of demand to cluster).
+* Cluster and size (``--size``): a slice of the openb GPU cluster (every n-th of the 1,213
+  nodes, sorted by GPU count, model and name, so the slice keeps the mix) and a seeded share of
+  the pods. The whole cluster cannot be loaded in time by this trace: all 8,152 pods together
+  ask for 98% of its GPUs, so a load of 0.9 over a span longer than the jobs needs a cluster
+  much smaller than the trace's total demand. ``wide`` (the default): a seeded quarter of the
+  pods (2,009) on every 32nd node (38 nodes, 193 GPUs; arrival span 5.2 h at 0.9, longer than
+  the 4 h cap on durations). ``quick``: the same pods on every 128th node (10 nodes, 49 GPUs;
+  20.6 h). ``full``: all 8,152 pods on every 32nd node (20.9 h). Why ``wide``: the high class
+  alone (``high_floor``) queues with a p99 of 0 s there, but of 574 s on ``quick`` and 319 s on
+  ``full`` (on 10 and 38 nodes a burst of high pods alone outgrows the slice), so only there is
+  the 60 s target one a policy can meet; and a replay takes about a minute of CPU (``full``
+  did not finish one policy in 20 minutes). ``floors`` measures the floor at each size.
 * Arrivals: in creation order; the 1% of pods created before the trace's busy month arrive at
   its start (T0, the 1st percentile of creation times); times after T0 are divided by a factor
   chosen so that the offered load, GPU-time asked / (cluster GPUs x arrival span), is the target
@@ -46,7 +53,8 @@ How (each choice, and why):
 * Time limits: every job's ``timeLimit`` is its duration rounded up to a whole minute (what a
   user would declare), so that backfill has end times to plan with; no job reaches it.
 * High floor (``high_floor``): the high pods alone at the same arrivals; their p99 delay is
-  what no policy can beat (574 s quick, 319 s full): the 60 s target is out of reach.
+  what no policy can beat (they are not preemptible and of equal priority): 574 s on
+  ``quick``, 319 s on ``full``, 0 s on ``wide`` (docs/results/scheduling.md, by size).
 * Policies: the built-in profiles ``fifo`` (strict submission order, no preemption), ``volcano``
   (proportion + gang + priority preemption and reclaim) and ``default`` (ours: DRF over the
   tree, preemption, reclaim, backfill).
@@ -69,7 +77,6 @@ import csv
 import math
 import random
 import sys
-import time
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
@@ -114,9 +121,22 @@ class Size:
     node_every: int  # every n-th node
     pod_share: float  # the seeded share of pods kept
 
+    def label(self) -> str:
+        pods = "all pods" if self.pod_share >= 1 else f"{self.pod_share:.0%} of the pods"
+        n = self.node_every
+        suffix = (
+            {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th") if n % 100 not in (11, 12, 13) else "th"
+        )
+        return f"{pods}, every {n}{suffix} node"
+
 
 QUICK = Size(128, 0.25)
+WIDE = Size(32, 0.25)
 FULL = Size(32, 1.0)
+SIZES = {"quick": QUICK, "wide": WIDE, "full": FULL}
+#: the sizes whose high-class floor the results doc lists (every size of the trace the replay
+#: could use, from the quick one to all pods on every 8th node)
+FLOOR_SIZES = (QUICK, WIDE, Size(16, 0.25), FULL, Size(16, 1.0), Size(8, 1.0))
 
 
 def load_pods(path: Path, share: float, seed: int) -> list[Pod]:
@@ -293,6 +313,7 @@ class Row:
     evictions: int
     lost_gpu_hours: float
     wall: float
+    cpu: float  # CPU seconds of this process over the same span (steadier on a shared machine)
 
 
 def measure(w: Workload, policy: str, load: float, outcome: RunOutcome) -> Row:
@@ -329,27 +350,15 @@ def measure(w: Workload, policy: str, load: float, outcome: RunOutcome) -> Row:
         sum(1 for s in outcome.segments if s.evicted),
         lost / 3600,
         outcome.wall_seconds,
+        outcome.cpu_seconds,
     )
-
-
-def high_floor(data: Path, size: Size, load: float, seed: int, setup: Setup) -> Row:
-    """The high-class pods alone, at the same arrival times, under ``default``: their delay
-    comes only from one another (not preemptible, equal priority) and bounds what any policy
-    can give them on this slice."""
-    w = workload(data, size, load, seed, setup.queues)
-    alone = [p for p in w.pods if QOS[p.qos][0] == "high"]
-    w = Workload(w.nodes, alone, w.arrivals, w.tenants, w.queues, w.span, w.gpus)
-    started = time.perf_counter()
-    outcome = run_observed(scenario(w, "default", setup))
-    outcome.wall_seconds = time.perf_counter() - started
-    return measure(w, "default, high pods alone", load, outcome)
 
 
 def table(rows: list[Row]) -> str:
     head = (
         "| policy | load | jobs | never started | JCT avg s | JCT p99 s | delay avg s "
         + " ".join(f"| {c} avg s | {c} p99 s" for c in CLASSES)
-        + " | GPU alloc | Jain (windows) | Jain raw | evictions | GPU-h lost | wall s |"
+        + " | GPU alloc | Jain (windows) | Jain raw | evictions | GPU-h lost | wall s | CPU s |"
     )
     lines = [head, "|---|---:|" + "---:|" * (head.count("|") - 3)]
     for r in rows:
@@ -359,7 +368,7 @@ def table(rows: list[Row]) -> str:
             + " ".join(f"| {r.delay[c][0]:,.0f} | {r.delay[c][1]:,.0f}" for c in CLASSES)
             + f" | {100 * r.allocation:.1f}% | {r.fairness:.3f} ({r.windows}) "
             f"| {r.fairness_raw:.3f} | {r.evictions:,} "
-            f"| {r.lost_gpu_hours:,.1f} | {r.wall:.0f} |"
+            f"| {r.lost_gpu_hours:,.1f} | {r.wall:.0f} | {r.cpu:.0f} |"
         )
     return "\n".join(lines)
 
@@ -390,9 +399,7 @@ def run_all(
     for load in loads:
         w = workload(data, size, load, seed, setup.queues)
         for policy in policies:
-            started = time.perf_counter()
             outcome = run_observed(scenario(w, policy, setup))
-            outcome.wall_seconds = time.perf_counter() - started
             rows.append(measure(w, policy, load, outcome))
             print(table(rows[-1:]).splitlines()[-1], file=sys.stderr, flush=True)
     return rows
@@ -401,7 +408,8 @@ def run_all(
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", default=str(ROOT.parent / "shared/data/openb"))
-    parser.add_argument("--full", action="store_true", help="all pods on every 32nd node")
+    parser.add_argument("--size", choices=tuple(SIZES), default="wide")
+    parser.add_argument("--full", action="store_true", help="--size full")
     parser.add_argument("--loads", default="0.7,0.9,1.1")
     parser.add_argument("--policies", default="fifo,volcano,default")
     parser.add_argument("--seed", type=int, default=42)
@@ -412,7 +420,7 @@ def main() -> None:
     parser.add_argument("--min-runtime", type=int, default=Setup.min_runtime, help="seconds")
     parser.add_argument("--old", action="store_true", help="the first set-up: " + OLD.label())
     args = parser.parse_args()
-    size = FULL if args.full else QUICK
+    size = FULL if args.full else SIZES[args.size]
     setup = OLD if args.old else Setup(args.queues, args.guarantee, args.min_runtime)
     print(f"set-up: {setup.label()}", file=sys.stderr)
     rows = run_all(

@@ -6,8 +6,9 @@
 Runs, in this process and in order: the Kueue scalability scenario (kueue_scale.py; ``--full``
 adds the 1,000-queue, 50,000-job variant), the openb time-based replay under fifo, volcano and
 default at loads 0.7, 0.9 and 1.1 on batch_openb's default set-up, the high pods alone (their
-floor), the first set-up at 0.9 and other set-ups for default at 0.9 (batch_openb.py; quick size
-by default, ``--full`` all 8,152 pods on a 38-node slice), and one cycle of the live controller
+floor) at every size of batch_openb.FLOOR_SIZES, other set-ups for default at 0.9 and the quick
+slice at 0.9 (batch_openb.py; the ``wide`` size by default, ``--full`` all 8,152 pods on a
+38-node slice), and one cycle of the live controller
 in a full cluster (controller_cycle.py --batch; quick: 2,000 pending, 200 running on 200 nodes,
 40 queues; ``--full``: 10,000 / 1,000 / 1,000 / 200). ``--full`` alone makes every section full
 size; ``--full kueue,controller`` only those (the full openb replay takes hours on two shared
@@ -30,6 +31,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 
 import _batch_cycle
+import _openb_floor
 import batch_openb
 import kueue_scale
 
@@ -83,7 +85,7 @@ def kueue_section(full: bool) -> str:
     )
 
 
-#: the set-ups compared for ``default`` at 0.9 besides the default one and the first one
+#: the set-ups compared for ``default`` at 0.9 besides the default one
 OPENB_SETUPS = (
     batch_openb.Setup("tenant", 0.25),
     batch_openb.Setup("qos", 0.25),
@@ -91,27 +93,32 @@ OPENB_SETUPS = (
 
 
 def openb_section(full: bool, data: Path) -> str:
-    size = batch_openb.FULL if full else batch_openb.QUICK
-    setup, old = batch_openb.Setup(), batch_openb.OLD
+    size = batch_openb.FULL if full else batch_openb.WIDE
+    setup = batch_openb.Setup()
     policies = ["fifo", "volcano", "default"]
     rows = batch_openb.run_all(data, size, [0.7, 0.9, 1.1], policies, 42, setup)
-    floor = batch_openb.high_floor(data, size, 0.9, 42, setup)
-    old_rows = batch_openb.run_all(data, size, [0.9], policies, 42, old)
+    floors = [_openb_floor.high_floor(data, s, 0.9, 42, setup) for s in batch_openb.FLOOR_SIZES]
+    floor_here = next(f for f in floors if f.size == size)
     study = [
         replace(row, policy=f"default: {each.label()}")
         for each in OPENB_SETUPS
         for row in batch_openb.run_all(data, size, [0.9], ["default"], 42, each)
     ]
-    described = (
-        "all 8,152 pods on every 32nd node (38 nodes, 193 GPUs)"
-        if full
-        else "a seeded quarter of the pods (2,009) on every 128th node (10 nodes, 49 GPUs)"
-    )
+    quick = batch_openb.run_all(data, batch_openb.QUICK, [0.9], ["fifo", "default"], 42, setup)
+    quick_floor = next(f for f in floors if f.size == batch_openb.QUICK)
     return "\n".join(
         [
             "## openb trace replayed in time (benchmarks/batch_openb.py)",
             "",
-            f"Size: {described}. Arrivals in creation order compressed to the target load "
+            f"Size: {size.label()} ({floor_here.pods:,} pods, {floor_here.nodes} nodes, "
+            f"{floor_here.gpus} GPUs; arrivals over {floor_here.span_hours:.1f} h at load 0.9). "
+            "Why this size: the high class alone queues with a p99 of "
+            f"{floor_here.row.delay['high'][1]:,.0f} s here (the floor, below), so the 60 s "
+            "target is one a policy can meet; on the quick slice (every 128th node) and with all "
+            "pods on every 32nd node a burst of high pods alone outgrows the slice (floors of "
+            "hundreds of seconds), and all pods on every 8th node, where the floor is 0 s too, "
+            "is a replay of hours on this machine. "
+            "Arrivals in creation order compressed to the target load "
             "(offered GPU-time / (cluster GPUs x arrival span)), durations = deletion - creation "
             "capped at 4 h, QoS LS/Guaranteed -> priority 1000 (class high) not preemptible, "
             "Burstable -> 100 (normal), BE -> 0 (low), both preemptible; 4 tenants of equal "
@@ -120,8 +127,9 @@ def openb_section(full: bool, data: Path) -> str:
             "a job waiting (their count in brackets), of Jain's index of x_i = tenant GPU-time / "
             "its max-min fair share of the window's GPU-time capped by its demand (Jain's own "
             "normalised definition); `Jain raw`: of the GPU-time itself among tenants with work "
-            "(penalises a tenant that simply asked for less). Why each choice: the module's "
-            "docstring.",
+            "(penalises a tenant that simply asked for less). Wall and CPU seconds of one replay "
+            "(CPU: this process; the machine is shared, so wall time includes others' load). "
+            "Why each choice: the module's docstring.",
             "",
             f"### Set-up used by default (every policy): {setup.label()}",
             "",
@@ -133,32 +141,36 @@ def openb_section(full: bool, data: Path) -> str:
             batch_openb.table(rows),
             "",
             *(f"- {line}" for line in batch_openb.verdicts(rows)),
-            f"- floor: the high-class pods alone (same arrivals, nothing else offered, "
-            f"`default`): high p99 queueing delay {floor.delay['high'][1]:,.0f} s, avg "
-            f"{floor.delay['high'][0]:,.0f} s. High pods are "
-            "not preemptible and of equal priority, so no policy can start one before "
-            "another high pod ends; the 60 s target is out of reach on this slice whatever the "
-            "policy.",
             "",
-            f"### The first set-up ({old.label()}): two queues per tenant by a seeded coin",
+            "### The high class's floor, by size (benchmarks/_openb_floor.py)",
             "",
-            "A tenant's high job could not preempt the same tenant's low jobs in its other "
-            "queue (preemption stays in a leaf queue), and 4 x 20% left a fifth of the cluster "
-            "unguaranteed.",
+            "The high-class pods alone, at the same arrival times, under `default` at load 0.9 "
+            "(the load of the whole workload; the high class is about 60% of it). High pods are "
+            "not preemptible and of equal priority, so no policy can start one before another "
+            "high pod ends: their p99 here is the least any policy can give them at that size.",
             "",
-            batch_openb.table(old_rows),
-            "",
-            *(f"- {line}" for line in batch_openb.verdicts(old_rows)),
+            _openb_floor.floor_table(floors),
             "",
             "### Set-ups compared (`default` at load 0.9)",
             "",
-            "`tenant`: one queue per tenant; `qos`: svc and batch queues without queue "
+            "`tenant`: one queue per tenant (a tenant's high jobs preempt its own normal and "
+            "low jobs by priority inside the leaf); `qos`: svc and batch queues without queue "
             "priority (`class`, svc with queue priority 1, is the default set-up above). "
             "minRuntime (`--min-runtime`, protecting a job from preemption for that long) is "
-            "left out: at 600 s one quick replay at 0.9 did not end in 14 minutes, and it can "
-            "only delay preemptors.",
+            "left out: it can only delay preemptors.",
             "",
             batch_openb.table(study),
+            "",
+            f"### The quick slice ({batch_openb.QUICK.label()}: {quick_floor.pods:,} pods, "
+            f"{quick_floor.nodes} nodes, {quick_floor.gpus} GPUs), load 0.9",
+            "",
+            "The size this section used before: its floor of "
+            f"{quick_floor.row.delay['high'][1]:,.0f} s puts the 60 s target out of reach "
+            "there whatever the policy.",
+            "",
+            batch_openb.table(quick),
+            "",
+            *(f"- {line}" for line in batch_openb.verdicts(quick)),
         ]
     )
 
