@@ -163,12 +163,18 @@ class Job:
     #: expected end of the current run, when known (time limit): for backfill
     ends_at: float | None = None
     #: while none of its tasks runs: (min_available, its gang and what the gang asks for, the
-    #: gang's request shapes or None with claims: ``session.gang_shape``, and the key of
-    #: enqueue's verdicts: ``session.verdict_shape``), worked out once
+    #: gang's request shapes or None with claims: ``session.gang_shape``, the key of
+    #: enqueue's verdicts: ``session.verdict_shape``, and ``session.gang_kind``), worked out once
     #: (``session.gang_entry``: a backlog is asked for it every cycle, and the simulator
     #: keeps its jobs across cycles)
     _idle_gang: (
-        tuple[int, tuple[list[Task], Resources], tuple[object, ...] | None, tuple[object, ...]]
+        tuple[
+            int,
+            tuple[list[Task], Resources],
+            tuple[object, ...] | None,
+            tuple[object, ...],
+            object | None,
+        ]
         | None
     ) = field(default=None, init=False, repr=False, compare=False)
     #: what all its tasks ask for together, as ints (``session.job_total``; requests do not

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar, cast
 
 from aipaas.scheduler.batch.cluster import PlacementEngine
 from aipaas.scheduler.batch.model import (
@@ -32,6 +32,8 @@ from aipaas.scheduler.batch.model import (
 from aipaas.scheduler.batch.options import BatchOptions
 from aipaas.scheduler.batch.reservations import Reservations
 from aipaas.scheduler.batch.statement import Statement
+
+_T = TypeVar("_T")
 
 
 class Session:
@@ -74,12 +76,44 @@ class Session:
         self.demand: dict[str, list[int]] = {}
         self._pending: dict[str, list[int]] = {}
         demand, pending = self.demand, self._pending
+        gangs = self._gangs
         for job in snapshot.jobs:
-            total = job_total(job)
-            sums = demand.get(job.queue)
-            if sums is None:
+            total = job._total
+            if total is None:
+                total = job_total(job)
+            tasks = job.tasks
+            cached = job._idle_gang
+            if (
+                cached is not None
+                and len(tasks) == 1
+                and tasks[0].placement is None
+                and cached[0] == job.min_available
+                and cached[1][0]
+            ):
+                # The common case inline (a waiting one-task job seen before): what
+                # ``gang_entry`` would say, without the calls.
+                gangs[job.key] = cached[1]
+                waits = pending.get(job.queue)
+                if waits is None:
+                    demand[job.queue] = list(total)
+                    pending[job.queue] = list(total)
+                    continue
+                sums = demand[job.queue]
+                sums[0] += total[0]
+                sums[1] += total[1]
+                sums[2] += total[2]
+                sums[3] += total[3]
+                waits[0] += total[0]
+                waits[1] += total[1]
+                waits[2] += total[2]
+                waits[3] += total[3]
+                continue
+            found = demand.get(job.queue)
+            if found is None:
                 sums = demand[job.queue] = [0, 0, 0, 0]
                 pending[job.queue] = [0, 0, 0, 0]
+            else:
+                sums = found
             sums[0] += total[0]
             sums[1] += total[1]
             sums[2] += total[2]
@@ -323,13 +357,34 @@ def gang_entry(job: Job) -> tuple[list[Task], Resources] | None:
     cached = job._idle_gang
     if cached is None or cached[0] != job.min_available:
         gang = gang_tasks(job)
-        cached = job._idle_gang = (
-            job.min_available,
-            (gang, resources_of(gang)),
-            _shapes(gang),
-            _verdict_shape(gang),
-        )
+        want = resources_of(gang)
+        shapes = _shapes(gang)
+        verdict = _intern(_verdict_shape(gang))
+        kind = None if shapes is None else _intern((want.as_tuple(), shapes, verdict))
+        cached = job._idle_gang = (job.min_available, (gang, want), shapes, verdict, kind)
     return cached[1] if cached[1][0] else None
+
+
+def gang_kind(job: Job) -> object | None:
+    """For a job none of whose tasks runs: one shared object per (gang request, request
+    shapes, enqueue's verdict key), so that jobs alike are told by identity (a backlog is
+    compared job by job); None for a job with device claims or not worked out yet."""
+    cached = job._idle_gang
+    return cached[4] if cached is not None and cached[0] == job.min_available else None
+
+
+#: shared immutable keys (``gang_kind``, verdict shapes): equal ones are one object
+_INTERNED: dict[object, object] = {}
+_INTERNED_MAX = 100_000
+
+
+def _intern(value: _T) -> _T:
+    found = _INTERNED.get(value)
+    if found is None:
+        if len(_INTERNED) >= _INTERNED_MAX:
+            return value  # equal keys then compare by value only where asked (never wrong)
+        _INTERNED[value] = found = value
+    return cast(_T, found)
 
 
 def gang_shape(job: Job, gang: Sequence[Task]) -> tuple[object, ...] | None:
@@ -344,12 +399,12 @@ def gang_shape(job: Job, gang: Sequence[Task]) -> tuple[object, ...] | None:
 
 def verdict_shape(job: Job, gang: Sequence[Task]) -> tuple[object, ...]:
     """Per task of ``gang``: its name and its request's CPU, GPU (milli and count), GPU
-    models and memory (what enqueue's verdicts are kept by). Kept on a job none of whose
-    tasks runs."""
+    models and memory (what enqueue's verdicts are kept by); equal ones are one object (while
+    fewer than ``_INTERNED_MAX`` are known). Kept on a job none of whose tasks runs."""
     cached = job._idle_gang
     if cached is not None and cached[1][0] is gang:
         return cached[3]
-    return _verdict_shape(gang)
+    return _intern(_verdict_shape(gang))
 
 
 def _verdict_shape(gang: Sequence[Task]) -> tuple[object, ...]:

@@ -35,7 +35,8 @@ def enqueue(session: Session) -> None:
                 admitted.add(job.key)  # a running job: its elastic extras may start
             continue
         tasks, gang = entry
-        key = (job.queue, job.topology_required, verdict_shape(job, tasks))
+        # Verdict shapes are shared objects: told apart by identity (no hashing of them).
+        key = (job.queue, job.topology_required, id(verdict_shape(job, tasks)))
         if key in verdicts and gang_shape(job, tasks) is not None:  # no device claims
             problem = verdicts[key]
         else:

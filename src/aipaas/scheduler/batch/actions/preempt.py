@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from aipaas.scheduler.batch.model import Eviction, Job, Resources, Task
 from aipaas.scheduler.batch.ordering import JobOrder, ordered
-from aipaas.scheduler.batch.session import resources_of
+from aipaas.scheduler.batch.session import gang_kind, resources_of
 from aipaas.scheduler.batch.statement import touched_jobs
 from aipaas.scheduler.batch.victim_search import Search
 from aipaas.scheduler.batch.victims import (
@@ -82,7 +82,7 @@ def preempt(session: Session) -> None:
         gang = entry[0]
         shape = shape_of(job, gang)
         if shape is not None and shape in failed:
-            _pass_alike(order, job, shape, gangs)
+            _pass_alike(order, job, shape)
             continue
         victims = [
             v
@@ -90,12 +90,12 @@ def preempt(session: Session) -> None:
             if v.priority < job.priority and v.is_running and v.key not in protected
         ]
         if not victims:
-            _pass_alike(order, job, shape, gangs)
+            _pass_alike(order, job, shape)
             continue
         if not _quota_reachable(session, job, gang, victims):
             if shape is not None:
                 failed.add(shape)
-                _pass_alike(order, job, shape, gangs)
+                _pass_alike(order, job, shape)
             continue
         before = len(session.decisions.evicted)
         if _try(session, job, gang, victims):
@@ -106,17 +106,18 @@ def preempt(session: Session) -> None:
             failed.add(shape)
 
 
-def _pass_alike(
-    order: JobOrder,
-    job: Job,
-    shape: tuple[object, ...] | None,
-    gangs: dict[str, tuple[list[Task], Resources]],
-) -> None:
+def _pass_alike(order: JobOrder, job: Job, shape: tuple[object, ...] | None) -> None:
     """Pass over the jobs that come next in ``job``'s queue with its shape (priority
     included): with nothing changed since ``job`` was passed over, each would be too."""
-    if shape is None:
+    kind = gang_kind(job)
+    if shape is None or kind is None:
         return
-    order.take_while(job.queue, lambda j: j.key in gangs and shape_of(j, gangs[j.key][0]) == shape)
+    priority, level = job.priority, job.topology_required
+    # Same kind: the same request shapes, as told by identity (shape_of's other parts apart).
+    order.take_while(
+        job.queue,
+        lambda j: gang_kind(j) is kind and j.priority == priority and j.topology_required == level,
+    )
 
 
 def _quota_reachable(

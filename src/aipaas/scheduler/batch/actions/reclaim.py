@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 from aipaas.scheduler.batch.explain import amount
 from aipaas.scheduler.batch.model import Eviction, Job, Resources, Task
 from aipaas.scheduler.batch.ordering import JobOrder, ordered
-from aipaas.scheduler.batch.session import gang_tasks, resources_of
+from aipaas.scheduler.batch.session import gang_kind, gang_tasks, resources_of
 from aipaas.scheduler.batch.statement import touched_jobs
 from aipaas.scheduler.batch.victim_search import Search
 from aipaas.scheduler.batch.victims import (
@@ -311,10 +311,10 @@ def reclaim(session: Session) -> None:
         # shape and request are passed over with the first, nothing changing between).
         shape = shape_of(job, gang, priority=False)
         if not _may_reclaim(session, job, within, gang, need):
-            _pass_alike(order, job, shape, need, gangs)
+            _pass_alike(order, job, shape)
             continue  # its queue would go above its fair share: not a reclaimer
         if shape is not None and shape in failed:
-            _pass_alike(order, job, shape, need, gangs)
+            _pass_alike(order, job, shape)
             continue
         tree = trees.get(job.queue)
         if tree is None:
@@ -322,7 +322,7 @@ def reclaim(session: Session) -> None:
         guaranteed = any(_guaranteed_mask(session, [job.queue], need))
         victims = index.victims(tree, need, guaranteed)
         if not victims:
-            _pass_alike(order, job, shape, need, gangs)
+            _pass_alike(order, job, shape)
             continue
         before = len(session.decisions.evicted)
         if _try(session, job, gang, need, tree, victims):
@@ -334,27 +334,15 @@ def reclaim(session: Session) -> None:
             failed.add(shape)
 
 
-def _pass_alike(
-    order: JobOrder,
-    job: Job,
-    shape: tuple[object, ...] | None,
-    need: Resources,
-    gangs: dict[str, tuple[list[Task], Resources]],
-) -> None:
+def _pass_alike(order: JobOrder, job: Job, shape: tuple[object, ...] | None) -> None:
     """Pass over the jobs that come next in ``job``'s queue with its gang's shape and request
     (any priority): with nothing changed since ``job`` was passed over, each would be too."""
-    if shape is None:
+    kind = gang_kind(job)
+    if shape is None or kind is None:
         return
-
-    def alike(other: Job) -> bool:
-        entry = gangs.get(other.key)
-        return (
-            entry is not None
-            and entry[1] == need
-            and shape_of(other, entry[0], priority=False) == shape
-        )
-
-    order.take_while(job.queue, alike)
+    level = job.topology_required
+    # Same kind: the same gang request and shapes, as told by identity.
+    order.take_while(job.queue, lambda j: gang_kind(j) is kind and j.topology_required == level)
 
 
 def _try(
