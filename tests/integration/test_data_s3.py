@@ -20,6 +20,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from s3_server import ACCESS_KEY, SECRET_KEY, S3Server
 from server_process import ADMIN, SETUP, TASK_PYTHON, ServerProcess, free_port, shared_dir
 
+from aipaas.backends.local.isolation import default_task_root
+
 BUCKET = "datasets"
 OBJECTS = {f"train/part-{i}.bin": os.urandom((1 << 20) + i * 4099) for i in range(4)}
 OBJECTS["train/nested/labels.txt"] = b"cat\ndog\n" * 1000
@@ -387,8 +389,10 @@ metadata: {name: research, tenant: rival}
     server.wait_phase("warmer", "Succeeded", timeout=90)
     # the dataset's status is written by the controller's next pass over the caches
     _wait_status(server, lambda status: any(n["complete"] for n in status.get("nodes", [])))
-    roots = sorted(Path("/var/lib/aipaas-tasks").glob("*-datasets/acme"), key=os.path.getmtime)
-    target = str(roots[-1])
+    # this server's cache (other xdist workers' servers keep theirs under /var/lib too)
+    tasks = default_task_root(server.data_dir)
+    target = str(tasks.with_name(tasks.name + "-datasets") / "acme")
+    assert Path(target).is_dir(), target
     for owner in ("acme", "rival"):
         job = {
             "apiVersion": "aipaas/v1",
