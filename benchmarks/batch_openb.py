@@ -1,6 +1,6 @@
 """Batch policies on the openb trace replayed in time (issue 11), through ``simulate run``.
 
-    .venv/bin/python benchmarks/batch_openb.py [--full] [--loads 0.7,0.9,1.1]
+    .venv/bin/python benchmarks/batch_openb.py [--size wide|quick|full] [--loads 0.7,0.9,1.1]
         [--policies fifo,volcano,default] [--seed 42] [--data ../shared/data/openb]
         [--queues class|tenant|qos|random] [--guarantee 0.25] [--min-runtime S] [--old]
 
@@ -36,20 +36,22 @@ How (each choice, and why):
   high class alone is a load of about 0.56 of equal-priority, non-preemptible pods.
 * Tenants: each pod goes to one of 4 tenants of equal weight (seeded choice, weights 1:1:1:1).
   How the tenants are configured is the ``Setup`` (the same for every policy):
-  ``--queues class`` (the default): a queue ``svc`` for the high class with queue ``priority``
-  1 and a queue ``batch`` for the rest, siblings under the tenant, so above guarantees a
-  tenant's services get its share first and the svc queue reclaims from its own batch queue
-  (a queue below its fair share takes from one above). ``tenant``: one queue per tenant (all
-  classes in one leaf: priority preemption works inside the tenant). ``qos``: svc and batch
-  without queue priority. ``random``: two queues ``a`` and ``b`` by a seeded coin (the first
-  set-up, ``--old``, with 20% guaranteed): a tenant's high job cannot preempt its own low jobs
-  in the other queue. ``--guarantee`` (default 0.25): each tenant's guaranteed share of the
-  GPUs; 4 x 25% covers the cluster, so reclaim reaches every tenant below its share.
+  ``--queues tenant`` (the default): one queue per tenant, every class in it, so a tenant's
+  high job preempts its own normal and low jobs by priority inside the leaf (and reclaims
+  from tenants above their share). ``class``: a queue ``svc`` for the high class with queue
+  ``priority`` 1 and a queue ``batch`` for the rest, siblings under the tenant, so above
+  guarantees a tenant's services get its share first and the svc queue reclaims from its own
+  batch queue. ``qos``: svc and batch without queue priority. ``random``: two queues ``a``
+  and ``b`` by a seeded coin (the first set-up, ``--old``, with 20% guaranteed): a tenant's
+  high job cannot preempt its own low jobs in the other queue. ``--guarantee`` (default
+  0.25): each tenant's guaranteed share of the GPUs; 4 x 25% covers the cluster, so reclaim
+  reaches every tenant below its share.
   ``--min-runtime``: the queues' minRuntime (default none: it protects victims and so delays
   preemptors).
-  Measured at 0.9 with the quick size, ``default``: random/20% high p99 4,244 s, delay avg
-  589 s; tenant/25% 3,296 s, 558 s; qos/25% 4,673 s, 485 s; class/25% 1,805 s, 412 s
-  (docs/results/scheduling.md).
+  Measured at 0.9, ``default``, quick size: random/20% high p99 4,244 s, delay avg 589 s;
+  tenant/25% 3,296 s, 558 s; qos/25% 4,673 s, 485 s; class/25% 1,805 s, 412 s. On ``wide``
+  (2026-11-24): tenant 128 s, 35 s, Jain 0.980; class 239 s, 56 s, Jain 0.933; qos 885 s,
+  70 s, Jain 0.991: one queue per tenant is the default since (docs/results/scheduling.md).
 * Time limits: every job's ``timeLimit`` is its duration rounded up to a whole minute (what a
   user would declare), so that backfill has end times to plan with; no job reaches it.
 * High floor (``high_floor``): the high pods alone at the same arrivals; their p99 delay is
@@ -205,7 +207,7 @@ class Setup:
     """How the platform team configures the tenants (see the docstring): the queue layout,
     each tenant's guaranteed share of the GPUs and the queues' minRuntime."""
 
-    queues: str = "class"
+    queues: str = "tenant"
     guarantee: float = 0.25
     min_runtime: int = 0  # seconds; 0: none
 
