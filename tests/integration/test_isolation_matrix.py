@@ -359,6 +359,16 @@ class World:
         return {"Authorization": f"Bearer {self.tokens[who]}"}
 
     def request(self, who: str, call: Call) -> httpx.Response:
+        answer = self._request(who, call)
+        # The controller may write the queue's status (a new resourceVersion) between the read
+        # and the write: a conflict then says nothing of who may write; read again and retry.
+        for _ in range(5):
+            if not (call.queue_body and answer.status_code == 409):
+                break
+            answer = self._request(who, call)
+        return answer
+
+    def _request(self, who: str, call: Call) -> httpx.Response:
         names = {"who": who, **self.ids, "spare": self.ids[f"spare-{who}"]}
         path = call.path
         for key, value in names.items():
