@@ -35,9 +35,14 @@ def enqueue(session: Session) -> None:
                 admitted.add(job.key)  # a running job: its elastic extras may start
             continue
         tasks, gang = entry
+        cached = job._idle_gang
+        if cached is not None and cached[1] is entry:  # a waiting job seen before: no calls
+            shape, claims = cached[3], cached[2] is None
+        else:
+            shape, claims = verdict_shape(job, tasks), gang_shape(job, tasks) is None
         # Verdict shapes are shared objects: told apart by identity (no hashing of them).
-        key = (job.queue, job.topology_required, id(verdict_shape(job, tasks)))
-        if key in verdicts and gang_shape(job, tasks) is not None:  # no device claims
+        key = (job.queue, job.topology_required, id(shape))
+        if not claims and key in verdicts:  # device claims are judged one by one
             problem = verdicts[key]
         else:
             problem = _never_fits(session, job, tasks, gang, nodes)

@@ -262,21 +262,25 @@ def reclaim(session: Session) -> None:
     #: may's answers by (queue, gang request): asked for every waiting job before any change
     answers: dict[tuple[str, Resources], bool] = {}
 
-    #: per queue: it exists and has a guarantee
+    #: per queue: it exists, has a guarantee and holds less than it of some guaranteed
+    #: resource (else no gang keeps it within: every job of it is refused alike)
     guarded: dict[str, bool] = {}
 
     def may(job: Job) -> bool:
         # With no queue above its share, only a job within its queue's guarantee reclaims.
-        if index.over:
-            return True
         queue = job.queue
         has = guarded.get(queue)
         if has is None:
             has = guarded[queue] = queue in session.queues and any(
-                _guaranteed(session, queue).as_tuple()
+                g > 0 and a < g
+                for a, g in zip(
+                    session.allocated[queue].as_tuple(),
+                    _guaranteed(session, queue).as_tuple(),
+                    strict=True,
+                )
             )
         if not has:
-            return False  # cheap: most have none
+            return False  # cheap: most have none, or hold all of it
         entry = gangs.get(job.key)
         need = entry[1] if entry is not None else Resources()
         found = answers.get((job.queue, need))
@@ -290,7 +294,8 @@ def reclaim(session: Session) -> None:
     #: ``_within`` of (queue, gang request) while nothing changes (a backlog asks it often)
     within: dict[tuple[str, Resources], bool] = {}
     seen = len(session.account_log)
-    jobs = preemptor_jobs(session, protected, may)
+    # With a queue above its share any job may try (no look at each).
+    jobs = preemptor_jobs(session, protected, None if index.over else may)
     if not any(_may_reclaim(session, job, within, *gangs.get(job.key, ((), None))) for job in jobs):
         # Not one of them keeps its queue within its fair share: none reclaims, and since
         # nothing changes without a reclaim, that stays so all through the action.
