@@ -6,9 +6,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
 
-from aipaas.backends.base import TaskState
-from aipaas.backends.slurm import jobs
+import pytest
+
+from aipaas.backends.base import LaunchRequest, TaskState
+from aipaas.backends.slurm import SlurmBackend, jobs
+from aipaas.backends.slurm import backend as slurm_backend
 from aipaas.backends.slurm.accounting import squeue_times
 from aipaas.backends.slurm.commands import SQUEUE_FIELDS, SlurmCommands, parse_squeue
 
@@ -86,3 +91,59 @@ def test_what_the_records_mean_for_a_task() -> None:
     assert squeue_times(by_id[101]) == (None, None)  # a pending job's start is an estimate
     assert squeue_times(by_id[102]) == (at(1795492901, UTC), None)  # end: the time limit
     assert squeue_times(by_id[103]) == (at(1795492902, UTC), at(1795492905, UTC))
+
+
+def test_each_cycles_status_reads_squeue_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Status calls a cycle apart (0.2 s at the least) each read squeue: a job that started or
+    ended between them is seen by the second; calls within one cycle share one read, as do
+    the starts (which look only for jobs of a server before this one)."""
+    clock = [1000.0]
+    monkeypatch.setattr(slurm_backend.time, "monotonic", lambda: clock[0])
+    commands = Counting()
+    backend = SlurmBackend(tmp_path, commands=commands)
+    commands.lines = "7|PENDING|Priority|0|0|0|aipaas.u1.w-0.0"
+    assert backend.status(["u1.w-0.0"])["u1.w-0.0"].state is TaskState.UNKNOWN
+    clock[0] += 0.05  # the same cycle: the same answer
+    assert backend.status(["u1.w-0.0"])["u1.w-0.0"].state is TaskState.UNKNOWN
+    assert commands.calls == 1
+    commands.lines = "7|RUNNING|None|1795492901|0|0|aipaas.u1.w-0.0"
+    clock[0] += 0.2  # the next cycle
+    assert backend.status(["u1.w-0.0"])["u1.w-0.0"].state is TaskState.RUNNING
+    assert commands.calls == 2
+    clock[0] += 0.1
+    backend.start(request_for("u2.w-0.0"))  # looks for an adoptable job in that answer
+    assert commands.calls == 2 and commands.submitted == 1
+
+
+class Counting(SlurmCommands):
+    """squeue answers ``lines``; sbatch is counted; one node, n1."""
+
+    def __init__(self) -> None:
+        super().__init__(None)
+        self.lines = ""
+        self.calls = 0
+        self.submitted = 0
+
+    def jobs(self) -> list[dict[str, Any]]:
+        self.calls += 1
+        return parse_squeue(self.lines)
+
+    def nodes(self) -> list[dict[str, Any]]:
+        return [
+            {"name": "n1", "address": "10.0.0.1", "cpus": 8, "real_memory": 32000, "gres": "",
+             "state": "idle", "state_flags": [], "partitions": ["main"], "reason": ""}
+        ]  # fmt: skip
+
+    def submit(self, args: Sequence[str], script: Path) -> int:
+        self.submitted += 1
+        return 8
+
+
+def request_for(rid: str) -> LaunchRequest:
+    return LaunchRequest(
+        request_id=rid, task="w-0", job="j", tenant="acme", node="n1", command=("true",),
+        env={}, working_dir=None, gpus=(), gpu_milli=0, log_path="", cpu_milli=1000,
+        memory_mib=64,
+    )  # fmt: skip

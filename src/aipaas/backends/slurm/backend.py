@@ -44,8 +44,13 @@ log = logging.getLogger("aipaas.backends")
 
 Mode = Literal["pinned", "third-party"]
 MODES: tuple[Mode, ...] = ("pinned", "third-party")
-#: one squeue answer serves the status calls of one controller cycle
+#: one squeue answer serves the starts of one controller cycle (they only look for jobs a
+#: server before this one submitted, in any squeue this process read)
 JOBS_CACHE_SECONDS = 0.3
+#: ... and the status calls of one cycle (cycles are at least 0.2 s apart): each cycle's first
+#: status reads squeue again; a 0.3 s answer served the next cycle too, which then saw no
+#: change, and a task's start or end reached the API a cycle later
+STATUS_CACHE_SECONDS = 0.1
 #: a cluster without slurmdbd: sacct is not asked again for this long
 NO_ACCOUNTING_SECONDS = 300.0
 
@@ -192,7 +197,7 @@ class SlurmBackend(SlurmPowerPool, SlurmDatasetCaches):  # datasets: slurm/datas
         self._jobs = None
 
     def status(self, request_ids: Sequence[str]) -> dict[str, TaskStatus]:
-        known = self._jobs_by_name(fresh=self._stale)
+        known = self._jobs_by_name(fresh=self._stale, within=STATUS_CACHE_SECONDS)
         answers = {rid: self._status(rid, known.get(jobs.job_name(rid))) for rid in request_ids}
         return self._with_times(answers, known)
 
@@ -294,10 +299,14 @@ class SlurmBackend(SlurmPowerPool, SlurmDatasetCaches):  # datasets: slurm/datas
             self._no_accounting_until = now + NO_ACCOUNTING_SECONDS
             return None
 
-    def _jobs_by_name(self, *, fresh: bool) -> dict[str, dict[str, Any]]:
-        """aipaas's jobs by name; a name submitted twice (never by us) counts its newest."""
+    def _jobs_by_name(
+        self, *, fresh: bool, within: float = JOBS_CACHE_SECONDS
+    ) -> dict[str, dict[str, Any]]:
+        """aipaas's jobs by name (squeue read again unless ``fresh`` is false and the last
+        answer is younger than ``within`` seconds); a name submitted twice (never by us)
+        counts its newest."""
         now = time.monotonic()
-        if not fresh and self._jobs is not None and now - self._jobs[0] < JOBS_CACHE_SECONDS:
+        if not fresh and self._jobs is not None and now - self._jobs[0] < within:
             return self._jobs[1]
         found: dict[str, dict[str, Any]] = {}
         # Before the call: a submission that ends while squeue runs marks the answer stale.

@@ -25,8 +25,9 @@ Write = Callable[[Path, str], None]
 log = logging.getLogger("aipaas.backends")
 
 SUBMIT_ERROR = "submit-error"
-#: concurrent sbatch calls: slurmctld serves RPCs on threads of its own
-WORKERS = 4
+#: concurrent sbatch calls: slurmctld serves RPCs on threads of its own; an 8-task gang is
+#: submitted in one round (each call mostly waits for slurmctld)
+WORKERS = 8
 
 
 class Submitter:
