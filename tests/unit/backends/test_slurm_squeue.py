@@ -4,6 +4,7 @@ fields, times as epochs) become the records squeue's JSON gives, and what they m
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -13,7 +14,6 @@ import pytest
 
 from aipaas.backends.base import LaunchRequest, TaskState
 from aipaas.backends.slurm import SlurmBackend, jobs
-from aipaas.backends.slurm import backend as slurm_backend
 from aipaas.backends.slurm.accounting import squeue_times
 from aipaas.backends.slurm.commands import SQUEUE_FIELDS, SlurmCommands, parse_squeue
 
@@ -100,7 +100,7 @@ def test_each_cycles_status_reads_squeue_again(
     ended between them is seen by the second; calls within one cycle share one read, as do
     the starts (which look only for jobs of a server before this one)."""
     clock = [1000.0]
-    monkeypatch.setattr(slurm_backend.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(time, "monotonic", lambda: clock[0])  # the backend's clock
     commands = Counting()
     backend = SlurmBackend(tmp_path, commands=commands)
     commands.lines = "7|PENDING|Priority|0|0|0|aipaas.u1.w-0.0"
