@@ -15,6 +15,7 @@ per cycle, so the loop costs what changes, not what exists (15,000 jobs in secon
 
 from __future__ import annotations
 
+import gc
 import heapq
 import math
 from collections import defaultdict
@@ -299,6 +300,16 @@ class ScenarioRun:
         return max(min(times), self.now) if times else None
 
     def run(self, until: float | None = None) -> dict[str, Any]:
+        # The scenario's objects (tens of thousands of jobs and tasks) live to the end: the
+        # collector's full passes would walk them again and again while each cycle makes its
+        # short-lived garbage (a fifth of a 15,000-job run). They are set aside for the run.
+        gc.freeze()
+        try:
+            return self._run(until)
+        finally:
+            gc.unfreeze()
+
+    def _run(self, until: float | None) -> dict[str, Any]:
         if until is None or until >= self.now:
             while True:
                 self._apply_events()
