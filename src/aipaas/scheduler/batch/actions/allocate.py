@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING
 
+from aipaas.scheduler.batch.actions.enqueue import REFUSED
 from aipaas.scheduler.batch.explain import unschedulable_message
 from aipaas.scheduler.batch.head_hold import HeadHolds
 from aipaas.scheduler.batch.model import UNBOUNDED, Job, Resources, Task
@@ -231,7 +232,7 @@ def allocate(session: Session) -> None:
     strict = session.options.strictOrder
     enqueued = session.enqueued
     gangs = dict(session.pending_gangs())
-    if enqueued is not None:
+    if enqueued is not None and session.scratch.get(REFUSED) != 0:  # 0: it let every one in
         gangs = {k: g for k, g in gangs.items() if k in enqueued}
     jobs = session.jobs
     pending = [jobs[key] for key in gangs]

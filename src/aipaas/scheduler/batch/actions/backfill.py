@@ -55,13 +55,14 @@ def backfill(session: Session) -> None:
     placer = Placer(session)
     fair_share = session.options.fairShare != "fifo"
     memo: dict[tuple[object, ...], bool] = {}
-    jobs = session.jobs
+    jobs, why, enqueued = session.jobs, session.waiting, session.enqueued
+    unlooked = ("Unschedulable", "")
     waiting = [  # the jobs with a gang to start; the cheap test first: most of a backlog
         # waits for policy, not room
         jobs[key]
         for key in session.pending_gangs()
-        if session.waiting.get(key, ("Unschedulable", ""))[0] in RESERVING_REASONS
-        and session.considered(jobs[key])
+        if why.get(key, unlooked)[0] in RESERVING_REASONS
+        and (enqueued is None or key in enqueued)  # session.considered
     ]
     for job in ordered(session, waiting):
         if session.waiting.get(job.key, ("", ""))[0] == "FairShare":

@@ -8,7 +8,7 @@ actions do not look at it (Volcano's enqueue, Kueue's admission check against no
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from aipaas.scheduler.batch.explain import capacity_message, describe, over_quota_message
 from aipaas.scheduler.batch.model import UNBOUNDED, Job, Node, Resources, Task
@@ -20,6 +20,10 @@ if TYPE_CHECKING:
     from aipaas.scheduler.batch.session import Session
 
 
+#: ``session.scratch`` key: how many jobs with a gang to start enqueue kept out
+REFUSED: Final = "enqueue.refused"
+
+
 def enqueue(session: Session) -> None:
     admitted: set[str] = set()
     capacity = session.capacity
@@ -28,6 +32,7 @@ def enqueue(session: Session) -> None:
     # Backlogs repeat themselves: the verdict is the same for the same queue, gang and level.
     verdicts: dict[tuple[object, ...], tuple[str, str] | None] = {}
     gangs = session.pending_gangs()
+    refused = 0
     for job in session.jobs.values():
         entry = gangs.get(job.key)
         if entry is None:
@@ -52,8 +57,11 @@ def enqueue(session: Session) -> None:
         if problem is None:
             admitted.add(job.key)
         else:
+            refused += 1
             session.wait(job, *problem)
     session.enqueued = admitted
+    #: how many jobs with a gang to start it kept out (none: every such job was let in)
+    session.scratch[REFUSED] = refused
 
 
 def _never_fits(
