@@ -12,6 +12,7 @@ a job of its queue; the next cycle is timed, and what it did is read back from t
 from __future__ import annotations
 
 import cProfile
+import os
 import pstats
 import statistics
 import tempfile
@@ -46,8 +47,12 @@ class BatchResult:
     #: the machine does not add to
     quiet_cpu_ms: list[float]
     preempt_ms: float
+    #: that cycle's CPU time of this thread
+    preempt_cpu_ms: float
     preemptor_phase: str
     stopping_tasks: int
+    #: the machine's load average over the last minute, when the measurement ended
+    load: float
 
 
 def measure_batch(
@@ -89,9 +94,10 @@ def measure_batch(
             quiet.append(1000 * (time.perf_counter() - started))
             quiet_cpu.append(1000 * (time.thread_time() - cpu))
         service.apply_text(_job("urgent", 0, queues, "priorityClassName: high"))
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.thread_time()
         controller.run_cycle()
         preempt_ms = 1000 * (time.perf_counter() - started)
+        preempt_cpu_ms = 1000 * (time.thread_time() - cpu)
         if profiler is not None and profile_to:
             profiler.disable()
             profiler.dump_stats(profile_to)
@@ -113,8 +119,10 @@ def measure_batch(
             quiet,
             quiet_cpu,
             preempt_ms,
+            preempt_cpu_ms,
             str(getattr(getattr(urgent, "status", None), "phase", "?")),
             stopping,
+            os.getloadavg()[0],
         )
     finally:
         store.close()
@@ -152,9 +160,9 @@ def _apply_jobs(service: ObjectService, prefix: str, count: int, queues: int) ->
 def table(results: list[BatchResult]) -> str:
     lines = [
         "| nodes | queues | running | pending | setup s | quiet cycle median ms | quiet min-max ms "
-        "| quiet CPU median ms | cycle with a preemptor ms | preemptor phase after "
-        "| tasks asked to stop |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|",
+        "| quiet CPU median ms | cycle with a preemptor ms | its CPU ms | preemptor phase after "
+        "| tasks asked to stop | load average |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|",
     ]
     for r in results:
         lines.append(
@@ -162,6 +170,6 @@ def table(results: list[BatchResult]) -> str:
             f"| {r.setup_seconds:.0f} "
             f"| {statistics.median(r.quiet_ms):.0f} | {min(r.quiet_ms):.0f}-{max(r.quiet_ms):.0f} "
             f"| {statistics.median(r.quiet_cpu_ms):.0f} | {r.preempt_ms:.0f} "
-            f"| {r.preemptor_phase} | {r.stopping_tasks} |"
+            f"| {r.preempt_cpu_ms:.0f} | {r.preemptor_phase} | {r.stopping_tasks} | {r.load:.1f} |"
         )
     return "\n".join(lines)

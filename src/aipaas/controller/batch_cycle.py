@@ -123,11 +123,16 @@ def schedule(
         now.timestamp(),
         state.templates,
     )
-    selectors = {  # spec.nodeSelector of each pod's job
-        pod.name: built.items[key].job.spec.node_selector
-        for (key, _), pod in built.pods.items()
-        if built.items[key].job.spec.node_selector
+    wanted = {  # spec.nodeSelector of the jobs that have one (few: not every pod is asked)
+        key: item.job.spec.node_selector
+        for key, item in built.items.items()
+        if item.job.spec.node_selector
     }
+    selectors = (
+        {pod.name: wanted[key] for (key, _), pod in built.pods.items() if key in wanted}
+        if wanted
+        else {}
+    )
     engine = PlacerEngine(placer, built.on_request, selectors)
     built.snapshot.nodes = list(engine.nodes)
     try:

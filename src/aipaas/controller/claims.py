@@ -32,7 +32,7 @@ from aipaas.api.dra import (
     ResourceSliceObject,
     wrap_device,
 )
-from aipaas.api.job import Job, TaskPhase
+from aipaas.api.job import Job
 from aipaas.api.resources import TaskClaim
 from aipaas.controller.launch import task_spec, wants_simulated
 from aipaas.controller.placement import Devices, Pod, SliceIndex
@@ -42,7 +42,7 @@ from aipaas.controller.task_devices import (
     short_form_claim,
     short_form_claim_name,
 )
-from aipaas.controller.work import JobWork
+from aipaas.controller.work import FINISHED_TASK, JobWork
 from aipaas.devices.shortform import DEFAULT_CLASS, default_class
 from aipaas.devices.topology_files import DRIVER
 from aipaas.store import Store, TaskRecord
@@ -73,7 +73,7 @@ class ClaimBook:
             (item.job.metadata.uid or "", f"{item.job.name}/{record.name}")
             for item in work
             for record in item.records
-            if record.node is not None and (not TaskPhase(record.phase).finished or record.stopping)
+            if record.node is not None and (record.phase not in FINISHED_TASK or record.stopping)
         }
         allocated = []
         self._compiled_stored = set()

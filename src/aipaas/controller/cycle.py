@@ -65,7 +65,14 @@ from aipaas.controller.launch import make_request, request_id, task_spec
 from aipaas.controller.nodes import NodeInventory
 from aipaas.controller.placement import SliceIndex
 from aipaas.controller.queue_status import write_queue_statuses
-from aipaas.controller.quiet import WATCHED_KINDS, Kept, QuietCycles, all_clean
+from aipaas.controller.quiet import (
+    WATCHED_KINDS,
+    Kept,
+    QuietCycles,
+    all_clean,
+    special,
+    unclean,
+)
 from aipaas.controller.task_devices import claim_devices
 from aipaas.controller.work import ACTIVE, FactsCache, JobWork
 from aipaas.controller.workload import DEFAULT_SIZE, Workload
@@ -227,22 +234,24 @@ class Controller:
             ]
             if not self._facts.same_jobs:  # the very jobs of the last cycle: nothing new
                 self.workload.observe(jobs)
-        self._observe(work)
-        for item in work:
-            if item.records or item.facts.cancelled:  # else nothing to advance
-                self._advance(item)
+        # Only jobs with task records (or cancelled) are observed and advanced: only those
+        # can change before placement.
+        advancing = [item for item in work if item.records or item.facts.cancelled]
+        self._observe(advancing)
+        for item in advancing:
+            self._advance(item)
         self.started_now = []
         self.batch.report = None
-        placer = kept.placer if kept is not None and all_clean(work) else None
+        placer = kept.placer if kept is not None and all_clean(advancing) else None
         if placer is None:
             sessions = self.batch.sessions
             placer = admission.place(self, work)
             self._observe_started()
             placed_nothing = self.batch.sessions == sessions and self.batch.fingerprint is not None
+            quiet = placed_nothing and all_clean(work)
         else:  # the last cycle's placement, with the same inputs: the same result
             self.quiet.reused_placements += 1
-            placed_nothing = True
-        quiet = placed_nothing and all_clean(work)
+            quiet = True
         if not (quiet and kept is not None):  # a quiet cycle on kept jobs has nothing to write
             write_back(
                 self.store,
@@ -266,14 +275,16 @@ class Controller:
         self._published = generation
         if self.extensions:
             run_extensions(self.extensions, self._context())
-        self.quiet.keep(
+        self.quiet.keep(  # membership and extensions leave the items as they are
             Kept(
                 marks,
                 token,
                 self.inventory.version,
                 listed_at,
                 work,
-                placer if quiet and all_clean(work) else None,
+                placer if quiet else None,
+                () if quiet else unclean(work),
+                kept.special if kept is not None else special(work),
             )
         )
         self.cycles += 1

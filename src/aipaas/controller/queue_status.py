@@ -25,7 +25,6 @@ from aipaas.api.queue import QueueStatus, StatusAmounts
 from aipaas.scheduler.batch.model import (
     UNBOUNDED,
     Decisions,
-    Job,
     QueueNode,
     QueueReport,
     Resources,
@@ -79,17 +78,26 @@ def job_counts(snapshot: Snapshot, decisions: Decisions) -> dict[str, tuple[int,
     evicted: dict[str, int] = defaultdict(int)
     for eviction in decisions.evicted:
         evicted[eviction.job] += 1
-    counts: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    # Per leaf first, then up the tree once per leaf (not once per job: ten thousand jobs).
+    leaves: dict[str, list[int]] = defaultdict(lambda: [0, 0])
     for job in snapshot.jobs:
-        running = len(job.running_tasks) - evicted[job.key] + started[job.key]
-        column = 0 if running > 0 else 1
-        for key in _lineage(snapshot.queues, job):
-            counts[key][column] += 1
+        key = job.key
+        running = (
+            sum(1 for t in job.tasks if t.placement is not None)
+            - evicted.get(key, 0)
+            + started.get(key, 0)
+        )
+        leaves[job.queue][0 if running > 0 else 1] += 1
+    counts: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    for leaf, (running_jobs, pending_jobs) in leaves.items():
+        for key in _lineage(snapshot.queues, leaf):
+            counts[key][0] += running_jobs
+            counts[key][1] += pending_jobs
     return {key: (r, p) for key, (r, p) in counts.items()}
 
 
-def _lineage(queues: dict[str, QueueNode], job: Job) -> Iterable[str]:
-    current: str | None = job.queue
+def _lineage(queues: dict[str, QueueNode], leaf: str) -> Iterable[str]:
+    current: str | None = leaf
     while current is not None:
         yield current
         node = queues.get(current)

@@ -51,6 +51,10 @@ class Kept:
     listed_at: float
     work: list[JobWork]
     placer: Placer | None = None
+    #: indices in ``work`` of the items the cycle did not leave clean (made anew when used)
+    unclean: Sequence[int] = ()
+    #: a job names DRA claims or datasets (its placement reads more than the marks tell)
+    special: bool = False
 
 
 class QuietCycles:
@@ -79,12 +83,14 @@ class QuietCycles:
         ):
             return None
         if kept.placer is not None and (
-            kept.marks != marks
-            or kept.inventory != inventory
-            or any(item.facts.claims or item.facts.datasets for item in kept.work)
+            kept.marks != marks or kept.inventory != inventory or kept.special
         ):
             kept.placer = None
-        kept.work = [item if clean(item) else _fresh(item) for item in kept.work]
+        if kept.unclean:
+            kept.work = list(kept.work)
+            for index in kept.unclean:
+                kept.work[index] = _fresh(kept.work[index])
+            kept.unclean = ()
         self.reused_jobs += 1
         return kept
 
@@ -107,6 +113,15 @@ def clean(item: JobWork) -> bool:
 
 def all_clean(work: Sequence[JobWork]) -> bool:
     return all(map(clean, work))
+
+
+def unclean(work: Sequence[JobWork]) -> list[int]:
+    return [index for index, item in enumerate(work) if not clean(item)]
+
+
+def special(work: Sequence[JobWork]) -> bool:
+    """Whether a job names DRA claims or datasets (see the module docstring)."""
+    return any(item.facts.claims or item.facts.datasets for item in work)
 
 
 def _fresh(item: JobWork) -> JobWork:

@@ -41,6 +41,8 @@ objects = Table(
     Column("updated_at", DateTime(timezone=True), nullable=False),
     UniqueConstraint("kind", "tenant", "name", name="uq_objects_kind_tenant_name"),
     Index("ix_objects_kind_phase", "kind", "phase"),
+    # Store.kind_marks reads these columns of every object of a kind, each controller cycle.
+    Index("ix_objects_kind_marks", "kind", "resource_version", "created_at"),
 )
 
 events = Table(
