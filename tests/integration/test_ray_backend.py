@@ -340,9 +340,12 @@ def test_an_actor_ray_will_not_place_is_lost_not_running_forever(
 ) -> None:
     """Ray's accounting says no where aipaas's said yes: more GPUs than the node has (Ray
     refuses at once), or GPUs held by work aipaas does not count (the start deadline passes)."""
-
     made = RayBackend(tmp_path / "run", ray_cluster.address, start_seconds=2)
+    # The holder runs under a backend of its own, with the default start deadline: a first
+    # task (a new supervisor, a new worker) may take more than 2 s to start on a busy machine.
+    other = RayBackend(tmp_path / "other", ray_cluster.address)
     made.inventory()
+    other.inventory()
     # More than the node has: refused at once (the controller marks the task lost), no
     # placement group left waiting in Ray.
     with pytest.raises(ValueError, match="could not place the gang on node ray-gpu-a"):
@@ -352,17 +355,15 @@ def test_an_actor_ray_will_not_place_is_lost_not_running_forever(
     # A task started behind the controller's back holds every GPU of the node: the next
     # task's placement group waits in Ray, and is given up at its deadline.
     sleeper = ("sleep", "60")
-    made.start(unplaced("holder.worker-0.0", GPUS_PER_NODE, tmp_path / "h.log", sleeper))
+    other.start(unplaced("holder.worker-0.0", GPUS_PER_NODE, tmp_path / "h.log", sleeper))
     try:
-        deadline = time.monotonic() + 30
-        while not (made.run_dir / "holder.worker-0.0" / "answered").exists():
-            made.status(["holder.worker-0.0"])
+        deadline = time.monotonic() + 60
+        while other.status(["holder.worker-0.0"])["holder.worker-0.0"].state != TaskState.RUNNING:
             assert time.monotonic() < deadline, "the holder never started"
             time.sleep(0.1)
         made.start(unplaced("busy.worker-0.0", 1, tmp_path / "busy.log"))
         waiting = made.status(["busy.worker-0.0"])["busy.worker-0.0"]
-        assert waiting.state is TaskState.UNKNOWN  # not started: the controller waits
-        assert waiting.message == "waiting for Ray to start the task"
+        assert waiting.state in (TaskState.UNKNOWN, TaskState.UNREACHABLE)  # not started
         assert [g["state"] for g in groups_of("busy.worker-0.0")] == ["PENDING"]
         time.sleep(2.5)
         answer = made.status(["busy.worker-0.0"])["busy.worker-0.0"]
@@ -370,12 +371,14 @@ def test_an_actor_ray_will_not_place_is_lost_not_running_forever(
         assert "could not place the task's placement group within 2 s" in answer.message
         assert groups_of("busy.worker-0.0") == []  # given up: its group removed
     finally:
-        made.stop("holder.worker-0.0", 0.1)
-    deadline = time.monotonic() + 30
-    while made.status(["holder.worker-0.0"])["holder.worker-0.0"].state is TaskState.RUNNING:
+        other.stop("holder.worker-0.0", 0.1)
+    deadline = time.monotonic() + 60
+    while other.status(["holder.worker-0.0"])["holder.worker-0.0"].state is TaskState.RUNNING:
         assert time.monotonic() < deadline, "the holder never stopped"
+        time.sleep(0.1)
     assert held_tasks("big.worker-") == [] and held_tasks("busy.worker-") == []
     made.close()
+    other.close()
 
 
 SERVER_JOB = """---
@@ -464,7 +467,7 @@ def test_a_removed_node_loses_its_task_which_is_placed_again(
     marker = f"aipaas-ray-node-{uuid.uuid4().hex[:8]}"
     # Four GPUs: the task fills a node, so the one it runs on is known from its record.
     task = python_task(
-        "import time; time.sleep(300)", gpu=str(GPUS_PER_NODE), policy="OnFailure", limit=2
+        "import time; time.sleep(300)", gpu=str(GPUS_PER_NODE), policy="OnFailure", limit=3
     )
     world.submit("mover", task.replace("time.sleep(300)'", f"time.sleep(300)', {marker}"))
     cycle_until(controller, lambda: world.phase("mover") == "Running")
@@ -473,10 +476,14 @@ def test_a_removed_node_loses_its_task_which_is_placed_again(
     ray_cluster.remove(before.node)
     cycle_until(
         controller,
+        # A restart the controller placed before its inventory saw the node go fails at once
+        # (the backend finds the node's raylet gone) and counts as an attempt: one or two.
         lambda: (
-            records(world, "mover")[0].attempt == 1
+            records(world, "mover")[0].attempt >= 1
+            and records(world, "mover")[0].node != before.node
             and records(world, "mover")[0].phase == "Running"
         ),
+        timeout=60,
         explain=lambda: (records(world, "mover"), world.job("mover").status),
     )
     (after,) = records(world, "mover")

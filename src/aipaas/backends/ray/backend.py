@@ -24,6 +24,7 @@ from typing import Any
 from aipaas.backends.base import Inventory, LaunchRequest, TaskStatus
 from aipaas.backends.ray.datasets import RayDatasetCaches
 from aipaas.backends.ray.driver_process import serve
+from aipaas.backends.ray.records import TaskRecords
 
 log = logging.getLogger(__name__)
 
@@ -62,8 +63,8 @@ class RayBackend(RayDatasetCaches):  # datasets: ray/datasets.py
         retry_seconds: after a driver failed, how long calls fail at once before a new one.
         driver_options: passed to ``RayDriver`` (poll_seconds, start_seconds, task_root).
         """
-        self.run_dir = run_dir.resolve()
-        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self._records = TaskRecords(run_dir)  # the driver's, read-only here
+        self.run_dir = self._records.run_dir
         self.address = address
         self.call_seconds = call_seconds
         self.connect_seconds = connect_seconds
@@ -85,6 +86,10 @@ class RayBackend(RayDatasetCaches):  # datasets: ray/datasets.py
         return result
 
     def start(self, request: LaunchRequest) -> None:
+        # Already submitted (the controller asks again while Ray has not started it): the
+        # driver's records say so, read here without a round trip to the driver.
+        if self._records.has(request.request_id, "created"):
+            return
         self._call("start", self.stage_actor(request))  # its datasets first
 
     def stop(self, request_id: str, grace_seconds: float = 5.0) -> None:

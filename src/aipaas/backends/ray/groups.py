@@ -76,7 +76,9 @@ class Groups:
         gang = gang_of(request) or _alone(request)
         own = gang.member(request.task) or _alone(request).members[0]
         name = GROUP_PREFIX + gang.key
-        record, group = self._record(name), self._group(name)
+        record = self._record(name)
+        # No record, no group (the record is written before Ray is asked): Ray not asked.
+        group = self._group(name) if record is not None else None
         if group is not None and record is not None and request.task in record["tasks"]:
             return self._use(name, group, record, record["tasks"].index(request.task), rid)
         if len(gang.members) == 1 or group is not None:
