@@ -70,6 +70,8 @@ class Session:
         #: the jobs running when the cycle began (in the snapshot's order): the only ones
         #: preempt and reclaim may take (what starts in the cycle is not taken in it)
         self.running: list[Job] = []
+        #: some job has more than one task (else no job has elastic extras to start)
+        self.multi_task = False
         #: per leaf queue: what its jobs hold and ask for (``fairshare.demands``), and what
         #: its pending tasks ask for (kept up to date by ``account``: the report's pending),
         #: as [gpu, cpu, memory, GPU memory] (one walk over a backlog, not one per use)
@@ -108,6 +110,8 @@ class Session:
                 waits[2] += total[2]
                 waits[3] += total[3]
                 continue
+            if len(tasks) > 1:
+                self.multi_task = True
             found = demand.get(job.queue)
             if found is None:
                 sums = demand[job.queue] = [0, 0, 0, 0]

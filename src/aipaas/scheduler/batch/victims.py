@@ -10,9 +10,9 @@ fewest, cheapest of them that let a preemptor's gang start.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from aipaas.scheduler.batch.model import Eviction, Job, Task
 from aipaas.scheduler.batch.ordering import ordered
@@ -138,12 +138,18 @@ _NOT_PREEMPTORS = frozenset({"WaitingForDependencies", "HeldForHead"})
 
 
 def preemptor_jobs(
-    session: Session, protected: Collection[str], may: Callable[[Job], bool] | None = None
+    session: Session,
+    protected: Collection[str],
+    may: Callable[[Job], bool] | None = None,
+    *,
+    above: Mapping[str, int] | None = None,
 ) -> list[Job]:
     """Pending jobs that may take room from others (in the snapshot's order): let in by
     enqueue, not running, not started or evicted this cycle, not waiting for dependencies,
     not held back for its queue's head, and passing the action's own first look ``may``
-    (asked before ordering: a big backlog with nothing to take costs one pass)."""
+    (asked before ordering: a big backlog with nothing to take costs one pass); ``above``:
+    only jobs of a queue it names, of a priority above the number it gives (a look without
+    a call)."""
     enqueued = session.enqueued
     waiting = session.waiting
     jobs = []
@@ -161,10 +167,16 @@ def preemptor_jobs(
         if why is not None and why[0] in _NOT_PREEMPTORS:
             continue
         job = everyone[key]
+        if above is not None and job.priority <= above.get(job.queue, _NO_PRIORITY):
+            continue
         if may is not None and not may(job):
             continue
         jobs.append(job)
     return jobs
+
+
+#: above every priority: a queue ``above`` does not name lets no job through
+_NO_PRIORITY: Final = 2**63
 
 
 def shape_of(job: Job, gang: Sequence[Task], *, priority: bool = True) -> tuple[object, ...] | None:

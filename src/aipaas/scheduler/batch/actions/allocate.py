@@ -294,7 +294,7 @@ def allocate(session: Session) -> None:
                 # between (its head hold, if any, is theirs: equal priority is not held):
                 # they are passed over at once (a backlog of thousands per queue).
                 _refuse_alike(session, order, job, gangs, refused[3], refused[4], deferred)
-    if blocker is None:
+    if blocker is None and session.multi_task:
         growing = [  # running jobs with tasks above their gang (a lone task has none)
             j
             for j in session.jobs.values()

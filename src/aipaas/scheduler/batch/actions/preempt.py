@@ -44,9 +44,6 @@ def preempt(session: Session) -> None:
     if not lowest:
         return
 
-    def may(job: Job) -> bool:
-        return job.queue in lowest and job.priority > lowest[job.queue]
-
     #: per (queue, priority, gang request): it has victims that could free its quotas
     hopes: dict[tuple[str, int, Resources], bool] = {}
 
@@ -68,7 +65,7 @@ def preempt(session: Session) -> None:
             found = hopes[key] = bool(victims) and _quota_reachable(session, job, gang, victims)
         return found
 
-    jobs = preemptor_jobs(session, protected, may)
+    jobs = preemptor_jobs(session, protected, above=lowest)  # ``may``, without a call each
     if not any(hopeful(job) for job in jobs):
         # None could start by any set of its victims: nothing changes without a preemption,
         # so none can all through the action (its searches would all fail).
