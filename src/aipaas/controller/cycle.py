@@ -35,6 +35,10 @@ sent in batches (``send_stops``), each right after a fenced transaction has conf
 (and renewed it for its ttl), so a controller that lost its lease stops nothing the new holder
 runs.
 
+A cycle with nothing new (no write to any job or to what placement reads, the same lease token
+and node inventory, no session due) uses the last cycle's jobs, records and placement and writes
+nothing (controller/quiet.py).
+
 Steps 2 and 3, and the task actions the other steps share (``finish``, ``start_task``,
 ``save_records``, ``give_up``), are here. Who calls it: controller/loop.py and
 cli/control_runtime.py.
