@@ -16,10 +16,10 @@ How (each choice, and why):
   pods (2,009) on every 32nd node (38 nodes, 193 GPUs; arrival span 5.2 h at 0.9, longer than
   the 4 h cap on durations). ``quick``: the same pods on every 128th node (10 nodes, 49 GPUs;
   20.6 h). ``full``: all 8,152 pods on every 32nd node (20.9 h). Why ``wide``: the high class
-  alone (``high_floor``) queues with a p99 of 0 s there, but of 574 s on ``quick`` and 319 s on
+  alone (_openb_floor.py) queues with a p99 of 0 s there, but of 574 s on ``quick`` and 319 s on
   ``full`` (on 10 and 38 nodes a burst of high pods alone outgrows the slice), so only there is
   the 60 s target one a policy can meet; and a replay takes about a minute of CPU (``full``
-  did not finish one policy in 20 minutes). ``floors`` measures the floor at each size.
+  did not finish one policy in 20 minutes). _openb_floor.py measures the floor by size.
 * Arrivals: in creation order; the 1% of pods created before the trace's busy month arrive at
   its start (T0, the 1st percentile of creation times); times after T0 are divided by a factor
   chosen so that the offered load, GPU-time asked / (cluster GPUs x arrival span), is the target
@@ -54,7 +54,7 @@ How (each choice, and why):
   70 s, Jain 0.991: one queue per tenant is the default since (docs/results/scheduling.md).
 * Time limits: every job's ``timeLimit`` is its duration rounded up to a whole minute (what a
   user would declare), so that backfill has end times to plan with; no job reaches it.
-* High floor (``high_floor``): the high pods alone at the same arrivals; their p99 delay is
+* High floor (_openb_floor.py): the high pods alone at the same arrivals; their p99 delay is
   what no policy can beat (they are not preemptible and of equal priority): 574 s on
   ``quick``, 319 s on ``full``, 0 s on ``wide`` (docs/results/scheduling.md, by size).
 * Policies: the built-in profiles ``fifo`` (strict submission order, no preemption), ``volcano``
