@@ -55,7 +55,7 @@ def measure(
                 ours.latency[gang] = _median(runs)
                 runs = [engine.latency(gang) for _ in range(repeats)]
                 alone.latency[gang] = _median(runs)
-            ours.rate = aipaas_burst(server, jobs)
+            ours.rate, ours.burst_cpu = aipaas_burst(server, jobs)
         finally:
             server.stop()
     alone.rate = engine.burst(jobs)
@@ -110,15 +110,52 @@ def main() -> None:
         print(f"{backend}: done", file=sys.stderr, flush=True)
     text = table(results, {name: who for name, (_, who) in makers.items()})
     print(text)
-    if args.out:
-        command = " ".join(["benchmarks/engines.py", *sys.argv[1:]])
-        load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
-        args.out.write_text(
-            "# Engines: what aipaas adds to Slurm and Ray (issue 12)\n\n"
-            f"`nice -n 10 .venv/bin/python {command}`, {datetime.date.today()}, load average "
-            f"{load} at the end (a shared 2-core machine: compare the rows of one run).\n\n"
-            f"{text}\n"
+    command = " ".join(["benchmarks/engines.py", *sys.argv[1:]])
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    when = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    notes = {
+        backend: (
+            f"The {backend} rows: `nice -n 10 .venv/bin/python {command}`, {when}, load "
+            f"average {load} at the end; aipaas's processes (the server and its children) used "
+            f"{ours.burst_cpu:.1f} s of CPU for the {args.jobs}-job burst "
+            f"({1000 * ours.burst_cpu / args.jobs:.0f} ms per job)."
         )
+        for backend, (ours, _) in results.items()
+    }
+    for note in notes.values():
+        print(note)
+    if args.out:
+        old = args.out.read_text() if args.out.exists() else ""
+        args.out.write_text(merged(old, text, notes))
+
+
+def merged(old: str, table_text: str, notes: dict[str, str]) -> str:
+    """The results file with the measured backends' rows and notes replaced (or added), and
+    the other backends' rows and notes kept as they were (each backend may be run apart)."""
+    fresh = table_text.splitlines()
+    lines = old.splitlines()
+    start = next((i for i, line in enumerate(lines) if line.startswith("| backend |")), None)
+    if start is None:
+        head = "# Engines: what aipaas adds to Slurm and Ray (issue 12)"
+        body = "\n\n".join(notes.values())
+        return f"{head}\n\n{table_text}\n\n{body}\n"
+    end = start
+    while end < len(lines) and lines[end].startswith("|"):
+        end += 1
+    rows = lines[start + 2 : end]
+    for backend in notes:
+        new_rows = [row for row in fresh[2:] if row.startswith(f"| {backend} |")]
+        at = next((i for i, row in enumerate(rows) if row.startswith(f"| {backend} |")), None)
+        rows = [row for row in rows if not row.startswith(f"| {backend} |")]
+        rows[at if at is not None else len(rows) : 0] = new_rows
+    after = lines[end:]
+    for backend, note in notes.items():
+        found = [i for i, line in enumerate(after) if line.startswith(f"The {backend} rows:")]
+        if found:
+            after[found[0]] = note
+        else:
+            after[0:0] = ["", note]
+    return "\n".join([*lines[:start], *fresh[:2], *rows, *after]) + "\n"
 
 
 if __name__ == "__main__":
