@@ -207,6 +207,57 @@ class JobOrder:
                 current = self._parent.get(current)
         return taken
 
+    def take_alike(self, job: Job, *, priority: bool, level: bool) -> list[Job]:
+        """``take_while`` for the jobs of ``job``'s queue with its gang kind
+        (``session.gang_kind``: the same gang request and shapes), and its priority
+        (``priority``) and required topology level (``level``) where asked; the test
+        written out, not called per job (a backlog of thousands)."""
+        from aipaas.scheduler.batch.session import gang_kind
+
+        kind = gang_kind(job)
+        if kind is None:
+            return []
+        wanted, label = job.priority, job.topology_required
+
+        def alike(other: Job) -> bool:
+            cached = other._idle_gang
+            return (
+                cached is not None
+                and cached[4] is kind
+                and cached[0] == other.min_available
+                and (not priority or other.priority == wanted)
+                and (not level or other.topology_required == label)
+            )
+
+        leaf = job.queue
+        if self._log_seen != len(self.session.account_log):
+            return []
+        if self.mode == "fifo":
+            return self.take_while(leaf, alike)
+        if self._last != leaf:
+            return []
+        heap = self._jobs[leaf]
+        taken = []
+        pop = heapq.heappop
+        while heap:
+            other = heap[0][3]
+            cached = other._idle_gang
+            if (
+                cached is None
+                or cached[4] is not kind
+                or cached[0] != other.min_available
+                or (priority and other.priority != wanted)
+                or (level and other.topology_required != label)
+            ):
+                break
+            taken.append(pop(heap)[3])
+        if taken:
+            current: str | None = leaf
+            while current is not None and current != _TOP:
+                self._pending[current] -= len(taken)
+                current = self._parent.get(current)
+        return taken
+
     def drain(self, leaf: str) -> list[Job]:
         """Take every job still in ``leaf`` out of the order (any order; none in ``fifo``
         mode, which has no queues): a queue whose rest waits alike costs no pops."""

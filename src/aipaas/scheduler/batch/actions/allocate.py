@@ -26,7 +26,7 @@ from aipaas.scheduler.batch.explain import unschedulable_message
 from aipaas.scheduler.batch.head_hold import HeadHolds
 from aipaas.scheduler.batch.model import UNBOUNDED, Job, Resources, Task
 from aipaas.scheduler.batch.ordering import JobOrder, ordered
-from aipaas.scheduler.batch.session import gang_kind, gang_tasks, resources_of
+from aipaas.scheduler.batch.session import gang_tasks, resources_of
 from aipaas.scheduler.batch.topology import DomainView, Refusal, job_domain, place_in_domain
 from aipaas.scheduler.framework.types import Placement, PodRequest, Unschedulable
 
@@ -357,11 +357,8 @@ def _refuse_alike(
     and gang request (a fair-share refusal only where no reservation could be made)."""
     if outcome == FAIR_SHARE and not session.reservations.gives_none(job):
         return
-    kind, priority = gang_kind(job), job.priority
-    if kind is None:
-        return
     # Same kind: the same gang request (and shapes), as told by identity.
-    alike = order.take_while(job.queue, lambda j: j.priority == priority and gang_kind(j) is kind)
+    alike = order.take_alike(job, priority=True, level=False)
     if not alike:
         return
     session.waiting.update(dict.fromkeys([j.key for j in alike], why))

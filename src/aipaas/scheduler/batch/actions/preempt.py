@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from aipaas.scheduler.batch.model import Eviction, Job, Resources, Task
 from aipaas.scheduler.batch.ordering import JobOrder, ordered
-from aipaas.scheduler.batch.session import gang_kind, resources_of
+from aipaas.scheduler.batch.session import resources_of
 from aipaas.scheduler.batch.statement import touched_jobs
 from aipaas.scheduler.batch.victim_search import Search
 from aipaas.scheduler.batch.victims import (
@@ -106,15 +106,10 @@ def preempt(session: Session) -> None:
 def _pass_alike(order: JobOrder, job: Job, shape: tuple[object, ...] | None) -> None:
     """Pass over the jobs that come next in ``job``'s queue with its shape (priority
     included): with nothing changed since ``job`` was passed over, each would be too."""
-    kind = gang_kind(job)
-    if shape is None or kind is None:
+    if shape is None:
         return
-    priority, level = job.priority, job.topology_required
     # Same kind: the same request shapes, as told by identity (shape_of's other parts apart).
-    order.take_while(
-        job.queue,
-        lambda j: gang_kind(j) is kind and j.priority == priority and j.topology_required == level,
-    )
+    order.take_alike(job, priority=True, level=True)
 
 
 def _quota_reachable(

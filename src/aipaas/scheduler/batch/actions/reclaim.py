@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 from aipaas.scheduler.batch.explain import amount
 from aipaas.scheduler.batch.model import Eviction, Job, Resources, Task
 from aipaas.scheduler.batch.ordering import JobOrder, ordered
-from aipaas.scheduler.batch.session import gang_kind, gang_tasks, resources_of
+from aipaas.scheduler.batch.session import gang_tasks, resources_of
 from aipaas.scheduler.batch.statement import touched_jobs
 from aipaas.scheduler.batch.victim_search import Search
 from aipaas.scheduler.batch.victims import (
@@ -342,12 +342,10 @@ def reclaim(session: Session) -> None:
 def _pass_alike(order: JobOrder, job: Job, shape: tuple[object, ...] | None) -> None:
     """Pass over the jobs that come next in ``job``'s queue with its gang's shape and request
     (any priority): with nothing changed since ``job`` was passed over, each would be too."""
-    kind = gang_kind(job)
-    if shape is None or kind is None:
+    if shape is None:
         return
-    level = job.topology_required
     # Same kind: the same gang request and shapes, as told by identity.
-    order.take_while(job.queue, lambda j: gang_kind(j) is kind and j.topology_required == level)
+    order.take_alike(job, priority=False, level=True)
 
 
 def _try(
