@@ -17,7 +17,7 @@ SPEC = {"command": ["true"], "env": {}, "cwd": "/tmp", "log_path": "/tmp/x.log"}
 
 def test_a_task_never_submitted_is_unknown_and_holds_nothing() -> None:
     supervisor = TaskSupervisor()
-    answer = asyncio.run(supervisor.poll(["a.w-0.0"], [], 0.0))
+    answer = asyncio.run(supervisor.poll(["a.w-0.0"]))
     assert answer == {"tasks": {"a.w-0.0": {"state": "unknown"}}, "held": 0}
 
 
@@ -28,7 +28,7 @@ def test_a_stop_that_comes_before_its_start_keeps_the_task_from_running() -> Non
         await supervisor.stop("a.w-0.0", 5.0)  # came first
         await supervisor.start("a.w-0.0", SPEC, {})  # submits nothing (no Ray call made)
         await supervisor.start("a.w-0.0", SPEC, {})  # repeated: still nothing
-        return await supervisor.poll(["a.w-0.0"], [], 0.0)
+        return await supervisor.poll(["a.w-0.0"])
 
     answer = asyncio.run(calls())
     tasks = answer["tasks"]
@@ -49,7 +49,7 @@ def test_forgotten_results_are_dropped_and_their_stop_waiters_released() -> None
         await supervisor.start("a.w-0.0", SPEC, {})
         waiter = asyncio.ensure_future(supervisor.wait_stop("a.w-0.0"))
         await supervisor.forget(["a.w-0.0"])
-        return await waiter, await supervisor.poll(["a.w-0.0"], [], 0.0)
+        return await waiter, await supervisor.poll(["a.w-0.0"])
 
     grace, answer = asyncio.run(calls())
     assert grace is None  # no stop was asked of a started task: forgotten
