@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_left, insort
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -161,8 +161,10 @@ class Reservations:
 
     def allowed_nodes(self, job: Job) -> frozenset[str] | None:
         self._prune()
-        if not self.held or job.key in self.held:
+        if not self.held:
             return None
+        if job.key in self.held:
+            return self._off_reserved(job, lambda holder: True)
         if not self._allowed:
             self._ordered = sorted(self.held.values(), key=lambda r: r.start)
             self._starts = [r.start for r in self._ordered]
@@ -176,6 +178,41 @@ class Reservations:
             names = (n.name for n in self.session.engine.nodes)
             self._allowed.append(frozenset(n for n in names if n not in self._taken))
         return self._allowed[k]
+
+    def allowed_by_priority(self, job: Job) -> frozenset[str] | None:
+        """Where ``job`` may start now by evicting others (preempt): off the nodes of the
+        reservations of jobs of at least its priority that start before it would end. Such
+        jobs come before it in every order, so it may not delay them; a reservation of a
+        lower-priority job does not bind it (allocate would have placed it first)."""
+        self._prune()
+        if not self.held:
+            return None
+        return self._off_reserved(
+            job, lambda holder: holder is None or holder.priority >= job.priority
+        )
+
+    def _off_reserved(
+        self,
+        job: Job,
+        binds: Callable[[Job | None], bool],
+    ) -> frozenset[str] | None:
+        """All nodes but those of the other reservations that start before ``job`` would end
+        and whose holder ``binds`` it (None: no node is kept from it). A job holding a
+        reservation of its own (one refused for fair share, say) may use its own nodes now,
+        but not an earlier reservation's."""
+        end = self.expected_end(job)
+        jobs = self.session.jobs
+        taken = {
+            node
+            for reservation in self.held.values()
+            if reservation.job != job.key
+            and reservation.start < end
+            and binds(jobs.get(reservation.job))
+            for node in reservation.nodes
+        }
+        if not taken:
+            return None
+        return frozenset(n.name for n in self.session.engine.nodes if n.name not in taken)
 
     # --- making and dropping reservations ---------------------------------------------
 

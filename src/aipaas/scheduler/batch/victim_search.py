@@ -64,8 +64,11 @@ class Search:
         gang: Sequence[Task],
         may_evict: Callable[[Unit], bool],
         may_start: Callable[[Sequence[Unit]], bool],
+        allowed: frozenset[str] | None = None,
     ) -> None:
         self.session = session
+        #: the nodes the gang may start on (None: any), as backfill reservations allow
+        self.allowed = allowed
         self.job = job
         self.gang = list(gang)
         self.pods = [t.request for t in self.gang]
@@ -78,6 +81,8 @@ class Search:
     # --- trials (always undone) ------------------------------------------------------
 
     def _place(self, nodes: frozenset[str] | None) -> list[Placement] | None:
+        if self.allowed is not None:
+            nodes = self.allowed if nodes is None else nodes & self.allowed
         placed = self.session.engine.place(self.pods, nodes)
         return None if isinstance(placed, Unschedulable) else placed
 

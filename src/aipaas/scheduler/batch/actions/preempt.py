@@ -139,7 +139,10 @@ def _try(session: Session, job: Job, gang: Sequence[Task], victims: Sequence[Job
     def may_start(units: Sequence[Unit]) -> bool:
         return session.quota_problem(job, need) is None
 
-    search = Search(session, job, gang, lambda unit: True, may_start)
+    # A preemptor may not delay the reservation of a job of at least its priority (Slurm's
+    # main scheduler goes in priority order; backfill protects what it reserved).
+    allowed = session.reservations.allowed_by_priority(job)
+    search = Search(session, job, gang, lambda unit: True, may_start, allowed)
     plan = search.best(units_of(victims), domains_for(session, job))
     if plan is None:
         return False
