@@ -174,6 +174,7 @@ def make_app(settings: Settings) -> FastAPI:
         is_ready=loop.is_ready if loop else None,
         max_body_bytes=settings.max_body_bytes,
         metrics_public=settings.metrics_public,
+        on_write=loop.wake if loop else None,
     )
     reads.configure(app, reads.ReadLimits(settings.log_max_bytes, settings.log_max_followers))
     return app

@@ -1,16 +1,36 @@
-"""The controller's thread: one cycle every ``period`` seconds until stopped, while this
-process holds the controller lease (when one is given)."""
+"""The controller's thread: cycles until stopped, while this process holds the controller
+lease (when one is given).
+
+How long it rests between cycles (``rest_plan``): a cycle that wrote something (a task seen
+ended or started, a job placed or given a status: the cycle's ``on_written``) is likely
+followed by more to do (the next task of a slot, the job that waited behind it), so the next
+cycle comes after a short rest (``floor``); a quiet cycle rests the full ``period``. A write
+through the API of this process (``wake``) ends a rest early. Either way a rest lasts at least
+as long as the cycle took: the API server in the same process keeps at least half of the
+time (and of the GIL), and a flood of API writes cannot spin the loop."""
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from aipaas.controller.cycle import Controller
 from aipaas.store.lease import Lease, LeaseLost
 
 log = logging.getLogger("aipaas.controller")
+
+#: the shortest rest after a cycle that wrote something, or when woken
+FLOOR_SECONDS = 0.02
+
+
+def rest_plan(took: float, active: bool, period: float, floor: float) -> tuple[float, float]:
+    """The rest after a cycle that took ``took`` seconds, in two parts: the first, which no
+    wake-up ends (only a stop), then the second, which a wake-up ends. ``active``: the cycle
+    wrote something."""
+    least = max(floor, took)
+    full = least if active else max(period, took)
+    return least, max(0.0, full - least)
 
 
 class ControllerLoop:
@@ -20,17 +40,30 @@ class ControllerLoop:
         period: float = 0.2,
         lease: Lease | None = None,
         housekeeping: Callable[[], None] | None = None,
+        floor: float = FLOOR_SECONDS,
     ) -> None:
         self.controller = controller
         self.period = period
+        self.floor = min(floor, period)
         self.lease = lease
         if lease is not None:
             controller.lease = lease  # its writes and starts are fenced with this lease
         # Run after each cycle by the lease holder only (trimming events: one process does it).
         self.housekeeping = housekeeping
         self._stop = threading.Event()
+        self._wake = threading.Event()  # set by wake() and stop(): ends the wakeable rest
+        self._wrote = False  # the running cycle wrote something (set from on_written)
         self._thread: threading.Thread | None = None
         self.ready = threading.Event()
+        # The cycle tells its listener which jobs it wrote; the loop listens too.
+        listener = controller.on_written
+
+        def on_written(uids: Sequence[str]) -> None:
+            self._wrote = True
+            if listener is not None:
+                listener(uids)
+
+        controller.on_written = on_written
 
     def start(self) -> None:
         if self._thread is not None:
@@ -38,8 +71,15 @@ class ControllerLoop:
         self._thread = threading.Thread(target=self._run, name="aipaas-controller", daemon=True)
         self._thread.start()
 
+    def wake(self) -> None:
+        """Something was written that the controller acts on (a job created, cancelled or
+        deleted; a queue changed): the next cycle comes without waiting out the rest (safe
+        from any thread; cheap: API routes call it after each write)."""
+        self._wake.set()
+
     def stop(self, timeout: float = 10.0) -> None:
         self._stop.set()
+        self._wake.set()
         if self._thread is not None:
             self._thread.join(timeout)
             self._thread = None
@@ -57,6 +97,9 @@ class ControllerLoop:
         clock = self.controller.clock
         while not self._stop.is_set():
             started = clock.monotonic()
+            # Cleared before the cycle reads the store: a write from now on wakes the next.
+            self._wake.clear()
+            self._wrote = False
             try:
                 if self.lease is None or self.lease.acquire():
                     self.controller.run_cycle()
@@ -72,5 +115,9 @@ class ControllerLoop:
                 self.ready.clear()
             except Exception:
                 log.exception("controller cycle failed")  # the loop's top-level guard
-            # Rest at least as long as the cycle took: under load the API keeps half the time.
-            self._stop.wait(max(self.period, clock.monotonic() - started))
+            least, more = rest_plan(
+                clock.monotonic() - started, self._wrote, self.period, self.floor
+            )
+            if self._stop.wait(least):
+                return
+            self._wake.wait(more)

@@ -28,6 +28,7 @@ from aipaas.store import Store
 Hook = Callable[[], None]
 _log = logging.getLogger(__name__)
 APPLY_PATH = "/api/v1/apply"
+_READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 
 def create_app(
@@ -39,7 +40,12 @@ def create_app(
     is_ready: Callable[[], bool] | None = None,
     max_body_bytes: int = 1 << 20,
     metrics_public: bool = False,
+    on_write: Hook | None = None,
 ) -> FastAPI:
+    """``on_write``: called after each request that may have written (any method but GET,
+    HEAD and OPTIONS), answered or refused: the process's controller acts on it at once
+    rather than at its next cycle (cli/control_runtime.py passes ``ControllerLoop.wake``)."""
+
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         if on_start:
@@ -61,6 +67,7 @@ def create_app(
     app.state.store = store
     app.state.metrics = metrics or Metrics()
     app.state.max_body_bytes = max_body_bytes
+    app.state.on_write = on_write
     app.state.principals = PrincipalCache()
 
     http_errors.install(app)
@@ -108,13 +115,18 @@ class _Application(FastAPI):
         if scope["type"] != "http":
             await super().__call__(scope, receive, send)
             return
-        if (
-            scope["method"] == "POST"
-            and scope["path"] == APPLY_PATH
-            and await _apply_fast(self, scope, receive, send)
-        ):
-            return
-        await limit_body(super().__call__, self.state.max_body_bytes, scope, receive, send)
+        try:
+            if (
+                scope["method"] == "POST"
+                and scope["path"] == APPLY_PATH
+                and await _apply_fast(self, scope, receive, send)
+            ):
+                return
+            await limit_body(super().__call__, self.state.max_body_bytes, scope, receive, send)
+        finally:
+            on_write = self.state.on_write
+            if on_write is not None and scope["method"] not in _READ_METHODS:
+                on_write()
 
 
 async def _apply_fast(app: FastAPI, scope: Scope, receive: Receive, send: Send) -> bool:

@@ -24,6 +24,7 @@ class FakeController:
         self.backend = FakeBackend()
         self.cycles = 0
         self.lease: Any = None
+        self.on_written: Any = None
 
     def run_cycle(self) -> None:
         self.cycles += 1

@@ -1,0 +1,103 @@
+"""The controller loop's rest: short after a cycle that wrote something, the full period after a
+quiet one, ended early by a wake-up, and never shorter than the cycle took (the API keeps at
+least half the time). No timing asserts: the loop tests use a period of an hour, so a cycle
+that comes at all came from a write or a wake-up."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, cast
+
+from aipaas.clock import SystemClock
+from aipaas.controller.cycle import Controller
+from aipaas.controller.loop import ControllerLoop, rest_plan
+
+HOUR = 3600.0
+PATIENCE = 60.0  # seconds a test waits for what must happen, on a loaded machine
+
+
+def test_a_quiet_cycle_rests_the_period_and_a_wake_up_may_end_it_after_the_floor() -> None:
+    least, more = rest_plan(took=0.01, active=False, period=0.2, floor=0.02)
+    assert least == 0.02 and abs(more - 0.18) < 1e-9
+
+
+def test_a_cycle_that_wrote_rests_only_the_floor() -> None:
+    assert rest_plan(took=0.01, active=True, period=0.2, floor=0.02) == (0.02, 0.0)
+
+
+def test_a_rest_lasts_at_least_as_long_as_the_cycle_took() -> None:
+    assert rest_plan(took=0.5, active=True, period=0.2, floor=0.02) == (0.5, 0.0)
+    assert rest_plan(took=0.5, active=False, period=0.2, floor=0.02) == (0.5, 0.0)
+    least, more = rest_plan(took=0.1, active=False, period=0.2, floor=0.02)
+    assert least == 0.1 and abs(more - 0.1) < 1e-9
+
+
+class FakeBackend:
+    def close(self) -> None:
+        pass
+
+
+class FakeController:
+    """Runs the cycles the test scripts: each writes the jobs it is given (or nothing)."""
+
+    def __init__(self, writes: list[list[str]]) -> None:
+        self.clock = SystemClock()
+        self.backend = FakeBackend()
+        self.lease: Any = None
+        self.on_written: Callable[[Sequence[str]], None] | None = None
+        self.writes = writes
+        self.cycles = 0
+        self.ran = threading.Condition()
+
+    def run_cycle(self) -> None:
+        wrote = self.writes[self.cycles] if self.cycles < len(self.writes) else []
+        if wrote and self.on_written is not None:
+            self.on_written(wrote)
+        with self.ran:
+            self.cycles += 1
+            self.ran.notify_all()
+
+    def wait_cycles(self, count: int) -> bool:
+        with self.ran:
+            return self.ran.wait_for(lambda: self.cycles >= count, PATIENCE)
+
+
+def test_cycles_that_write_follow_each_other_and_a_quiet_one_waits() -> None:
+    controller = FakeController([["a"], ["b"], []])
+    heard: list[Sequence[str]] = []
+    controller.on_written = heard.append  # the listener the server gave the controller
+    loop = ControllerLoop(cast(Controller, controller), period=HOUR)
+    loop.start()
+    try:
+        assert controller.wait_cycles(3)  # the two that wrote were followed at once
+        time.sleep(0.2)  # many floors: a fourth cycle would need the hour or a wake-up
+        assert controller.cycles == 3
+        assert heard == [["a"], ["b"]]  # the server's listener still hears every write
+    finally:
+        loop.stop()
+
+
+def test_a_wake_up_ends_the_rest() -> None:
+    controller = FakeController([])
+    loop = ControllerLoop(cast(Controller, controller), period=HOUR)
+    loop.start()
+    try:
+        assert controller.wait_cycles(1)
+        loop.wake()
+        assert controller.wait_cycles(2)
+        loop.wake()
+        assert controller.wait_cycles(3)
+    finally:
+        loop.stop()
+
+
+def test_stop_ends_the_rest() -> None:
+    controller = FakeController([])
+    loop = ControllerLoop(cast(Controller, controller), period=HOUR)
+    loop.start()
+    assert controller.wait_cycles(1)
+    thread = loop._thread
+    loop.stop()
+    assert thread is not None and not thread.is_alive()
