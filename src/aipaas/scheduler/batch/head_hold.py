@@ -11,7 +11,8 @@ Only where the head may preempt (the profile runs ``preempt`` and its queue runs
 jobs of lower priority, past their minRuntime, that hold with what is idle at least what it
 asks for: the room it waits for can be made, and the preempt action that follows allocate
 makes it) and has no backfill reservation (a reservation already
-keeps later jobs off the nodes and times it needs). Elsewhere a job that cannot start does not
+keeps later jobs off the nodes and times it needs), nor is kept off nodes reserved for a job of
+at least its priority (preempt may not start it there). Elsewhere a job that cannot start does not
 block smaller ones: holding them would only leave room idle. Jobs of equal priority are not
 held (equal priority never preempts; they keep best-effort FIFO).
 
@@ -69,6 +70,10 @@ class HeadHolds:
         if not self.enabled or job.queue in self._heads:
             return
         if job.key in self.session.reservations.held:
+            return
+        if self.session.reservations.allowed_by_priority(job) is not None:
+            # Kept off nodes reserved for a job of at least its priority: its preemption
+            # may not delay that reservation, and the jobs behind it are bound by it too.
             return
         if not want.fits_within(self._reachable(job)):
             return  # no preemption can make its room: it holds nothing back
