@@ -74,6 +74,7 @@ from aipaas.controller.quiet import (
     Kept,
     QuietCycles,
     all_clean,
+    item_for,
     special,
     unclean,
 )
@@ -231,11 +232,18 @@ class Controller:
                 for j in self.store.list_objects("Job", None, exclude_phases=FINISHED)
                 if isinstance(j, Job)
             ]
-            records = self.tasks.of_jobs_not_in(FINISHED)
-            work = [
-                JobWork(j, records.get(facts.uid) or [], known=facts)
-                for j, facts in zip(jobs, self._facts.refresh(jobs), strict=True)
-            ]
+            known = self.quiet.records_kept()
+            if known is not None:  # the records as the last cycle left them: the store's
+                work = [
+                    item_for(j, facts, known.get(facts.uid))
+                    for j, facts in zip(jobs, self._facts.refresh(jobs), strict=True)
+                ]
+            else:
+                records = self.tasks.of_jobs_not_in(FINISHED)
+                work = [
+                    JobWork(j, records.get(facts.uid) or [], known=facts)
+                    for j, facts in zip(jobs, self._facts.refresh(jobs), strict=True)
+                ]
             if not self._facts.same_jobs:  # the very jobs of the last cycle: nothing new
                 self.workload.observe(jobs)
         # Only jobs with task records (or cancelled) are observed and advanced: only those

@@ -30,8 +30,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from aipaas.api.job import Job
 from aipaas.controller.placement import Placer
-from aipaas.controller.work import JobWork
+from aipaas.controller.work import JobFacts, JobWork
 
 #: the kinds whose marks a kept placement depends on (``Job`` first: the listing's)
 WATCHED_KINDS = ("Job", "Tenant", "Queue", "User", "ResourceClaim", "ResourceSlice", "DeviceClass")
@@ -63,9 +64,11 @@ class QuietCycles:
 
     def __init__(self) -> None:
         self._kept: Kept | None = None
+        self._prior: Kept | None = None
         #: cycles that used the last one's jobs, and its placement (tests and benchmarks)
         self.reused_jobs = 0
         self.reused_placements = 0
+        self.reused_records = 0
 
     def take(
         self, marks: Marks, token: int | None, inventory: int, now: float, session_due: bool
@@ -74,6 +77,10 @@ class QuietCycles:
         only when that may be used again too, given a cycle that changes nothing before
         placing); None: list and place anew."""
         kept, self._kept = self._kept, None
+        # Its records stay the store's whatever was written to jobs: only the lease holder
+        # writes records (a deleted job's go with it, and a new job has none yet).
+        fresh = kept is not None and kept.token == token and now - kept.listed_at < FRESH_SECONDS
+        self._prior = kept if fresh else None
         if (
             kept is None
             or session_due
@@ -92,7 +99,18 @@ class QuietCycles:
                 kept.work[index] = _fresh(kept.work[index])
             kept.unclean = ()
         self.reused_jobs += 1
+        self._prior = None
         return kept
+
+    def records_kept(self) -> dict[str, JobWork] | None:
+        """After a ``take`` that gave nothing: the last cycle's items by job uid, whose task
+        records are the store's (same lease token, listed less than ``FRESH_SECONDS`` ago),
+        so that a cycle listing its jobs again need not read the records; None: read them."""
+        prior, self._prior = self._prior, None
+        if prior is None:
+            return None
+        self.reused_records += 1
+        return {item.facts.uid: item for item in prior.work}
 
     def keep(self, kept: Kept) -> None:
         self._kept = kept
@@ -126,3 +144,14 @@ def special(work: Sequence[JobWork]) -> bool:
 
 def _fresh(item: JobWork) -> JobWork:
     return JobWork(item.job, list(item.records), known=item.facts)
+
+
+def item_for(job: Job, facts: JobFacts, prior: JobWork | None) -> JobWork:
+    """The cycle's item of a job listed again, with the records ``records_kept`` gave (none:
+    a job new since the last cycle); the last cycle's item itself when it is of this very
+    job model and was left clean."""
+    if prior is None:
+        return JobWork(job, [], known=facts)
+    if prior.job is job and clean(prior):
+        return prior
+    return JobWork(job, list(prior.records), known=facts)

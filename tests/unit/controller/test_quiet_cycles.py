@@ -70,6 +70,7 @@ def test_a_job_another_server_submits_starts(world: World, other: ObjectService)
     world.setup("{gpu: 100}")
     clock = VirtualClock()
     controller = _settled(world, clock, "a")
+    records = controller.quiet.reused_records
     other.apply_text(
         "apiVersion: aipaas/v1\nkind: Job\nmetadata: {name: d, tenant: acme}\n"
         f"spec:\n  queue: research\n  tasks:\n{TASK}"
@@ -78,6 +79,10 @@ def test_a_job_another_server_submits_starts(world: World, other: ObjectService)
         clock.advance(0.2)
         controller.run_cycle()
     assert world.phase("d") == "Running"
+    # listed again, the records kept (this controller wrote them): a running job keeps its own
+    assert controller.quiet.reused_records > records
+    status = world.job("a").status
+    assert status is not None and status.phase.value == "Running" and status.tasks[0].node
 
 
 def test_a_cancel_by_another_server_frees_room_for_the_waiting_job(
@@ -133,9 +138,11 @@ def test_the_jobs_are_listed_again_after_fresh_seconds(world: World) -> None:
     clock.advance(0.2)
     controller.run_cycle()
     assert controller.quiet.reused_jobs == reused + 1
+    records = controller.quiet.reused_records
     clock.advance(FRESH_SECONDS)
     controller.run_cycle()
     assert controller.quiet.reused_jobs == reused + 1  # listed anew
+    assert controller.quiet.reused_records == records  # and the records read anew
 
 
 def _kept(work: list[JobWork], **changes: object) -> Kept:
