@@ -7,7 +7,7 @@ from __future__ import annotations
 from batch_alloc_builders import gpu_quota, job, node, queue, session, started, tree
 
 from aipaas.scheduler.batch.cluster import SnapshotCluster
-from aipaas.scheduler.batch.model import Job, Resources, Snapshot
+from aipaas.scheduler.batch.model import UNBOUNDED, Job, Resources, Snapshot
 from aipaas.scheduler.batch.session import Session, gang_tasks, resources_of
 
 
@@ -81,3 +81,29 @@ def test_jobs_alike_behind_a_refused_one_get_its_reason() -> None:
     assert len(set(refused.values())) == 1  # the same words for each
     code, message = decisions.reasons["t/big"]
     assert code == "QuotaExceeded" and message != refused["t/j2"][1]  # its own numbers
+
+
+def test_a_job_without_room_is_not_given_another_queues_refusal() -> None:
+    # t/a and t/b are both at their CPU quota (so t/a, created first, comes first): t/a's
+    # second job is refused for quota; then t/b's 7-GPU job finds no room (6 GPUs idle at
+    # most). The identical job behind it must be judged on its own, not told t/a's quota (a
+    # found bug: it was, and backfill then never tried it).
+    one_cpu = Resources(UNBOUNDED, 1000, UNBOUNDED, UNBOUNDED)
+    queues = tree(
+        queue("t"), queue("t/a", quota=one_cpu), queue("t/b", quota=one_cpu), queue("t/c")
+    )
+    jobs = [
+        job("t/c0", "t/c", gpu=4, cpu=0),
+        job("t/b0", "t/b", gpu=2),
+        job("t/a1", "t/a", gpu=0),
+        job("t/a2", "t/a", gpu=0),
+        job("t/b1", "t/b", gpu=7, cpu=0),
+        job("t/b2", "t/b", gpu=7, cpu=0),
+    ]
+    nodes = [node("n1", gpu=8), node("n2", gpu=8)]
+    decisions = session(nodes, queues, jobs, {"t/b0": ["n1"], "t/c0": ["n2"]}).run()
+    assert started(decisions) == {"t/a1": ["w-0"]}
+    assert decisions.reasons["t/a2"][0] == "QuotaExceeded"
+    for name in ("t/b1", "t/b2"):
+        code, message = decisions.reasons[name]
+        assert code == "Unschedulable" and "t/a" not in message, (name, code, message)

@@ -288,7 +288,7 @@ def allocate(session: Session) -> None:
             holds.refused(job, want)
             if strict:
                 blocker = job
-            elif refused is not None and refused[2] == len(session.account_log):
+            elif outcome in (QUOTA, FAIR_SHARE) and refused is not None:  # its own refusal
                 # The jobs right behind it in its queue with its priority and request fare
                 # as the memo above makes them fare, one by one, with nothing changing
                 # between (its head hold, if any, is theirs: equal priority is not held):
