@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from ctl_world import World
 
+from aipaas.api.job import Job
 from aipaas.backends.base import (
     FencingRefused,
     Inventory,
@@ -82,6 +83,15 @@ class Faulty:
 def faulty(world: World, clock: VirtualClock) -> tuple[Controller, Faulty]:
     backend = Faulty(SimBackend(world.tmp / "run", load_cluster(), clock, default_duration=100))
     return world.controller(backend, clock, inventory_seconds=0, backoff_seconds=1), backend
+
+
+def scheduled(world: World, tenant: str) -> int:
+    """How many of the tenant's jobs were placed (status reason Scheduled)."""
+    count = 0
+    for job in world.store.list_objects("Job", tenant):
+        assert isinstance(job, Job)
+        count += bool(job.status and job.status.reason == "Scheduled")
+    return count
 
 
 def task_phases(world: World, name: str) -> list[str]:
@@ -264,13 +274,7 @@ class TestQuotasForEveryReplica:
                     f"spec:\n  queue: q\n  priority: {priority}\n  tasks:\n{tasks(gpu='2')}"
                 )
         controller.run_cycle()
-        placed = {
-            tenant: sum(
-                bool(j.status and j.status.reason == "Scheduled")
-                for j in world.store.list_objects("Job", tenant)
-            )
-            for tenant in ("loud", "quiet")
-        }
+        placed = {tenant: scheduled(world, tenant) for tenant in ("loud", "quiet")}
         assert placed == {"loud": 4, "quiet": 4}
 
     def test_a_tenants_weight_sets_its_share_across_tenants(self, world: World) -> None:
@@ -292,13 +296,7 @@ class TestQuotasForEveryReplica:
                     f"spec:\n  queue: q\n  tasks:\n{tasks(gpu='2')}"
                 )
         controller.run_cycle()
-        placed = {
-            tenant: sum(
-                bool(j.status and j.status.reason == "Scheduled")
-                for j in world.store.list_objects("Job", tenant)
-            )
-            for tenant in ("heavy", "light")
-        }
+        placed = {tenant: scheduled(world, tenant) for tenant in ("heavy", "light")}
         # 16 GPUs in 2-GPU jobs: eight places, split 3:1 by weight (ties to the older job).
         assert placed == {"heavy": 6, "light": 2}
 

@@ -77,7 +77,7 @@ def test_two_jobs_get_different_devices(world: World) -> None:
         world.service.apply_text(CLAIM.format(name=name, count=4))
         world.submit(f"job-{name}", TASK.format(claim=name))
     controller.run_cycle()
-    held = []
+    held: list[tuple[str, str]] = []
     for name in ("a", "b"):
         status = claim(world, name).status
         assert status is not None and status.allocation is not None
@@ -136,7 +136,7 @@ def test_a_template_gives_each_replica_its_own_claim(world: World) -> None:
     world.service.apply_text(TEMPLATE)
     world.submit("wide", REPLICAS)
     controller.run_cycle()
-    held = []
+    held: list[tuple[str, str]] = []
     for index in range(3):
         made = claim(world, f"wide-worker-{index}-gpus")
         assert made.metadata.annotations["aipaas.dev/from-template"] == "four-linked"

@@ -15,6 +15,7 @@ import pytest
 from sqlalchemy import Connection
 
 from aipaas.api.registry import load_objects
+from aipaas.api.tenancy import Role
 from aipaas.backends.base import FencingRefused, Inventory, LaunchRequest, TaskState, TaskStatus
 from aipaas.backends.sim import SimBackend, load_cluster
 from aipaas.controller.cycle import Controller
@@ -23,7 +24,7 @@ from aipaas.server.service import ObjectService
 from aipaas.store import Store, TaskRepository
 from aipaas.store.lease import Lease, LeaseLost
 from aipaas.store.pgtest import ThrowawayPostgres, unavailable_reason
-from aipaas.tenancy.principal import Principal, Role
+from aipaas.tenancy.principal import Principal
 
 TTL = 1.0
 SETUP = """

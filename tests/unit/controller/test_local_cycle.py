@@ -19,7 +19,7 @@ def local(world: World, **options: float) -> Controller:
     backend = LocalBackend(
         world.tmp / "run", node_name="here", cpu_milli=8000, memory_mib=8192, gpus=[]
     )
-    return world.controller(backend, **options)
+    return world.controller(backend, None, **options)
 
 
 def python_task(script: str, *, replicas: int = 1, policy: str = "Never", limit: int = 0) -> str:

@@ -100,7 +100,7 @@ def test_short_form_and_explicit_claims_never_share_a_device(world: World) -> No
         status.message
     )
     # Node status and metrics count claim-held GPUs too.
-    assert controller.metrics.gpus_allocated._value.get() == 13  # type: ignore[attr-defined]
+    assert controller.metrics.gpus_allocated._value.get() == 13
 
 
 def test_model_and_memory_select_devices(world: World) -> None:

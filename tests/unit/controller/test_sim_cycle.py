@@ -50,7 +50,7 @@ class TestGang:
             "TaskSucceeded",
             "Succeeded",
         ]
-        assert controller.metrics.gpus_total._value.get() == 16  # type: ignore[attr-defined]
+        assert controller.metrics.gpus_total._value.get() == 16
 
     def test_a_task_not_yet_reported_running_stays_starting(self, world: World) -> None:
         """A backend that has not reported a started task yet (a cluster's pod still being

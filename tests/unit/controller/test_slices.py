@@ -67,7 +67,9 @@ def test_the_controller_stores_the_published_slices(world: World) -> None:
     first = stored[0]
     assert isinstance(first, ResourceSliceObject)
     assert first.metadata.labels["aipaas.dev/published-by"] == "backend"
-    assert len(first.device().spec.devices) == 8  # type: ignore[union-attr]
+    published = first.device()
+    assert isinstance(published, ResourceSlice)
+    assert len(published.spec.devices) == 8
     # A slice no longer reported goes; one applied by an admin stays.
     world.service.apply_text(
         "apiVersion: resource.k8s.io/v1\nkind: ResourceSlice\nmetadata: {name: admin-slice}\n"

@@ -13,7 +13,14 @@ from aipaas.api.registry import load_objects
 from aipaas.controller.work import JobWork, job_status, status_unchanged
 from aipaas.store.tasks import TaskRecord
 
-JOB = load_objects(
+
+def _job(manifest: str) -> Job:
+    job = load_objects(manifest)[0]
+    assert isinstance(job, Job)
+    return job
+
+
+JOB = _job(
     """
 apiVersion: aipaas/v1
 kind: Job
@@ -22,7 +29,7 @@ spec:
   queue: q
   tasks: [{name: w, replicas: 2, command: ["true"]}]
 """
-)[0]
+)
 PHASES = ["Pending", "Starting", "Running", "Succeeded", "Failed", "Lost"]
 NOW = "2026-01-01T00:00:00.000000Z"
 LATER = "2026-01-01T00:00:09.000000Z"

@@ -30,8 +30,8 @@ def test_write_back_names_the_jobs_it_changed(world: World) -> None:
     controller = world.controller(backend, clock, on_written=written)
     world.submit("one", TASKS)
     world.submit("two", TASKS)
-    uid_one = world.job("one").metadata.uid
-    uid_two = world.job("two").metadata.uid
+    uid_one = world.job("one").metadata.uid or ""
+    uid_two = world.job("two").metadata.uid or ""
     controller.run_cycle()  # both start: records and status written
     assert [sorted(uids) for uids, _ in calls] == [sorted([uid_one, uid_two])]
     calls.clear()

@@ -92,7 +92,7 @@ def test_a_duplicate_fails_the_whole_insert(store: Store) -> None:
 def test_update_sets_matched_rows_and_counts_them(store: Store) -> None:
     with store.transaction() as tx:
         insert_rows(tx, tables.tasks, [task_row("w-0"), task_row("w-1"), task_row("w-2")])
-    changes = [
+    changes: list[dict[str, Any]] = [
         {"job_uid": "u1", "name": "w-0", "phase": "Running", "exit_code": None},
         {"job_uid": "u1", "name": "w-2", "phase": "Failed", "exit_code": 3},
         {"job_uid": "u1", "name": "w-9", "phase": "Failed", "exit_code": 1},  # no such row

@@ -5,12 +5,13 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
 
 import pytest
 from sqlalchemy import Connection
 
-from aipaas.api.meta import ObjectMeta
+from aipaas.api.meta import Object, ObjectMeta
 from aipaas.api.tenancy import Tenant
 from aipaas.errors import AlreadyExists
 from aipaas.store import Store
@@ -166,12 +167,14 @@ def _as_one_batch(commit: GroupCommit, calls: list[Callable[[], object]]) -> Non
 def test_a_batch_looks_up_the_keys_of_all_its_writes_in_one_query(store: Store) -> None:
     for name in ("a", "b"):
         _create(store, name)
-    asked: list[list[object]] = []
+    asked: list[list[tuple[str, str, str]]] = []
     look_up = store._find_each_now
 
-    def counting(conn: Connection, keys: list[object]) -> dict[object, object]:
+    def counting(
+        conn: Connection, keys: list[tuple[str, str, str]]
+    ) -> dict[tuple[str, str, str], Object]:
         asked.append(list(keys))
-        return look_up(conn, keys)  # type: ignore[arg-type]
+        return look_up(conn, keys)
 
     commit: GroupCommit = store._group_commit
     commit._look_up = counting
@@ -185,10 +188,10 @@ def test_a_batch_looks_up_the_keys_of_all_its_writes_in_one_query(store: Store) 
 
         store.write_together(write, keys)
 
-    _as_one_batch(commit, [lambda n=n: lookup_write(n) for n in ("b", "c", "d")])
+    _as_one_batch(commit, [partial(lookup_write, n) for n in ("b", "c", "d")])
     assert found == {"b": ["a", "b"], "c": ["a"], "d": ["a"]}
     assert len(asked) == 1  # one query for the three writes, each key once
-    assert sorted(asked[0]) == sorted({("Tenant", "", n) for n in "abcd"})  # type: ignore[type-var]
+    assert sorted(asked[0]) == sorted({("Tenant", "", n) for n in "abcd"})
 
 
 def test_a_lookup_outside_what_the_batch_asked_goes_to_the_database(store: Store) -> None:

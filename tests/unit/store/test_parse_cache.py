@@ -3,10 +3,11 @@ readers handed the remembered object see exactly what a reader of the row would.
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 
 import pytest
-from sqlalchemy import select
+from sqlalchemy import Connection, select
 
 from aipaas.api.meta import Object
 from aipaas.api.registry import load_objects
@@ -26,11 +27,15 @@ def _row_object(store: Store, obj: Object) -> Object:
     return _parse(row)
 
 
+def _create_later(store: Store, obj: Object, tx: Connection) -> Object:
+    return store.create(obj, conn=tx, later=True)
+
+
 @pytest.mark.parametrize("later", [False, True])
 def test_a_created_object_is_remembered_as_its_row_parses(store: Store, later: bool) -> None:
     for obj in load_objects(MANIFESTS):
         if later:
-            created = store.write_together(lambda tx, o=obj: store.create(o, conn=tx, later=True))
+            created = store.write_together(partial(_create_later, store, obj))
         else:
             created = store.create(obj)
         remembered = _PARSED[(created.metadata.uid or "", 1)]

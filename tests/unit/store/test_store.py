@@ -13,9 +13,9 @@ from aipaas.api.queue import Queue, QueueSpec
 from aipaas.api.registry import parse_object
 from aipaas.api.tenancy import Tenant
 from aipaas.errors import AlreadyExists, Conflict, NotFound
-from aipaas.store import Store, TaskRecord, TaskRepository
+from aipaas.store import Store, TaskRecord, TaskRepository, tables
 from aipaas.store.database import migrate
-from aipaas.store.store import _parse, tables
+from aipaas.store.store import _parse
 
 
 def make_job(name: str = "hello", tenant: str = "acme") -> Job:

@@ -33,8 +33,10 @@ def test_processes_and_threads_write_without_losing_anything(tmp_path: Path) -> 
     context = multiprocessing.get_context("spawn")
     processes = [context.Process(target=_write_many, args=(url, f"p{n}", 60)) for n in range(2)]
     threads = [threading.Thread(target=_write_many, args=(url, f"t{n}", 60)) for n in range(3)]
-    for worker in (*processes, *threads):
-        worker.start()
+    for process in processes:
+        process.start()
+    for thread in threads:
+        thread.start()
     for thread in threads:
         thread.join()
     for process in processes:
