@@ -7,6 +7,7 @@ bash scripts/setup.sh
 export PATH="$PWD/.venv/bin:$PATH"
 ruff check src tests benchmarks
 mypy
+bash scripts/mypy_tests.sh
 lint-imports
 # --- PostgreSQL for the store and server tests (issue 3, control plane) ---------------------
 # Those tests start a throwaway cluster themselves (src/aipaas/store/pgtest.py: initdb + pg_ctl
