@@ -2,7 +2,8 @@
 
 The controller starts tasks one by one; the first start of a gang (the tasks starting in the
 same round, told in the request: backends/gang.py) creates the group with every task's bundle,
-and the later starts find it by name and put their actor in their own bundle. A bundle holds
+and the later starts find it by name and put their Ray task (runner.py, submitted by the
+supervisor actor) in their own bundle. A bundle holds
 the task's CPUs and GPUs (Ray's fractional GPUs for a shared one) and is pinned to its node by
 the node-id label (``bundle_label_selector``), so Ray only checks and reserves: it never places
 a bundle where aipaas did not. The strategy follows aipaas's placement: STRICT_SPREAD when every
@@ -16,7 +17,7 @@ named (namespace ``aipaas``): a restarted server finds them by name and never ma
 The record of a group (``run_dir/.groups/<name>.json``: its bundles by task, and the request
 ids that used it) outlives the driver; a task's record says which group and bundle it uses
 (``placement.json``). A group is removed when the last task using it has ended (its exit code
-recorded or its actor gone): removing it earlier would kill the actors in it.
+recorded or its Ray task gone): removing it earlier would kill the tasks in it.
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ class Placement:
     group: PlacementGroup
     name: str
     bundle: int
-    resources: dict[str, float]  # the bundle's: what the actor asks for
+    resources: dict[str, float]  # the bundle's: what the task asks for
 
 
 class Groups:
@@ -68,7 +69,7 @@ class Groups:
         nodes: dict[str, RayNode],
         own_gpus: float,
     ) -> Placement:
-        """The group and bundle the task's actor goes into, the group made when needed."""
+        """The group and bundle the task goes into, the group made when needed."""
         rid = request.request_id
         known = self._placement_of(rid)
         if known is not None:  # a start repeated after a crash: the same bundle
@@ -178,7 +179,7 @@ class Groups:
     def _use(
         self, name: str, group: PlacementGroup, record: dict[str, Any], index: int, rid: str
     ) -> Placement:
-        """The task takes bundle ``index`` of the group (written down before the actor)."""
+        """The task takes bundle ``index`` of the group (written down before its task is sent)."""
         if record["users"].get(rid) != index:
             record["users"][rid] = index
             write(self.dir / f"{name}.json", json.dumps(record))
@@ -216,7 +217,7 @@ class Groups:
         return [str(n) for n in found.get("groups", [])]
 
     def _holds(self, rid: str) -> bool:
-        """The task may still run in its bundle: its actor was made and it has not ended."""
+        """The task may still run in its bundle: it was submitted and it has not ended."""
         with contextlib.suppress(ValueError):
             return self.records.has(rid, "created") and not self.records.has(rid, "released")
         return False
