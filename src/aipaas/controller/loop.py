@@ -1,18 +1,22 @@
 """The controller's thread: cycles until stopped, while this process holds the controller
 lease (when one is given).
 
-How long it rests between cycles (``rest_plan``): a cycle that wrote something (a task seen
-ended or started, a job placed or given a status: the cycle's ``on_written``) is likely
-followed by more to do (the next task of a slot, the job that waited behind it), so the next
-cycle comes after a short rest (``floor``); a quiet cycle rests the full ``period``. A write
-through the API of this process (``wake``) ends a rest early. Either way a rest lasts at least
-as long as the cycle took: the API server in the same process keeps at least half of the
-time (and of the GIL), and a flood of API writes cannot spin the loop."""
+How long it rests between cycles (``next_rest``, ``rest_plan``): a cycle that wrote something
+(a task seen ended or started, a job placed or given a status: the cycle's ``on_written``) is
+likely followed by more to do (the task it started ends, the next job of the slot starts), so
+the next cycle comes after a short rest (``floor``); each quiet cycle after it rests twice as
+long as the last, up to the ``period``: a short task's end is seen soon after its start, while
+a loop with nothing to do (or only long tasks) is back to one cycle a period after a few
+cycles. A write through the API of this process (``wake``) ends a rest early. Either way a rest
+lasts at least as long as the cycle's thread used the CPU: the API server in the same process
+keeps at least half of it (and of the GIL), and a flood of API writes cannot spin the loop.
+(CPU time, not wall time: a cycle waiting on a backend or the database holds neither.)"""
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Sequence
 
 from aipaas.controller.cycle import Controller
@@ -24,13 +28,18 @@ log = logging.getLogger("aipaas.controller")
 FLOOR_SECONDS = 0.02
 
 
-def rest_plan(took: float, active: bool, period: float, floor: float) -> tuple[float, float]:
-    """The rest after a cycle that took ``took`` seconds, in two parts: the first, which no
-    wake-up ends (only a stop), then the second, which a wake-up ends. ``active``: the cycle
-    wrote something."""
+def next_rest(last: float, active: bool, period: float, floor: float) -> float:
+    """The rest after a cycle, the cycle's own duration aside: ``floor`` after a cycle that
+    wrote something (``active``), else twice the ``last`` rest, up to ``period``."""
+    return floor if active else min(period, max(floor, last * 2))
+
+
+def rest_plan(took: float, rest: float, floor: float) -> tuple[float, float]:
+    """A ``rest`` after a cycle whose thread used ``took`` seconds of CPU, in two parts: the
+    first, which no wake-up ends (only a stop), then the second, which a wake-up ends. Each
+    lasts at least ``floor``, and the whole at least ``took``."""
     least = max(floor, took)
-    full = least if active else max(period, took)
-    return least, max(0.0, full - least)
+    return least, max(0.0, rest - least)
 
 
 class ControllerLoop:
@@ -53,6 +62,7 @@ class ControllerLoop:
         self._stop = threading.Event()
         self._wake = threading.Event()  # set by wake() and stop(): ends the wakeable rest
         self._wrote = False  # the running cycle wrote something (set from on_written)
+        self._rest = period  # the last rest (see next_rest)
         self._thread: threading.Thread | None = None
         self.ready = threading.Event()
         # The cycle tells its listener which jobs it wrote; the loop listens too.
@@ -94,9 +104,8 @@ class ControllerLoop:
         return self.lease is not None and self.lease.holder_now() not in (None, self.lease.holder)
 
     def _run(self) -> None:
-        clock = self.controller.clock
         while not self._stop.is_set():
-            started = clock.monotonic()
+            started = time.thread_time()
             # Cleared before the cycle reads the store: a write from now on wakes the next.
             self._wake.clear()
             self._wrote = False
@@ -115,9 +124,8 @@ class ControllerLoop:
                 self.ready.clear()
             except Exception:
                 log.exception("controller cycle failed")  # the loop's top-level guard
-            least, more = rest_plan(
-                clock.monotonic() - started, self._wrote, self.period, self.floor
-            )
+            self._rest = next_rest(self._rest, self._wrote, self.period, self.floor)
+            least, more = rest_plan(time.thread_time() - started, self._rest, self.floor)
             if self._stop.wait(least):
                 return
             self._wake.wait(more)

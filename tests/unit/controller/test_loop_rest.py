@@ -1,7 +1,7 @@
-"""The controller loop's rest: short after a cycle that wrote something, the full period after a
-quiet one, ended early by a wake-up, and never shorter than the cycle took (the API keeps at
-least half the time). No timing asserts: the loop tests use a period of an hour, so a cycle
-that comes at all came from a write or a wake-up."""
+"""The controller loop's rest: short after a cycle that wrote something, doubling after each quiet
+one up to the period, ended early by a wake-up, and never shorter than the cycle's CPU time (the
+API keeps at least half of it). No timing asserts: the loop tests use a period of an hour, so a
+cycle that comes at all came from a write or a wake-up."""
 
 from __future__ import annotations
 
@@ -12,25 +12,36 @@ from typing import Any, cast
 
 from aipaas.clock import SystemClock
 from aipaas.controller.cycle import Controller
-from aipaas.controller.loop import ControllerLoop, rest_plan
+from aipaas.controller.loop import ControllerLoop, next_rest, rest_plan
 
 HOUR = 3600.0
 PATIENCE = 60.0  # seconds a test waits for what must happen, on a loaded machine
 
 
-def test_a_quiet_cycle_rests_the_period_and_a_wake_up_may_end_it_after_the_floor() -> None:
-    least, more = rest_plan(took=0.01, active=False, period=0.2, floor=0.02)
+def test_a_cycle_that_wrote_is_followed_after_the_floor() -> None:
+    assert next_rest(last=0.2, active=True, period=0.2, floor=0.02) == 0.02
+
+
+def test_quiet_cycles_after_it_rest_twice_as_long_each_up_to_the_period() -> None:
+    rests = [0.02]
+    for _ in range(5):
+        rests.append(next_rest(rests[-1], active=False, period=0.2, floor=0.02))
+    assert rests == [0.02, 0.04, 0.08, 0.16, 0.2, 0.2]
+
+
+def test_a_loop_that_was_quiet_rests_the_period() -> None:
+    assert next_rest(last=0.2, active=False, period=0.2, floor=0.02) == 0.2
+
+
+def test_a_wake_up_may_end_a_rest_after_the_floor() -> None:
+    least, more = rest_plan(took=0.001, rest=0.2, floor=0.02)
     assert least == 0.02 and abs(more - 0.18) < 1e-9
 
 
-def test_a_cycle_that_wrote_rests_only_the_floor() -> None:
-    assert rest_plan(took=0.01, active=True, period=0.2, floor=0.02) == (0.02, 0.0)
-
-
-def test_a_rest_lasts_at_least_as_long_as_the_cycle_took() -> None:
-    assert rest_plan(took=0.5, active=True, period=0.2, floor=0.02) == (0.5, 0.0)
-    assert rest_plan(took=0.5, active=False, period=0.2, floor=0.02) == (0.5, 0.0)
-    least, more = rest_plan(took=0.1, active=False, period=0.2, floor=0.02)
+def test_a_rest_lasts_at_least_the_cycle_s_cpu_time() -> None:
+    assert rest_plan(took=0.5, rest=0.02, floor=0.02) == (0.5, 0.0)
+    assert rest_plan(took=0.5, rest=0.2, floor=0.02) == (0.5, 0.0)
+    least, more = rest_plan(took=0.1, rest=0.2, floor=0.02)
     assert least == 0.1 and abs(more - 0.1) < 1e-9
 
 
@@ -64,17 +75,27 @@ class FakeController:
             return self.ran.wait_for(lambda: self.cycles >= count, PATIENCE)
 
 
-def test_cycles_that_write_follow_each_other_and_a_quiet_one_waits() -> None:
-    controller = FakeController([["a"], ["b"], []])
+def test_cycles_that_write_are_followed_at_once() -> None:
+    controller = FakeController([["a"], ["b"]])
     heard: list[Sequence[str]] = []
     controller.on_written = heard.append  # the listener the server gave the controller
     loop = ControllerLoop(cast(Controller, controller), period=HOUR)
     loop.start()
     try:
-        assert controller.wait_cycles(3)  # the two that wrote were followed at once
-        time.sleep(0.2)  # many floors: a fourth cycle would need the hour or a wake-up
-        assert controller.cycles == 3
+        assert controller.wait_cycles(3)  # not an hour: the two that wrote were followed at once
         assert heard == [["a"], ["b"]]  # the server's listener still hears every write
+    finally:
+        loop.stop()
+
+
+def test_a_loop_with_nothing_written_rests_the_period() -> None:
+    controller = FakeController([])
+    loop = ControllerLoop(cast(Controller, controller), period=HOUR)
+    loop.start()
+    try:
+        assert controller.wait_cycles(1)
+        time.sleep(0.2)  # many floors: a second cycle would need the hour or a wake-up
+        assert controller.cycles == 1
     finally:
         loop.stop()
 
