@@ -1,6 +1,6 @@
 """The controller loop's rest: short after a cycle that wrote something, doubling after each quiet
-one up to the period, ended early by a wake-up, and never shorter than the cycle's CPU time (the
-API keeps at least half of it). No timing asserts: the loop tests use a period of an hour, so a
+one up to the period, ended early by a wake-up, and never shorter than the cycle took (the API
+keeps at least half the time). No timing asserts: the loop tests use a period of an hour, so a
 cycle that comes at all came from a write or a wake-up."""
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ def test_a_wake_up_may_end_a_rest_after_the_floor() -> None:
     assert least == 0.02 and abs(more - 0.18) < 1e-9
 
 
-def test_a_rest_lasts_at_least_the_cycle_s_cpu_time() -> None:
+def test_a_rest_lasts_at_least_as_long_as_the_cycle_took() -> None:
     assert rest_plan(took=0.5, rest=0.02, floor=0.02) == (0.5, 0.0)
     assert rest_plan(took=0.5, rest=0.2, floor=0.02) == (0.5, 0.0)
     least, more = rest_plan(took=0.1, rest=0.2, floor=0.02)
