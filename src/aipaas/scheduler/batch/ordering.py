@@ -200,11 +200,7 @@ class JobOrder:
         taken = []
         while heap and same(heap[0][3]):
             taken.append(heapq.heappop(heap)[3])
-        if taken:
-            current: str | None = leaf
-            while current is not None and current != _TOP:
-                self._pending[current] -= len(taken)
-                current = self._parent.get(current)
+        self._taken(leaf, len(taken))
         return taken
 
     def take_alike(self, job: Job, *, priority: bool, level: bool) -> list[Job]:
@@ -251,12 +247,15 @@ class JobOrder:
             ):
                 break
             taken.append(pop(heap)[3])
-        if taken:
-            current: str | None = leaf
-            while current is not None and current != _TOP:
-                self._pending[current] -= len(taken)
-                current = self._parent.get(current)
+        self._taken(leaf, len(taken))
         return taken
+
+    def _taken(self, leaf: str, count: int) -> None:
+        """``count`` jobs of ``leaf`` left the order: its lineage has that many fewer pending."""
+        current: str | None = leaf if count else None
+        while current is not None and current != _TOP:
+            self._pending[current] -= count
+            current = self._parent.get(current)
 
     def drain(self, leaf: str) -> list[Job]:
         """Take every job still in ``leaf`` out of the order (any order; none in ``fifo``
