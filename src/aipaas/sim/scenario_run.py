@@ -10,7 +10,8 @@ when a reservation starts or a running job passes its queue's ``minRuntime`` whi
 
 One SnapshotCluster and the model Jobs live across cycles: starts and evictions are already in
 them when the session returns, completions release their placements here. Only the Session is
-per cycle, so the loop costs what changes, not what exists (15,000 jobs in seconds).
+per cycle, so the loop costs what changes, not what exists (15,000 jobs in seconds); the
+waiting backlog is kept grouped across cycles in a BacklogBook the sessions take it from.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from collections import defaultdict
 from dataclasses import dataclass, replace
 from typing import Any, Final
 
+from aipaas.scheduler.batch.backlog_book import BacklogBook
 from aipaas.scheduler.batch.model import Decisions, Job, Resources, Snapshot
 from aipaas.scheduler.batch.session import run_session
 from aipaas.sim.scenario_build import Scenario
@@ -61,6 +63,9 @@ class ScenarioRun:
         self.cycles = 0
         self.records = {key: _Record(job.submitted) for key, job in scenario.jobs.items()}
         self.active: dict[str, Job] = {}
+        #: ``active`` as the sessions take it: the waiting backlog grouped, kept up to date
+        #: here (a session then costs what changed, not the whole backlog)
+        self.book = BacklogBook()
         self.blocked: dict[str, tuple[str, ...]] = {}  # waiting for dependencies
         self.waiting: set[str] = set()  # active jobs with tasks not running
         self.succeeded: set[str] = set()
@@ -124,6 +129,7 @@ class ScenarioRun:
             self._why(key, "WaitingForDependencies", f"waiting for {', '.join(needs)} to succeed")
             return
         self.active[key] = job
+        self.book.add(job)
         if job.pending_tasks:
             self.waiting.add(key)
 
@@ -166,6 +172,7 @@ class ScenarioRun:
                 task.since = None
         job.started = None
         del self.active[key]
+        self.book.remove(job)
         self.waiting.discard(key)
         record.finished = time
         record.run_start = None
@@ -238,7 +245,7 @@ class ScenarioRun:
     def _cycle(self) -> Decisions:
         self.cycles += 1
         snapshot = Snapshot(self.now, self.scenario.nodes, self.queues, list(self.active.values()))
-        decisions = run_session(snapshot, self.engine, self.scenario.options)
+        decisions = run_session(snapshot, self.engine, self.scenario.options, book=self.book)
         touched: dict[str, Job] = {}
         for start in decisions.started:
             job = self.active[start.job]
@@ -252,6 +259,7 @@ class ScenarioRun:
             record.tasks_evicted += 1
             self._why(eviction.job, eviction.reason, f"by {eviction.by}: {eviction.message}")
         for key, job in touched.items():
+            self.book.sync(job)
             record = self.records[key]
             if job.is_running and job.started != record.run_start:
                 self._begin_run(key, job, self.now)

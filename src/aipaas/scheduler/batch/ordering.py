@@ -36,12 +36,8 @@ class JobOrder:
     iterating (through the session's ``account``) re-order what is left."""
 
     def __init__(self, session: Session, jobs: Iterable[Job]) -> None:
-        self.session = session
-        mode = session.options.fairShare
-        self.mode = mode
+        self._setup(session)
         by_priority = session.options.jobOrder == "priority"
-        #: resources the cluster measures (a resource with no capacity has no share)
-        self._measured = tuple(c > 0 for c in session.capacity.as_tuple())
         #: per leaf (or the one global list in fifo mode): (job key tuple, seq, job)
         self._jobs: dict[str, list[tuple[int, int, int, Job]]] = {}
         # Built in one comprehension and grouped after (backlogs of thousands, per action).
@@ -49,8 +45,7 @@ class JobOrder:
             (-job.priority if by_priority else 0, job.order, seq, job)
             for seq, job in enumerate(jobs)
         ]
-        self._seq = len(entries)
-        if mode == "fifo":
+        if self.mode == "fifo":
             if entries:
                 self._jobs[_TOP] = entries
         else:
@@ -63,19 +58,29 @@ class JobOrder:
                     heap.append(entry)
         for heap in self._jobs.values():
             heapq.heapify(heap)
+        self._link({leaf: len(heap) for leaf, heap in self._jobs.items()})
+
+    def _setup(self, session: Session) -> None:
+        self.session = session
+        self.mode = session.options.fairShare
+        #: resources the cluster measures (a resource with no capacity has no share)
+        self._measured = tuple(c > 0 for c in session.capacity.as_tuple())
         #: node -> parent in the order's tree (proportion: every leaf under the top)
         self._parent: dict[str, str] = {}
         self._pending: dict[str, int] = {}
         self._version: dict[str, int] = {}
         self._children: dict[str, list[tuple[NodeKey, int, str]]] = {}
-        if mode != "fifo":
-            for leaf, heap in self._jobs.items():
+
+    def _link(self, sizes: dict[str, int]) -> None:
+        """Link the leaves holding jobs (``sizes``: how many each) into the order's tree."""
+        if self.mode != "fifo":
+            for leaf, size in sizes.items():
                 path = self._path(leaf)
                 for node in path:
-                    self._pending[node] = self._pending.get(node, 0) + len(heap)
+                    self._pending[node] = self._pending.get(node, 0) + size
             for node in self._parent:
                 self._push(node)
-        self._log_seen = len(session.account_log)
+        self._log_seen = len(self.session.account_log)
         #: the leaf of the last pop while nothing was re-keyed since: with no new key the
         #: same path wins again as long as that leaf has jobs left (the descent is skipped)
         self._last: str | None = None
@@ -163,6 +168,15 @@ class JobOrder:
         if self.mode == "fifo":
             heap = self._jobs.get(_TOP)
             return heapq.heappop(heap)[3] if heap else None
+        node = self._next_leaf()
+        if node is None:
+            return None
+        job = heapq.heappop(self._jobs[node])[3]
+        self._taken(node, 1)
+        return job
+
+    def _next_leaf(self) -> str | None:
+        """The leaf the next job comes from (None: no job is left)."""
         self._refresh_changed()
         node = self._last
         if node is None or not self._jobs[node]:
@@ -173,13 +187,7 @@ class JobOrder:
                     return None
                 node = child
             self._last = node
-        job = heapq.heappop(self._jobs[node])[3]
-        current: str | None = node
-        pending, parent = self._pending, self._parent
-        while current is not None and current != _TOP:
-            pending[current] -= 1
-            current = parent.get(current)
-        return job
+        return node
 
     def take_while(self, leaf: str, same: Callable[[Job], bool]) -> list[Job]:
         """Take out the jobs that ``pop`` would return next, while they are of ``leaf`` and

@@ -16,8 +16,8 @@ share: reclaim's first prey), ``wait`` (why a job waits), ``reservations`` (back
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
-from typing import Any, TypeVar, cast
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from aipaas.scheduler.batch.cluster import PlacementEngine
 from aipaas.scheduler.batch.model import (
@@ -33,6 +33,9 @@ from aipaas.scheduler.batch.options import BatchOptions
 from aipaas.scheduler.batch.reservations import Reservations
 from aipaas.scheduler.batch.statement import Statement
 
+if TYPE_CHECKING:
+    from aipaas.scheduler.batch.backlog_book import BacklogBook
+
 _T = TypeVar("_T")
 
 
@@ -47,8 +50,11 @@ class Session:
         options: BatchOptions | None = None,
         *,
         fair_share: Mapping[str, Resources] | None = None,
+        book: BacklogBook | None = None,
     ) -> None:
         self.snapshot = snapshot
+        #: the snapshot's jobs as kept across cycles by the caller (None: walk them all)
+        self.book = book
         self.engine = engine
         self.options = options or BatchOptions()
         self.now = snapshot.now
@@ -79,7 +85,18 @@ class Session:
         self._pending: dict[str, list[int]] = {}
         demand, pending = self.demand, self._pending
         gangs = self._gangs
-        for job in snapshot.jobs:
+        walked: Iterable[Job] = snapshot.jobs
+        if book is not None:
+            # The idle part as the book keeps it; only the rest (running jobs mostly) walked.
+            if len(book) != len(snapshot.jobs):
+                raise ValueError("the backlog book does not hold the snapshot's jobs")
+            gangs.update(book.entries)
+            for leaf, sums in book.sums.items():
+                demand[leaf] = list(sums)
+                pending[leaf] = list(sums)
+            rank = book.rank
+            walked = sorted(book.others.values(), key=lambda j: rank[j.key])
+        for job in walked:
             total = job._total
             if total is None:
                 total = job_total(job)
@@ -329,10 +346,15 @@ class Session:
 
 
 def run_session(
-    snapshot: Snapshot, engine: PlacementEngine, options: BatchOptions | None = None
+    snapshot: Snapshot,
+    engine: PlacementEngine,
+    options: BatchOptions | None = None,
+    *,
+    book: BacklogBook | None = None,
 ) -> Decisions:
-    """One cycle: what the live controller and ``aipaas simulate`` call."""
-    return Session(snapshot, engine, options).run()
+    """One cycle: what the live controller and ``aipaas simulate`` call (``book``: the
+    snapshot's jobs as the caller keeps them across cycles, batch/backlog_book.py)."""
+    return Session(snapshot, engine, options, book=book).run()
 
 
 def gang_tasks(job: Job) -> list[Task]:

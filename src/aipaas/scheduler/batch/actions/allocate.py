@@ -26,6 +26,7 @@ from aipaas.scheduler.batch.explain import unschedulable_message
 from aipaas.scheduler.batch.head_hold import HeadHolds
 from aipaas.scheduler.batch.model import UNBOUNDED, Job, Resources, Task
 from aipaas.scheduler.batch.ordering import JobOrder, ordered
+from aipaas.scheduler.batch.ordering_groups import GroupedOrder
 from aipaas.scheduler.batch.session import gang_tasks, resources_of
 from aipaas.scheduler.batch.topology import DomainView, Refusal, job_domain, place_in_domain
 from aipaas.scheduler.framework.types import Placement, PodRequest, Unschedulable
@@ -234,8 +235,6 @@ def allocate(session: Session) -> None:
     gangs = dict(session.pending_gangs())
     if enqueued is not None and session.scratch.get(REFUSED) != 0:  # 0: it let every one in
         gangs = {k: g for k, g in gangs.items() if k in enqueued}
-    jobs = session.jobs
-    pending = [jobs[key] for key in gangs]
     holds = HeadHolds(session, lambda: _idle(session))
     deferred: list[Job] = []
     blocker: Job | None = None
@@ -243,7 +242,7 @@ def allocate(session: Session) -> None:
     #: outcome); the jobs after it in the same queue with the same request are refused alike
     #: while nothing changes (start_gang's memo would answer the same)
     refused: tuple[str, Resources, int, tuple[str, str], str] | None = None
-    order = ordered(session, pending)
+    order = _order(session, gangs)
     for job in order:
         if blocker is not None:
             _behind(session, job, blocker)
@@ -342,6 +341,23 @@ def allocate(session: Session) -> None:
             idle = idle - want
         elif strict:
             break
+
+
+def _order(session: Session, gangs: dict[str, tuple[list[Task], Resources]]) -> JobOrder:
+    """The order of the first pass over ``gangs`` (the jobs let in): by the groups of the
+    caller's backlog book where the session has one and nothing changed yet (each group was
+    let in or kept out whole by enqueue: one verdict per group), else job by job."""
+    book, enqueued = session.book, session.enqueued
+    if book is None or session.account_log or session.options.fairShare == "fifo":
+        jobs = session.jobs
+        return ordered(session, [jobs[key] for key in gangs])
+    runs = [
+        (group.jobs, group.orders)
+        for group in book.groups.values()
+        if enqueued is None or group.jobs[0].key in enqueued
+    ]
+    singles = [job for key, job in book.others.items() if key in gangs]
+    return GroupedOrder(session, runs, singles)
 
 
 def _refuse_alike(

@@ -8,6 +8,7 @@ actions do not look at it (Volcano's enqueue, Kueue's admission check against no
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Final
 
 from aipaas.scheduler.batch.explain import capacity_message, describe, over_quota_message
@@ -33,7 +34,29 @@ def enqueue(session: Session) -> None:
     verdicts: dict[tuple[object, ...], tuple[str, str] | None] = {}
     gangs = session.pending_gangs()
     refused = 0
-    for job in session.jobs.values():
+    walked: Iterable[Job] = session.jobs.values()
+    book = session.book
+    if book is not None and not session.account_log:
+        # The backlog by groups (one leaf, priority, level and gang kind: one verdict key),
+        # as the caller keeps it: one look per group, then the rest of the jobs one by one.
+        waiting = session.waiting
+        for (queue, _, label, _, _), group in book.groups.items():
+            members = group.members
+            first = group.jobs[0]
+            tasks, gang = book.entries[first.key]
+            shape = verdict_shape(first, tasks)
+            key = (queue, label, id(shape))
+            if key in verdicts:
+                problem = verdicts[key]
+            else:
+                problem = verdicts[key] = _verdict(session, first, tasks, gang, nodes, room)
+            if problem is None:
+                admitted.update(members)
+            else:
+                refused += len(members)
+                waiting.update(dict.fromkeys(members, problem))
+        walked = book.others.values()
+    for job in walked:
         entry = gangs.get(job.key)
         if entry is None:
             if job.pending_tasks:
@@ -50,10 +73,7 @@ def enqueue(session: Session) -> None:
         if not claims and key in verdicts:  # device claims are judged one by one
             problem = verdicts[key]
         else:
-            problem = _never_fits(session, job, tasks, gang, nodes)
-            if problem is None and not gang.fits_within(room):
-                problem = ("Unschedulable", capacity_message(gang, capacity))
-            verdicts[key] = problem
+            problem = verdicts[key] = _verdict(session, job, tasks, gang, nodes, room)
         if problem is None:
             admitted.add(job.key)
         else:
@@ -62,6 +82,20 @@ def enqueue(session: Session) -> None:
     session.enqueued = admitted
     #: how many jobs with a gang to start it kept out (none: every such job was let in)
     session.scratch[REFUSED] = refused
+
+
+def _verdict(
+    session: Session,
+    job: Job,
+    tasks: list[Task],
+    gang: Resources,
+    nodes: list[Node],
+    room: Resources,
+) -> tuple[str, str] | None:
+    problem = _never_fits(session, job, tasks, gang, nodes)
+    if problem is None and not gang.fits_within(room):
+        problem = ("Unschedulable", capacity_message(gang, session.capacity))
+    return problem
 
 
 def _never_fits(
