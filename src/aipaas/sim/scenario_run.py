@@ -245,7 +245,7 @@ class ScenarioRun:
     def _cycle(self) -> Decisions:
         self.cycles += 1
         snapshot = Snapshot(self.now, self.scenario.nodes, self.queues, list(self.active.values()))
-        decisions = run_session(snapshot, self.engine, self.scenario.options, book=self.book)
+        decisions = self._decide(snapshot)
         touched: dict[str, Job] = {}
         for start in decisions.started:
             job = self.active[start.job]
@@ -276,6 +276,10 @@ class ScenarioRun:
         self._reasons.update(decisions.reasons)  # written into records by ``output``
         self._wake_later(decisions)
         return decisions
+
+    def _decide(self, snapshot: Snapshot) -> Decisions:
+        """One session on ``snapshot``, the backlog taken from the book kept here."""
+        return run_session(snapshot, self.engine, self.scenario.options, book=self.book)
 
     def _wake_later(self, decisions: Decisions) -> None:
         """A later instant where waiting work may start with no event: a reservation's start,
