@@ -23,6 +23,7 @@ session without the book decides (tests/unit/scheduler/batch/test_batch_k_book.p
 from __future__ import annotations
 
 from bisect import bisect_left
+from collections.abc import Callable, Mapping
 
 from aipaas.scheduler.batch.model import Job, Resources, Task
 from aipaas.scheduler.batch.session import gang_entry, gang_kind, job_total
@@ -104,6 +105,31 @@ class BacklogBook:
         self._take_out(job)
         del self.rank[job.key]
         self._orders.discard(job.order)
+
+    def candidates(
+        self,
+        gangs: Mapping[str, object],
+        may: Callable[[Job], bool] | None = None,
+        above: Mapping[str, int] | None = None,
+    ) -> list[str]:
+        """The keys of the jobs with a gang to start (``gangs``: the session's
+        ``pending_gangs``) that may take room from others (``victims.preemptor_jobs``), as far
+        as a look per group tells: a group whose priority is at or below what ``above`` gives
+        its leaf, or whose first job still waiting ``may`` turns away, is passed over whole
+        (``may`` must answer alike for jobs alike: one leaf, priority, level and gang request);
+        every other job, and every job of ``others`` in ``gangs``, is named (it may have
+        started since: the caller looks at each). In group order, not the snapshot's."""
+        out: list[str] = []
+        for (queue, priority, _, _, _), group in self.groups.items():
+            if above is not None and priority <= above.get(queue, priority):
+                continue
+            if may is not None:
+                first = next((j for j in group.jobs if j.key in gangs), None)
+                if first is None or not may(first):
+                    continue
+            out.extend(group.members)
+        out.extend(key for key in self.others if key in gangs)
+        return out
 
     def _place(self, job: Job) -> None:
         tasks = job.tasks
