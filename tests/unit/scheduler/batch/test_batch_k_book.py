@@ -281,3 +281,46 @@ def test_the_grouped_order_gives_the_plain_orders_jobs(
                 j.key for j in plain.drain(leaf)
             )
     assert plain.pop() is None and grouped.pop() is None
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(["t/a", "t/b"]), st.sampled_from([1, 5]), st.integers(1, 2)),
+        min_size=1,
+        max_size=30,
+    ),
+    st.randoms(use_true_random=False),
+    st.booleans(),
+    st.booleans(),
+)
+def test_candidates_pass_over_only_groups_the_look_turns_away(
+    specs: list[tuple[str, int, int]], rng: random.Random, use_may: bool, use_above: bool
+) -> None:
+    jobs = []
+    book = BacklogBook()
+    for i, (leaf, priority, gpus) in enumerate(specs):
+        one = job(f"t/j{i}", leaf, gpu=gpus, priority=priority)
+        book.add(one)
+        jobs.append(one)
+    waiting = {j.key: j for j in jobs if rng.random() < 0.8}  # the rest started this cycle
+    # A look that answers alike for jobs alike (by leaf, priority and request), as callers'.
+    answers = {
+        (leaf, p, g): rng.random() < 0.5 for leaf in ("t/a", "t/b") for p in (1, 5) for g in (1, 2)
+    }
+
+    def may(one: Job) -> bool:
+        return answers[(one.queue, one.priority, one.tasks[0].request.gpu_count)]
+
+    above = {"t/a": rng.choice([0, 1, 5])} if use_above else None  # t/b: not named, none passes
+
+    def passes(one: Job) -> bool:
+        if above is not None and one.priority <= above.get(one.queue, 2**63):
+            return False
+        return not use_may or may(one)
+
+    named = book.candidates(waiting, may if use_may else None, above)
+    assert len(named) == len(set(named))
+    assert {k for k in named if k in waiting and passes(waiting[k])} == {
+        k for k, one in waiting.items() if passes(one)
+    }
