@@ -63,6 +63,12 @@ class HeadHolds:
         self._takeable: dict[str, list[tuple[int, Resources]]] | None = None
         #: per (queue, priority): preemption could make room for that much (asked once)
         self._could: dict[tuple[str, int], Resources] = {}
+        #: per leaf queue, (priority, [(node, resources)] of its running tasks) of each job
+        #: preempt could take (with ``_takeable``)
+        self._tasks_by_queue: dict[str, list[tuple[int, list[tuple[str, Resources]]]]] | None = None
+        #: per (queue, priority): the most one node could offer, per resource (asked once)
+        self._best_node: dict[tuple[str, int], tuple[int, int, int]] = {}
+        self._free_max: tuple[int, int, int] | None = None
 
     def refused(self, job: Job, want: Resources) -> None:
         """``job`` could not start: it becomes its queue's head unless one is held already, or
@@ -77,6 +83,8 @@ class HeadHolds:
             return
         if not want.fits_within(self._reachable(job)):
             return  # no preemption can make its room: it holds nothing back
+        if not self._one_node_could_hold(job):
+            return  # nor where its largest task would have to go: no node could give that much
         self._heads[job.queue] = Head(job, want)
         self._aside = self._aside + want
 
@@ -99,15 +107,85 @@ class HeadHolds:
             self._could[key] = found
         return found
 
+    def _one_node_could_hold(self, job: Job) -> bool:
+        """Some node could hold the gang's largest task (in GPUs, CPU and memory, each on its
+        own: an upper bound) with what is free on it plus what preempt could take there from
+        the job's queue. Counters over the whole cluster miss fragmentation: 3 GPUs free on
+        one node and 1 takeable on another are no room for a 4-GPU task, and holding back the
+        queue's smaller jobs for it would only leave those 3 idle."""
+        largest = (0, 0, 0)
+        needed = job.min_available - len(job.running_tasks)
+        for task in job.tasks:
+            if needed <= 0:
+                break
+            if task.placement is None:
+                needed -= 1
+                r = task.resources
+                largest = (
+                    max(largest[0], r.gpu_milli),
+                    max(largest[1], r.cpu_milli),
+                    max(largest[2], r.memory_mib),
+                )
+        key = (job.queue, job.priority)
+        best = self._best_node.get(key)
+        if best is None:
+            best = self._most_free()
+            engine = self.session.engine
+            for node, held in self._takeable_on_nodes(job.queue, job.priority).items():
+                free = engine.free(node)
+                best = (
+                    max(best[0], free.gpu_milli + held[0]),
+                    max(best[1], free.cpu_milli + held[1]),
+                    max(best[2], free.memory_mib + held[2]),
+                )
+            self._best_node[key] = best
+        return all(want <= have for want, have in zip(largest, best, strict=True))
+
+    def _most_free(self) -> tuple[int, int, int]:
+        """The most any one node has free, per resource (worked out once per cycle)."""
+        if self._free_max is None:
+            gpu = cpu = memory = 0
+            engine = self.session.engine
+            for node in engine.nodes:
+                free = engine.free(node.name)
+                gpu, cpu = max(gpu, free.gpu_milli), max(cpu, free.cpu_milli)
+                memory = max(memory, free.memory_mib)
+            self._free_max = (gpu, cpu, memory)
+        return self._free_max
+
+    def _takeable_on_nodes(self, queue: str, priority: int) -> dict[str, tuple[int, int, int]]:
+        """Per node, what the jobs of ``queue`` below ``priority`` that preempt could take hold."""
+        out: dict[str, tuple[int, int, int]] = {}
+        for job_priority, tasks in self._victim_tasks().get(queue, ()):
+            if job_priority >= priority:
+                continue
+            for node, r in tasks:
+                gpu, cpu, memory = out.get(node, (0, 0, 0))
+                out[node] = (gpu + r.gpu_milli, cpu + r.cpu_milli, memory + r.memory_mib)
+        return out
+
+    def _victim_tasks(self) -> dict[str, list[tuple[int, list[tuple[str, Resources]]]]]:
+        self._victims()
+        assert self._tasks_by_queue is not None
+        return self._tasks_by_queue
+
     def _victims(self) -> dict[str, list[tuple[int, Resources]]]:
         if self._takeable is None:
             session = self.session
             protected = touched_jobs(session)
             takeable: dict[str, list[tuple[int, Resources]]] = {}
+            tasks: dict[str, list[tuple[int, list[tuple[str, Resources]]]]] = {}
             for job in session.running:
                 if eligible(session, job, protected):
                     takeable.setdefault(job.queue, []).append((job.priority, job.allocated()))
+                    on_nodes = [
+                        (t.placement.node, t.resources)
+                        for t in job.running_tasks
+                        if t.placement is not None
+                    ]
+                    tasks.setdefault(job.queue, []).append((job.priority, on_nodes))
             self._takeable = takeable
+            self._tasks_by_queue = tasks
         return self._takeable
 
     def started(self, job: Job) -> None:

@@ -74,11 +74,11 @@ def test_jobs_of_equal_priority_and_other_queues_are_not_held() -> None:
     assert d.evicted == []
 
 
-def _blocked(options: BatchOptions) -> Decisions:
+def _fragmented(options: BatchOptions) -> Decisions:
     """Two nodes of 4 GPUs, each running a job of priority 10 (2 GPUs: r1, r2) and one of
     priority 200 that is not preemptible (2 GPUs: k1, k2); big (priority 100, one 4-GPU task)
     and mid (priority 50, 1 GPU) wait. r1 and r2 hold 4 GPUs together, so big could start by
-    preemption as far as the counters tell, but no node can free 4."""
+    preemption as far as the cluster-wide counters tell, but no node can free 4."""
     r1 = job("t/r1", "t/q", tasks=2, priority=10)
     r2 = job("t/r2", "t/q", tasks=2, priority=10)
     k1 = job("t/k1", "t/q", tasks=2, priority=200)
@@ -96,18 +96,49 @@ def _blocked(options: BatchOptions) -> Decisions:
     ).run()
 
 
+def test_no_hold_where_no_node_could_give_the_largest_task_its_room() -> None:
+    """_fragmented: each node could give at most 2 GPUs (r's) to big's 4-GPU task, so no
+    preemption can make its room and big holds nothing back: mid (priority 50 > 10) does what
+    it does without the hold, evicting one whole 2-GPU job of priority 10 for its one GPU."""
+    for options in (HOLD, NO_HOLD):
+        d = _fragmented(options)
+        assert started(d) == {"t/mid": ["w-0"]}
+        assert len({e.job for e in d.evicted}) == 1
+        assert {e.job for e in d.evicted} <= {"t/r1", "t/r2"}
+        assert d.reasons["t/big"][0] == "Unschedulable"
+
+
+def _blocked(options: BatchOptions) -> Decisions:
+    """n1: 4 GPUs, 8 CPUs, running r1 (priority 10, 4 GPUs, 1 CPU) and k1 (priority 200, not
+    preemptible, no GPU, 6 CPUs); n2: no GPU, 64 CPUs, idle. big (priority 100, 4 GPUs and 4
+    CPUs) and mid (priority 50, 1 GPU, 1 CPU) wait. As far as the bounds tell, big could start
+    by preemption (n1 could give 4 GPUs by taking r1; some node has 4 CPUs free), but no node
+    can give both: evicting r1 leaves n1 2 CPUs."""
+    r1 = job("t/r1", "t/q", gpu=4, priority=10)
+    k1 = job("t/k1", "t/q", gpu=0, cpu=6, priority=200)
+    k1.preemptible = False
+    big = job("t/big", "t/q", gpu=4, cpu=4, priority=100)
+    mid = job("t/mid", "t/q", priority=50)
+    return session(
+        [node("n1", gpu=4, cpu=8), node("n2", gpu=0, cpu=64)],
+        Q,
+        [r1, k1, big, mid],
+        {"t/r1": ["n1"], "t/k1": ["n1"]},
+        options=options,
+    ).run()
+
+
 def test_a_held_job_does_not_preempt_for_itself() -> None:
-    """big's preemption fails (no node frees 4): it stays. mid is held behind it and does not
-    evict r1 or r2 for itself either; without the hold it does (a whole 2-GPU gang for its
-    one GPU)."""
+    """_blocked: big's preemption fails (n1 freed of r1 has 4 GPUs but 2 CPUs): it stays. mid
+    is held behind it and does not evict r1 for itself either; without the hold it does (a
+    whole 4-GPU job for its one GPU)."""
     d = _blocked(HOLD)
     assert started(d) == {}
     assert d.evicted == []
     assert d.reasons["t/mid"][0] == "HeldForHead"
     d = _blocked(NO_HOLD)
     assert started(d) == {"t/mid": ["w-0"]}
-    assert len({e.job for e in d.evicted}) == 1
-    assert {e.job for e in d.evicted} <= {"t/r1", "t/r2"}
+    assert {e.job for e in d.evicted} == {"t/r1"}
 
 
 def _share(gpu: int) -> Resources:
