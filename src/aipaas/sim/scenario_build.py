@@ -268,8 +268,15 @@ def _resolve_priority(
     except InvalidObject as err:
         fields = [FieldError(f"{where}.{f.path}", f.reason) for f in err.fields]
         raise InvalidObject(fields) from err
+    spec = job.spec
+    if (
+        spec.priority == value
+        and spec.preemptible is preemptible
+        and {"priority", "preemptible"} <= spec.model_fields_set
+    ):
+        return job  # already resolved: the copy would be equal (tens of thousands of jobs)
     update = {"priority": value, "preemptible": preemptible}
-    return job.model_copy(update={"spec": job.spec.model_copy(update=update)})
+    return job.model_copy(update={"spec": spec.model_copy(update=update)})
 
 
 def _profile(name: str, base: Path | None) -> SchedulerProfile:
