@@ -133,7 +133,7 @@ def test_gang_with_gpus_runs_with_env_devices_and_logs_by_task(
 
     controller = world.controller(backend)
     world.submit("gang", python_task(ENV_SCRIPT, replicas=2, gpu="2"))
-    world.submit("half", python_task(ENV_SCRIPT, gpu="{fraction: 0.5}"))
+    world.submit("half", python_task(ENV_SCRIPT, replicas=2, gpu="{fraction: 0.5}"))
     uid = world.job("gang").metadata.uid or ""
 
     def explain() -> object:
@@ -159,7 +159,7 @@ def test_gang_with_gpus_runs_with_env_devices_and_logs_by_task(
     half_name = f"aipaas-pg-{world.job('half').metadata.uid}.0"
     table = ray.util.placement_group_table().values()
     (half_group,) = [g for g in table if g["name"] == half_name]
-    assert [b.get("GPU") for b in half_group["bundles"].values()] == [0.5]  # Ray's fraction
+    assert [b.get("GPU") for b in half_group["bundles"].values()] == [0.5, 0.5]  # fractions
     addresses = {n["NodeManagerAddress"] for n in ray.nodes() if n["Alive"]}  # type: ignore[no-untyped-call]
     by_rank: dict[str, dict[str, str]] = {}
     for record in records(world, "gang"):
@@ -178,9 +178,10 @@ def test_gang_with_gpus_runs_with_env_devices_and_logs_by_task(
         assert not set(by_rank["0"]["CUDA_VISIBLE_DEVICES"].split(",")) & set(
             by_rank["1"]["CUDA_VISIBLE_DEVICES"].split(",")
         )
-    (half,) = records(world, "half")
-    assert half.log_path is not None
-    assert len(Path(half.log_path).read_text().split("CUDA_VISIBLE_DEVICES=")[1].split(",")) == 1
+    for half in records(world, "half"):
+        assert half.log_path is not None
+        cuda = Path(half.log_path).read_text().split("CUDA_VISIBLE_DEVICES=")[1]
+        assert len(cuda.split(",")) == 1
     # Ended tasks and their groups are gone once their exit codes are recorded.
     cycle_until(controller, lambda: not actors_of(world, "gang") and not actors_of(world, "half"))
     assert groups_of(uid) == [] and groups_of(world.job("half").metadata.uid or "") == []
@@ -208,11 +209,11 @@ def test_a_failing_task_restarts_per_its_policy(
     assert status is not None and status.tasks[0].restarts == 1
     assert world.reasons("flaky").count("TaskRestarting") == 1
     (record,) = records(world, "flaky")
-    assert record.attempt == 1  # the second attempt: a new request id, a new actor
-    # ... and a placement group of its own round; the first attempt's was removed.
-    assert groups_of(record.job_uid) == []
+    assert record.attempt == 1  # the second attempt: a new request id, a new Ray task
+    # A task alone is pinned to its node without a placement group (groups.py), in either
+    # attempt.
     names = {g["name"] for g in ray.util.placement_group_table().values()}
-    assert {f"aipaas-pg-{record.job_uid}.0", f"aipaas-pg-{record.job_uid}.1"} <= names
+    assert not [name for name in names if record.job_uid in name]
 
 
 def test_a_task_restarted_alone_takes_its_bundle_again(
@@ -257,7 +258,7 @@ def test_cancel_stops_the_real_work(world: World, backend: Backend) -> None:
     world.submit("long", task)
     cycle_until(
         controller,
-        lambda: world.phase("long") == "Running" and len(processes_with(marker)) >= 6,
+        lambda: world.phase("long") == "Running" and len(processes_with(marker)) >= 4,
     )
     world.service.cancel("long", "acme")
     cycle_until(controller, lambda: world.phase("long") == "Cancelled")
@@ -353,7 +354,7 @@ def test_an_actor_ray_will_not_place_is_lost_not_running_forever(
     assert made.status(["big.worker-0.0"])["big.worker-0.0"].state is TaskState.LOST
     assert groups_of("big.worker-0.0") == []
     # A task started behind the controller's back holds every GPU of the node: the next
-    # task's placement group waits in Ray, and is given up at its deadline.
+    # task (alone: pinned to that node) waits in Ray, and is given up at its deadline.
     sleeper = ("sleep", "60")
     other.start(unplaced("holder.worker-0.0", GPUS_PER_NODE, tmp_path / "h.log", sleeper))
     try:
@@ -364,12 +365,11 @@ def test_an_actor_ray_will_not_place_is_lost_not_running_forever(
         made.start(unplaced("busy.worker-0.0", 1, tmp_path / "busy.log"))
         waiting = made.status(["busy.worker-0.0"])["busy.worker-0.0"]
         assert waiting.state in (TaskState.UNKNOWN, TaskState.UNREACHABLE)  # not started
-        assert [g["state"] for g in groups_of("busy.worker-0.0")] == ["PENDING"]
+        assert groups_of("busy.worker-0.0") == []  # a task alone: pinned, no group
         time.sleep(2.5)
         answer = made.status(["busy.worker-0.0"])["busy.worker-0.0"]
         assert answer.state is TaskState.LOST
-        assert "could not place the task's placement group within 2 s" in answer.message
-        assert groups_of("busy.worker-0.0") == []  # given up: its group removed
+        assert "Ray did not start the task within 2 s" in answer.message
     finally:
         other.stop("holder.worker-0.0", 0.1)
     deadline = time.monotonic() + 60

@@ -12,7 +12,13 @@ from typing import Any, cast
 
 from aipaas.clock import SystemClock
 from aipaas.controller.cycle import Controller
-from aipaas.controller.loop import ControllerLoop, next_rest, rest_plan
+from aipaas.controller.loop import (
+    ControllerLoop,
+    backend_waited,
+    cycle_share,
+    next_rest,
+    rest_plan,
+)
 
 HOUR = 3600.0
 PATIENCE = 60.0  # seconds a test waits for what must happen, on a loaded machine
@@ -43,6 +49,24 @@ def test_a_rest_lasts_at_least_as_long_as_the_cycle_took() -> None:
     assert rest_plan(took=0.5, rest=0.2, floor=0.02) == (0.5, 0.0)
     least, more = rest_plan(took=0.1, rest=0.2, floor=0.02)
     assert least == 0.1 and abs(more - 0.1) < 1e-9
+
+
+def test_time_blocked_on_the_backend_does_not_lengthen_the_rest() -> None:
+    """A Ray cycle mostly waits on its driver process (neither CPU nor GIL held): only the rest
+    of its time counts towards the rest's lower bound."""
+    assert cycle_share(took=0.5, blocked=0.45) == 0.5 - 0.45
+    least, _ = rest_plan(took=cycle_share(0.5, 0.45), rest=0.02, floor=0.02)
+    assert abs(least - 0.05) < 1e-9
+    assert cycle_share(took=0.1, blocked=0.0) == 0.1  # a backend that does not say
+    assert cycle_share(took=0.1, blocked=0.3) == 0.0  # never negative
+
+
+def test_the_backends_blocked_time_is_read_where_it_says() -> None:
+    class Saying:
+        waited_seconds = 2.5
+
+    assert backend_waited(Saying()) == 2.5
+    assert backend_waited(FakeBackend()) == 0.0
 
 
 class FakeBackend:

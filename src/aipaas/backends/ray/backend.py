@@ -78,6 +78,9 @@ class RayBackend(RayDatasetCaches):  # datasets: ray/datasets.py
         self._connected = False  # the current driver has answered once
         self._failed_at: float | None = None
         self._lock = threading.Lock()
+        #: seconds spent blocked waiting for the driver's answers (the controller's loop does
+        #: not count them as its own: controller/loop.py)
+        self.waited_seconds = 0.0
 
     # the Backend interface ----------------------------------------------------------------
 
@@ -126,7 +129,10 @@ class RayBackend(RayDatasetCaches):  # datasets: ray/datasets.py
             try:
                 conn.send((method, args))
                 timeout = self.call_seconds
-                if not conn.poll(timeout):
+                began = time.monotonic()
+                answered = conn.poll(timeout)
+                self.waited_seconds += time.monotonic() - began
+                if not answered:
                     raise RayUnreachable(f"the Ray driver did not answer {method} in {timeout:g} s")
                 kind, value = conn.recv()
             except (OSError, EOFError, RayUnreachable) as err:

@@ -152,6 +152,7 @@ class RayDriver(RayNodeLoads):  # dataset loads: ray/datasets_driver.py
             "bundle": placement.bundle,
             "CPU": placement.resources.get("CPU", 0.0),
             "GPU": placement.resources.get("GPU", 0.0),
+            "node_id": placement.node_id,  # a task alone: pinned to its node
         }
         # Not awaited (a status that comes first counts it as not started yet). A start
         # repeated after a crash is a no-op there.

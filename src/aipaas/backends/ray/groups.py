@@ -24,10 +24,12 @@ from __future__ import annotations
 
 import contextlib
 import json
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ray._private.state import available_resources_per_node
 from ray.util.placement_group import (
     PlacementGroup,
     get_placement_group,
@@ -42,6 +44,10 @@ from aipaas.backends.ray.inventory import RayNode
 from aipaas.backends.ray.records import TaskRecords, write
 
 GROUP_PREFIX = "aipaas-pg-"
+#: after this driver removed a group, how long a new group waits first for Ray to show the
+#: removed group's resources free again (see ``Groups._settle``), and for how long at most
+SETTLE_AFTER_REMOVAL_SECONDS = 1.0
+SETTLE_SECONDS = 0.5
 NODE_ID_LABEL = "ray.io/node-id"
 #: Ray refuses a bundle of zeros: a task that asked for nothing holds this much CPU
 MIN_CPU = 0.01
@@ -49,10 +55,11 @@ MIN_CPU = 0.01
 
 @dataclass(frozen=True)
 class Placement:
-    group: PlacementGroup
+    group: PlacementGroup | None  # None: a task alone, pinned to its node (``node_id``)
     name: str
     bundle: int
     resources: dict[str, float]  # the bundle's: what the task asks for
+    node_id: str = ""  # the Ray node of a task alone
 
 
 class Groups:
@@ -62,6 +69,7 @@ class Groups:
         self.dir.mkdir(exist_ok=True)
         #: groups this driver made or found, by name: a round's later starts ask Ray nothing
         self._live: dict[str, PlacementGroup] = {}
+        self._removed_at = -SETTLE_AFTER_REMOVAL_SECONDS  # when this driver last removed one
 
     def place(
         self,
@@ -88,6 +96,8 @@ class Groups:
             free = self._free_bundle(gang.job, request.node, _bundle(own, own_gpus))
             if free is not None:
                 return self._use(*free, rid)
+        if len(gang.members) == 1:  # alone, and no bundle of its job to take: no group
+            return self._pinned(request, own, own_gpus, nodes)
         if group is not None:  # its round has a group without it: a group of its own
             gang = Gang(rid, (own,), gang.job)
             name = GROUP_PREFIX + rid
@@ -97,13 +107,30 @@ class Groups:
         record, group = self._create(name, gang, request.task, own_gpus, nodes)
         return self._use(name, group, record, record["tasks"].index(request.task), rid)
 
+    def _pinned(
+        self, request: LaunchRequest, own: GangMember, own_gpus: float, nodes: dict[str, RayNode]
+    ) -> Placement:
+        """A task that starts alone: no placement group (Ray takes ~100 ms to make one, and
+        as long to free its resources after its removal: a burst of one-task jobs ran at a
+        fifth of the rate of plain tasks), but a task pinned to the node aipaas chose (hard
+        node affinity: Ray never runs it elsewhere, and refuses it when that node is gone)
+        asking for its CPUs and GPUs (Ray's fractions included)."""
+        node = nodes.get(request.node)
+        if node is None:
+            raise ValueError(f"the Ray cluster has no live node {request.node}")
+        bundle = _bundle(own, own_gpus)
+        _check_fits(Gang(request.request_id, (own,), ""), [bundle], nodes)
+        placed = {"group": None, "node_id": node.node_id, "resources": bundle}
+        self.records.mark(request.request_id, "placement.json", json.dumps(placed))
+        return Placement(None, "", 0, bundle, node.node_id)
+
     def release(self, rid: str) -> None:
         """The task ended: its group is removed once no task using it is still on (each
         task's end is looked at once: its ``released`` mark)."""
         if self.records.has(rid, "released"):
             return
         placed = self._read(self.records.dir(rid) / "placement.json")
-        if placed is not None:
+        if placed is not None and placed.get("group") is not None:
             name = str(placed["group"])
             record = self._record(name) or {}
             users = [str(u) for u in record.get("users", {}) if u != rid]
@@ -112,12 +139,13 @@ class Groups:
                 if group is not None:
                     remove_placement_group(group)  # before the mark: a crash repeats it
                     self._live.pop(name, None)
+                    self._removed_at = time.monotonic()
         self.records.mark(rid, "released")
 
     def state(self, rid: str) -> str | None:
         """Ray's state of the task's group (PENDING: Ray cannot place a bundle)."""
         placed = self._read(self.records.dir(rid) / "placement.json")
-        if placed is None:
+        if placed is None or placed.get("group") is None:
             return None
         group = self._group(str(placed["group"]))
         if group is None:
@@ -166,6 +194,7 @@ class Groups:
             groups = [g for g in self._job_groups(gang.job) if self._group(g) is not None]
             payload = {"groups": [*groups, name]}
             write(self.dir / f"job-{gang.job}.json", json.dumps(payload))
+        self._settle(bundles, [s[NODE_ID_LABEL] for s in selectors])
         group = placement_group(
             bundles,
             strategy=record["strategy"],
@@ -175,6 +204,34 @@ class Groups:
         )
         self._live[name] = group
         return record, group
+
+    def _settle(self, bundles: list[dict[str, float]], node_ids: list[str]) -> None:
+        """Shortly after this driver removed a group, wait (at most ``SETTLE_SECONDS``) until
+        Ray shows the new group's resources free on its nodes. Ray frees a removed group's
+        resources some tens of ms later, and a group that does not fit when it is made waits
+        for Ray's retry, about half a second later (measured: 440 to 570 ms, against 3 ms for
+        a group made once the resources are back), which a gang started right after another
+        one ended would add to its start."""
+        if time.monotonic() - self._removed_at > SETTLE_AFTER_REMOVAL_SECONDS:
+            return
+        wanted: dict[str, dict[str, float]] = {}
+        for bundle, node_id in zip(bundles, node_ids, strict=True):
+            on_node = wanted.setdefault(node_id, {})
+            for key, value in bundle.items():
+                on_node[key] = on_node.get(key, 0.0) + value
+        deadline = time.monotonic() + SETTLE_SECONDS
+        while time.monotonic() < deadline:
+            try:  # Ray's own view, per node (a private helper: any failure, no wait)
+                free = available_resources_per_node()
+            except Exception:
+                return
+            if all(
+                free.get(node_id, {}).get(key, 0.0) + 1e-9 >= value
+                for node_id, want in wanted.items()
+                for key, value in want.items()
+            ):
+                return
+            time.sleep(0.01)
 
     def _use(
         self, name: str, group: PlacementGroup, record: dict[str, Any], index: int, rid: str
@@ -226,6 +283,9 @@ class Groups:
         placed = self._read(self.records.dir(rid) / "placement.json")
         if placed is None:
             return None
+        if placed.get("group") is None:  # alone (``_pinned``)
+            bundle = {str(k): float(v) for k, v in placed["resources"].items()}
+            return Placement(None, "", 0, bundle, str(placed["node_id"]))
         name, index = str(placed["group"]), int(placed["bundle"])
         record, group = self._record(name), self._group(name)
         if record is None or group is None:

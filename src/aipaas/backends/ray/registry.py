@@ -17,6 +17,15 @@ from aipaas.backends.ray.backend import RayBackend
 class FencedRay(Fenced):
     #: Ray reserves a gang as one placement group: starts carry their gang (backends/gang.py)
     places_gangs = True
+    #: a task is never running when its start returns (Ray starts it later): the controller
+    #: does not ask right away (controller/cycle.py)
+    starts_later = True
+
+    @property
+    def waited_seconds(self) -> float:
+        """Seconds the controller has spent blocked on the driver (controller/loop.py)."""
+        inner = self.inner
+        return inner.waited_seconds if isinstance(inner, RayBackend) else 0.0
 
 
 def ray_backend(run_dir: Path, address: str | None) -> Backend:

@@ -7,8 +7,8 @@ tasks (an actor takes a new worker process, about a second of CPU each on a smal
 task is submitted and owned by the backend's detached supervisor actor (supervisor.py), which
 outlives the server; it runs in its bundle of the gang's placement group and returns the
 command's exit code once the command ended. The command runs in its own session (so a stop
-reaches its whole process group) under a small supervisor that kills the group when the Ray
-worker dies (a node removed, the task cancelled with force).
+reaches its whole process group), the worker's child; the worker's *keeper* kills the group
+when the Ray worker dies (a node removed, the task cancelled with force).
 
 A stop comes from the supervisor actor: the task holds a pending call (``wait_stop``) that it
 answers with the grace period; the task then sends SIGTERM to the group and SIGKILL after the
@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -30,47 +31,41 @@ EXIT_NOT_STARTED = 127
 #: how often the task looks for a stop while its command runs (its end is seen at once)
 STOP_CHECK_SECONDS = 0.25
 
-# The supervisor between the Ray worker and the command, leader of the task's process group, run
-# twice nested: ``python -I -S -c SUPERVISOR PARENT SOURCE CMD...`` (the guard, the worker's
-# child) starts ``python -I -S -c SUPERVISOR GUARD '' CMD...`` (the keeper), which starts the
-# command. Both watch their parent: when it is gone (the kernel's parent-death signal, or a
-# check every second) they kill the whole group, grandchildren included. Two levels because
-# Ray, when a worker exits, SIGKILLs the worker's own children: the guard dies, and the keeper,
-# which Ray does not touch, takes the group down. A SIGTERM while the parent lives is a stop
-# sent to the group, which reaches the command too: they then only wait for it. Each exits
-# with the command's code (signal N: 128+N).
-SUPERVISOR = """
-import ctypes, os, signal, subprocess, sys
-parent, source, command = int(sys.argv[1]), sys.argv[2], sys.argv[3:]
-def orphaned():
-    return os.getppid() != parent
-def end_all():
-    os.killpg(0, signal.SIGKILL)
-def on_term(signum, frame):
-    if orphaned():
-        end_all()
-signal.signal(signal.SIGTERM, on_term)
-ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)
-if orphaned():
-    end_all()
-if source:
-    command = [sys.executable, "-I", "-S", "-c", source, str(os.getpid()), "", *command]
-try:
-    child = subprocess.Popen(command)
-except OSError as err:
-    print(f"aipaas: cannot start {command[0]!r}: {err}", file=sys.stderr, flush=True)
-    sys.exit(127)
+# The keeper: one small process per Ray worker (started at its first task, ``_keeper``), not
+# the worker's child (it forks and its parent exits at once: Ray, when a worker exits, SIGKILLs
+# the worker's own children, and the command's grandchildren would outlive them), in a session
+# of its own. The worker tells it, on a pipe only the worker writes, the process group of each
+# command it starts (``+PGID``) and ends (``-PGID``); when the worker dies, however it dies
+# (SIGKILL included), the pipe reads end-of-file and the keeper SIGKILLs the groups still
+# registered, then exits. Why one per worker and not a supervisor process per task (two
+# nested Python processes per task before, as the command's parents): a burst of short tasks
+# on a small machine is CPU-bound, and they were half the CPU of each task (~20 ms of 45).
+KEEPER = """
+import os, sys, _signal
+if os.fork():
+    os._exit(0)
+fd, groups, buffer = int(sys.argv[1]), set(), b""
 while True:
     try:
-        code = child.wait(1)
-        break
-    except subprocess.TimeoutExpired:
-        if orphaned():
-            end_all()
+        data = os.read(fd, 4096)
     except InterruptedError:
         continue
-sys.exit(128 - code if code < 0 else code)
+    if not data:
+        break
+    *lines, buffer = (buffer + data).split(b"\\n")
+    for line in lines:
+        if line.startswith(b"-"):
+            groups.discard(int(line[1:]))
+        else:
+            groups.add(int(line))
+for group in groups:
+    try:
+        os.killpg(group, _signal.SIGKILL)
+    except OSError:
+        pass
 """
+#: where a worker keeps its keeper's pipe (its write end), between the tasks it runs
+KEEPER_ATTRIBUTE = "_aipaas_ray_keeper"
 
 
 def run_task(supervisor: Any, request_id: str, spec: dict[str, Any]) -> int:
@@ -91,15 +86,18 @@ def run_task(supervisor: Any, request_id: str, spec: dict[str, Any]) -> int:
         "gpu_ids": gpu_ids,
         "node_id": ray.get_runtime_context().get_node_id(),
     }
-    supervisor.started.remote(request_id, info)  # answered by no one: a notice
     if child is None:
+        supervisor.started.remote(request_id, info)  # answered by no one: a notice
         return EXIT_NOT_STARTED
-    stop_ref = supervisor.wait_stop.remote(request_id)
+    _tell_keeper(f"{child.pid}\n")
+    # One call tells the supervisor the task started and waits for a stop (its answer).
+    stop_ref = supervisor.wait_stop.remote(request_id, info)
     kill_at: float | None = None
+    watch = _exit_watch(child.pid)
     try:
         while True:
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                code = child.wait(STOP_CHECK_SECONDS)
+            code = _wait(child, watch, STOP_CHECK_SECONDS)
+            if code is not None:
                 return 128 - code if code < 0 else code
             if kill_at is None and ray.wait([stop_ref], timeout=0)[0]:
                 grace = ray.get(stop_ref)
@@ -110,6 +108,61 @@ def run_task(supervisor: Any, request_id: str, spec: dict[str, Any]) -> int:
                 _signal_group(child.pid, signal.SIGKILL)
     finally:
         _signal_group(child.pid, signal.SIGKILL)  # what is left of the group (and on a cancel)
+        _tell_keeper(f"-{child.pid}\n")
+        if watch is not None:
+            os.close(watch)
+
+
+def _tell_keeper(line: str) -> None:
+    """Tells this worker's keeper (started when there is none, or a new one when it is gone)."""
+    for _ in range(2):
+        fd: int | None = getattr(sys, KEEPER_ATTRIBUTE, None)
+        if fd is None:
+            fd = _start_keeper()
+        try:
+            os.write(fd, line.encode())
+            return
+        except OSError:  # the keeper is gone: a new one (one task runs at a time here)
+            with contextlib.suppress(OSError):
+                os.close(fd)
+            setattr(sys, KEEPER_ATTRIBUTE, None)
+
+
+def _start_keeper() -> int:
+    read, write = os.pipe()  # neither end inherited by the commands (not inheritable)
+    try:
+        starter = subprocess.Popen(
+            [sys.executable, "-I", "-S", "-c", KEEPER, str(read)],
+            pass_fds=(read,),
+            start_new_session=True,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            cwd="/",
+        )
+        starter.wait()  # it forked the keeper and exited
+    finally:
+        os.close(read)
+    setattr(sys, KEEPER_ATTRIBUTE, write)
+    return write
+
+
+def _exit_watch(pid: int) -> int | None:
+    """A descriptor that becomes readable when the process ends (Linux's pidfd): its end is
+    seen at once, where ``Popen.wait`` with a timeout polls (up to 50 ms late)."""
+    with contextlib.suppress(AttributeError, OSError):
+        return os.pidfd_open(pid)
+    return None
+
+
+def _wait(child: subprocess.Popen[bytes], watch: int | None, seconds: float) -> int | None:
+    """The child's exit code once it ended, else None after at most ``seconds``."""
+    if watch is None:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            return child.wait(seconds)
+        return None
+    select.select([watch], [], [], seconds)
+    return child.poll()
 
 
 def _start(spec: dict[str, Any], env: dict[str, str]) -> subprocess.Popen[bytes] | None:
@@ -118,13 +171,11 @@ def _start(spec: dict[str, Any], env: dict[str, str]) -> subprocess.Popen[bytes]
     cwd = str(spec["cwd"])
     os.makedirs(cwd, mode=0o700, exist_ok=True)
     command = [str(part) for part in spec["command"]]
-    supervised = [sys.executable, "-I", "-S", "-c", SUPERVISOR, str(os.getpid()), SUPERVISOR]
-    supervised += command
     with open(log_path, "ab") as log:
         os.fchmod(log.fileno(), 0o600)
         try:
             return subprocess.Popen(
-                supervised,
+                command,
                 env=env,
                 cwd=cwd,
                 stdin=subprocess.DEVNULL,

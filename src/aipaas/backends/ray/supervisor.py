@@ -59,7 +59,8 @@ class TaskSupervisor:
         self._runner = ray.remote(run_task)
 
     async def start(self, request_id: str, spec: dict[str, Any], placement: dict[str, Any]) -> None:
-        """Submits the task into its bundle (``group``, ``bundle``, ``CPU``, ``GPU``)."""
+        """Submits the task into its bundle (``group``, ``bundle``, ``CPU``, ``GPU``), or, for
+        a task alone (``group`` None), onto its node (``node_id``)."""
         if request_id in self._tasks:
             return  # a start repeated after a crash: the task is already here
         if request_id in self._early_stops:  # stopped before it started: never runs
@@ -67,20 +68,28 @@ class TaskSupervisor:
             task.result = {"state": "error", "message": "stopped before it started"}
             return
         import ray
-        from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+        from ray.util.scheduling_strategies import (
+            NodeAffinitySchedulingStrategy,
+            PlacementGroupSchedulingStrategy,
+        )
 
         me = ray.get_runtime_context().current_actor
+        strategy: Any
+        if placement.get("group") is None:  # a task alone: on its node, never elsewhere
+            strategy = NodeAffinitySchedulingStrategy(str(placement["node_id"]), soft=False)
+        else:
+            strategy = PlacementGroupSchedulingStrategy(
+                placement["group"],
+                placement_group_bundle_index=int(placement["bundle"]),
+                placement_group_capture_child_tasks=False,
+            )
         ref = self._runner.options(
             name=f"aipaas-task-{request_id}",
             num_cpus=float(placement["CPU"]),
             num_gpus=float(placement["GPU"]),
             max_retries=0,  # a retry would run the command a second time: the controller decides
             retry_exceptions=False,
-            scheduling_strategy=PlacementGroupSchedulingStrategy(
-                placement["group"],
-                placement_group_bundle_index=int(placement["bundle"]),
-                placement_group_capture_child_tasks=False,
-            ),
+            scheduling_strategy=strategy,
         ).remote(me, request_id, spec)
         task = _Task(ref)
         self._tasks[request_id] = task
@@ -108,11 +117,14 @@ class TaskSupervisor:
         if task is not None:
             task.info = info
 
-    async def wait_stop(self, request_id: str) -> float | None:
-        """Answered when a stop is asked (its grace period) or the task is forgotten (None)."""
+    async def wait_stop(self, request_id: str, info: dict[str, Any] | None = None) -> float | None:
+        """Answered when a stop is asked (its grace period) or the task is forgotten (None).
+        ``info``: the task started (as ``started`` says; one call where there were two)."""
         task = self._tasks.get(request_id)
         if task is None:
             return None
+        if info is not None:
+            task.info = info
         await task.stop_asked.wait()
         return task.grace
 
