@@ -3,8 +3,11 @@
 A level is a node-label key (``topology.aipaas.dev/rack``); its domains are the nodes grouped
 by that label's value (a node without the label belongs to none). A required level places the
 gang in the fullest domain that can hold it (least free GPU, then CPU, ties by name), which
-keeps big domains whole for big gangs; a preferred level does the same and falls back to
-anywhere. When no domain can, the job waits with reason Topology and numbers.
+keeps big domains whole for big gangs; a preferred level does the same and, when no domain
+of it can hold the gang, falls back level by level to the coarser ones (a rack, then a block:
+the levels under the same label prefix whose domains are unions of its domains, finer first),
+then to anywhere, as KAI-Scheduler's and Kueue's preferred topology do. When no domain of a
+required level can, the job waits with reason Topology and numbers.
 """
 
 from __future__ import annotations
@@ -59,8 +62,16 @@ class DomainView:
     def __init__(self, engine: PlacementEngine) -> None:
         self.engine = engine
         self._groups: dict[str, dict[str, list[str]]] = {}
+        self._coarser: dict[str, list[str]] = {}
         self._free: dict[tuple[str, ...], Resources] = {}
         self._version: int | None = None
+
+    def coarser(self, label: str) -> list[str]:
+        """The levels above ``label``, finer first (see ``coarser_levels``)."""
+        found = self._coarser.get(label)
+        if found is None:
+            found = self._coarser[label] = coarser_levels(self.engine.nodes, label)
+        return found
 
     def groups(self, label: str) -> dict[str, list[str]]:
         found = self._groups.get(label)
@@ -85,6 +96,31 @@ class DomainView:
             if version is not None:
                 self._free[key] = total
         return total
+
+
+def coarser_levels(nodes: Sequence[Node], label: str) -> list[str]:
+    """The label keys under ``label``'s prefix (``topology.aipaas.dev/``) that are levels above
+    it: every node with ``label`` has the key, each of ``label``'s domains lies inside one of
+    its domains, and it has fewer domains. Finer first (more domains), ties by key."""
+    prefix = label.rsplit("/", 1)[0] + "/" if "/" in label else ""
+    labelled = [n for n in nodes if label in n.labels]
+    if not prefix or not labelled:
+        return []
+    keys = {k for n in labelled for k in n.labels if k.startswith(prefix) and k != label}
+    below = len({n.labels[label] for n in labelled})
+    out: list[tuple[int, str]] = []
+    for key in keys:
+        parent: dict[str, str] = {}
+        nested = True
+        for node in labelled:
+            value = node.labels.get(key)
+            if value is None or parent.setdefault(node.labels[label], value) != value:
+                nested = False
+                break
+        count = len(set(parent.values()))
+        if nested and count < below:
+            out.append((-count, key))
+    return [key for _, key in sorted(out)]
 
 
 def _size_words(gang: Resources) -> tuple[str, int]:
@@ -116,9 +152,21 @@ def place_in_domain(
     version: int | None = None,
 ) -> list[Placement] | Refusal:
     """Place all ``pods`` inside one domain of ``label`` (on ``allowed`` nodes only, when
-    given); with ``required`` False, anywhere when no domain can hold them. ``view`` and
-    ``version``: free capacity remembered between calls (see ``DomainView``)."""
+    given); with ``required`` False, when no domain can hold them, inside one domain of the
+    coarser levels in turn, then anywhere. ``view`` and ``version``: free capacity remembered
+    between calls (see ``DomainView``)."""
     view = view or DomainView(engine)
+    if not required:
+        for level_label in (label, *view.coarser(label)):
+            placed = place_in_domain(
+                engine, pods, level_label, allowed, required=True, view=view, version=version
+            )
+            if not isinstance(placed, Refusal):
+                return placed
+        anywhere = engine.place(pods, nodes=allowed)
+        if isinstance(anywhere, Unschedulable):
+            return Refusal("Unschedulable", unschedulable_message(anywhere, len(pods)))
+        return anywhere
     grouped = view.groups(label)
     gang = _gang_size(pods)
     level = level_name(label)
@@ -140,11 +188,6 @@ def place_in_domain(
         if not isinstance(result, Unschedulable):
             return result
         last = result
-    if not required:
-        anywhere = engine.place(pods, nodes=allowed)
-        if isinstance(anywhere, Unschedulable):
-            return Refusal("Unschedulable", unschedulable_message(anywhere, len(pods)))
-        return anywhere
     waiting = f"waiting for {_article(words)} {words} gang inside one {level}"
     message = f"{waiting}; the largest free {level} has {amount(largest, 1000)}"
     if not grouped:
