@@ -25,8 +25,8 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections.abc import Callable, Mapping
 
+from aipaas.scheduler.batch.gangs import gang_entry, gang_kind, job_total
 from aipaas.scheduler.batch.model import Job, Resources, Task
-from aipaas.scheduler.batch.session import gang_entry, gang_kind, job_total
 
 #: a group of idle jobs: (leaf queue, priority, required topology level, min_available, the
 #: identity of its gang kind: kinds are shared objects, told apart by identity)
