@@ -14,6 +14,7 @@ Units: GPU in milli-GPUs, CPU in millicores, memory and GPU memory in MiB (model
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from datetime import UTC, datetime
 from types import MappingProxyType
 from typing import Final, TypeVar
@@ -102,8 +103,29 @@ def queue_tree(
             parent = f"{queue.tenant}/{queue.spec.parent}"
         queue_spec = effective_queue_spec(queue)  # a budget's lowerPriority
         tree[key] = _queue_node(key, parent, queue.tenant, queue_spec, created, usage)
+        if queue_spec.min_runtime is None:
+            inherited = _inherited_min_runtime(queue.tenant, queue.name, specs)
+            if inherited:
+                tree[key] = replace(tree[key], min_runtime=inherited)
         created += 1
     return tree
+
+
+def _inherited_min_runtime(
+    tenant: str, name: str, specs: Mapping[tuple[str, str], QueueSpec]
+) -> float:
+    """The minRuntime of the nearest ancestor queue that sets one (0: none does). A parent
+    has no jobs of its own: a minRuntime written there is its sub-queues' (KAI-Scheduler's
+    resolver walks from the leaf up the same way)."""
+    current = name
+    while _parent_reachable(tenant, current, specs):
+        parent = specs[(tenant, current)].parent
+        assert parent is not None  # reachable: named and existing
+        found = specs[(tenant, parent)].min_runtime
+        if found is not None:
+            return float(seconds(found))
+        current = parent
+    return 0.0
 
 
 def _queue_node(
