@@ -15,6 +15,9 @@ room is fragmented): a job that keeps its side (its queue up to the common ances
 its guarantee may also take from a branch that holds more than that branch's guarantee. No
 loop either: the reclaimer's side ends within its guarantee and its fair share, so neither
 rule lets the victim's side take the room back.
+
+Last, under DRF fair share, capacity stranded in the idle slivers of shared GPUs (where no
+queue is above its share and so nothing above is reclaimable): slivers.py.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from aipaas.scheduler.batch.actions.slivers import reclaim_slivers
 from aipaas.scheduler.batch.explain import amount
 from aipaas.scheduler.batch.model import Eviction, Job, Resources, Task
 from aipaas.scheduler.batch.ordering import JobOrder, ordered
@@ -254,6 +258,15 @@ def _may_reclaim(
 
 
 def reclaim(session: Session) -> None:
+    """Reclaim from queues above their share (or guarantee); then, under DRF fair share, from
+    the sharers of GPUs whose idle slivers strand the reclaimers' shares (slivers.py; the
+    volcano baseline's proportion plugin knows no GPU shares and keeps Volcano's rule)."""
+    _reclaim_over_share(session)
+    if session.options.fairShare == "drf":
+        reclaim_slivers(session)
+
+
+def _reclaim_over_share(session: Session) -> None:
     protected = touched_jobs(session)
     index = _Index(session, protected)
     if not index.over and not index.over_guarantee:
