@@ -81,6 +81,7 @@ class RayBackend(RayDatasetCaches):  # datasets: ray/datasets.py
         #: seconds spent blocked waiting for the driver's answers (the controller's loop does
         #: not count them as its own: controller/loop.py)
         self.waited_seconds = 0.0
+        self._unanswered = 0  # calls sent to the current driver whose answers are not read
 
     # the Backend interface ----------------------------------------------------------------
 
@@ -93,7 +94,11 @@ class RayBackend(RayDatasetCaches):  # datasets: ray/datasets.py
         # driver's records say so, read here without a round trip to the driver.
         if self._records.has(request.request_id, "created"):
             return
-        self._call("start", self.stage_actor(request))  # its datasets first
+        # Not awaited: the driver answers in order, and a later call reads the answer first.
+        # A start the driver refuses (no such node, a group larger than its node) is recorded
+        # there as lost with the reason, which the task's status then says; a start that never
+        # reached a driver (it died) leaves the task unknown, and the controller asks again.
+        self._send("start", self.stage_actor(request))  # its datasets first
 
     def stop(self, request_id: str, grace_seconds: float = 5.0) -> None:
         self._call("stop", request_id, grace_seconds)
@@ -121,6 +126,19 @@ class RayBackend(RayDatasetCaches):  # datasets: ray/datasets.py
 
     # helpers ------------------------------------------------------------------------------
 
+    def _send(self, method: str, *args: Any) -> None:
+        """A call whose answer is not awaited (read, and only logged, by the next ``_call``)."""
+        with self._lock:
+            conn = self._driver()
+            if not self._connected:
+                self._await_ready(conn)
+            try:
+                conn.send((method, args))
+            except (OSError, EOFError) as err:
+                self._failed(err)
+                raise RayUnreachable(f"the Ray driver is gone ({err!r})") from err
+            self._unanswered += 1
+
     def _call(self, method: str, *args: Any) -> Any:
         with self._lock:
             conn = self._driver()
@@ -128,13 +146,12 @@ class RayBackend(RayDatasetCaches):  # datasets: ray/datasets.py
                 self._await_ready(conn)
             try:
                 conn.send((method, args))
-                timeout = self.call_seconds
-                began = time.monotonic()
-                answered = conn.poll(timeout)
-                self.waited_seconds += time.monotonic() - began
-                if not answered:
-                    raise RayUnreachable(f"the Ray driver did not answer {method} in {timeout:g} s")
-                kind, value = conn.recv()
+                kind, value = self._answer(conn, method)
+                while self._unanswered:  # answers come in order: the calls sent before first
+                    if kind == "error":
+                        log.warning("ray backend: the driver refused a start: %s", value)
+                    self._unanswered -= 1
+                    kind, value = self._answer(conn, method)
             except (OSError, EOFError, RayUnreachable) as err:
                 self._failed(err)
                 if isinstance(err, RayUnreachable):
@@ -144,6 +161,16 @@ class RayBackend(RayDatasetCaches):  # datasets: ray/datasets.py
                 exception: Exception = value
                 raise exception
             return value
+
+    def _answer(self, conn: Connection, method: str) -> tuple[str, Any]:
+        timeout = self.call_seconds
+        began = time.monotonic()
+        answered = conn.poll(timeout)
+        self.waited_seconds += time.monotonic() - began
+        if not answered:
+            raise RayUnreachable(f"the Ray driver did not answer {method} in {timeout:g} s")
+        kind, value = conn.recv()
+        return str(kind), value
 
     def _await_ready(self, conn: Connection) -> None:
         """A new driver connects to Ray on its own and says "ready": a call waits for that at
@@ -202,6 +229,7 @@ class RayBackend(RayDatasetCaches):  # datasets: ray/datasets.py
         process, conn = self._process, self._conn
         self._process = self._conn = None
         self._connected = False
+        self._unanswered = 0
         if conn is not None:
             conn.close()
         if process is not None:

@@ -126,10 +126,21 @@ class RayDriver(RayNodeLoads):  # dataset loads: ray/datasets_driver.py
         )
 
     def start(self, request: LaunchRequest) -> None:
+        """Submits the task; one refused (ValueError: no such node, a group larger than its
+        node) is recorded as lost with the reason, which its status says (the backend does
+        not await a start's answer), and raised."""
         rid = request.request_id
         self.records.dir(rid).mkdir(exist_ok=True)
         if self.records.has(rid, "created") or self.records.has(rid, "exit"):
             return  # already started (by this process or an earlier one)
+        try:
+            self._start(request)
+        except ValueError as err:
+            self.records.mark(rid, "lost", f"start failed: {err}")
+            raise
+
+    def _start(self, request: LaunchRequest) -> None:
+        rid = request.request_id
         self.connect()
         node = self._nodes.get(request.node)
         if node is None:

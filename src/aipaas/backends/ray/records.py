@@ -83,10 +83,10 @@ class TaskRecords:
         if (directory / "stop").exists():
             write(directory / "exit", f"{STOPPED_CODE}\n")
             return TaskStatus(request_id, TaskState.FAILED, STOPPED_CODE, "stopped")
+        with contextlib.suppress(FileNotFoundError):  # why aipaas gave it up (or Ray refused)
+            return TaskStatus(request_id, TaskState.LOST, message=(directory / "lost").read_text())
         if not (directory / "created").exists():
             return TaskStatus(request_id, TaskState.LOST, message="never started in Ray")
-        with contextlib.suppress(FileNotFoundError):
-            return TaskStatus(request_id, TaskState.LOST, message=(directory / "lost").read_text())
         return TaskStatus(request_id, TaskState.LOST, message=GONE)
 
 
