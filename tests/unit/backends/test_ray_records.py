@@ -53,6 +53,22 @@ def test_a_recorded_exit_code_is_answered_from_the_record(
     assert not ray.is_initialized()
 
 
+def test_a_start_the_driver_refused_is_lost_with_its_reason(tmp_path: Path) -> None:
+    """The backend does not await a start's answer: a start the driver refused (recorded as
+    lost, never submitted) says why through the task's status; one never submitted for no
+    recorded reason is lost as never started."""
+    from aipaas.backends.ray.records import TaskRecords
+
+    records = TaskRecords(tmp_path / "run")
+    records.dir("r.w-0.0").mkdir()
+    records.mark("r.w-0.0", "lost", "start failed: the Ray cluster has no live node x")
+    records.dir("n.w-0.0").mkdir()
+    refused, never = records.gone("r.w-0.0"), records.gone("n.w-0.0")
+    assert refused.state is TaskState.LOST and never.state is TaskState.LOST
+    assert refused.message == "start failed: the Ray cluster has no live node x"
+    assert never.message == "never started in Ray"
+
+
 def test_a_bad_request_id_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="invalid request id"):
         backend(tmp_path).status(["../escape"])
