@@ -77,7 +77,8 @@ def test_tree_shape_and_units() -> None:
     assert a.quota == Resources(8000, UNBOUNDED, 4096, UNBOUNDED)
     assert (a.weight, a.priority, a.min_runtime, a.reservations) == (3, 2, 1800.0, 2)
     assert a.usage_half_life == 3600.0 and a.decayed_usage == Resources(gpu_milli=7)
-    assert b.usage_half_life is None and b.min_runtime == 0.0 and b.reservations == 1
+    assert b.usage_half_life is None and b.reservations == 1
+    assert b.min_runtime == 1800.0  # none of its own: its parent a's (a parent has no jobs)
 
 
 def test_created_follows_timestamps_then_list_order() -> None:
