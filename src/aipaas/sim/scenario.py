@@ -117,7 +117,7 @@ class Running(Model):
     """What runs at ``now``: the job's tasks on their nodes, since a virtual time."""
 
     job: str = Field(min_length=3, max_length=128)
-    since: Seconds = Field(default=0.0, allow_inf_nan=False)
+    since: Seconds = Field(default=0.0, ge=0, allow_inf_nan=False)
     nodes: dict[str, str] = Field(min_length=1)
 
 
