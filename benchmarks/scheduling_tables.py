@@ -189,22 +189,30 @@ def openb_section(full: bool, data: Path) -> str:
 
 
 def _openb_gap(rows: list[batch_openb.Row], floor: _openb_floor.Floor) -> str:
-    """What stands between ``default``'s high-class tail at 0.9 and the floor, in words (the
-    cause was diagnosed on 2026-11-24 from the cycles' reasons and the cluster's state)."""
+    """What stood (or stands) between ``default``'s high-class tail at 0.9 and the floor, in
+    words (the cause was diagnosed on 2026-11-24 from the cycles' reasons and the cluster's
+    state; the rule that answers it is batch/actions/slivers.py)."""
     ours = next(r for r in rows if r.policy == "default" and r.load == 0.9)
     p99, least = ours.delay["high"][1], floor.row.delay["high"][1]
+    cause = (
+        "a burst of 1-GPU high pods arriving together (around t = 18,500 s at load 0.9) when "
+        "the GPUs not allocated are only slivers of shared GPUs: every tenant then holds a "
+        "little less than its fair share, so reclaim (which takes only from a queue above its "
+        "share) takes nothing, and preempt looks only in the pod's own queue while the other "
+        "pods on a shared GPU belong to several tenants. Reclaim from shared GPUs "
+        "(batch/actions/slivers.py, `default` only) answers it: a job within its fair share "
+        "may take lower-priority preemptible jobs of any queue that hold only GPU shares, "
+        "when the idle slivers add up to the GPUs it asks for (before it, this p99 was 128 s)"
+    )
     if p99 < 60:
-        return f"the high class's p99 ({p99:,.0f} s) is under the 60 s target here."
+        return (
+            f"the high class's p99 ({p99:,.0f} s; floor {least:,.0f} s) is under the 60 s "
+            f"target here. Its tail was {cause}."
+        )
     return (
         f"the high class's p99 is {p99:,.0f} s against a floor of {least:,.0f} s at this size: "
-        "the gap is policy, not the slice. Its tail (diagnosed 2026-11-24) is a burst of "
-        "1-GPU high pods arriving together (around t = 18,500 s at load 0.9) when the GPUs not "
-        "allocated are only slivers of shared GPUs: every tenant then holds a little less than "
-        "its fair share, so reclaim (which takes only from a queue above its share) takes "
-        "nothing, and preempt looks only in the pod's own queue while the other pods on a "
-        "shared GPU belong to several tenants; the burst waits for pods to end. Meeting the "
-        "target needs a scheduler rule for that case (reclaim that counts the slivers, or "
-        "placement that keeps preemptible shared pods apart); neither is built."
+        f"the gap is policy, not the slice. Its tail was {cause}; what is left is not "
+        "diagnosed."
     )
 
 
