@@ -13,8 +13,10 @@ capacity. Among the children of a node, each resource is divided on its own:
   weight, water-filling: a child that reaches its demand drops out and the excess is divided
   again among the others.
 
-Amounts are divided in whole units (1 GPU, 1 CPU core, 1 MiB of memory or GPU memory): each
-round splits its units by the largest remainder method, ties to the child created first. A
+Amounts are divided in whole units (1 GPU, 1 CPU core, 1 MiB of memory or GPU memory), or
+in the finest step the siblings' demands and guarantees use where that is finer (a queue of
+0.5-GPU jobs: half GPUs; the greatest common divisor of the numbers): each round splits its
+units by the largest remainder method, ties to the child created first. A
 share never exceeds the child's demand, so a fractional demand gets exactly its demand. A
 remainder below one unit (only when a fraction came down from a fractional demand or quota)
 goes to the children still short, in creation order.

@@ -1,8 +1,10 @@
 """Dividing one resource among siblings (batch/fairshare.py): guarantees first, then by weight
-in whole units, the largest remainder method for each round, priority groups in turn."""
+in whole units (or the finest step the siblings' numbers use), the largest remainder method
+for each round, priority groups in turn."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Final
 
@@ -18,7 +20,12 @@ def divide(
     unit: int,
 ) -> list[int]:
     """Shares of ``available`` among children in creation order (steps 1 and 2 of
-    fairshare.py's docstring); ``need`` is each child's demand capped by its quota."""
+    fairshare.py's docstring); ``need`` is each child's demand capped by its quota. Divided
+    in units of ``unit`` or, where the siblings' needs and guarantees come in finer steps
+    (half GPUs, 0.5-CPU tasks), of the finest step they use (their greatest common divisor):
+    whole-unit demands keep whole units, and two queues of 0.5-GPU jobs sharing one GPU get
+    0.5 each rather than 1 and 0."""
+    unit = math.gcd(unit, *need, *guaranteed) or unit
     left = max(available, 0)
     if sum(need) <= left:
         return list(need)  # everyone reaches its demand: nothing to divide

@@ -329,12 +329,24 @@ def test_memory_is_divided_in_mib() -> None:
     assert shares["t/b"].memory_mib == 1
 
 
-def test_cpu_whole_cores_by_largest_remainder() -> None:
-    # 2.5 cores of demand each over 3 cores: whole cores 2/1, never 1.5/1.5.
+def test_cpu_halves_where_demands_come_in_half_cores() -> None:
+    # 2.5 cores of demand each over 3 cores: the demands come in half cores, so the unit of
+    # division is half a core and equal weights get 1.5/1.5 (the lead's decision on fractional
+    # shares, X-to-K #1: whole units would give 2/1, one queue a core short of its equal share,
+    # as a 0.5-GPU queue got 0 of one shared GPU). Whole-core demands keep whole cores (below).
     queues = tree(T1, ("t/a", "t", {}), ("t/b", "t", {}))
     demand = {"t/a": g(0, cpu=2.5), "t/b": g(0, cpu=2.5)}
     shares = fair_shares(queues, demand, g(0, cpu=3), 0.0, BatchOptions())
-    assert (shares["t/a"].cpu_milli, shares["t/b"].cpu_milli) == (2000, 1000)
+    assert (shares["t/a"].cpu_milli, shares["t/b"].cpu_milli) == (1500, 1500)
+
+
+def test_cpu_whole_cores_by_largest_remainder() -> None:
+    # 3 cores of demand each over 5 cores: whole cores 3/2 (largest remainder, ties to the
+    # first created), never 2.5/2.5.
+    queues = tree(T1, ("t/a", "t", {}), ("t/b", "t", {}))
+    demand = {"t/a": g(0, cpu=3), "t/b": g(0, cpu=3)}
+    shares = fair_shares(queues, demand, g(0, cpu=5), 0.0, BatchOptions())
+    assert (shares["t/a"].cpu_milli, shares["t/b"].cpu_milli) == (3000, 2000)
 
 
 def test_shares_never_exceed_demand_nor_the_parent() -> None:
