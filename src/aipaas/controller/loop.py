@@ -7,7 +7,8 @@ likely followed by more to do (the task it started ends, the next job of the slo
 the next cycle comes after a short rest (``floor``); each quiet cycle after it rests twice as
 long as the last, up to the ``period``: a short task's end is seen soon after its start, while
 a loop with nothing to do (or only long tasks) is back to one cycle a period after a few
-cycles. A write through the API of this process (``wake``) ends a rest early. Either way a rest
+cycles. A write through the API of this process (``wake``) ends a rest early, and so does a
+backend that says a task started or ended (its ``watch``: Ray's). Either way a rest
 lasts at least as long as the cycle took: the API server in the same process keeps at least
 half of the time (and of the GIL), and a flood of API writes cannot spin the loop. (Wall time,
 not the cycle thread's CPU time: measured with 500 local jobs at once, a rest as long as the
@@ -88,6 +89,11 @@ class ControllerLoop:
                 listener(uids)
 
         controller.on_written = on_written
+        # A backend that can say when a task started or ended (Ray) wakes the loop: a short
+        # task's end is seen without waiting out a quiet cycle's rest.
+        watch = getattr(controller.backend, "watch", None)
+        if callable(watch):
+            watch(self.wake)
 
     def start(self) -> None:
         if self._thread is not None:

@@ -54,3 +54,31 @@ def test_forgotten_results_are_dropped_and_their_stop_waiters_released() -> None
     grace, answer = asyncio.run(calls())
     assert grace is None  # no stop was asked of a started task: forgotten
     assert answer == {"tasks": {"a.w-0.0": {"state": "unknown"}}, "held": 0}
+
+
+def test_changed_answers_once_a_task_ended_and_not_before() -> None:
+    """The driver holds ``changed``: it answers True as soon as a task ends (and once per
+    change), False when nothing changed in its time."""
+    from aipaas.backends.ray.supervisor import _Task
+
+    supervisor = TaskSupervisor()
+
+    async def calls() -> tuple[bool, bool, bool, dict[str, object]]:
+        quiet = await supervisor.changed(0.01)
+        loop = asyncio.get_running_loop()
+        ref: asyncio.Future[int] = loop.create_future()
+        task = supervisor._tasks["a.w-0.0"] = _Task(ref)
+        task.watcher = asyncio.ensure_future(supervisor._watch(task))
+        held = asyncio.ensure_future(supervisor.changed(60))
+        await asyncio.sleep(0)
+        assert not held.done()  # nothing ended yet: the call is held
+        ref.set_result(3)  # the task's result: its exit code
+        ended = await asyncio.wait_for(held, 60)
+        again = await supervisor.changed(0.01)  # told once: nothing new since
+        return quiet, ended, again, await supervisor.poll(["a.w-0.0"])
+
+    quiet, ended, again, answer = asyncio.run(calls())
+    assert (quiet, ended, again) == (False, True, False)
+    tasks = answer["tasks"]
+    assert isinstance(tasks, dict)
+    assert tasks["a.w-0.0"] == {"state": "exit", "code": 3, "started": False}

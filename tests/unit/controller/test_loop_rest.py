@@ -146,3 +146,28 @@ def test_stop_ends_the_rest() -> None:
     thread = loop._thread
     loop.stop()
     assert thread is not None and not thread.is_alive()
+
+
+def test_a_backend_that_says_a_task_ended_wakes_the_loop() -> None:
+    """A backend with ``watch`` (Ray's: its driver hears of a task's start or end) is given
+    the loop's wake-up: a quiet loop runs its next cycle without waiting out the period."""
+
+    class Telling(FakeBackend):
+        def __init__(self) -> None:
+            self.tell: Callable[[], None] | None = None
+
+        def watch(self, on_change: Callable[[], None]) -> None:
+            self.tell = on_change
+
+    controller = FakeController([])
+    backend = Telling()
+    controller.backend = backend
+    loop = ControllerLoop(cast(Controller, controller), period=HOUR)
+    assert backend.tell is not None
+    loop.start()
+    try:
+        assert controller.wait_cycles(1)
+        backend.tell()  # a task ended
+        assert controller.wait_cycles(2)
+    finally:
+        loop.stop()

@@ -15,7 +15,7 @@ import logging
 import multiprocessing
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
 from pathlib import Path
@@ -82,6 +82,8 @@ class RayBackend(RayDatasetCaches):  # datasets: ray/datasets.py
         #: not count them as its own: controller/loop.py)
         self.waited_seconds = 0.0
         self._unanswered = 0  # calls sent to the current driver whose answers are not read
+        #: told when the driver says a task started or ended (``watch``)
+        self._on_change: Callable[[], None] | None = None
 
     # the Backend interface ----------------------------------------------------------------
 
@@ -106,6 +108,11 @@ class RayBackend(RayDatasetCaches):  # datasets: ray/datasets.py
     def status(self, request_ids: Sequence[str]) -> dict[str, TaskStatus]:
         result: dict[str, TaskStatus] = self._call("status", list(request_ids))
         return result
+
+    def watch(self, on_change: Callable[[], None]) -> None:
+        """``on_change`` is called (from a thread of the backend's) when a task started or
+        ended in Ray: the controller's loop wakes up for it instead of waiting out its rest."""
+        self._on_change = on_change
 
     def close(self) -> None:
         """Ends the driver process; the actors are detached and keep running."""
@@ -208,17 +215,34 @@ class RayBackend(RayDatasetCaches):  # datasets: ray/datasets.py
             raise RayUnreachable("the Ray driver failed lately; it is started again shortly")
         context = multiprocessing.get_context("spawn")
         ours, theirs = context.Pipe()
+        heard, told = context.Pipe(duplex=False)  # the driver's word of starts and ends
         process = context.Process(
             target=serve,
-            args=(theirs, self.run_dir, self.address, self._options),
+            args=(theirs, self.run_dir, self.address, self._options, told),
             name="aipaas-ray-driver",
             daemon=True,
         )
         process.start()
         theirs.close()
+        told.close()
+        threading.Thread(
+            target=self._relay, args=(heard,), name="aipaas-ray-changes", daemon=True
+        ).start()
         self._process, self._conn, self._connected = process, ours, False
         self._spawned_at = time.monotonic()
         return ours
+
+    def _relay(self, heard: Connection) -> None:
+        """Until its driver is gone: each word of a start or an end calls ``on_change``."""
+        with heard:
+            while True:
+                try:
+                    heard.recv()
+                except (EOFError, OSError):
+                    return
+                on_change = self._on_change
+                if on_change is not None:
+                    on_change()
 
     def _failed(self, err: BaseException) -> None:
         log.warning("ray backend: the Ray driver failed (%s); started again later", err)

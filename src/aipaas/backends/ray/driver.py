@@ -31,8 +31,9 @@ import json
 import logging
 import os
 import socket
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +59,8 @@ DEFAULT_TASK_ROOT = "/tmp/aipaas-ray-tasks"
 TASK_PATH = "/usr/local/bin:/usr/bin:/bin"
 #: how long a node where a task was lost is checked (Ray's own verdict comes within this)
 SUSPECT_SECONDS = 60.0
+#: how long one ``changed`` call to the supervisor is held before it is made again
+CHANGES_SECONDS = 10.0
 ENDED = (TaskState.SUCCEEDED, TaskState.FAILED, TaskState.LOST)
 
 
@@ -106,6 +109,11 @@ class RayDriver(RayNodeLoads):  # dataset loads: ray/datasets_driver.py
         #: nodes Ray has called dead: a task there cannot run, though Ray may not have told
         #: its owner yet
         self._dead: set[str] = set()
+        #: called (from a thread of its own) when a task of this driver's supervisor started
+        #: or ended: the server's controller then runs a cycle without waiting out its rest
+        self.on_change: Callable[[], None] | None = None
+        self._listening = False
+        self._closing = False
 
     # the Backend interface ----------------------------------------------------------------
 
@@ -169,6 +177,7 @@ class RayDriver(RayNodeLoads):  # dataset loads: ray/datasets_driver.py
         # repeated after a crash is a no-op there.
         name = self.supervisors.submit(rid, spec, where)
         self.records.mark(rid, "created", name)  # the supervisor that holds it
+        self._listen()
 
     def stop(self, request_id: str, grace_seconds: float = 5.0) -> None:
         if not self.records.dir(request_id).exists() or self.records.has(request_id, "exit"):
@@ -223,12 +232,40 @@ class RayDriver(RayNodeLoads):  # dataset loads: ray/datasets_driver.py
         return answers
 
     def close(self) -> None:
+        self._closing = True
         self.supervisors.forget_handles()
         if self._owns_connection and ray.is_initialized():
             ray.shutdown()  # the supervisor is detached: it and its tasks keep running
         self._connected = self._owns_connection = False
 
     # helpers ------------------------------------------------------------------------------
+
+    def _listen(self) -> None:
+        """Once this driver's supervisor exists: a thread holds its ``changed`` call and tells
+        ``on_change`` (one call at a time; a start or an end while none is held is told by
+        the next at once)."""
+        if self._listening or self.on_change is None:
+            return
+        self._listening = True
+        _, supervisor = self.supervisors.own()
+        threading.Thread(
+            target=self._changes, args=(supervisor,), name="aipaas-ray-changes", daemon=True
+        ).start()
+
+    def _changes(self, supervisor: Any) -> None:
+        while not self._closing:
+            try:
+                changed = ray.get(
+                    supervisor.changed.remote(CHANGES_SECONDS), timeout=CHANGES_SECONDS + 30
+                )
+            except Exception:  # the supervisor gone or slow: the polls still see everything
+                time.sleep(1.0)
+                continue
+            if changed and self.on_change is not None and not self._closing:
+                try:
+                    self.on_change()
+                except Exception:  # the server is gone: this process ends with it
+                    return
 
     def connect(self) -> None:
         if self._connected:

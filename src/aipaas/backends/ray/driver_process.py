@@ -17,7 +17,14 @@ from typing import Any
 PR_SET_PDEATHSIG = 1
 
 
-def serve(conn: Connection, run_dir: Path, address: str | None, options: dict[str, Any]) -> None:
+def serve(
+    conn: Connection,
+    run_dir: Path,
+    address: str | None,
+    options: dict[str, Any],
+    changes: Connection | None = None,
+) -> None:
+    """``changes``: where the driver says a task started or ended (RayDriver.on_change)."""
     # The server's process ends this one: Ctrl-C is its business, and its death (kill -9
     # included) ends the driver (the actors are detached and stay).
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -26,6 +33,13 @@ def serve(conn: Connection, run_dir: Path, address: str | None, options: dict[st
     from aipaas.backends.ray.driver import RayDriver
 
     driver = RayDriver(run_dir, address, **options)
+    if changes is not None:
+        told = changes
+
+        def tell() -> None:
+            told.send(None)
+
+        driver.on_change = tell
     try:
         driver.connect()
     except Exception as err:  # the backend gives this driver up and starts another later

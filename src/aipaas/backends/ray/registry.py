@@ -7,6 +7,7 @@ driver process (backend.py), never in the server's.
 from __future__ import annotations
 
 import importlib.util
+from collections.abc import Callable
 from pathlib import Path
 
 from aipaas.backends.base import Backend
@@ -20,6 +21,11 @@ class FencedRay(Fenced):
     #: a task is never running when its start returns (Ray starts it later): the controller
     #: does not ask right away (controller/cycle.py)
     starts_later = True
+
+    def watch(self, on_change: Callable[[], None]) -> None:
+        """``on_change`` is called when a task started or ended (controller/loop.py wakes)."""
+        if isinstance(self.inner, RayBackend):
+            self.inner.watch(on_change)
 
     @property
     def waited_seconds(self) -> float:

@@ -57,6 +57,8 @@ class TaskSupervisor:
         #: stops that came before their start (an async actor runs calls out of order)
         self._early_stops: set[str] = set()
         self._runner = ray.remote(run_task)
+        #: set when a task started or ended: ``changed`` answers (the driver's wake-up call)
+        self._changed = asyncio.Event()
 
     async def start(self, request_id: str, spec: dict[str, Any], placement: dict[str, Any]) -> None:
         """Submits the task into its bundle (``group``, ``bundle``, ``CPU``, ``GPU``), or, for
@@ -116,6 +118,18 @@ class TaskSupervisor:
         task = self._tasks.get(request_id)
         if task is not None:
             task.info = info
+            self._changed.set()
+
+    async def changed(self, seconds: float) -> bool:
+        """Answers True as soon as a task started or ended since the last True (at once when
+        one did meanwhile), False after ``seconds`` without: the driver holds this call so
+        that the controller hears of an end without waiting for its next poll."""
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(self._changed.wait(), seconds)
+        if not self._changed.is_set():
+            return False
+        self._changed.clear()
+        return True
 
     async def wait_stop(self, request_id: str, info: dict[str, Any] | None = None) -> float | None:
         """Answered when a stop is asked (its grace period) or the task is forgotten (None).
@@ -125,6 +139,7 @@ class TaskSupervisor:
             return None
         if info is not None:
             task.info = info
+            self._changed.set()
         await task.stop_asked.wait()
         return task.grace
 
@@ -173,3 +188,4 @@ class TaskSupervisor:
             task.result = {"state": "error", "message": f"{type(err).__name__}: {err}"[:500]}
         else:
             task.result = {"state": "exit", "code": int(code)}
+        self._changed.set()
