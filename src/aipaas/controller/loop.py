@@ -8,7 +8,7 @@ the next cycle comes after a short rest (``floor``); each quiet cycle after it r
 long as the last, up to the ``period``: a short task's end is seen soon after its start, while
 a loop with nothing to do (or only long tasks) is back to one cycle a period after a few
 cycles. A write through the API of this process (``wake``) ends a rest early, and so does a
-backend that says a task started or ended (its ``watch``: Ray's). Either way a rest
+backend that says a task ended (its ``watch``: Ray's). Either way a rest
 lasts at least as long as the cycle took: the API server in the same process keeps at least
 half of the time (and of the GIL), and a flood of API writes cannot spin the loop. (Wall time,
 not the cycle thread's CPU time: measured with 500 local jobs at once, a rest as long as the
@@ -89,7 +89,7 @@ class ControllerLoop:
                 listener(uids)
 
         controller.on_written = on_written
-        # A backend that can say when a task started or ended (Ray) wakes the loop: a short
+        # A backend that can say when a task ended (Ray) wakes the loop: a short
         # task's end is seen without waiting out a quiet cycle's rest.
         watch = getattr(controller.backend, "watch", None)
         if callable(watch):

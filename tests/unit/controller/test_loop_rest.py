@@ -149,7 +149,7 @@ def test_stop_ends_the_rest() -> None:
 
 
 def test_a_backend_that_says_a_task_ended_wakes_the_loop() -> None:
-    """A backend with ``watch`` (Ray's: its driver hears of a task's start or end) is given
+    """A backend with ``watch`` (Ray's: its driver hears of a task's end) is given
     the loop's wake-up: a quiet loop runs its next cycle without waiting out the period."""
 
     class Telling(FakeBackend):

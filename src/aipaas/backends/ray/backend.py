@@ -82,7 +82,7 @@ class RayBackend(RayDatasetCaches):  # datasets: ray/datasets.py
         #: not count them as its own: controller/loop.py)
         self.waited_seconds = 0.0
         self._unanswered = 0  # calls sent to the current driver whose answers are not read
-        #: told when the driver says a task started or ended (``watch``)
+        #: told when the driver says a task ended (``watch``)
         self._on_change: Callable[[], None] | None = None
 
     # the Backend interface ----------------------------------------------------------------
@@ -110,8 +110,8 @@ class RayBackend(RayDatasetCaches):  # datasets: ray/datasets.py
         return result
 
     def watch(self, on_change: Callable[[], None]) -> None:
-        """``on_change`` is called (from a thread of the backend's) when a task started or
-        ended in Ray: the controller's loop wakes up for it instead of waiting out its rest."""
+        """``on_change`` is called (from a thread of the backend's) when a task ended in Ray:
+        the controller's loop wakes up for it instead of waiting out its rest."""
         self._on_change = on_change
 
     def close(self) -> None:
@@ -215,7 +215,7 @@ class RayBackend(RayDatasetCaches):  # datasets: ray/datasets.py
             raise RayUnreachable("the Ray driver failed lately; it is started again shortly")
         context = multiprocessing.get_context("spawn")
         ours, theirs = context.Pipe()
-        heard, told = context.Pipe(duplex=False)  # the driver's word of starts and ends
+        heard, told = context.Pipe(duplex=False)  # the driver's word of tasks' ends
         process = context.Process(
             target=serve,
             args=(theirs, self.run_dir, self.address, self._options, told),
@@ -233,7 +233,7 @@ class RayBackend(RayDatasetCaches):  # datasets: ray/datasets.py
         return ours
 
     def _relay(self, heard: Connection) -> None:
-        """Until its driver is gone: each word of a start or an end calls ``on_change``."""
+        """Until its driver is gone: each word of an end calls ``on_change``."""
         with heard:
             while True:
                 try:

@@ -109,8 +109,8 @@ class RayDriver(RayNodeLoads):  # dataset loads: ray/datasets_driver.py
         #: nodes Ray has called dead: a task there cannot run, though Ray may not have told
         #: its owner yet
         self._dead: set[str] = set()
-        #: called (from a thread of its own) when a task of this driver's supervisor started
-        #: or ended: the server's controller then runs a cycle without waiting out its rest
+        #: called (from a thread of its own) when a task of this driver's supervisor ended:
+        #: the server's controller then runs a cycle without waiting out its rest
         self.on_change: Callable[[], None] | None = None
         self._listening = False
         self._closing = False
@@ -242,7 +242,7 @@ class RayDriver(RayNodeLoads):  # dataset loads: ray/datasets_driver.py
 
     def _listen(self) -> None:
         """Once this driver's supervisor exists: a thread holds its ``changed`` call and tells
-        ``on_change`` (one call at a time; a start or an end while none is held is told by
+        ``on_change`` (one call at a time; an end while none is held is told by
         the next at once)."""
         if self._listening or self.on_change is None:
             return

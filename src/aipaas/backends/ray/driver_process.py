@@ -24,7 +24,7 @@ def serve(
     options: dict[str, Any],
     changes: Connection | None = None,
 ) -> None:
-    """``changes``: where the driver says a task started or ended (RayDriver.on_change)."""
+    """``changes``: where the driver says a task ended (RayDriver.on_change)."""
     # The server's process ends this one: Ctrl-C is its business, and its death (kill -9
     # included) ends the driver (the actors are detached and stay).
     signal.signal(signal.SIGINT, signal.SIG_IGN)

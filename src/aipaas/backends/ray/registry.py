@@ -23,7 +23,7 @@ class FencedRay(Fenced):
     starts_later = True
 
     def watch(self, on_change: Callable[[], None]) -> None:
-        """``on_change`` is called when a task started or ended (controller/loop.py wakes)."""
+        """``on_change`` is called when a task ended (controller/loop.py wakes)."""
         if isinstance(self.inner, RayBackend):
             self.inner.watch(on_change)
 

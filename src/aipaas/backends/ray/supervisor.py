@@ -57,7 +57,8 @@ class TaskSupervisor:
         #: stops that came before their start (an async actor runs calls out of order)
         self._early_stops: set[str] = set()
         self._runner = ray.remote(run_task)
-        #: set when a task started or ended: ``changed`` answers (the driver's wake-up call)
+        #: set when a task ended: ``changed`` answers (the driver's wake-up call; a start is
+        #: seen by the next poll: waking the controller for each cost more CPU than it saved)
         self._changed = asyncio.Event()
 
     async def start(self, request_id: str, spec: dict[str, Any], placement: dict[str, Any]) -> None:
@@ -118,12 +119,11 @@ class TaskSupervisor:
         task = self._tasks.get(request_id)
         if task is not None:
             task.info = info
-            self._changed.set()
 
     async def changed(self, seconds: float) -> bool:
-        """Answers True as soon as a task started or ended since the last True (at once when
-        one did meanwhile), False after ``seconds`` without: the driver holds this call so
-        that the controller hears of an end without waiting for its next poll."""
+        """Answers True as soon as a task ended since the last True (at once when one did
+        meanwhile), False after ``seconds`` without: the driver holds this call so that the
+        controller hears of an end without waiting for its next poll."""
         with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(self._changed.wait(), seconds)
         if not self._changed.is_set():
@@ -139,7 +139,6 @@ class TaskSupervisor:
             return None
         if info is not None:
             task.info = info
-            self._changed.set()
         await task.stop_asked.wait()
         return task.grace
 
