@@ -50,6 +50,10 @@ class _Record:
     reason: str = ""  # a code: TimeLimit, Preempted, QuotaExceeded, ...
     message: str = ""  # the same in words and numbers
     generation: int = 0  # bumps on every start and eviction: older end events are void
+    #: evicted whole and not started since: (code, message) of the eviction, which the
+    #: session's reason for its wait does not replace (issue 11: its status says who evicted
+    #: it and why)
+    evicted_why: tuple[str, str] | None = None
 
 
 class ScenarioRun:
@@ -150,6 +154,7 @@ class ScenarioRun:
         if record.started is None:
             record.started = start
         record.phase = "Running"
+        record.evicted_why = None
         self._reasons.pop(key, None)
         record.reason = record.message = ""
         record.generation += 1
@@ -268,6 +273,7 @@ class ScenarioRun:
                 record.run_start = None
                 record.generation += 1
                 record.phase = "Pending"
+                record.evicted_why = (record.reason, record.message)
                 job.ends_at = None
             if job.pending_tasks:
                 self.waiting.add(key)
@@ -342,6 +348,9 @@ class ScenarioRun:
     def output(self) -> dict[str, Any]:
         for key, (code, message) in self._reasons.items():
             record = self.records[key]
+            evicted = record.evicted_why
+            if evicted is not None and record.phase == "Pending":
+                code, message = evicted[0], f"{evicted[1]}; waiting: {message}"
             record.reason, record.message = code, message
         self._reasons.clear()
         jobs: dict[str, Any] = {}
