@@ -52,6 +52,8 @@ How (each choice, and why):
   tenant/25% 3,296 s, 558 s; qos/25% 4,673 s, 485 s; class/25% 1,805 s, 412 s. On ``wide``
   (2026-11-24): tenant 128 s, 35 s, Jain 0.980; class 239 s, 56 s, Jain 0.933; qos 885 s,
   70 s, Jain 0.991: one queue per tenant is the default since (docs/results/scheduling.md).
+  With reclaim from shared GPUs (batch/actions/slivers.py, 07:32 UTC): tenant 39 s, 32 s, Jain
+  0.985; class 56 s, 37 s, Jain 0.983; qos 793 s, 43 s, Jain 0.990.
 * Time limits: every job's ``timeLimit`` is its duration rounded up to a whole minute (what a
   user would declare), so that backfill has end times to plan with; no job reaches it.
 * High floor (_openb_floor.py): the high pods alone at the same arrivals; their p99 delay is
