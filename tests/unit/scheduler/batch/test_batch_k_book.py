@@ -36,27 +36,32 @@ job_strategy = st.tuples(
     st.integers(1, 30),  # duration
     st.one_of(st.none(), st.integers(0, 40)),  # arrival
     st.sampled_from([None, None, None, "required", "preferred"]),  # rack topology
+    st.sampled_from([None, None, None, 5, 20]),  # time limit (seconds)
+    st.one_of(st.none(), st.none(), st.integers(0, 29)),  # depends on job i (an earlier one)
 )
 tree_strategy = st.tuples(
     st.lists(st.integers(0, 4), min_size=4, max_size=4),  # leaf guarantees (GPUs)
     st.lists(st.sampled_from([2, 4, 8, 16]), min_size=4, max_size=4),  # leaf quotas
     st.lists(st.integers(1, 3), min_size=4, max_size=4),  # leaf weights
+    st.lists(st.sampled_from([None, None, 0, 10]), min_size=2, max_size=2),  # parents' minRuntime
 )
 
 
-def _document(
-    jobs: list[tuple[Any, ...]], shape: tuple[list[int], list[int], list[int]], profile: str
-) -> dict[str, Any]:
-    guaranteed, quotas, weights = shape
+Shape = tuple[list[int], list[int], list[int], list[int | None]]
+
+
+def _document(jobs: list[tuple[Any, ...]], shape: Shape, profile: str) -> dict[str, Any]:
+    guaranteed, quotas, weights, min_runtimes = shape
     objects: list[dict[str, Any]] = [
         {"apiVersion": "aipaas/v1", "kind": "Tenant", "metadata": {"name": "t"}},
     ]
-    for parent in ("p0", "p1"):
+    for parent, min_runtime in zip(("p0", "p1"), min_runtimes, strict=True):
         objects.append(
             {
                 "apiVersion": "aipaas/v1",
                 "kind": "Queue",
                 "metadata": {"name": parent, "tenant": "t"},
+                "spec": {} if min_runtime is None else {"minRuntime": min_runtime},
             }
         )
     for i, leaf in enumerate(LEAVES):
@@ -71,9 +76,10 @@ def _document(
             | {"spec": queue_spec}
         )
     arrivals, durations = [], []
-    for i, (leaf, priority, gpu, replicas, extra, preemptible, seconds, at, topo) in enumerate(
-        jobs
-    ):
+    for i, job_spec in enumerate(jobs):
+        leaf, priority, gpu, replicas, extra, preemptible, seconds, at, topo, limit, after = (
+            job_spec
+        )
         resources: dict[str, Any] = {"cpu": 1} if gpu == 0 else {"gpu": gpu}
         spec: dict[str, Any] = {
             "queue": leaf,
@@ -91,6 +97,10 @@ def _document(
         }
         if topo is not None:
             spec["topology"] = {topo: "topology.aipaas.dev/rack"}
+        if limit is not None:
+            spec["timeLimit"] = limit
+        if after is not None and after < i:  # submitted when it succeeds: out of listing order
+            spec["dependsOn"] = [f"j{after}"]
         objects.append(
             {"apiVersion": "aipaas/v1", "kind": "Job", "metadata": {"name": f"j{i}", "tenant": "t"}}
             | {"spec": spec}
@@ -173,7 +183,7 @@ def _check_book(book: BacklogBook, jobs: list[Job]) -> None:
 )
 def test_a_run_with_the_book_decides_what_a_run_without_it_decides(
     jobs: list[tuple[Any, ...]],
-    shape: tuple[list[int], list[int], list[int]],
+    shape: Shape,
     profile: str,
     hold: bool,
 ) -> None:
