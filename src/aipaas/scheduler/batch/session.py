@@ -318,7 +318,18 @@ class Session:
             ACTIONS[name](self)
         started = {s.job for s in self.decisions.started}
         waiting, reasons, gangs = self.waiting, self.decisions.reasons, self._gangs
-        for key, job in self.jobs.items():
+        walked: Iterable[tuple[str, Job]] = self.jobs.items()
+        book = self.book
+        if book is not None:
+            # The book's idle jobs were waiting whole when the cycle began, and only a start
+            # changes that (what preempt and reclaim take ran before the cycle): each one not
+            # started has its gang still to start. Set operations, not a walk; the reasons
+            # come in another order than the jobs' (they are looked up by key).
+            idle = waiting.keys() & book.idle.keys()
+            idle -= started
+            reasons.update({key: waiting[key] for key in idle})
+            walked = book.others.items()
+        for key, job in walked:
             why = waiting.get(key)
             if why is None or key in started:
                 continue
