@@ -17,8 +17,16 @@ delaying any reservation (batch/reservations.py says where each may go).
 3. Every job holding a reservation waits with reason Reserved: "reserved: starts at t=5400s on
    n3-n6".
 
+A job held back for its queue's head (head_hold.py) whose head has started since (preempt made
+its room) is held no longer and is tried as any other: it would otherwise wait a cycle with the
+words "... which waits" about a head that runs.
+
 Jobs waiting for quota or other reasons are left as they are: backfill fills gaps in the
-cluster, it does not lend capacity (allocate's borrowing pass does that).
+cluster, it does not lend capacity (allocate's borrowing pass does that). Except after
+evictions: preempt and reclaim lower what queues hold, so a job refused earlier in the cycle for
+its quota or its fair share may be within them now ("tenant t holds 10 of 8" no longer true):
+such a job is tried again as any other, and one still refused gets the words with today's
+numbers. (Without evictions holdings only grow in a cycle: those refusals stand.)
 """
 
 from __future__ import annotations
@@ -29,7 +37,8 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Final
 
 from aipaas.scheduler.batch.actions.allocate import NO_ROOM, STARTED, Placer, start_gang
-from aipaas.scheduler.batch.model import Job, Reservation
+from aipaas.scheduler.batch.head_hold import HELD_BY
+from aipaas.scheduler.batch.model import Job, Reservation, Resources, Task
 from aipaas.scheduler.batch.ordering import ordered
 from aipaas.scheduler.batch.session import gang_tasks
 from aipaas.scheduler.batch.topology import Refusal, place_in_domain
@@ -45,6 +54,8 @@ ROOM_REASONS: Final = frozenset({"Unschedulable", "Topology", "Reserved", "Gang"
 BEHIND_REASONS: Final = frozenset({"StrictOrder"})
 #: ... and of one that waits for its fair share too: it may hold a reservation, not start.
 RESERVING_REASONS: Final = ROOM_REASONS | BEHIND_REASONS | {"FairShare"}
+#: Refusals for a queue's limits: they stand in a cycle unless evictions lowered the holdings.
+LIMIT_REASONS: Final = frozenset({"FairShare", "QuotaExceeded"})
 #: Below this the clock is virtual (seconds since a scenario's start), not epoch seconds.
 VIRTUAL_CLOCK_LIMIT: Final = 1e9
 
@@ -57,17 +68,27 @@ def backfill(session: Session) -> None:
     memo: dict[tuple[object, ...], bool] = {}
     jobs, why, enqueued = session.jobs, session.waiting, session.enqueued
     unlooked = ("Unschedulable", "")
+    gangs = session.pending_gangs()
+    evicted = bool(session.decisions.evicted)
+    tried = RESERVING_REASONS | LIMIT_REASONS if evicted else RESERVING_REASONS
+    held_by: dict[str, str] = session.scratch.get(HELD_BY, {})
     waiting = [  # the jobs with a gang to start; the cheap test first: most of a backlog
         # waits for policy, not room
         jobs[key]
-        for key in session.pending_gangs()
-        if why.get(key, unlooked)[0] in RESERVING_REASONS
+        for key in gangs
+        if (
+            why.get(key, unlooked)[0] in tried
+            # held for a head that has started since (preempt made its room): held no longer
+            or (held_by.get(key, key) not in gangs and why[key][0] == "HeldForHead")
+        )
         and (enqueued is None or key in enqueued)  # session.considered
     ]
     for job in ordered(session, waiting):
-        if session.waiting.get(job.key, ("", ""))[0] == "FairShare":
-            # Refused for fair share and, borrowing, for room: it starts when both allow.
-            reservations.reserve(job)
+        reason = session.waiting.get(job.key, ("", ""))[0]
+        if reason in LIMIT_REASONS and not _within_limits_now(session, job, reason, evicted, gangs):
+            if reason == "FairShare":
+                # Refused for fair share and, borrowing, for room: it starts when both allow.
+                reservations.reserve(job)
             continue
         outcome = start_gang(session, placer, job, fair_share=fair_share)
         if outcome == STARTED:
@@ -79,6 +100,28 @@ def backfill(session: Session) -> None:
     for reservation in reservations.held.values():
         job = session.jobs[reservation.job]
         session.wait(job, "Reserved", reservation_message(reservation, session.now))
+
+
+def _within_limits_now(
+    session: Session,
+    job: Job,
+    reason: str,
+    evicted: bool,
+    gangs: dict[str, tuple[list[Task], Resources]],
+) -> bool:
+    """After evictions, whether a job refused for quota or fair share earlier in the cycle is
+    within them now; when it is not, its words are said again with today's numbers."""
+    if not evicted:
+        return False
+    need = gangs[job.key][1]
+    if reason == "QuotaExceeded":
+        problem = session.quota_problem(job, need)
+    else:
+        problem = session.fair_share_problem(job, need)
+    if problem is None:
+        return True
+    session.wait(job, reason, problem)
+    return False
 
 
 def held_back(session: Session, job: Job) -> str | None:
