@@ -18,15 +18,15 @@ from __future__ import annotations
 
 import gc
 import heapq
-import math
 from collections import defaultdict
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any, Final
 
 from aipaas.scheduler.batch.backlog_book import BacklogBook
 from aipaas.scheduler.batch.model import Decisions, Job, Resources, Snapshot
 from aipaas.scheduler.batch.session import run_session
 from aipaas.sim.scenario_build import Scenario
+from aipaas.sim.scenario_records import Record, run_output
 
 #: extra cycles at one instant while the previous one evicted something
 MAX_REPEATS: Final = 2
@@ -38,24 +38,6 @@ def _at(value: float) -> float:
     return round(value, 6)
 
 
-@dataclass(slots=True)
-class _Record:
-    submitted: float
-    started: float | None = None  # the first start
-    run_start: float | None = None  # the current run's start
-    finished: float | None = None
-    evictions: int = 0
-    tasks_evicted: int = 0
-    phase: str = "Pending"
-    reason: str = ""  # a code: TimeLimit, Preempted, QuotaExceeded, ...
-    message: str = ""  # the same in words and numbers
-    generation: int = 0  # bumps on every start and eviction: older end events are void
-    #: evicted whole and not started since: (code, message) of the eviction, which the
-    #: session's reason for its wait does not replace (issue 11: its status says who evicted
-    #: it and why)
-    evicted_why: tuple[str, str] | None = None
-
-
 class ScenarioRun:
     """The state of a run; ``run(until)`` drives it and returns the contract's JSON."""
 
@@ -65,7 +47,7 @@ class ScenarioRun:
         self.queues = dict(scenario.queues)
         self.now = scenario.now
         self.cycles = 0
-        self.records = {key: _Record(job.submitted) for key, job in scenario.jobs.items()}
+        self.records = {key: Record(job.submitted) for key, job in scenario.jobs.items()}
         self.active: dict[str, Job] = {}
         #: ``active`` as the sessions take it: the waiting backlog grouped, kept up to date
         #: here (a session then costs what changed, not the whole backlog)
@@ -346,34 +328,9 @@ class ScenarioRun:
         return self.output()
 
     def output(self) -> dict[str, Any]:
-        for key, (code, message) in self._reasons.items():
-            record = self.records[key]
-            evicted = record.evicted_why
-            if evicted is not None and record.phase == "Pending":
-                code, message = evicted[0], f"{evicted[1]}; waiting: {message}"
-            record.reason, record.message = code, message
-        self._reasons.clear()
-        jobs: dict[str, Any] = {}
-        for key, record in self.records.items():
-            jobs[key] = {
-                "submitted": _time(record.submitted),
-                "started": _time(record.started),
-                "finished": _time(record.finished),
-                "evictions": record.evictions,
-                "tasks_evicted": record.tasks_evicted,
-                "phase": record.phase,
-                "reason": record.reason,
-                "message": record.message,
-                "wait": None
-                if record.started is None
-                else _time(max(record.started - record.submitted, 0.0)),
-            }
-        queues = {
-            key: {"gpu_seconds": _time(self.used[key][0]), "cpu_seconds": _time(self.used[key][1])}
-            for key in sorted(self.queues)
-            if key
-        }
-        return {"jobs": jobs, "queues": queues, "end": _time(self.now), "cycles": self.cycles}
+        return run_output(
+            self.records, self._reasons, self.used, self.queues, self.now, self.cycles
+        )
 
 
 def _task(job: Job, name: str) -> Any:
@@ -381,14 +338,6 @@ def _task(job: Job, name: str) -> Any:
         if task.name == name:
             return task
     raise KeyError(f"{job.key} has no task {name}")
-
-
-def _time(value: float | None) -> float | int | None:
-    """Whole seconds as ints, else rounded to a microsecond."""
-    if value is None:
-        return None
-    value = round(value, 6)
-    return int(value) if math.isclose(value, round(value)) and value == int(value) else value
 
 
 def run_scenario(scenario: Scenario, until: float | None = None) -> dict[str, Any]:
