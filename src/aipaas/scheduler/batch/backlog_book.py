@@ -74,6 +74,8 @@ class BacklogBook:
         #: per leaf: how many idle jobs it has (a leaf with none is not in ``sums``)
         self.counts: dict[str, int] = {}
         self.others: dict[str, Job] = {}
+        #: every job, in the order added (the snapshot's order)
+        self.jobs: dict[str, Job] = {}
         #: per job: the order it was added in (the snapshot's order)
         self.rank: dict[str, int] = {}
         self._next = 0
@@ -93,6 +95,7 @@ class BacklogBook:
         self._orders.add(job.order)
         self.rank[job.key] = self._next
         self._next += 1
+        self.jobs[job.key] = job
         self._place(job)
 
     def sync(self, job: Job) -> None:
@@ -103,7 +106,7 @@ class BacklogBook:
     def remove(self, job: Job) -> None:
         """A job leaves the snapshot (it ended)."""
         self._take_out(job)
-        del self.rank[job.key]
+        del self.rank[job.key], self.jobs[job.key]
         self._orders.discard(job.order)
 
     def candidates(

@@ -69,7 +69,12 @@ class Session:
         self.now = snapshot.now
         self.queues: dict[str, QueueNode] = snapshot.queues
         self._lineages: dict[str, tuple[str, ...]] = {}
-        self.jobs: dict[str, Job] = {j.key: j for j in snapshot.jobs}
+        if book is None:
+            self.jobs: dict[str, Job] = {j.key: j for j in snapshot.jobs}
+        elif list(book.jobs.values()) == snapshot.jobs:  # the same objects: no field compared
+            self.jobs = dict(book.jobs)
+        else:
+            raise ValueError("the backlog book does not hold the snapshot's jobs")
         self.decisions = Decisions()
         self.children: dict[str, list[str]] = defaultdict(list)
         for key, queue in sorted(self.queues.items(), key=lambda kv: kv[1].created):
