@@ -135,14 +135,18 @@ def _over_guarantee(session: Session, key: str, mask: Sequence[bool], holds: Res
 
 def _below_guarantee_after(session: Session, leaf: str, branch: str, holds: Resources) -> bool:
     """Whether a queue node between the victim's leaf and its ``branch`` (both included) holds
-    no more than its guarantee of a resource the victim holds: taking from it would break the
-    guarantee's promise (and it would reclaim the job back: a loop). A node above its
-    guarantee may lose a whole gang even if that takes it below (a gang is not divisible)."""
+    no more than its guarantee in every guaranteed resource the victim holds: taking from it
+    would break the guarantee's promise (and it could reclaim the job back by the guarantee
+    rule, which asks the same of every guaranteed resource: a loop). A node above its
+    guarantee in one of them is not shielded by the others (a CPU guarantee larger than its
+    jobs' CPU use does not keep a queue far over its GPU share), and may lose a whole gang even
+    if that takes it below (a gang is not divisible)."""
     taken = holds.as_tuple()
     for key in session.lineage(leaf):
         held = session.allocated[key].as_tuple()
         guaranteed = _guaranteed(session, key).as_tuple()
-        if any(t > 0 and h <= g for t, h, g in zip(taken, held, guaranteed, strict=True)):
+        mask = [t > 0 and g > 0 for t, g in zip(taken, guaranteed, strict=True)]
+        if any(mask) and all(h <= g for m, h, g in zip(mask, held, guaranteed, strict=True) if m):
             return True
         if key == branch:
             break
