@@ -83,6 +83,7 @@ def backfill(session: Session) -> None:
         )
         and (enqueued is None or key in enqueued)  # session.considered
     ]
+    heads = {head for head in held_by.values() if head in gangs}
     for job in ordered(session, waiting):
         reason = session.waiting.get(job.key, ("", ""))[0]
         if reason in LIMIT_REASONS and not _within_limits_now(session, job, reason, evicted, gangs):
@@ -90,16 +91,38 @@ def backfill(session: Session) -> None:
                 # Refused for fair share and, borrowing, for room: it starts when both allow.
                 reservations.reserve(job)
             continue
-        outcome = start_gang(session, placer, job, fair_share=fair_share)
-        if outcome == STARTED:
-            reservations.drop(job.key)
-        elif outcome == NO_ROOM and job.key not in reservations.held:
-            note = held_back(session, job)
-            if note is not None and fits_unrestricted(session, job, memo):
-                session.wait(job, "Reserved", note)
+        _try(session, placer, job, fair_share, memo)
+    # Heads that started just now, in this loop: the jobs they held may go too.
+    started_heads = {head for head in heads if head not in gangs}
+    if started_heads:
+        freed = [
+            jobs[key]
+            for key, head in held_by.items()
+            if head in started_heads and key in gangs and why[key][0] == "HeldForHead"
+        ]
+        for job in ordered(session, freed):
+            _try(session, placer, job, fair_share, memo)
     for reservation in reservations.held.values():
         job = session.jobs[reservation.job]
         session.wait(job, "Reserved", reservation_message(reservation, session.now))
+
+
+def _try(
+    session: Session,
+    placer: Placer,
+    job: Job,
+    fair_share: bool,
+    memo: dict[tuple[object, ...], bool],
+) -> None:
+    """Start the job's gang where it delays no reservation, else say why it waits."""
+    reservations = session.reservations
+    outcome = start_gang(session, placer, job, fair_share=fair_share)
+    if outcome == STARTED:
+        reservations.drop(job.key)
+    elif outcome == NO_ROOM and job.key not in reservations.held:
+        note = held_back(session, job)
+        if note is not None and fits_unrestricted(session, job, memo):
+            session.wait(job, "Reserved", note)
 
 
 def _within_limits_now(
