@@ -18,6 +18,9 @@ rule lets the victim's side take the room back.
 
 Last, under DRF fair share, capacity stranded in the idle slivers of shared GPUs (where no
 queue is above its share and so nothing above is reclaimable): slivers.py.
+
+The tests on the tree (fair share, guarantee, common ancestor): reclaim_rules.py; which running
+jobs may be taken, by queue node: reclaim_index.py.
 """
 
 from __future__ import annotations
@@ -25,17 +28,28 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from aipaas.scheduler.batch.actions.reclaim_index import VictimIndex
+from aipaas.scheduler.batch.actions.reclaim_rules import (
+    Tree,
+    below_guarantee_after,
+    guaranteed_mask,
+    guaranteed_of,
+    holds_of,
+    may_reclaim,
+    over_guarantee,
+    over_share,
+    share_of,
+    within_share,
+)
 from aipaas.scheduler.batch.actions.slivers import reclaim_slivers
 from aipaas.scheduler.batch.explain import amount
 from aipaas.scheduler.batch.model import Eviction, Job, Resources, Task
 from aipaas.scheduler.batch.ordering import JobOrder, ordered
-from aipaas.scheduler.batch.session import gang_tasks, resources_of
 from aipaas.scheduler.batch.statement import touched_jobs
 from aipaas.scheduler.batch.victim_search import Search
 from aipaas.scheduler.batch.victims import (
     Unit,
     domains_for,
-    eligible,
     preemptor_jobs,
     shape_of,
     units_of,
@@ -52,213 +66,8 @@ _UNITS = (
 )
 
 
-class _Tree:
-    """The reclaimer's lineage and, per victim queue, the lowest common ancestor's place in it
-    and the victim's branch (the common ancestor's child on the victim's side)."""
-
-    def __init__(self, session: Session, leaf: str) -> None:
-        self.session = session
-        self.lineage = list(session.lineage(leaf))
-        self.depth = {key: i for i, key in enumerate(self.lineage)}
-        self._memo: dict[str, tuple[int, str]] = {}
-
-    def split(self, queue: str) -> tuple[int, str]:
-        """(index of the common ancestor in the reclaimer's lineage, the victim's branch)."""
-        found = self._memo.get(queue)
-        if found is None:
-            branch = queue
-            for key in self.session.lineage(queue):
-                if key in self.depth:
-                    found = (self.depth[key], branch)
-                    break
-                branch = key
-            else:  # separate trees: the whole lineage is the reclaimer's side
-                found = (len(self.lineage), branch)
-            self._memo[queue] = found
-        return found
-
-
-def _share(session: Session, key: str) -> Resources:
-    return session.fair_share.get(key, Resources())
-
-
-def _over(
-    session: Session, key: str, need: Resources, holds: Resources | None = None
-) -> int | None:
-    """The first resource ``need`` asks for (and ``holds``, the victim's, has some of) of which
-    ``key`` holds more than its fair share."""
-    held = session.allocated[key].as_tuple()
-    share = _share(session, key).as_tuple()
-    victim = None if holds is None else holds.as_tuple()
-    for i, want in enumerate(need.as_tuple()):
-        if want > 0 and held[i] > share[i] and (victim is None or victim[i] > 0):
-            return i
-    return None
-
-
-def _holds(unit: Unit) -> Resources:
-    total = Resources()
-    for task in unit.tasks():
-        total = total + task.resources
-    return total
-
-
-def _guaranteed(session: Session, key: str) -> Resources:
-    queue = session.queues.get(key)
-    return queue.guaranteed if queue is not None else Resources()
-
-
-def _guaranteed_mask(session: Session, keys: Sequence[str], need: Resources) -> tuple[bool, ...]:
-    """The resources ``need`` asks for of which the reclaimer's queue (``keys[0]``) has a
-    guarantee and every node of ``keys`` stays within its guarantee with ``need`` added (all
-    False when one of them would go above: the guarantee rule does not apply)."""
-    own = _guaranteed(session, keys[0]).as_tuple()
-    mask = tuple(w > 0 and g > 0 for w, g in zip(need.as_tuple(), own, strict=True))
-    for key in keys:
-        after = (session.allocated[key] + need).as_tuple()
-        guaranteed = _guaranteed(session, key).as_tuple()
-        if any(m and a > g for m, a, g in zip(mask, after, guaranteed, strict=True)):
-            return tuple(False for _ in mask)
-    return mask
-
-
-def _over_guarantee(session: Session, key: str, mask: Sequence[bool], holds: Resources) -> bool:
-    """``key`` holds more than its guarantee of a resource of ``mask`` that the victim
-    (``holds``) has some of."""
-    held = session.allocated[key].as_tuple()
-    guaranteed = _guaranteed(session, key).as_tuple()
-    victim = holds.as_tuple()
-    return any(
-        m and h > g and v > 0 for m, h, g, v in zip(mask, held, guaranteed, victim, strict=True)
-    )
-
-
-def _below_guarantee_after(session: Session, leaf: str, branch: str, holds: Resources) -> bool:
-    """Whether a queue node between the victim's leaf and its ``branch`` (both included) holds
-    no more than its guarantee in every guaranteed resource the victim holds: taking from it
-    would break the guarantee's promise (and it could reclaim the job back by the guarantee
-    rule, which asks the same of every guaranteed resource: a loop). A node above its
-    guarantee in one of them is not shielded by the others (a CPU guarantee larger than its
-    jobs' CPU use does not keep a queue far over its GPU share), and may lose a whole gang even
-    if that takes it below (a gang is not divisible)."""
-    taken = holds.as_tuple()
-    for key in session.lineage(leaf):
-        held = session.allocated[key].as_tuple()
-        guaranteed = _guaranteed(session, key).as_tuple()
-        mask = [t > 0 and g > 0 for t, g in zip(taken, guaranteed, strict=True)]
-        if any(mask) and all(h <= g for m, h, g in zip(mask, held, guaranteed, strict=True) if m):
-            return True
-        if key == branch:
-            break
-    return False
-
-
-def _within(session: Session, keys: Sequence[str], need: Resources) -> bool:
-    """Every node of ``keys`` holds at most its fair share of what ``need`` asks for, with
-    ``need`` added."""
-    for key in keys:
-        after = (session.allocated[key] + need).as_tuple()
-        share = _share(session, key).as_tuple()
-        for i, want in enumerate(need.as_tuple()):
-            if want > 0 and after[i] > share[i]:
-                return False
-    return True
-
-
 def _label(key: str) -> str:
     return "tenant" if "/" not in key else "queue"
-
-
-class _Index:
-    """Per action: the jobs that may be taken, by leaf; each queue node's leaves that hold such
-    jobs; and which of those nodes hold more than their fair share (per resource), refreshed
-    after each reclaim. A reclaimer looks only at over-share nodes whose parent is in its
-    lineage (its branches), not at every running job."""
-
-    def __init__(self, session: Session, protected: set[str]) -> None:
-        self.session = session
-        self.protected = protected
-        self.by_leaf: dict[str, list[Job]] = {}
-        for job in session.running:  # nothing started this cycle may be taken
-            if eligible(session, job, protected):
-                self.by_leaf.setdefault(job.queue, []).append(job)
-        self.leaves_under: dict[str, list[str]] = {}
-        for leaf in self.by_leaf:
-            for key in session.lineage(leaf):
-                if key:
-                    self.leaves_under.setdefault(key, []).append(leaf)
-        self.over: dict[str, tuple[bool, ...]] = {}
-        #: nodes above their guarantee, not above their share: only a job within its own
-        #: guarantee may take from these
-        self.over_guarantee: dict[str, tuple[bool, ...]] = {}
-        self.refresh()
-
-    def refresh(self) -> None:
-        self.over.clear()
-        self.over_guarantee.clear()
-        for key in self.leaves_under:
-            held = self.session.allocated[key].as_tuple()
-            share = _share(self.session, key).as_tuple()
-            flags = tuple(h > f for h, f in zip(held, share, strict=True))
-            if any(flags):
-                self.over[key] = flags
-                continue
-            guaranteed = _guaranteed(self.session, key).as_tuple()
-            flags = tuple(h > g for h, g in zip(held, guaranteed, strict=True))
-            if any(flags):
-                self.over_guarantee[key] = flags
-
-    def victims(self, tree: _Tree, need: Resources, guaranteed: bool = False) -> list[Job]:
-        """Jobs in branches beside ``tree``'s lineage above their fair share (``guaranteed``:
-        or above their guarantee) in a resource ``need`` asks for."""
-        asked = [want > 0 for want in need.as_tuple()]
-        out: list[Job] = []
-        over = list(self.over.items())
-        if guaranteed:
-            over += self.over_guarantee.items()
-        for key, flags in over:
-            queue = self.session.queues.get(key)
-            if queue is None or key in tree.depth or queue.parent not in tree.depth:
-                continue  # not a branch beside the reclaimer's lineage
-            if not any(f and a for f, a in zip(flags, asked, strict=True)):
-                continue
-            for leaf in self.leaves_under[key]:
-                out.extend(
-                    j for j in self.by_leaf[leaf] if j.is_running and j.key not in self.protected
-                )
-        return out
-
-
-def _need(gang: Sequence[Task]) -> Resources:
-    need = Resources()
-    for task in gang:
-        need = need + task.resources
-    return need
-
-
-def _holds_any(held: Resources, over: Sequence[bool], asked: Sequence[bool]) -> bool:
-    return any(h > 0 and o and a for h, o, a in zip(held.as_tuple(), over, asked, strict=True))
-
-
-def _may_reclaim(
-    session: Session,
-    job: Job,
-    memo: dict[tuple[str, Resources], bool],
-    gang: Sequence[Task] | None = None,
-    need: Resources | None = None,
-) -> bool:
-    """The job has a gang and its queue stays within its fair share with it (``_within``,
-    remembered per (queue, gang request) in ``memo`` while nothing changes)."""
-    if gang is None:
-        gang = gang_tasks(job)
-    if not gang:
-        return False
-    if need is None:
-        need = resources_of(gang)
-    ok = memo.get((job.queue, need))
-    if ok is None:
-        ok = memo[(job.queue, need)] = _within(session, [job.queue], need)
-    return ok
 
 
 def reclaim(session: Session) -> None:
@@ -272,7 +81,7 @@ def reclaim(session: Session) -> None:
 
 def _reclaim_over_share(session: Session) -> None:
     protected = touched_jobs(session)
-    index = _Index(session, protected)
+    index = VictimIndex(session, protected)
     if not index.over and not index.over_guarantee:
         return  # no queue holds more than its share or guarantee: nothing to take back
 
@@ -292,7 +101,7 @@ def _reclaim_over_share(session: Session) -> None:
                 g > 0 and a < g
                 for a, g in zip(
                     session.allocated[queue].as_tuple(),
-                    _guaranteed(session, queue).as_tuple(),
+                    guaranteed_of(session, queue).as_tuple(),
                     strict=True,
                 )
             )
@@ -302,18 +111,18 @@ def _reclaim_over_share(session: Session) -> None:
         need = entry[1] if entry is not None else Resources()
         found = answers.get((job.queue, need))
         if found is None:
-            found = answers[(job.queue, need)] = any(_guaranteed_mask(session, [job.queue], need))
+            found = answers[(job.queue, need)] = any(guaranteed_mask(session, [job.queue], need))
         return found
 
     gangs = session.pending_gangs()
-    trees: dict[str, _Tree] = {}
+    trees: dict[str, Tree] = {}
     failed: set[tuple[object, ...]] = set()
-    #: ``_within`` of (queue, gang request) while nothing changes (a backlog asks it often)
+    #: ``within_share`` of (queue, gang request) while nothing changes (a backlog asks it often)
     within: dict[tuple[str, Resources], bool] = {}
     seen = len(session.account_log)
     # With a queue above its share any job may try (no look at each).
     jobs = preemptor_jobs(session, protected, None if index.over else may)
-    if not any(_may_reclaim(session, job, within, *gangs.get(job.key, ((), None))) for job in jobs):
+    if not any(may_reclaim(session, job, within, *gangs.get(job.key, ((), None))) for job in jobs):
         # Not one of them keeps its queue within its fair share: none reclaims, and since
         # nothing changes without a reclaim, that stays so all through the action.
         return
@@ -332,7 +141,7 @@ def _reclaim_over_share(session: Session) -> None:
         # equal requests are refused alike below: the jobs right behind with the same
         # shape and request are passed over with the first, nothing changing between).
         shape = shape_of(job, gang, priority=False)
-        if not _may_reclaim(session, job, within, gang, need):
+        if not may_reclaim(session, job, within, gang, need):
             _pass_alike(order, job, shape)
             continue  # its queue would go above its fair share: not a reclaimer
         if shape is not None and shape in failed:
@@ -340,8 +149,8 @@ def _reclaim_over_share(session: Session) -> None:
             continue
         tree = trees.get(job.queue)
         if tree is None:
-            tree = trees[job.queue] = _Tree(session, job.queue)
-        guaranteed = any(_guaranteed_mask(session, [job.queue], need))
+            tree = trees[job.queue] = Tree(session, job.queue)
+        guaranteed = any(guaranteed_mask(session, [job.queue], need))
         victims = index.victims(tree, need, guaranteed)
         if not victims:
             _pass_alike(order, job, shape)
@@ -370,7 +179,7 @@ def _try(
     job: Job,
     gang: Sequence[Task],
     need: Resources,
-    tree: _Tree,
+    tree: Tree,
     victims: Sequence[Job],
 ) -> bool:
     def may_evict(unit: Unit) -> bool:
@@ -378,21 +187,21 @@ def _try(
         # excess. This is also what rules out a loop: a job that reclaimed last cycle left
         # its side at or below its share in everything it holds.
         top, branch = tree.split(unit.job.queue)
-        holds = _holds(unit)
-        if _below_guarantee_after(session, unit.job.queue, branch, holds):
+        holds = holds_of(unit)
+        if below_guarantee_after(session, unit.job.queue, branch, holds):
             return False  # a guarantee is always reachable: never taken below it by reclaim
-        if _over(session, branch, need, holds) is not None:
+        if over_share(session, branch, need, holds) is not None:
             return True
         # Reaching a guarantee: the reclaimer's side stays within its guarantee, the
         # victim's branch holds more than its own (in the resources guaranteed).
-        mask = _guaranteed_mask(session, tree.lineage[:top], need)
-        return _over_guarantee(session, branch, mask, holds)
+        mask = guaranteed_mask(session, tree.lineage[:top], need)
+        return over_guarantee(session, branch, mask, holds)
 
     def may_start(units: Sequence[Unit]) -> bool:
         if session.quota_problem(job, need) is not None:
             return False
         top = max((tree.split(u.job.queue)[0] for u in units), default=1)
-        return _within(session, tree.lineage[:top], need)
+        return within_share(session, tree.lineage[:top], need)
 
     search = Search(session, job, gang, may_evict, may_start)
     plan = search.best(units_of(victims), domains_for(session, job))
@@ -405,13 +214,13 @@ def _try(
         # Said once per victim, with the numbers as they stand before its first eviction.
         if id(unit) not in said:
             top, branch = tree.split(unit.job.queue)
-            over = _over(session, branch, need, _holds(unit))
+            over = over_share(session, branch, need, holds_of(unit))
             if over is None:  # taken by the guarantee rule
-                mask = _guaranteed_mask(session, tree.lineage[:top], need)
+                mask = guaranteed_mask(session, tree.lineage[:top], need)
                 index = next((i for i, m in enumerate(mask) if m), 0)
-                mine_of, theirs_of, what = _guaranteed, _guaranteed, "guarantee"
+                mine_of, theirs_of, what = guaranteed_of, guaranteed_of, "guarantee"
             else:
-                index, mine_of, theirs_of, what = over, _share, _share, "fair share"
+                index, mine_of, theirs_of, what = over, share_of, share_of, "fair share"
             _, per, label = _UNITS[index]
             mine = session.allocated[job.queue].as_tuple()[index]
             my_share = mine_of(session, job.queue).as_tuple()[index]
