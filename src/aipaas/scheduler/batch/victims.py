@@ -149,7 +149,9 @@ def preemptor_jobs(
     not held back for its queue's head, and passing the action's own first look ``may``
     (asked before ordering: a big backlog with nothing to take costs one pass); ``above``:
     only jobs of a queue it names, of a priority above the number it gives (a look without
-    a call)."""
+    a call). ``may`` must answer alike for jobs alike (one leaf, priority, level and gang
+    request): with a backlog book it is asked once per group, and the jobs come in the book's
+    order (callers order them)."""
     enqueued = session.enqueued
     waiting = session.waiting
     jobs = []
@@ -158,9 +160,13 @@ def preemptor_jobs(
     running = {job.key for job in session.running}
     # Only jobs with a gang to start can take room (the others are passed over by every
     # action that asks): the session keeps them, a backlog is not walked twice.
-    for key in session.pending_gangs():
+    gangs = session.pending_gangs()
+    book = session.book  # a backlog kept across cycles: a look per group (backlog_book.py)
+    for key in gangs if book is None else book.candidates(gangs, may, above):
         if key in protected or key in running or (enqueued is not None and key not in enqueued):
             continue
+        if key not in gangs:
+            continue  # a job of the book's backlog that started in this cycle
         why = waiting.get(key)
         # Held back for its queue's head (head_hold.py): taking room for it would take what
         # the head waits for, as starting it would.
