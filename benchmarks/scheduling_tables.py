@@ -73,13 +73,16 @@ def kueue_section(full: bool) -> str:
             "borrow only what is idle beyond what waiting heads ask for. Before it (commit "
             "a498eda, same scenario) small jobs slipped into every gap: large 5.72 s, medium "
             "3.90 s, small 0.18 s, 138 evictions, 98.8% usage, 7.19 s wall. What the hold "
-            "costs is the backlog, not the hold itself (one look-up per job): the cluster is "
-            "offered ~118% of its CPU while the streams run, so under strict priority the small "
-            "jobs wait for the medium stream to end and thousands of them are pending in each "
-            "cycle, and every action of every cycle walks them (the session is per cycle, "
-            "O(pending jobs)). The baseline's 10 s wall target is missed for that reason; an "
-            "incremental session (pending jobs kept per queue and shape across cycles) is what "
-            "would meet it. `kueue_scale.py --profile FILE` with `holdForHead: false` in the "
+            "costs is the backlog, not the hold itself: the cluster is offered ~118% of its "
+            "CPU while the streams run, so under strict priority the small jobs wait for the "
+            "medium stream to end and thousands of them are pending in each cycle. The "
+            "simulator keeps that backlog grouped across cycles (batch/backlog_book.py: waiting "
+            "jobs by leaf, priority and gang, in submission order); a session takes it from "
+            "there instead of walking it, enqueue judges a group at once and allocate orders a "
+            "group as one run (batch/ordering_groups.py), so a cycle costs what changed and the "
+            "groups, not the pending jobs; the decisions are those of a session that walks "
+            "every job (tests/unit/scheduler/batch/test_batch_k_book.py). "
+            "`kueue_scale.py --profile FILE` with `holdForHead: false` in the "
             "profile's `spec.batch` runs the old behaviour.",
         ]
     )
