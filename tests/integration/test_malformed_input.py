@@ -237,7 +237,7 @@ CASES: list[Case] = [
     _apply("unknown task field", _job(task="name: w, command: [x], gpus: 1"), f"{JOB_FIELD}.gpus"),
     _apply("quota negative", _tenant("tq", "{quota: {cpu: -4}}"), "spec.quota"),
     _apply("quota date", _tenant("tq", "{quota: {cpu: 2001-13-45}}"), "spec.quota"),
-    _apply("tenant weight zero", _tenant("tq", "{weight: 0}"), "spec.weight"),
+    _apply("tenant weight negative", _tenant("tq", "{weight: -0.5}"), "spec.weight"),
     _apply("tenant weight huge", _tenant("tq", "{weight: 1e308}"), "spec.weight"),
     _apply("queue weight negative", _queue(spec="{weight: -1}"), "spec.weight"),
     _apply("queue weight text", _queue(spec="{weight: heavy}"), "spec.weight"),

@@ -91,7 +91,7 @@ class FairSharing(Model):
 class QueueSpec(Model):
     #: a queue of the same tenant this one is a sub-queue of (None: directly under the tenant)
     parent: Name | None = None
-    weight: float = Field(default=1, gt=0, le=MAX_WEIGHT)
+    weight: float = Field(default=1, ge=0, le=MAX_WEIGHT)
     guaranteed: Guaranteed = Field(default_factory=Guaranteed)
     quota: Quota = Field(default_factory=Quota)
     priority: int = Field(default=0, ge=-MAX_QUEUE_PRIORITY, le=MAX_QUEUE_PRIORITY, strict=True)
@@ -157,5 +157,6 @@ def effective_weights(
         total = sum(q.spec.weight for q in members)
         share = tenant_weights.get(tenant, 1.0)
         for queue in members:
-            result[(tenant, queue.name)] = share * queue.spec.weight / total
+            part = queue.spec.weight / total if total > 0 else 0.0
+            result[(tenant, queue.name)] = share * part
     return result

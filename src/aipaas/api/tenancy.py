@@ -41,7 +41,7 @@ class TenantSpec(Model):
     quota: Quota = Field(default_factory=Quota)
     display_name: str | None = Field(default=None, max_length=256)
     # The tenant's share in fair share across tenants; its queues divide it (api/queue.py).
-    weight: float = Field(default=1, gt=0, le=MAX_WEIGHT)
+    weight: float = Field(default=1, ge=0, le=MAX_WEIGHT)
     # What the tenant can always reach (the queue tree's top level, api/queue.py), and its
     # order among tenants for capacity above guarantees (higher first).
     guaranteed: Guaranteed = Field(default_factory=Guaranteed)

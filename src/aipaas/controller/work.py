@@ -6,6 +6,7 @@ write_back.py.
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import InitVar, dataclass, field
@@ -291,16 +292,20 @@ def fair_order(
             used.memory_mib / capacity.memory_mib if capacity.memory_mib else 0.0,
         )
 
+    def weighted(used: float, weight: float) -> float:
+        # weight 0: no share above the guarantee, so such a queue or tenant comes last
+        return used / weight if weight > 0 else math.inf
+
     def share(key: tuple[str, str]) -> float:
         queue = queues.get(key)
         weight = queue.spec.weight if queue is not None else 1.0
-        return dominant(queue_use.get(key)) / weight
+        return weighted(dominant(queue_use.get(key)), weight)
 
     while heads:
         key = min(
             heads,
             key=lambda k: (
-                dominant(tenants.get(k[0])) / weights.get(k[0], 1.0),
+                weighted(dominant(tenants.get(k[0])), weights.get(k[0], 1.0)),
                 -lines[k][heads[k]].job.spec.priority,
                 share(k),
                 lines[k][heads[k]].order,

@@ -183,8 +183,8 @@ CASES: list[tuple[str, str, list[str]]] = [
         ["spec.role"],
     ),
     (
-        "queue weight zero",
-        "apiVersion: aipaas/v1\nkind: Queue\nmetadata: {name: q, tenant: acme}\nspec: {weight: 0}\n",
+        "queue weight negative",
+        "apiVersion: aipaas/v1\nkind: Queue\nmetadata: {name: q, tenant: acme}\nspec: {weight: -1}\n",
         ["spec.weight"],
     ),
     (

@@ -100,7 +100,7 @@ def test_queue_defaults_keep_old_manifests_meaning() -> None:
             {"guaranteed": {"gpuMemory": "2Gi"}, "quota": {"gpuMemory": "1Gi"}},
             ["spec.guaranteed.gpuMemory"],
         ),
-        ({"weight": 0}, ["spec.weight"]),
+        ({"weight": -1}, ["spec.weight"]),
     ],
 )
 def test_queue_fields_refused_with_their_paths(spec: dict[str, Any], paths: list[str]) -> None:

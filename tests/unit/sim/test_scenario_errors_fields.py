@@ -76,7 +76,7 @@ BAD: list[tuple[str, Any, str]] = [
         _set([S, OBJ, 1, S], {"guaranteed": {"gpu": 4}, "quota": {"gpu": 2}}),
         "spec.objects[1].spec.guaranteed.gpu: 4 is more than the quota of 2",
     ),
-    ("weight zero", _set([S, OBJ, 1, S], {"weight": 0}), "spec.objects[1].spec.weight"),
+    ("weight negative", _set([S, OBJ, 1, S], {"weight": -1}), "spec.objects[1].spec.weight"),
     (
         "minRuntime",
         _set([S, OBJ, 1, S], {"minRuntime": "soon"}),

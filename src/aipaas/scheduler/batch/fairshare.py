@@ -208,7 +208,7 @@ def _weights(
         total_usage = sum(usage)
         row = []
         for i, child in enumerate(kids):
-            if queues[child].usage_half_life is None or total_usage <= 0:
+            if queues[child].usage_half_life is None or total_usage <= 0 or base[i] <= 0:
                 row.append(base[i])
                 continue
             used = usage[i] / total_usage

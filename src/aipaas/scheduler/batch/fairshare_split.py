@@ -55,7 +55,23 @@ def _water_fill(
     unit: int,
 ) -> int:
     """Give ``left`` to the ``active`` children by weight, in whole units, until each reaches
-    its need or nothing is left; returns what is left."""
+    its need or nothing is left; returns what is left. Children of weight 0 (Kueue's and
+    KAI's "no share above the guarantee") get only what the weighted ones leave, divided
+    among them equally."""
+    weighted = [i for i in active if weights[i] > 0]
+    left = _fill(weighted, share, need, weights, left, unit)
+    rest = [i for i in active if weights[i] <= 0]
+    return _fill(rest, share, need, [1.0] * len(need), left, unit)
+
+
+def _fill(
+    active: list[int],
+    share: list[int],
+    need: Sequence[int],
+    weights: Sequence[float],
+    left: int,
+    unit: int,
+) -> int:
     while active and left > 0:
         units = left // unit
         if units == 0:
