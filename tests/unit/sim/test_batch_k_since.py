@@ -46,6 +46,7 @@ def test_a_negative_since_is_refused_naming_the_field() -> None:
     assert "greater than or equal to 0" in caught.value.fields[0].reason
 
 
-def test_since_zero_and_later_are_taken() -> None:
-    validate_document(_document(0))
-    validate_document(_document(50))
+@pytest.mark.parametrize("since", [0, 50])
+def test_since_zero_and_later_are_taken(since: float) -> None:
+    document = validate_document(_document(since))
+    assert [r.since for r in document.spec.running] == [since]

@@ -58,35 +58,23 @@ def _water_fill(
     its need or nothing is left; returns what is left. Children of weight 0 (Kueue's and
     KAI's "no share above the guarantee") get only what the weighted ones leave, divided
     among them equally."""
-    weighted = [i for i in active if weights[i] > 0]
-    left = _fill(weighted, share, need, weights, left, unit)
-    rest = [i for i in active if weights[i] <= 0]
-    return _fill(rest, share, need, [1.0] * len(need), left, unit)
-
-
-def _fill(
-    active: list[int],
-    share: list[int],
-    need: Sequence[int],
-    weights: Sequence[float],
-    left: int,
-    unit: int,
-) -> int:
-    while active and left > 0:
-        units = left // unit
-        if units == 0:
-            for i in active:  # below one unit: in creation order
-                give = min(need[i] - share[i], left)
+    for tier in ([i for i in active if weights[i] > 0], [i for i in active if weights[i] <= 0]):
+        pull = {i: weights[i] if weights[i] > 0 else 1.0 for i in tier}
+        while tier and left > 0:
+            units = left // unit
+            if units == 0:
+                for i in tier:  # below one unit: in creation order
+                    give = min(need[i] - share[i], left)
+                    share[i] += give
+                    left -= give
+                break
+            for i, count in zip(
+                tier, largest_remainder(units, [pull[i] for i in tier]), strict=True
+            ):
+                give = min(count * unit, need[i] - share[i])
                 share[i] += give
                 left -= give
-            break
-        for i, count in zip(
-            active, largest_remainder(units, [weights[i] for i in active]), strict=True
-        ):
-            give = min(count * unit, need[i] - share[i])
-            share[i] += give
-            left -= give
-        active = [i for i in active if share[i] < need[i]]
+            tier = [i for i in tier if share[i] < need[i]]
     return left
 
 

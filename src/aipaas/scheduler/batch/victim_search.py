@@ -254,7 +254,16 @@ class Search:
 
     def carry_out(self, plan: Plan, make: EvictionMaker) -> bool:
         """Evict the plan's victims and start the gang in one committed statement; nothing
-        changes when the gang does not place after all."""
+        changes when the gang does not place after all. Each evicted job waits again with its
+        eviction's reason and words."""
+        before = len(self.session.decisions.evicted)
+        if not self._commit(plan, make):
+            return False
+        for eviction in self.session.decisions.evicted[before:]:
+            self.session.wait(self.session.jobs[eviction.job], eviction.reason, eviction.message)
+        return True
+
+    def _commit(self, plan: Plan, make: EvictionMaker) -> bool:
         statement = self.session.statement()
         for unit in plan.units:
             if not unit.tasks() or not self.may_evict(unit):

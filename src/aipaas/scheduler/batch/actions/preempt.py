@@ -158,9 +158,4 @@ def _try(session: Session, job: Job, gang: Sequence[Task], victims: Sequence[Job
             return Eviction(victim.key, task.name, job.key, "ElasticShrink", message)
         return Eviction(victim.key, task.name, job.key, "Preempted", f"preempted by {why}")
 
-    evictions_before = len(session.decisions.evicted)
-    if not search.carry_out(plan, make):
-        return False
-    for eviction in session.decisions.evicted[evictions_before:]:
-        session.wait(session.jobs[eviction.job], eviction.reason, eviction.message)
-    return True
+    return search.carry_out(plan, make)

@@ -244,9 +244,4 @@ def _try(
         message = f"reclaimed by {job.key}: {why(unit)}"
         return Eviction(victim.key, task.name, job.key, "Reclaimed", message)
 
-    before = len(session.decisions.evicted)
-    if not search.carry_out(plan, make):
-        return False
-    for eviction in session.decisions.evicted[before:]:
-        session.wait(session.jobs[eviction.job], eviction.reason, eviction.message)
-    return True
+    return search.carry_out(plan, make)

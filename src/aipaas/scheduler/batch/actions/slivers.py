@@ -233,9 +233,4 @@ def _try(
         message = f"reclaimed from a shared GPU by {why}: {context}"
         return Eviction(victim.key, task.name, job.key, "Reclaimed", message)
 
-    before = len(session.decisions.evicted)
-    if not search.carry_out(plan, make):
-        return False
-    for eviction in session.decisions.evicted[before:]:
-        session.wait(session.jobs[eviction.job], eviction.reason, eviction.message)
-    return True
+    return search.carry_out(plan, make)
