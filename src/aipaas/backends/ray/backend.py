@@ -136,9 +136,7 @@ class RayBackend(RayDatasetCaches):  # datasets: ray/datasets.py
     def _send(self, method: str, *args: Any) -> None:
         """A call whose answer is not awaited (read, and only logged, by the next ``_call``)."""
         with self._lock:
-            conn = self._driver()
-            if not self._connected:
-                self._await_ready(conn)
+            conn = self._ready_driver()
             try:
                 conn.send((method, args))
             except (OSError, EOFError) as err:
@@ -148,9 +146,7 @@ class RayBackend(RayDatasetCaches):  # datasets: ray/datasets.py
 
     def _call(self, method: str, *args: Any) -> Any:
         with self._lock:
-            conn = self._driver()
-            if not self._connected:
-                self._await_ready(conn)
+            conn = self._ready_driver()
             try:
                 conn.send((method, args))
                 kind, value = self._answer(conn, method)
@@ -168,6 +164,13 @@ class RayBackend(RayDatasetCaches):  # datasets: ray/datasets.py
                 exception: Exception = value
                 raise exception
             return value
+
+    def _ready_driver(self) -> Connection:
+        """The driver's connection once it has said "ready" (called holding the lock)."""
+        conn = self._driver()
+        if not self._connected:
+            self._await_ready(conn)
+        return conn
 
     def _answer(self, conn: Connection, method: str) -> tuple[str, Any]:
         timeout = self.call_seconds

@@ -222,17 +222,7 @@ class JobOrder:
         if kind is None:
             return []
         wanted, label = job.priority, job.topology_required
-
-        def alike(other: Job) -> bool:
-            cached = other._idle_gang
-            return (
-                cached is not None
-                and cached[4] is kind
-                and cached[0] == other.min_available
-                and (not priority or other.priority == wanted)
-                and (not level or other.topology_required == label)
-            )
-
+        alike = alike_test(kind, wanted, label, priority=priority, level=level)
         leaf = job.queue
         if self._log_seen != len(self.session.account_log):
             return []
@@ -284,6 +274,26 @@ class JobOrder:
     def __iter__(self) -> Iterator[Job]:
         while (job := self.pop()) is not None:
             yield job
+
+
+def alike_test(
+    kind: object, wanted: int, label: str | None, *, priority: bool, level: bool
+) -> Callable[[Job], bool]:
+    """Whether a job waits with an idle gang of ``kind`` (``session.gang_kind``) and its own
+    minAvailable, and, where asked, priority ``wanted`` and required topology level ``label``
+    (``JobOrder.take_alike``)."""
+
+    def alike(other: Job) -> bool:
+        cached = other._idle_gang
+        return (
+            cached is not None
+            and cached[4] is kind
+            and cached[0] == other.min_available
+            and (not priority or other.priority == wanted)
+            and (not level or other.topology_required == label)
+        )
+
+    return alike
 
 
 def _ratio(used: int, fair: int) -> float:

@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from aipaas.scheduler.batch.model import Job
-from aipaas.scheduler.batch.ordering import JobOrder
+from aipaas.scheduler.batch.ordering import JobOrder, alike_test
 
 if TYPE_CHECKING:
     from aipaas.scheduler.batch.session import Session
@@ -122,21 +122,15 @@ class GroupedOrder(JobOrder):
         leaf = job.queue
         if self._log_seen != len(self.session.account_log) or self._last != leaf:
             return []
-        wanted, label = job.priority, job.topology_required
+        alike = alike_test(
+            kind, job.priority, job.topology_required, priority=priority, level=level
+        )
         heap = self._cursors(leaf)
         taken: list[Job] = []
         while heap:
             top = heap[0]
             at = top[3]
-            other: Job = top[4][at]
-            cached = other._idle_gang
-            if (
-                cached is None
-                or cached[4] is not kind
-                or cached[0] != other.min_available
-                or (priority and other.priority != wanted)
-                or (level and other.topology_required != label)
-            ):
+            if not alike(top[4][at]):
                 break
             end = self._run_end(heap, top)
             taken.extend(top[4][at:end])
