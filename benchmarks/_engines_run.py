@@ -40,6 +40,11 @@ class Figures:
     #: CPU seconds the burst took in aipaas's processes (the server and its children, the
     #: Ray driver among them); the engine's own daemons are not counted
     burst_cpu: float = 0.0
+    #: CPU seconds the whole machine was busy during the burst (every process: the engine's
+    #: daemons and workers, the commands, the benchmark's client; /proc/stat)
+    machine_cpu: float = 0.0
+    #: CPU seconds of the burst per process name (cpu_by_name)
+    by_name: dict[str, float] = field(default_factory=dict)
 
 
 def job_yaml(name: str, replicas: int, command: list[str]) -> str:
@@ -151,6 +156,15 @@ def aipaas_latency(server: Server, gang: int, name: str) -> tuple[float, float]:
     return running - submitted, done - max(ends)
 
 
+def machine_cpu() -> float:
+    """CPU seconds this machine has been busy since boot, all cores together (/proc/stat: every
+    state but idle and iowait)."""
+    fields = Path("/proc/stat").read_text().splitlines()[0].split()[1:]
+    ticks = [int(value) for value in fields]
+    busy = sum(ticks) - ticks[3] - ticks[4]  # idle, iowait
+    return busy / os.sysconf("SC_CLK_TCK")
+
+
 def tree_cpu(pid: int) -> float:
     """CPU seconds (user + system) of a process and its live descendants, from /proc."""
     parents: dict[int, int] = {}
@@ -173,24 +187,66 @@ def tree_cpu(pid: int) -> float:
     return total
 
 
-def aipaas_burst(server: Server, jobs: int) -> tuple[float, float]:
-    """Jobs per second from the first submit to the last success (``true``, one task each),
-    and the CPU seconds the server's processes took meanwhile."""
+def aipaas_burst(server: Server, jobs: int, per_request: int = 1) -> tuple[float, float, float]:
+    """Jobs per second from the first submit to the last success (``true``, one task each,
+    ``per_request`` jobs to an apply), the CPU seconds the server's processes took meanwhile,
+    and the machine's."""
     assert server.process is not None
     cpu_before = tree_cpu(server.process.pid)
+    machine_before = machine_cpu()
     started = time.time()
-    for index in range(jobs):
-        server.submit(f"burst-{index}", 1, ["true"])
+    for first in range(0, jobs, per_request):
+        names = range(first, min(first + per_request, jobs))
+        body = "---\n".join(job_yaml(f"burst-{index}", 1, ["true"]) for index in names)
+        server.client.post("/apply", content=body).raise_for_status()
     sent = time.time()
     print(f"  {server.backend}: {jobs / (sent - started):.1f} submits/s", file=sys.stderr)
     deadline = time.monotonic() + 1200
+    last = f"burst-{jobs - 1}"
     while time.monotonic() < deadline:
+        # the last job submitted is about the last to end: only once it has is the whole list
+        # read (a list of 500 jobs every poll cost the server more CPU than the jobs' own
+        # transitions, and a coarser poll blurred the end)
+        if server.phase(last) not in ("Succeeded", "Failed"):
+            time.sleep(POLL_SECONDS)
+            continue
         phases = server.phases()
         done = sum(1 for n, p in phases.items() if n.startswith("burst-") and p == "Succeeded")
         failed = [n for n, p in phases.items() if n.startswith("burst-") and p == "Failed"]
         if failed:
             raise RuntimeError(f"{len(failed)} burst jobs failed, e.g. {failed[0]}")
         if done == jobs:
-            return jobs / (time.time() - started), tree_cpu(server.process.pid) - cpu_before
-        time.sleep(0.25)
+            rate = jobs / (time.time() - started)
+            return rate, tree_cpu(server.process.pid) - cpu_before, machine_cpu() - machine_before
+        time.sleep(POLL_SECONDS)
     raise RuntimeError("the burst did not finish in 20 minutes")
+
+
+def cpu_by_process() -> dict[int, tuple[str, float]]:
+    """Each live process's name (its /proc comm, which Ray sets to a worker's task or actor)
+    and CPU seconds: its own and its reaped children's (a command that ended inside a burst is
+    counted in the process that waited for it)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    found: dict[int, tuple[str, float]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            text = (entry / "stat").read_text()
+        except OSError:
+            continue
+        name = text[text.index("(") + 1 : text.rindex(")")]
+        fields = text.rsplit(")", 1)[1].split()
+        found[int(entry.name)] = (name, sum(int(value) for value in fields[11:15]) / tick)
+    return found
+
+
+def cpu_by_name(before: dict[int, tuple[str, float]]) -> dict[str, float]:
+    """CPU seconds per process name since ``before`` (processes started since count whole)."""
+    spent: dict[str, float] = {}
+    for pid, (name, seconds) in cpu_by_process().items():
+        earlier = before.get(pid)
+        start = earlier[1] if earlier is not None and earlier[0] == name else 0.0
+        if seconds > start:
+            spent[name] = spent.get(name, 0.0) + seconds - start
+    return spent
