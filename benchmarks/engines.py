@@ -204,8 +204,8 @@ def main() -> None:
     if jobs_api_rate is not None:
         notes["ray"] += (
             f" Ray's own job path, its Job Submission API (a record, logs, status and stop per "
-            f"job, as aipaas keeps), on the same cluster after ray.remote: {jobs_api_rate:.2f} "
-            f"jobs/s for {args.ray_jobs} `true` jobs."
+            f"job, as aipaas keeps), on a cluster of its own of the same shape: "
+            f"{jobs_api_rate:.2f} jobs/s for {args.ray_jobs} `true` jobs."
         )
     for note in notes.values():
         print(note)
