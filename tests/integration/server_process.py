@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import atexit
+import contextlib
 import json
 import os
 import shutil
@@ -175,6 +176,13 @@ class ServerProcess:
             self.process.kill()
             self.process.wait(5)
 
+    def close(self) -> None:
+        """The end of a fixture: stop the server and end the tasks it left running (a stopped
+        server leaves its local tasks to the next server on its data dir, which a fixture's
+        end never starts: they would run on through the rest of the suite)."""
+        self.stop()
+        end_tasks(self.data_dir)
+
     def kill9(self) -> None:
         """kill -9 of the server process only (its tasks run in their own sessions)."""
         assert self.process is not None
@@ -254,3 +262,35 @@ def viewer_world(data_dir: Path) -> Iterator[tuple[ServerProcess, str]]:
             yield server, answer.json()["token"]
     finally:
         server.stop()
+
+
+def end_tasks(data_dir: Path) -> list[int]:
+    """SIGKILL the local backend's task runners under ``data_dir`` (their command line names
+    their run directory, ``<data dir>/run/<request id>``) with their descendants' process
+    groups; the pids killed."""
+    run_dir = f"{data_dir.resolve()}/run/"
+    parents: dict[int, int] = {}
+    runners: list[int] = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            parents[int(entry.name)] = int(
+                (entry / "stat").read_text().rsplit(")", 1)[1].split()[1]
+            )
+            arguments = (entry / "cmdline").read_bytes().split(b"\0")
+        except (OSError, IndexError, ValueError):
+            continue
+        if any(arg.decode(errors="replace").startswith(run_dir) for arg in arguments):
+            runners.append(int(entry.name))
+    doomed, todo = [], list(runners)
+    while todo:
+        pid = todo.pop()
+        doomed.append(pid)
+        todo += [child for child, parent in parents.items() if parent == pid]
+    for pid in doomed:
+        with contextlib.suppress(OSError):
+            os.killpg(os.getpgid(pid), signal.SIGKILL)
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+    return doomed

@@ -72,7 +72,7 @@ def test_one_server_drives_this_machine_and_slurm(
         assert status.get("phase", "Pending") == "Pending"
         assert f"no node has the labels {BACKEND_LABEL}=ray" in status.get("message", ""), status
     finally:
-        server.stop()
+        server.close()
 
 
 def slurm_job_names(cluster: SlurmCluster) -> list[str]:

@@ -58,7 +58,7 @@ def up_server(tmp_path: Path) -> Iterator[ServerProcess]:
     with process.http() as client:
         client.post("/apply", content=SETUP).raise_for_status()
     yield process
-    process.stop()
+    process.close()
 
 
 def apply(server: ServerProcess, manifest: str) -> None:

@@ -102,7 +102,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ServerProc
     try:
         yield server, script
     finally:
-        server.stop()
+        server.close()
 
 
 def apply_service(server: ServerProcess, script: Path, name: str, **spec: Any) -> None:

@@ -1,0 +1,56 @@
+"""server_process.end_tasks: a fixture's end kills the task runners a stopped server left under
+its data dir, with the commands they started in sessions of their own, and nothing else."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from server_process import end_tasks
+
+# a stand-in runner: named by its run directory, it starts a command in a session of its own
+RUNNER = (
+    "import subprocess, sys, time\n"
+    "child = subprocess.Popen(['sleep', '120'], start_new_session=True)\n"
+    "print(child.pid, flush=True)\n"
+    "time.sleep(120)\n"
+)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def _start(run_dir: Path) -> tuple[subprocess.Popen[str], int]:
+    run_dir.mkdir(parents=True)
+    runner = subprocess.Popen(
+        [sys.executable, "-c", RUNNER, str(run_dir)],
+        stdout=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    assert runner.stdout is not None
+    return runner, int(runner.stdout.readline())
+
+
+def test_the_runners_of_a_data_dir_and_their_commands_are_killed(tmp_path: Path) -> None:
+    ours, ours_child = _start(tmp_path / "data" / "run" / "job-1")
+    other, other_child = _start(tmp_path / "other" / "run" / "job-2")
+    try:
+        killed = end_tasks(tmp_path / "data")
+        assert ours.pid in killed and ours_child in killed
+        ours.wait(30)
+        deadline = time.monotonic() + 30
+        while _alive(ours_child) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not _alive(ours_child)
+        assert other.poll() is None and _alive(other_child)
+    finally:
+        end_tasks(tmp_path / "other")
+        other.wait(30)
