@@ -165,25 +165,43 @@ def machine_cpu() -> float:
     return busy / os.sysconf("SC_CLK_TCK")
 
 
-def tree_cpu(pid: int) -> float:
-    """CPU seconds (user + system) of a process and its live descendants, from /proc."""
-    parents: dict[int, int] = {}
-    times: dict[int, float] = {}
+@dataclass(frozen=True)
+class ProcessCpu:
+    name: str  # /proc comm, which Ray sets to a worker's task or actor
+    parent: int
+    own: float  # CPU seconds, user + system
+    reaped: float  # CPU seconds of the children it waited for
+
+
+def processes() -> dict[int, ProcessCpu]:
+    """Every live process's CPU, from /proc/PID/stat."""
     tick = os.sysconf("SC_CLK_TCK")
+    found: dict[int, ProcessCpu] = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            text = (entry / "stat").read_text()
         except OSError:
             continue
-        parents[int(entry.name)] = int(fields[1])
-        times[int(entry.name)] = (int(fields[11]) + int(fields[12])) / tick
+        fields = text.rsplit(")", 1)[1].split()
+        found[int(entry.name)] = ProcessCpu(
+            name=text[text.index("(") + 1 : text.rindex(")")],
+            parent=int(fields[1]),
+            own=(int(fields[11]) + int(fields[12])) / tick,
+            reaped=(int(fields[13]) + int(fields[14])) / tick,
+        )
+    return found
+
+
+def tree_cpu(pid: int) -> float:
+    """CPU seconds (user + system) of a process and its live descendants, from /proc."""
+    every = processes()
     total, todo = 0.0, [pid]
     while todo:
         current = todo.pop()
-        total += times.get(current, 0.0)
-        todo += [child for child, parent in parents.items() if parent == current]
+        total += every[current].own if current in every else 0.0
+        todo += [child for child, process in every.items() if process.parent == current]
     return total
 
 
@@ -223,22 +241,9 @@ def aipaas_burst(server: Server, jobs: int, per_request: int = 1) -> tuple[float
 
 
 def cpu_by_process() -> dict[int, tuple[str, float]]:
-    """Each live process's name (its /proc comm, which Ray sets to a worker's task or actor)
-    and CPU seconds: its own and its reaped children's (a command that ended inside a burst is
-    counted in the process that waited for it)."""
-    tick = os.sysconf("SC_CLK_TCK")
-    found: dict[int, tuple[str, float]] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            text = (entry / "stat").read_text()
-        except OSError:
-            continue
-        name = text[text.index("(") + 1 : text.rindex(")")]
-        fields = text.rsplit(")", 1)[1].split()
-        found[int(entry.name)] = (name, sum(int(value) for value in fields[11:15]) / tick)
-    return found
+    """Each live process's name and CPU seconds: its own and its reaped children's (a command
+    that ended inside a burst is counted in the process that waited for it)."""
+    return {pid: (p.name, p.own + p.reaped) for pid, p in processes().items()}
 
 
 def cpu_by_name(before: dict[int, tuple[str, float]]) -> dict[str, float]:

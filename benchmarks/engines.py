@@ -167,6 +167,7 @@ def main() -> None:
         "slurm": (SlurmEngine, "sbatch"),
         "ray": (RayEngine, "ray.remote"),
     }
+    names = {name: who for name, (_, who) in makers.items()}
     results: dict[str, tuple[Figures, Figures]] = {}
     jobs_api_rate: float | None = None
     for backend in args.backends.split(","):
@@ -185,10 +186,10 @@ def main() -> None:
             finally:
                 jobs_engine.close()
         print(f"{backend}: done", file=sys.stderr, flush=True)
-    text = table(results, {name: who for name, (_, who) in makers.items()}, args.jobs)
+    text = table(results, names, args.jobs)
     print(text)
     if args.breakdown:
-        print(breakdown(results, {name: who for name, (_, who) in makers.items()}, args.jobs))
+        print(breakdown(results, names, args.jobs))
     command = " ".join(["benchmarks/engines.py", *sys.argv[1:]])
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     when = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
