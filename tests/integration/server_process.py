@@ -14,6 +14,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import defaultdict
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -181,7 +182,7 @@ class ServerProcess:
         server leaves its local tasks to the next server on its data dir, which a fixture's
         end never starts: they would run on through the rest of the suite)."""
         self.stop()
-        end_tasks(self.data_dir)
+        end_tasks(self.data_dir.resolve() / "run")
 
     def kill9(self) -> None:
         """kill -9 of the server process only (its tasks run in their own sessions)."""
@@ -264,33 +265,38 @@ def viewer_world(data_dir: Path) -> Iterator[tuple[ServerProcess, str]]:
         server.stop()
 
 
-def end_tasks(data_dir: Path) -> list[int]:
-    """SIGKILL the local backend's task runners under ``data_dir`` (their command line names
-    their run directory, ``<data dir>/run/<request id>``) with their descendants' process
-    groups; the pids killed."""
-    run_dir = f"{data_dir.resolve()}/run/"
-    parents: dict[int, int] = {}
-    runners: list[int] = []
+def live_runners(run_dir: Path) -> dict[str, list[int]]:
+    """Request id -> pids of live (not zombie) runner processes of this run directory. A
+    runner's child between its fork and its exec still shows the runner's command line: a
+    process whose parent is a runner of the same id is that child, not a second runner."""
+    runners: dict[int, tuple[str, int]] = {}  # pid -> (request id, parent pid)
+    prefix = str(run_dir) + "/"
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
-            parents[int(entry.name)] = int(
-                (entry / "stat").read_text().rsplit(")", 1)[1].split()[1]
-            )
-            arguments = (entry / "cmdline").read_bytes().split(b"\0")
-        except (OSError, IndexError, ValueError):
+            args = (entry / "cmdline").read_bytes().split(b"\0")
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
             continue
-        if any(arg.decode(errors="replace").startswith(run_dir) for arg in arguments):
-            runners.append(int(entry.name))
-    doomed, todo = [], list(runners)
-    while todo:
-        pid = todo.pop()
-        doomed.append(pid)
-        todo += [child for child, parent in parents.items() if parent == pid]
-    for pid in doomed:
-        with contextlib.suppress(OSError):
-            os.killpg(os.getpgid(pid), signal.SIGKILL)
-        with contextlib.suppress(OSError):
-            os.kill(pid, signal.SIGKILL)
-    return doomed
+        if fields[0] == "Z" or not any(a.endswith(b"runner.py") for a in args):
+            continue
+        for arg in args:
+            text = arg.decode(errors="replace")
+            if text.startswith(prefix):
+                runners[int(entry.name)] = (text[len(prefix) :].split("/")[0], int(fields[1]))
+    found: dict[str, list[int]] = defaultdict(list)
+    for pid, (request_id, parent) in runners.items():
+        if runners.get(parent, ("", 0))[0] != request_id:
+            found[request_id].append(pid)
+    return found
+
+
+def end_tasks(run_dir: Path) -> list[int]:
+    """SIGKILL the process group of each live task runner of ``run_dir`` (a runner leads its
+    group, its command is in it); the runners' pids."""
+    killed = [pid for pids in live_runners(run_dir).values() for pid in pids]
+    for pid in killed:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pid, signal.SIGKILL)
+    return killed

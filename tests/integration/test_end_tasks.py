@@ -1,5 +1,6 @@
-"""server_process.end_tasks: a fixture's end kills the task runners a stopped server left under
-its data dir, with the commands they started in sessions of their own, and nothing else."""
+"""server_process.end_tasks: a fixture's end kills the task runners a stopped server left in
+its run directory, with the commands they started (in the runner's process group), and nothing
+else."""
 
 from __future__ import annotations
 
@@ -10,10 +11,11 @@ from pathlib import Path
 
 from server_process import end_tasks
 
-# a stand-in runner: named by its run directory, it starts a command in a session of its own
+# a stand-in for the local backend's runner.py: given its attempt's directory, it leads a
+# process group of its own and starts the command in it
 RUNNER = (
     "import subprocess, sys, time\n"
-    "child = subprocess.Popen(['sleep', '120'], start_new_session=True)\n"
+    "child = subprocess.Popen(['sleep', '120'])\n"
     "print(child.pid, flush=True)\n"
     "time.sleep(120)\n"
 )
@@ -27,10 +29,12 @@ def _alive(pid: int) -> bool:
     return state != "Z"
 
 
-def _start(run_dir: Path) -> tuple[subprocess.Popen[str], int]:
-    run_dir.mkdir(parents=True)
+def _start(attempt: Path) -> tuple[subprocess.Popen[str], int]:
+    attempt.mkdir(parents=True)
+    script = attempt.parents[2] / "runner.py"
+    script.write_text(RUNNER)
     runner = subprocess.Popen(
-        [sys.executable, "-c", RUNNER, str(run_dir)],
+        [sys.executable, str(script), str(attempt)],
         stdout=subprocess.PIPE,
         text=True,
         start_new_session=True,
@@ -43,8 +47,8 @@ def test_the_runners_of_a_data_dir_and_their_commands_are_killed(tmp_path: Path)
     ours, ours_child = _start(tmp_path / "data" / "run" / "job-1")
     other, other_child = _start(tmp_path / "other" / "run" / "job-2")
     try:
-        killed = end_tasks(tmp_path / "data")
-        assert ours.pid in killed and ours_child in killed
+        killed = end_tasks(tmp_path / "data" / "run")
+        assert killed == [ours.pid]
         ours.wait(30)
         deadline = time.monotonic() + 30
         while _alive(ours_child) and time.monotonic() < deadline:
@@ -52,5 +56,5 @@ def test_the_runners_of_a_data_dir_and_their_commands_are_killed(tmp_path: Path)
         assert not _alive(ours_child)
         assert other.poll() is None and _alive(other_child)
     finally:
-        end_tasks(tmp_path / "other")
+        end_tasks(tmp_path / "other" / "run")
         other.wait(30)

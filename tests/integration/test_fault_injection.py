@@ -24,6 +24,8 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
+from server_process import end_tasks, live_runners
+
 from aipaas.api.job import Job
 from aipaas.api.tenancy import Role
 from aipaas.server.service import ObjectService
@@ -109,33 +111,6 @@ ZYGOTE = textwrap.dedent(
             break  # the test is gone: no more controllers
     """
 )
-
-
-def live_runners(run_dir: Path) -> dict[str, list[int]]:
-    """Request id -> pids of live (not zombie) runner processes of this run directory. A
-    runner's child between its fork and its exec still shows the runner's command line: a
-    process whose parent is a runner of the same id is that child, not a second runner."""
-    runners: dict[int, tuple[str, int]] = {}  # pid -> (request id, parent pid)
-    prefix = str(run_dir) + "/"
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            args = (entry / "cmdline").read_bytes().split(b"\0")
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if fields[0] == "Z" or not any(a.endswith(b"runner.py") for a in args):
-            continue
-        for arg in args:
-            text = arg.decode(errors="replace")
-            if text.startswith(prefix):
-                runners[int(entry.name)] = (text[len(prefix) :].split("/")[0], int(fields[1]))
-    found: dict[str, list[int]] = defaultdict(list)
-    for pid, (request_id, parent) in runners.items():
-        if runners.get(parent, ("", 0))[0] != request_id:
-            found[request_id].append(pid)
-    return found
 
 
 def gpus_of(run_dir: Path, request_id: str) -> list[int]:
@@ -251,10 +226,7 @@ def test_no_task_runs_twice_under_faults_and_kills(tmp_path: Path) -> None:
         with contextlib.suppress(ProcessLookupError):
             os.kill(controller, signal.SIGKILL)
         zygote.wait(30)
-        for pids in live_runners(run_dir).values():
-            for pid in pids:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(pid, signal.SIGKILL)
+        end_tasks(run_dir)
         store.close()
     # The run exercised what it claims to: kills, tasks seen running, restarts of attempts.
     assert kills >= 40 and observed >= 100
