@@ -1,7 +1,8 @@
 """Dynamic resource allocation objects in the shape of Kubernetes resource.k8s.io/v1.
 
-DeviceClass, ResourceSlice, ResourceClaim and ResourceClaimTemplate, with the field names that
-Kubernetes uses, so that manifests from the Kubernetes documentation load unchanged.
+DeviceClass, ResourceSlice, ResourceClaim, ResourceClaimTemplate and DeviceTaintRule, with the
+field names that Kubernetes uses, so that manifests from the Kubernetes documentation load
+unchanged.
 
 Who calls it: the CLI (`aipaas allocate`, `aipaas apply`), the server, the devices allocator.
 Imports: pydantic, aipaas.api.meta/quantity/errors and aipaas.devices.cel (to check CEL selectors
@@ -223,10 +224,16 @@ class DeviceCounterConsumption(Model):
     counters: dict[DnsLabel, Counter] = Field(min_length=1, max_length=32)
 
 
+TaintEffect = Literal["NoSchedule", "NoExecute", "None"]
+"""NoSchedule: no new allocation unless tolerated. NoExecute: also evicts the pods of
+allocations that do not tolerate it. None (resource.k8s.io/v1 since Kubernetes 1.35): only
+informs, allocation and running pods are unaffected."""
+
+
 class DeviceTaint(Model):
     key: str
     value: str | None = None
-    effect: Literal["NoSchedule", "NoExecute"]
+    effect: TaintEffect
     time_added: str | None = None
 
 
@@ -303,7 +310,7 @@ class DeviceToleration(Model):
     key: str | None = None
     operator: Literal["Exists", "Equal"] = "Equal"
     value: str | None = None
-    effect: Literal["NoSchedule", "NoExecute"] | None = None
+    effect: TaintEffect | None = None
     toleration_seconds: int | None = None
 
 
@@ -465,16 +472,45 @@ class ResourceClaimTemplate(Model):
     spec: ResourceClaimTemplateSpec
 
 
-DeviceObject = DeviceClass | ResourceSlice | ResourceClaim | ResourceClaimTemplate
+# --- DeviceTaintRule ----------------------------------------------------------------------------
+
+TAINT_RULE_VERSIONS: Final = ("resource.k8s.io/v1", "resource.k8s.io/v1beta2")
+"""DeviceTaintRule is served as v1beta2 in Kubernetes 1.35/1.36; v1 is accepted too."""
+
+
+class DeviceTaintSelector(Model):
+    """The devices a rule taints: every field that is set must equal (unset: any)."""
+
+    driver: DriverName | None = None
+    pool: str | None = None
+    device: str | None = None
+
+
+class DeviceTaintRuleSpec(Model):
+    device_selector: DeviceTaintSelector | None = None
+    taint: DeviceTaint
+
+
+class DeviceTaintRule(Model):
+    """Taints devices without changing their ResourceSlice (an operator marking a GPU bad)."""
+
+    api_version: Literal["resource.k8s.io/v1", "resource.k8s.io/v1beta2"] = API_VERSION
+    kind: Literal["DeviceTaintRule"] = "DeviceTaintRule"
+    metadata: ObjectMeta
+    spec: DeviceTaintRuleSpec
+
+
+DeviceObject = DeviceClass | ResourceSlice | ResourceClaim | ResourceClaimTemplate | DeviceTaintRule
 KINDS: Final[dict[str, type[DeviceObject]]] = {
     "DeviceClass": DeviceClass,
     "ResourceSlice": ResourceSlice,
     "ResourceClaim": ResourceClaim,
     "ResourceClaimTemplate": ResourceClaimTemplate,
+    "DeviceTaintRule": DeviceTaintRule,
 }
 _ANY: Final = TypeAdapter(
     Annotated[
-        DeviceClass | ResourceSlice | ResourceClaim | ResourceClaimTemplate,
+        DeviceClass | ResourceSlice | ResourceClaim | ResourceClaimTemplate | DeviceTaintRule,
         Field(discriminator="kind"),
     ]
 )
@@ -498,8 +534,10 @@ def parse_device_object(document: Any, *, where: str = "") -> DeviceObject:
     if kind not in KINDS:
         reason = f"kind must be one of {', '.join(KINDS)}, got {kind!r}"
         raise InvalidObject([FieldError("kind", reason)], f"{label}: kind: {reason}")
-    if document.get("apiVersion") != API_VERSION:
-        reason = f"must be {API_VERSION!r}, got {document.get('apiVersion')!r}"
+    versions = TAINT_RULE_VERSIONS if kind == "DeviceTaintRule" else (API_VERSION,)
+    if document.get("apiVersion") not in versions:
+        wanted = " or ".join(repr(v) for v in versions)
+        reason = f"must be {wanted}, got {document.get('apiVersion')!r}"
         raise InvalidObject([FieldError("apiVersion", reason)], f"{label}: apiVersion: {reason}")
     try:
         return KINDS[kind].model_validate(document)
@@ -569,6 +607,10 @@ __all__ = [
     "DeviceRequestAllocationResult",
     "DeviceSelector",
     "DeviceSubRequest",
+    "DeviceTaint",
+    "DeviceTaintRule",
+    "DeviceTaintRuleSpec",
+    "DeviceTaintSelector",
     "ExactDeviceRequest",
     "ObjectMeta",
     "ResourceClaim",

@@ -135,6 +135,10 @@ def parse_device_kind(data: dict[str, Any], *, where: str = "") -> DeviceKind:
     """
     typed = parse_device_object(data, where=where)
     kind = typed.kind
+    if kind not in DEVICE_KINDS:
+        raise InvalidObject(
+            [FieldError("kind", f"{kind} is read by `aipaas allocate`, not stored by the server")]
+        )
     name = typed.metadata.name
     if name is None:
         raise InvalidObject(

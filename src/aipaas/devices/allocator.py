@@ -13,10 +13,13 @@ The search, per node:
 2. Requests are placed in order; a request's devices are chosen as an increasing sequence of
    candidate positions (no permutation is tried twice); a chosen device is held (whole, or a
    share of its capacity when it allows multiple allocations) with its shared counters, so a
-   GPU is used whole or as MIG partitions, never both.
+   GPU is used whole or as MIG partitions, never both. A shareable device may be chosen again
+   for the next device of the same request (another share), as Kubernetes allows.
 3. matchAttribute fixes the value with the first device of the constraint and prunes a branch
-   when fewer free candidates with that value remain than the request still needs;
-   distinctAttribute refuses a value already taken.
+   when fewer free candidates with that value remain than the request still needs (a shareable
+   device counts for any number of shares); distinctAttribute refuses a value already taken.
+   A constraint naming one subrequest of a firstAvailable request binds only that subrequest.
+   allocationMode All takes every candidate, except shareable devices without room left.
 4. On a dead end the search backtracks: the last device, then the next alternative of an
    earlier request. A step budget bounds the worst case; hitting it is reported as a reason.
 
@@ -175,8 +178,15 @@ def allocate_pod(
     minimum = _fewest_devices(plan)
     held = _held_per_node(inventory, state)
     shared = len(inventory.by_node.get(ALL_NODES, ())) + len(inventory.by_node.get(BY_SELECTOR, ()))
+    # A shareable device may serve several requests (one share each): a node that has one is
+    # never refused by counting devices.
+    anywhere = bool(inventory.shareable.get(ALL_NODES) or inventory.shareable.get(BY_SELECTOR))
     for node in candidates:
-        if len(inventory.by_node.get(node, ())) + shared - held.get(node, 0) < minimum:
+        if (
+            not anywhere
+            and not inventory.shareable.get(node)
+            and len(inventory.by_node.get(node, ())) + shared - held.get(node, 0) < minimum
+        ):
             continue
         outcome = allocate_on_node(plan, node, inventory, state, explain=False)
         if isinstance(outcome, str):

@@ -7,6 +7,12 @@ A slice's devices become :class:`DeviceInfo` records (attributes normalised to
 ``domain -> name -> value``; unqualified names belong to the driver's domain). Replacing a slice
 builds new records, so the per-device selector results they carry are dropped with them: that is
 how the selector cache is invalidated when a slice changes.
+
+Slices are gathered into pools as Kubernetes does: only the slices of a pool's newest
+``generation`` count, and a pool's devices are published (allocatable) only when all
+``resourceSliceCount`` of its slices are present and no device name repeats in it. An unusable
+pool is set aside with its reason in ``unusable_pools``; the other pools are unaffected.
+DeviceTaintRules add taints to the devices they select.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from typing import Any, Final
 from aipaas.api.devices import (
     CapacityRequestPolicy,
     DeviceTaint,
+    DeviceTaintRule,
     ResourceClaim,
     ResourceSlice,
 )
@@ -34,11 +41,13 @@ __all__ = [
     "InUse",
     "Inventory",
     "InventoryError",
+    "PoolKey",
     "freeze",
     "hold",
     "node_matches",
     "qualify",
     "release",
+    "rule_selects",
 ]
 
 ALL_NODES: Final = "*"
@@ -50,11 +59,13 @@ DeviceId = tuple[str, str, str]
 """(driver, pool, device name): unique in a cluster, as in Kubernetes allocation results."""
 CounterSetKey = tuple[str, str, str]
 """(driver, pool, counter set name)."""
+PoolKey = tuple[str, str]
+"""(driver, pool name)."""
 AttrValue = int | bool | str
 
 
 class InventoryError(ValueError):
-    """Slices that contradict each other (duplicate devices, unknown counter sets)."""
+    """Input that cannot be read (unknown counter sets, an allocation of an unknown device)."""
 
 
 def qualify(name: str, driver: str) -> tuple[str, str]:
@@ -76,7 +87,8 @@ class DeviceInfo:
     policies: dict[str, CapacityRequestPolicy]
     consumes: tuple[tuple[CounterSetKey, dict[str, Decimal]], ...]
     multiple: bool
-    taints: tuple[DeviceTaint, ...]
+    own_taints: tuple[DeviceTaint, ...]
+    """The taints its slice publishes."""
     cel_value: dict[str, Any]
     flat: dict[tuple[str, ...], Any] = field(default_factory=dict)
     """("driver",) / ("attributes", domain, name) / ("capacity", domain, name) -> a hashable
@@ -88,6 +100,8 @@ class DeviceInfo:
     """name -> value, the driver's domain first, then the others (topology lookups)."""
     selector_results: dict[str, bool | str] = field(default_factory=dict)
     """Cache: expression -> True/False, or the evaluation error's message."""
+    taints: tuple[DeviceTaint, ...] = ()
+    """Its own taints and those of the DeviceTaintRules that select it."""
 
     @property
     def driver(self) -> str:
@@ -141,12 +155,20 @@ class Inventory:
         slices: Iterable[ResourceSlice] = (),
         *,
         node_labels: Mapping[str, Mapping[str, str]] | None = None,
+        taint_rules: Iterable[DeviceTaintRule] = (),
     ) -> None:
         self.node_labels: dict[str, Mapping[str, str]] = dict(node_labels or {})
         self._slices: dict[str, ResourceSlice] = {}
         self._devices_by_slice: dict[str, list[DeviceInfo]] = {}
+        self._pool_slices: dict[PoolKey, list[str]] = {}
+        self._published: dict[PoolKey, list[DeviceInfo]] = {}
+        self._taint_rules: list[DeviceTaintRule] = list(taint_rules)
+        self.unusable_pools: dict[PoolKey, str] = {}
+        """(driver, pool) -> why none of its devices is allocatable (incomplete, duplicate)."""
         self.by_node: dict[str, list[DeviceInfo]] = {}
         self.by_id: dict[DeviceId, DeviceInfo] = {}
+        self.shareable: dict[str, int] = {}
+        """Node key -> how many of its published devices allow multiple allocations."""
         self.counter_sets: dict[CounterSetKey, dict[str, Decimal]] = {}
         self._counter_owner: dict[CounterSetKey, str] = {}
         for item in slices:
@@ -155,35 +177,22 @@ class Inventory:
     # -- slices -----------------------------------------------------------------------------
 
     def put_slice(self, item: ResourceSlice) -> None:
-        """Add or replace a slice (by metadata.name); its devices get fresh caches."""
+        """Add or replace a slice (by metadata.name); its devices get fresh caches.
+
+        The slice's pool is then published again: its devices are allocatable only while the
+        pool is usable (see :meth:`_publish_pool`).
+        """
         name = _slice_name(item)
         if name in self._slices:
             self.remove_slice(name)
-        spec = item.spec
-        for counter_set in spec.shared_counters:
-            key = (spec.driver, spec.pool.name, counter_set.name)
-            if key in self.counter_sets:
-                raise InventoryError(
-                    f'ResourceSlice "{name}": spec.sharedCounters: counter set '
-                    f"{counter_set.name!r} of pool {spec.pool.name!r} is already published by "
-                    f'ResourceSlice "{self._counter_owner[key]}"'
-                )
-            self.counter_sets[key] = {
-                n: parse_quantity(c.value) for n, c in counter_set.counters.items()
-            }
-            self._counter_owner[key] = name
-        records = [_device_record(item, name, index) for index in range(len(spec.devices))]
+        records = [_device_record(item, name, index) for index in range(len(item.spec.devices))]
         for record in records:
-            if record.id in self.by_id:
-                other = self.by_id[record.id].slice_name
-                raise InventoryError(
-                    f'ResourceSlice "{name}": device {record.name!r} of pool {record.pool!r} is '
-                    f'already published by ResourceSlice "{other}"'
-                )
-            self.by_id[record.id] = record
-            self.by_node.setdefault(record.node, []).append(record)
+            record.taints = self._taints_for(record)
+        pool = (item.spec.driver, item.spec.pool.name)
         self._slices[name] = item
         self._devices_by_slice[name] = records
+        self._pool_slices.setdefault(pool, []).append(name)
+        self._publish_pool(pool)
 
     def remove_slice(self, name: str) -> None:
         """Forget a slice, its devices (and their cached answers) and its counter sets.
@@ -191,15 +200,74 @@ class Inventory:
         Raises:
             KeyError: no slice of that name.
         """
-        del self._slices[name]
-        for record in self._devices_by_slice.pop(name):
+        item = self._slices.pop(name)
+        del self._devices_by_slice[name]
+        pool = (item.spec.driver, item.spec.pool.name)
+        self._pool_slices[pool].remove(name)
+        if not self._pool_slices[pool]:
+            del self._pool_slices[pool]
+        self._publish_pool(pool)
+
+    def _publish_pool(self, pool: PoolKey) -> None:
+        """Make a pool's devices allocatable, or none of them, as Kubernetes gathers pools.
+
+        Only the slices of the pool's newest ``generation`` count (older ones are obsolete);
+        the pool is usable when exactly ``resourceSliceCount`` of them are present and no
+        device name or counter set name repeats among them. An unusable pool publishes no
+        device (its reason is in ``unusable_pools``); other pools are not affected.
+        """
+        for record in self._published.pop(pool, []):
+            if record.multiple:
+                self.shareable[record.node] -= 1
+                if not self.shareable[record.node]:
+                    del self.shareable[record.node]
             del self.by_id[record.id]
             self.by_node[record.node].remove(record)
             if not self.by_node[record.node]:
                 del self.by_node[record.node]
-        for key in [k for k, owner in self._counter_owner.items() if owner == name]:
+        for key in [k for k in self.counter_sets if (k[0], k[1]) == pool]:
             del self.counter_sets[key]
             del self._counter_owner[key]
+        self.unusable_pools.pop(pool, None)
+        names = self._pool_slices.get(pool)
+        if not names:
+            return
+        newest = max(self._slices[n].spec.pool.generation for n in names)
+        current = [n for n in names if self._slices[n].spec.pool.generation == newest]
+        reason = _pool_problem([self._slices[n] for n in current], self._devices_by_slice, current)
+        if reason is not None:
+            self.unusable_pools[pool] = reason
+            return
+        records: list[DeviceInfo] = []
+        for name in current:
+            for counter_set in self._slices[name].spec.shared_counters:
+                key = (pool[0], pool[1], counter_set.name)
+                self.counter_sets[key] = {
+                    n: parse_quantity(c.value) for n, c in counter_set.counters.items()
+                }
+                self._counter_owner[key] = name
+            for record in self._devices_by_slice[name]:
+                if record.multiple:
+                    self.shareable[record.node] = self.shareable.get(record.node, 0) + 1
+                self.by_id[record.id] = record
+                self.by_node.setdefault(record.node, []).append(record)
+                records.append(record)
+        self._published[pool] = records
+
+    # -- device taint rules -----------------------------------------------------------------
+
+    def set_taint_rules(self, rules: Iterable[DeviceTaintRule]) -> None:
+        """Taint the devices the rules select, besides the taints their slices publish."""
+        self._taint_rules = list(rules)
+        for records in self._devices_by_slice.values():
+            for record in records:
+                record.taints = self._taints_for(record)
+
+    def _taints_for(self, record: DeviceInfo) -> tuple[DeviceTaint, ...]:
+        added = tuple(
+            rule.spec.taint for rule in self._taint_rules if rule_selects(rule, record.id)
+        )
+        return record.own_taints + added if added else record.own_taints
 
     @property
     def slices(self) -> list[ResourceSlice]:
@@ -259,7 +327,7 @@ class Inventory:
             claim_name = claim.metadata.name or "?"
             for result in allocation.devices.results:
                 device_id = (result.driver, result.pool, result.device)
-                record = self.by_id.get(device_id)
+                record = self.by_id.get(device_id) or self._unpublished(device_id)
                 if record is None:
                     raise InventoryError(
                         f'ResourceClaim "{claim_name}": status.allocation names device '
@@ -274,6 +342,27 @@ class Inventory:
                 }
                 hold(state, record, consumed if record.multiple else None)
         return state
+
+    def _unpublished(self, device_id: DeviceId) -> DeviceInfo | None:
+        """A device of an unusable pool: still held by the allocations that name it."""
+        for name in self._pool_slices.get((device_id[0], device_id[1]), ()):
+            for record in self._devices_by_slice[name]:
+                if record.id == device_id:
+                    return record
+        return None
+
+
+def rule_selects(rule: DeviceTaintRule, device_id: DeviceId) -> bool:
+    """A DeviceTaintRule's selector: unset selects nothing; each field set must equal."""
+    selector = rule.spec.device_selector
+    if selector is None:
+        return False
+    driver, pool, name = device_id
+    return (
+        (selector.driver is None or selector.driver == driver)
+        and (selector.pool is None or selector.pool == pool)
+        and (selector.device is None or selector.device == name)
+    )
 
 
 def hold(state: InUse, record: DeviceInfo, consumed: Mapping[str, Decimal] | None) -> None:
@@ -351,6 +440,27 @@ def _requirement(rule: Mapping[str, Any], values: Mapping[str, str]) -> bool:
     return False
 
 
+def _pool_problem(
+    slices: list[ResourceSlice], records: Mapping[str, list[DeviceInfo]], names: list[str]
+) -> str | None:
+    """Why the current slices of one pool cannot be allocated from, or None."""
+    wanted = slices[0].spec.pool.resource_slice_count
+    if len(slices) != wanted:
+        return f"incomplete: {len(slices)} of {wanted} ResourceSlices of the pool are published"
+    devices: set[str] = set()
+    counter_sets: set[str] = set()
+    for item, name in zip(slices, names, strict=True):
+        for record in records[name]:
+            if record.name in devices:
+                return f"device {record.name!r} is published twice"
+            devices.add(record.name)
+        for counter_set in item.spec.shared_counters:
+            if counter_set.name in counter_sets:
+                return f"counter set {counter_set.name!r} is published twice"
+            counter_sets.add(counter_set.name)
+    return None
+
+
 def _slice_name(item: ResourceSlice) -> str:
     if item.metadata.name:
         return item.metadata.name
@@ -417,6 +527,7 @@ def _device_record(item: ResourceSlice, slice_name: str, index: int) -> DeviceIn
         policies=policies,
         consumes=consumes,
         multiple=bool(device.allow_multiple_allocations),
+        own_taints=tuple(device.taints),
         taints=tuple(device.taints),
         cel_value={
             "driver": driver,

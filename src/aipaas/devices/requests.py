@@ -169,8 +169,11 @@ def meets_capacity(device: DeviceInfo, alternative: Alternative) -> bool:
 
 
 def tolerates(device: DeviceInfo, alternative: Alternative) -> bool:
-    """Every NoSchedule/NoExecute taint of the device is tolerated by the request."""
+    """Every NoSchedule/NoExecute taint of the device is tolerated by the request (a taint
+    of effect None only informs: it keeps nothing off the device)."""
     for taint in device.taints:
+        if taint.effect == "None":
+            continue
         if not any(
             _tolerates(t, taint.key, taint.value, taint.effect) for t in alternative.tolerations
         ):

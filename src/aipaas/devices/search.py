@@ -50,7 +50,12 @@ class Search:
     def _constraints_possible(self) -> bool:
         """Quick refusal before searching: for each claim constraint, is there a value with
         enough devices (matchAttribute), or enough distinct values (distinctAttribute), among
-        the candidates of the requests it covers? (Necessary, not sufficient.)"""
+        the candidates of the requests it covers? (Necessary, not sufficient.)
+
+        A request with a subrequest the constraint does not name may take that one instead,
+        so it needs nothing of the constraint; a shareable device may serve several picks of
+        a matchAttribute, so it counts as many as are needed.
+        """
         for claim_index, claim in enumerate(self.plan.claims):
             for constraint in claim.constraints:
                 needed = 0
@@ -58,16 +63,11 @@ class Search:
                 for request in self.plan.requests:
                     if request.claim_index != claim_index:
                         continue
-                    covered = [
-                        a
-                        for a in request.alternatives
-                        if not constraint.requests
-                        or a.request in constraint.requests
-                        or a.name in constraint.requests
-                    ]
+                    covered = [a for a in request.alternatives if _covers(constraint.requests, a)]
                     if not covered:
                         continue
-                    needed += min(1 if a.all_mode else a.count for a in covered)
+                    if len(covered) == len(request.alternatives):
+                        needed += min(1 if a.all_mode else a.count for a in covered)
                     for alternative in covered:
                         for device in candidates_for(
                             alternative, self.node, self.devices, self.state
@@ -79,7 +79,7 @@ class Search:
                 for device in pool.values():
                     value = device.attribute(attribute)
                     if value is not None:
-                        counts[value] = counts.get(value, 0) + 1
+                        counts[value] = counts.get(value, 0) + (needed if device.multiple else 1)
                 if constraint.match_attribute is not None:
                     if max(counts.values(), default=0) < needed:
                         return False
@@ -100,7 +100,7 @@ class Search:
                 ):
                     return True
                 continue
-            if len(candidates) < alternative.count:
+            if len(candidates) < alternative.count and not _any_shareable(candidates):
                 continue
             if self._choose(
                 alternative, request.claim_index, covering, candidates, 0, alternative.count, index
@@ -120,9 +120,14 @@ class Search:
         remaining: int,
         index: int,
     ) -> bool:
+        """Pick ``remaining`` devices from ``candidates[start:]`` in increasing positions; a
+        shareable device may be picked again for the next device of the same request (each
+        pick is one share), as Kubernetes allows."""
         if remaining == 0:
             return self._place(index + 1)
-        for position in range(start, len(candidates) - remaining + 1):
+        shareable = _any_shareable(candidates)
+        stop = len(candidates) if shareable else len(candidates) - remaining + 1
+        for position in range(start, stop):
             self.steps += 1
             if self.steps > MAX_STEPS:
                 return False
@@ -133,14 +138,15 @@ class Search:
             undo = self._constrain(device, claim_index, covering)
             if undo is None:
                 continue
+            following = position if device.multiple and not alternative.admin else position + 1
             if remaining > 1 and not self._enough_left(
-                alternative, claim_index, covering, candidates, position + 1, remaining - 1
+                alternative, claim_index, covering, candidates, following, remaining - 1
             ):
                 self._unconstrain(claim_index, undo)
                 continue
             self._hold(device, alternative, consumed)
             if self._choose(
-                alternative, claim_index, covering, candidates, position + 1, remaining - 1, index
+                alternative, claim_index, covering, candidates, following, remaining - 1, index
             ):
                 return True
             self.release_last()
@@ -160,6 +166,8 @@ class Search:
         success = False
         for device in candidates:
             fits, consumed = self._fits(device, alternative)
+            if not fits and device.multiple and device.id not in self.state.devices:
+                continue  # a shareable device without room left is not part of "all"
             undo = self._constrain(device, claim_index, covering) if fits else None
             if undo is None:
                 break
@@ -167,7 +175,7 @@ class Search:
             self._hold(device, alternative, consumed)
             held += 1
         else:
-            success = self._place(index + 1)
+            success = held > 0 and self._place(index + 1)
         if success:
             return True
         for _ in range(held):
@@ -278,18 +286,27 @@ class Search:
             if constraints[i].distinct_attribute is not None
         ]
         if not fixed and not distinct:
-            return len(candidates) - start >= needed
+            return len(candidates) - start >= needed or _any_shareable(candidates[start:])
         count = 0
         fresh: list[set[object]] = [set() for _ in distinct]
         for device in candidates[start:]:
             if not all(device.attribute(attr) == value for attr, value in fixed):
                 continue
-            count += 1
+            count += needed if device.multiple else 1
             for seen, (attr, taken) in zip(fresh, distinct, strict=True):
                 value = device.attribute(attr)
                 if value is not None and value not in taken:
                     seen.add(value)
         return count >= needed and all(len(seen) >= needed for seen in fresh)
+
+
+def _covers(names: list[str], alternative: Alternative) -> bool:
+    """A constraint covers the requests it names (a request, or one subrequest of it), or all."""
+    return not names or alternative.request in names or alternative.name in names
+
+
+def _any_shareable(candidates: list[DeviceInfo]) -> bool:
+    return any(d.multiple for d in candidates)
 
 
 def candidates_for(

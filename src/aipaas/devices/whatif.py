@@ -4,8 +4,9 @@ Who calls it: `aipaas allocate --dry-run` (and any outside check that wants the 
 without a server). Pure: the caller reads the file.
 
 Claims that already carry ``status.allocation`` are allocations that exist (they hold their
-devices); the others are the pod's claims, allocated together on one node. A
-ResourceClaimTemplate stands for the claim a pod would get from it (named after the template).
+devices); DeviceTaintRules taint the devices they select; the other claims are the pod's,
+allocated together on one node. A ResourceClaimTemplate stands for the claim a pod would get
+from it (named after the template).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 from aipaas.api.devices import (
     DeviceClass,
     DeviceObject,
+    DeviceTaintRule,
     ResourceClaim,
     ResourceClaimTemplate,
     ResourceSlice,
@@ -45,7 +47,8 @@ def what_if(objects: Sequence[DeviceObject], *, best: bool = True) -> dict[str, 
     duplicates = sorted({n for n in names if names.count(n) > 1})
     if duplicates:
         raise InventoryError(f'ResourceClaim "{duplicates[0]}" appears more than once')
-    inventory = Inventory(slices)
+    rules = [o for o in objects if isinstance(o, DeviceTaintRule)]
+    inventory = Inventory(slices, taint_rules=rules)
     inventory.check_counters()
     existing = [c for c in claims if c.status is not None and c.status.allocation is not None]
     pending = [c for c in claims if c not in existing]
