@@ -414,3 +414,22 @@ spec:
             load_device_documents(text, source="rule.yaml")
         assert "spec.taint.effect" in str(caught.value)
         assert "\n" not in str(caught.value)
+
+
+def test_the_worked_example_of_docs_devices() -> None:
+    old = pool_slice("old", "p", [gpu("gpu-0", numa=0)])
+    first_half = pool_slice("new-1", "p", [gpu("gpu-1", numa=0)], generation=1, count=2)
+    second_half = pool_slice("new-2", "p", [gpu("gpu-2", numa=1)], generation=1, count=2)
+    pod = [
+        claim(
+            "c",
+            first("r", req("pair", count=2), req("one")),
+            constraints=[{**NUMA, "requests": ["r/pair"]}],
+        )
+    ]
+    inventory = Inventory([old, first_half])
+    assert not allocate_pod(pod, inventory, CLASSES).fits
+    inventory.put_slice(second_half)
+    result = allocate_pod(pod, inventory, CLASSES)
+    assert result.allocation is not None
+    assert [(p.request, p.device.name) for p in result.allocation.picks] == [("r/one", "gpu-1")]
