@@ -8,7 +8,7 @@ WebhookDelivery is entered under a name derived from the crossing (entered once,
 restarts happen). The actions of the crossed thresholds are kept in force as system
 annotations of the queue or tenant (controller/budget_marks.py), which admission and the queue
 tree read; a new period (or a deleted budget) lifts them. Pending deliveries are sent every
-cycle that has some due (metering/webhooks.py).
+cycle that has some due, each on a thread of its own (metering/webhooks.py Courier).
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from aipaas.controller.extensions import CycleContext
 from aipaas.metering.budgets import Standing, delivery_name, period_of, standing
 from aipaas.metering.cost import CostRow
 from aipaas.metering.cost_cache import CostCache
-from aipaas.metering.webhooks import Sender, deliver_due, http_sender
+from aipaas.metering.webhooks import Courier, Sender, http_sender
 from aipaas.settings import Settings
 from aipaas.store import Store
 
@@ -71,13 +71,15 @@ class BudgetExtension:
         self._last: float | None = None
         #: the priced ledger kept between evaluations (metering/cost_cache.py)
         self._costs = CostCache()
+        #: sends the deliveries off the cycle's thread: a slow receiver never holds the loop
+        self.courier = Courier()
 
     def run(self, context: CycleContext) -> None:
         now = context.clock.monotonic()
         if self._last is None or now - self._last >= self.interval:
             self._last = now
             self.evaluate(context)
-        deliver_due(
+        self.courier.run(
             context.store,
             lambda d: signing_key(context.store, d, self.platform_key),
             self.sender,

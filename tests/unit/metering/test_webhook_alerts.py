@@ -118,6 +118,7 @@ def run(store: Store, backend: Backend, alerts: AlertExtension, minutes: float) 
     for _ in range(int(minutes)):
         alerts.run(context)
         deliveries.run(context)
+        deliveries.courier.wait()  # sent off the cycle: recorded by the next one
         clock.advance(60)
 
 
