@@ -1,7 +1,7 @@
 """The Python SDK: the HTTP API as methods. The CLI uses it; so can anyone.
 
     from aipaas.client import Client
-    client = Client.from_env()            # AIPAAS_URL, AIPAAS_TOKEN, or the config file
+    client = Client()                     # AIPAAS_URL, AIPAAS_TOKEN, or the config file
     client.apply(open("job.yaml").read())
     client.get("job", "hello")["status"]["phase"]
 
@@ -11,6 +11,12 @@
 
 Errors come back as the aipaas error classes (NotFound, Forbidden, InvalidObject, ...), with the
 server's message; ``wait`` adds WaitTimeout and WaitFailed (client_streams.py).
+
+Where the URL and token come from (``Client()`` and ``Client.from_env()``, so the CLI too):
+AIPAAS_URL, else the config file's ``url``, else http://127.0.0.1:8600. The token is
+AIPAAS_TOKEN whenever that variable is set, even to nothing: an empty AIPAAS_TOKEN means no
+token (a 401 then says so), never the config file's token, which `aipaas up` writes as the
+platform admin's. Only with AIPAAS_TOKEN unset is the config file's ``token`` used.
 """
 
 from __future__ import annotations
@@ -48,7 +54,17 @@ def config_path(environ: Mapping[str, str]) -> Path:
 
 
 class Client:
-    def __init__(self, url: str = DEFAULT_URL, token: str | None = None, timeout: float = 30.0):
+    def __init__(
+        self, url: str | None = None, token: str | None = None, timeout: float = 30.0
+    ) -> None:
+        """``url`` unset: the URL and (unless ``token`` is given) the token are read as
+        ``from_env`` reads them. ``url`` given: the token is ``token`` alone (a token meant
+        for the configured server is never sent to another URL)."""
+        #: why no token is sent, when the environment said so (a 401's message adds it)
+        self.token_note = ""
+        if url is None:
+            found_url, found_token, self.token_note = _from_environment(os.environ)
+            url, token = found_url, token if token is not None else found_token
         self.url = url.rstrip("/")
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         self.http = httpx.Client(base_url=self.url + "/api/v1", headers=headers, timeout=timeout)
@@ -56,22 +72,11 @@ class Client:
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Client:
         """AIPAAS_URL and AIPAAS_TOKEN win over the config file (AIPAAS_CONFIG or
-        ~/.config/aipaas/config.yaml)."""
-        env = os.environ if environ is None else environ
-        file: dict[str, Any] = {}
-        path = config_path(env)
-        if path.exists():
-            try:
-                loaded = yaml.safe_load(path.read_text())
-            except (OSError, yaml.YAMLError) as err:
-                where = getattr(err, "problem_mark", None)
-                line = f" at line {where.line + 1}" if where is not None else ""
-                problem = getattr(err, "problem", None) or getattr(err, "strerror", None) or err
-                raise ClientError(f"config file {path}: {problem}{line}") from err
-            file = loaded if isinstance(loaded, dict) else {}
-        url = env.get("AIPAAS_URL") or file.get("url") or DEFAULT_URL
-        token = env.get("AIPAAS_TOKEN") or file.get("token")
-        return cls(str(url), str(token) if token else None)
+        ~/.config/aipaas/config.yaml); a set but empty AIPAAS_TOKEN means no token."""
+        url, token, note = _from_environment(os.environ if environ is None else environ)
+        client = cls(url, token)
+        client.token_note = note
+        return client
 
     def close(self) -> None:
         self.http.close()
@@ -378,8 +383,37 @@ class Client:
         except httpx.TransportError as err:
             raise Unavailable(f"cannot reach {self.url}: {err}") from err
         if response.status_code >= 400:
-            raise _error(response)
+            error = _error(response)
+            if response.status_code == 401 and self.token_note:
+                error.message = self.token_note  # the server's "no token" said with its cause
+            raise error
         return response.json()
+
+
+def _from_environment(env: Mapping[str, str]) -> tuple[str, str | None, str]:
+    """URL, token and, when no token is sent because AIPAAS_TOKEN is set but empty, why."""
+    file: dict[str, Any] = {}
+    path = config_path(env)
+    if path.exists():
+        try:
+            loaded = yaml.safe_load(path.read_text())
+        except (OSError, yaml.YAMLError) as err:
+            where = getattr(err, "problem_mark", None)
+            line = f" at line {where.line + 1}" if where is not None else ""
+            problem = getattr(err, "problem", None) or getattr(err, "strerror", None) or err
+            raise ClientError(f"config file {path}: {problem}{line}") from err
+        file = loaded if isinstance(loaded, dict) else {}
+    url = env.get("AIPAAS_URL") or file.get("url") or DEFAULT_URL
+    if "AIPAAS_TOKEN" in env:  # set, even empty: the environment decides, not the file
+        token = env["AIPAAS_TOKEN"].strip() or None
+        note = (
+            ""
+            if token
+            else (f"AIPAAS_TOKEN is set but empty, so no token was sent; unset it to use {path}'s")
+        )
+        return str(url), token, note
+    found = file.get("token")
+    return str(url), str(found) if found else None, ""
 
 
 def _plural(kind: str) -> str:

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, Field, field_validator, model_validator
+from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 
 
 class Settings(BaseModel):
@@ -260,3 +260,33 @@ def env_overrides(environ: Mapping[str, str]) -> dict[str, object]:
         if value:
             found[field] = value
     return found
+
+
+class SettingsProblem(ValueError):
+    """Settings that do not validate, said in one line naming each option or variable."""
+
+
+def build_settings(options: Mapping[str, object], environ: Mapping[str, str]) -> Settings:
+    """The settings of `aipaas server` or `up`: the environment's (``env_overrides``), then the
+    command's options over them.
+
+    Raises:
+        SettingsProblem: one line naming what was wrong where it came from (``--pool-profiles``
+            or ``AIPAAS_POOL_PROFILES``) and why, instead of pydantic's report.
+    """
+    from_env = env_overrides(environ)
+    try:
+        return Settings(**{**from_env, **options})
+    except ValidationError as err:
+        parts = []
+        for error in err.errors():
+            field = str(error["loc"][0]) if error["loc"] else ""
+            reason = str(error["msg"]).removeprefix("Value error, ")
+            if field in options or not field:
+                where = f"--{field.replace('_', '-')}" if field else ""
+            else:
+                where = f"AIPAAS_{field.upper()}"
+            if field in from_env and field not in options:
+                reason = f"{reason} (got {str(from_env[field])[:80]!r})"
+            parts.append(f"{where}: {reason}" if where else reason)
+        raise SettingsProblem("; ".join(" ".join(p.split()) for p in parts)) from None

@@ -25,6 +25,7 @@ from typing import Any, ClassVar, Final
 
 import yaml
 
+from aipaas.api.yaml_errors import yaml_error_line
 from aipaas.errors import FieldError, InvalidObject, PayloadTooLarge
 
 MAX_DOCUMENT_BYTES: Final = 1 << 20
@@ -71,7 +72,8 @@ def load_documents(text: str | bytes) -> list[Any]:
     except (yaml.YAMLError, ValueError, TypeError, OverflowError) as err:
         # The scan leaves only scalars that do not fit their implicit type (``.nan``, a bad
         # merge key): still the sender's text, so a 422, never a 500.
-        raise InvalidObject([FieldError("", f"not valid YAML: {err}")]) from err
+        problem = yaml_error_line(err) if isinstance(err, yaml.YAMLError) else str(err)
+        raise InvalidObject([FieldError("", f"not valid YAML: {problem}")]) from err
 
 
 # --- JSON -----------------------------------------------------------------------------------
@@ -311,7 +313,7 @@ def scan_yaml(text: str) -> None:
         for event in yaml.parse(text, Loader=_BASE_LOADER):
             _step(scan, event)
     except yaml.YAMLError as err:
-        raise InvalidObject([FieldError("", f"not valid YAML: {err}")]) from err
+        raise InvalidObject([FieldError("", f"not valid YAML: {yaml_error_line(err)}")]) from err
 
 
 def _step(scan: _Scan, event: yaml.Event) -> None:

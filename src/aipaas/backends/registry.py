@@ -23,6 +23,9 @@ from aipaas.backends.sim.journal import DEFAULT_MAX_AGE_SECONDS
 from aipaas.backends.slurm.registry import slurm_backend
 from aipaas.clock import Clock
 
+#: fake GPUs the demo backend's local node offers when this machine has no NVIDIA GPU
+DEMO_FAKE_GPUS = 4
+
 
 def make_backend(
     name: str,
@@ -62,11 +65,16 @@ def make_backend(
         )
     if name == "demo":
         # Simulated nodes take only the jobs that ask for them: a real command never lands
-        # on one (it would be reported as succeeded without having run).
+        # on one (it would be reported as succeeded without having run). So that a job asking
+        # for GPUs still runs on a machine without any, this machine then offers fake ones
+        # (backends/local/fake_gpus.py), which the task's log and status name as fake.
         simulated = _sim(
             run_dir, sim_cluster, clock, sim_journal_max_records, sim_journal_max_age_seconds
         )
-        return CompositeBackend([_local(run_dir, local_cpu_milli, local), simulated], [simulated])
+        demo_local: LocalOptions = {"fake_gpus": DEMO_FAKE_GPUS, **(local or {})}
+        return CompositeBackend(
+            [_local(run_dir, local_cpu_milli, demo_local), simulated], [simulated]
+        )
     if name == "slurm":
         return slurm_backend(run_dir, slurm_conf, slurm_mode)
     if name == "ray":

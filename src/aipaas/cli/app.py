@@ -9,10 +9,11 @@ import sys
 from typing import Annotated
 
 import typer
+from typer._click.exceptions import NoArgsIsHelpError, UsageError
 
 from aipaas import __version__
 from aipaas.cli import allocate, control, datasets, finops, pools, services, simulate
-from aipaas.cli.failure import EXIT_GENERIC
+from aipaas.cli.failure import EXIT_GENERIC, EXIT_USAGE
 
 app = typer.Typer(
     name="aipaas",
@@ -59,10 +60,32 @@ for module in (simulate, control, allocate, pools, services, finops, datasets):
 
 def main() -> None:
     try:
-        app()
+        # Not standalone: click's usage errors come back here, said in one line below, rather
+        # than as typer's boxed report of four or five.
+        code = app(standalone_mode=False)
+    except NoArgsIsHelpError as err:  # `aipaas` or `aipaas get` alone: the help, as asked
+        print(err.ctx.get_help() if err.ctx is not None else err.format_message())
+        sys.exit(EXIT_USAGE)
+    except UsageError as err:
+        print(f"error: {usage_line(err)}", file=sys.stderr)
+        sys.exit(EXIT_USAGE)
+    except typer.TyperException as err:  # a bad file argument, and the like
+        print(f"error: {' '.join(err.format_message().split())}", file=sys.stderr)
+        sys.exit(err.exit_code)
+    except typer.Abort:
+        print("error: aborted", file=sys.stderr)
+        sys.exit(EXIT_GENERIC)
     except KeyboardInterrupt:
         sys.exit(130)
     except Exception as err:  # a bug or an odd environment: one line, no traceback
         first = (str(err).strip().splitlines() or [""])[0]
         print(f"error: {type(err).__name__}: {first}", file=sys.stderr)
         sys.exit(EXIT_GENERIC)
+    sys.exit(code if isinstance(code, int) else 0)
+
+
+def usage_line(err: UsageError) -> str:
+    """A usage error in one line: what is wrong, and where the help is."""
+    message = " ".join(err.format_message().split())
+    command = err.ctx.command_path if err.ctx is not None else "aipaas"
+    return f"{message} (see {command} --help)"

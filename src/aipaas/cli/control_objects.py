@@ -16,6 +16,7 @@ from rich.table import Table
 from aipaas.cli import complete, control_get, control_jobs, control_streams, failure, queue_views
 from aipaas.cli.control_get import Tenant
 from aipaas.cli.control_jobs import duration_seconds
+from aipaas.errors import InvalidObject
 
 Output = Annotated[str, typer.Option("--output", "-o", help="table, json or yaml.")]
 
@@ -60,8 +61,14 @@ def apply(
     paths = [p for path in file for p in _files(path)]
     texts = [(path, sys.stdin.read() if str(path) == "-" else _read(path)) for path in paths]
     with failure.client() as client:
-        for _, text in texts:
-            for item in client.apply(text):
+        for path, text in texts:
+            try:
+                applied = client.apply(text)
+            except InvalidObject as err:  # which file, when there may be several
+                if str(path) != "-":
+                    err.message = f"{path}: {err.message}"
+                raise
+            for item in applied:
                 print(f"{item['kind'].lower()}/{item['name']} {item['action']}")
 
 

@@ -45,6 +45,7 @@ SETTINGS_ENV = "AIPAAS_SERVER_SETTINGS"  # hands the settings to uvicorn's worke
 def serve(settings: Settings, *, log_level: str = "info", announce: bool = False) -> None:
     """Migrate, make the first admin token, then serve (in ``settings.workers`` processes)."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    quiet_loggers(announce=announce)
     try:
         local_options(settings)  # a wrong task user is an error now, not in every worker
     except ValueError as err:
@@ -90,6 +91,34 @@ def serve(settings: Settings, *, log_level: str = "info", announce: bool = False
     serve_in_processes("aipaas.cli.control_runtime:app_from_env", settings.workers, options)
 
 
+#: loggers that say a line per HTTP request the server makes (a service replica's health
+#: check every second, a webhook, a dataset's pages): their warnings are kept, not the rest
+PER_REQUEST_LOGGERS = ("httpx", "httpcore")
+
+
+def quiet_loggers(*, announce: bool) -> None:
+    """Keep the server's log to what a person reads: no line per outbound request (169 a
+    minute with one service), and for `aipaas up` (``announce``) no line per database
+    migration around its banner (a first start runs them all)."""
+    for name in PER_REQUEST_LOGGERS:
+        logging.getLogger(name).setLevel(logging.WARNING)
+    if announce:
+        logging.getLogger("alembic").setLevel(logging.WARNING)
+
+
+#: probes' paths: an access log (--log-level debug) leaves their requests out
+HEALTH_PATHS = ("/healthz", "/readyz", "/livez")
+
+
+class SkipHealthChecks(logging.Filter):
+    """Drops uvicorn's access-log records of health checks (a probe every few seconds)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args
+        path = args[2] if isinstance(args, tuple) and len(args) > 2 else ""
+        return not (isinstance(path, str) and path.split("?")[0] in HEALTH_PATHS)
+
+
 def try_lines(cwd: Path, search_path: str) -> list[str]:
     """Commands to try that work as printed: this installation's `aipaas` by the path the
     shell finds it at (or its full path when it is not on PATH), the example if it is here."""
@@ -127,6 +156,7 @@ def make_app(settings: Settings) -> FastAPI:
     # the default 5 ms switch interval the busy event loop kept them waiting up to 5 ms after
     # each answer (measured interleaved, PostgreSQL: 548/601/570 against 963/782/714 a second).
     sys.setswitchinterval(GIL_SWITCH_INTERVAL_SECONDS)
+    logging.getLogger("uvicorn.access").addFilter(SkipHealthChecks())  # in every worker
     store = Store(make_engine(settings.database_url))
     metrics = Metrics()
     loop: ControllerLoop | None = None

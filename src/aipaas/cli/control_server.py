@@ -12,8 +12,9 @@ from typing import Annotated, NoReturn
 import httpx
 import typer
 
-from aipaas.cli.failure import EXIT_PORT_TAKEN
-from aipaas.settings import Settings, env_overrides
+from aipaas.cli import data_dir_lock
+from aipaas.cli.failure import EXIT_PORT_TAKEN, fail
+from aipaas.settings import Settings, SettingsProblem, build_settings
 
 DEFAULT_PORT = 8600
 
@@ -62,6 +63,13 @@ TaskRoot = Annotated[
     Path | None,
     typer.Option("--task-root", help="Tasks' working directories (outside the data dir)."),
 ]
+PoolProfiles = Annotated[
+    str | None,
+    typer.Option(
+        "--pool-profiles",
+        help="Scheduler profile per node pool, as gpu-a=fgd,cpu=bestfit (AIPAAS_POOL_PROFILES).",
+    ),
+]
 TaskUser = Annotated[
     str | None,
     typer.Option("--task-user", help="One unprivileged user for all tasks (default: per tenant)."),
@@ -85,18 +93,19 @@ def server(
     slurm_conf: SlurmConf = None,
     slurm_mode: SlurmMode = "pinned",
     ray_address: RayAddress = None,
+    pool_profiles: PoolProfiles = None,
 ) -> None:
     """Serve the API (OpenAPI at /docs) with the controller in the same process.
 
     As root, local tasks run as one unprivileged user per tenant; otherwise as this user.
     """
+    if slurm_mode not in SLURM_MODES:
+        fail(f"--slurm-mode: {slurm_mode!r} is not one of {', '.join(SLURM_MODES)}")
+    _hold(data_dir, "server")
     if workers == 1 and not _port_free(host, port):
         _port_taken(host, port)  # several workers share the port by SO_REUSEPORT: they check
-    if slurm_mode not in SLURM_MODES:
-        raise typer.BadParameter(" or ".join(SLURM_MODES), param_hint="--slurm-mode")
-    settings = Settings(
-        **{
-            **env_overrides(os.environ),
+    settings = _settings(
+        {
             "data_dir": data_dir,
             "host": host,
             "port": port,
@@ -112,6 +121,7 @@ def server(
             **({"slurm_conf": slurm_conf} if slurm_conf else {}),
             "slurm_mode": slurm_mode,
             **({"ray_address": ray_address} if ray_address else {}),
+            **({"pool_profiles": pool_profiles} if pool_profiles else {}),
         }
     )
     _serve(settings, log_level=log_level)
@@ -128,8 +138,12 @@ def up(
     sim_cluster: SimCluster = None,
     local_cpus: LocalCpus = None,
     log_level: LogLevel = "warning",
+    pool_profiles: PoolProfiles = None,
 ) -> None:
-    """Start aipaas on embedded defaults: SQLite, sim nodes plus this machine; print URL, token."""
+    """Start aipaas on embedded defaults: SQLite, sim nodes plus this machine; print URL, token.
+
+    One `up` per data directory: a second one in the same folder refuses (exit 7)."""
+    _hold(data_dir, "up")
     if port is None:
         port = DEFAULT_PORT
         if not _port_free(host, port):
@@ -138,18 +152,36 @@ def up(
             typer.echo(f"{taken}; using port {port} instead (--port chooses)", err=True)
     elif not _port_free(host, port):
         _port_taken(host, port)
-    settings = Settings(
-        **{
-            **env_overrides(os.environ),
+    settings = _settings(
+        {
             "data_dir": data_dir,
             "host": host,
             "port": port,
             "backend": backend,
             "sim_cluster": sim_cluster,
             "local_cpus": local_cpus,
+            **({"pool_profiles": pool_profiles} if pool_profiles else {}),
         }
     )
+    data_dir_lock.name_holder(data_dir, f"http://{host}:{port}")
     _serve(settings, log_level=log_level, announce=True)
+
+
+def _hold(data_dir: Path, verb: str) -> None:
+    """This process's claim on the data directory, before anything is written (cli/
+    data_dir_lock.py): a second `up` there, or a server beside an `up`, stops here."""
+    try:
+        data_dir_lock.hold(data_dir, verb=verb)
+    except data_dir_lock.Taken as err:
+        fail(str(err), EXIT_PORT_TAKEN)
+
+
+def _settings(options: dict[str, object]) -> Settings:
+    """The settings, or one line naming the option or variable that is wrong (exit 2)."""
+    try:
+        return build_settings(options, os.environ)
+    except SettingsProblem as err:
+        fail(f"invalid settings: {err}")
 
 
 def _serve(settings: Settings, *, log_level: str, announce: bool = False) -> None:

@@ -28,7 +28,7 @@ from typing import BinaryIO, TypedDict
 
 from aipaas.api.devices import ResourceSlice
 from aipaas.backends.base import Inventory, LaunchRequest, NodeInfo, TaskState, TaskStatus
-from aipaas.backends.local import listeners, machine, runner
+from aipaas.backends.local import fake_gpus, listeners, machine, runner
 from aipaas.backends.local.datasets import DatasetCacheConfig, LocalDatasetCaches
 from aipaas.backends.local.gpu_usage import read_utilization
 from aipaas.backends.local.isolation import (
@@ -59,6 +59,8 @@ class LocalOptions(TypedDict, total=False):
     isolation: TaskIsolation
     gpu_discovery_seconds: float
     dataset_cache: DatasetCacheConfig
+    #: fake GPUs to offer when NVML finds none (the demo cluster: fake_gpus.py)
+    fake_gpus: int
 
 
 class LocalBackend(LocalDatasetCaches):  # datasets: backends/local/datasets.py
@@ -78,6 +80,7 @@ class LocalBackend(LocalDatasetCaches):  # datasets: backends/local/datasets.py
         gpu_discovery_seconds: float = 30.0,
         nvml: object | None = None,
         dataset_cache: DatasetCacheConfig | None = None,
+        fake_gpus: int = 0,
     ) -> None:
         """Args (beyond the machine's description, which tests give):
         isolation: who tasks run as and where; the server passes the policy of its settings.
@@ -85,6 +88,8 @@ class LocalBackend(LocalDatasetCaches):  # datasets: backends/local/datasets.py
             ``run_dir`` (``<run_dir>-tasks``).
         gpu_discovery_seconds: how often NVML is read again (GPUs that appear or disappear).
         nvml: the NVML module (default pynvml); tests pass a fake.
+        fake_gpus: when NVML finds no GPU, offer this many fake ones (the demo cluster of
+            `aipaas up`, fake_gpus.py): tasks given them run for real and are told so.
         """
         self.run_dir = run_dir.resolve()  # tasks run elsewhere: paths must be absolute
         self.run_dir.mkdir(parents=True, exist_ok=True)
@@ -97,6 +102,8 @@ class LocalBackend(LocalDatasetCaches):  # datasets: backends/local/datasets.py
         self._cpu_milli = cpu_milli or machine.cpu_milli()
         self._memory_mib = memory_mib or machine.memory_mib()
         self._nvml = nvml
+        self._fake_count = max(fake_gpus, 0)
+        self.fake = False  # whether the GPUs offered now are fake ones
         self._dataset_config = dataset_cache or DatasetCacheConfig()
         self._discovery_seconds = gpu_discovery_seconds
         self._discovered_at: float | None = None
@@ -145,6 +152,12 @@ class LocalBackend(LocalDatasetCaches):  # datasets: backends/local/datasets.py
             return
         env = self.placer.environment(identity, request.env, self.base_env)
         env["CUDA_VISIBLE_DEVICES"] = visible
+        if self.fake and visible:
+            # Said where the user looks: the log's first line, the status (``_status``).
+            env["AIPAAS_FAKE_GPUS"] = visible
+            _write_private(directory / fake_gpus.MARK_FILE, visible)
+            with _open_log(log_path) as log_file:
+                log_file.write(fake_gpus.log_line(visible).encode())
         env["PYTHONUNBUFFERED"] = "1"
         command = [sys.executable, "-I", RUNNER, str(directory)]  # -I: may be root
         if request.datasets or request.outputs:  # staged: data in the cache, then the runner
@@ -229,7 +242,17 @@ class LocalBackend(LocalDatasetCaches):  # datasets: backends/local/datasets.py
         found = discover(self.name_of_node, self._nvml)
         self._discovered_at = time.monotonic()
         self._report(found)
-        self._set_gpus(found.slice, list(gpus_of(found.slice)))
+        gpus = list(gpus_of(found.slice))
+        self.fake = not gpus and self._fake_count > 0
+        if self.fake:  # read again later like real ones: a GPU that appears replaces them
+            published = fake_gpus.fake_slice(self.name_of_node, self._fake_count)
+            why = "no NVIDIA GPU here" if found.quiet else (found.problem or "NVML found none")
+            self._annotations[GPU_ANNOTATION] = fake_gpus.annotation(self._fake_count, why)[
+                :ANNOTATION_MAX
+            ]
+            self._set_gpus(published, list(gpus_of(published)))
+            return
+        self._set_gpus(found.slice, gpus)
 
     def _report(self, found: Discovery) -> None:
         """Say what NVML found when it changes: a warning for an error, one line otherwise."""
@@ -260,7 +283,8 @@ class LocalBackend(LocalDatasetCaches):  # datasets: backends/local/datasets.py
             gpu_count=len(gpus),
             gpu_model=gpus[0].model if gpus else "",
             gpu_memory_mib=gpus[0].memory_mib if gpus else 0,
-            labels={"aipaas.dev/backend": "local"},
+            labels={"aipaas.dev/backend": "local"}
+            | ({fake_gpus.FAKE_LABEL: "true"} if self.fake else {}),
             annotations=dict(self._annotations),
         )
 
@@ -286,7 +310,7 @@ class LocalBackend(LocalDatasetCaches):  # datasets: backends/local/datasets.py
             except ValueError:
                 return TaskStatus(request_id, TaskState.LOST, None, "unreadable exit code")
             state = TaskState.SUCCEEDED if code == 0 else TaskState.FAILED
-            return TaskStatus(request_id, state, code, f"exit code {code}")
+            return TaskStatus(request_id, state, code, f"exit code {code}" + _fake_note(directory))
         pid = self._pid(request_id)
         if pid is None:
             # Claimed but not yet recorded: only this process can be starting it right now.
@@ -301,7 +325,7 @@ class LocalBackend(LocalDatasetCaches):  # datasets: backends/local/datasets.py
             state = TaskState.RUNNING if starting else TaskState.LOST
             return TaskStatus(request_id, state, None, "" if starting else "never started")
         if _is_runner(pid, request_id) or _is_young(directory / "pid", pid):
-            return TaskStatus(request_id, TaskState.RUNNING)
+            return TaskStatus(request_id, TaskState.RUNNING, message=_fake_note(directory)[2:])
         if exit_file.exists():  # it ended between the two checks
             return self._status(request_id)
         if (directory / "stop").exists():
@@ -321,6 +345,15 @@ class LocalBackend(LocalDatasetCaches):  # datasets: backends/local/datasets.py
             finished = [rid for rid, child in self._children.items() if child.poll() is not None]
             for rid in finished:
                 del self._children[rid]
+
+
+def _fake_note(directory: Path) -> str:
+    """'; on fake GPU(s) ...' for a task that was given fake GPUs, else ''."""
+    try:
+        visible = (directory / fake_gpus.MARK_FILE).read_text().strip()
+    except OSError:
+        return ""
+    return f"; {fake_gpus.status_note(visible)}"
 
 
 def _membership_name(job: str) -> str:
