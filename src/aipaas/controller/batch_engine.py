@@ -17,7 +17,7 @@ from collections.abc import Collection, Hashable, Mapping, Sequence
 import numpy as np
 
 from aipaas.controller.placement import NO_NODE, Placer
-from aipaas.scheduler.batch.cluster import held_again
+from aipaas.scheduler.batch.cluster import fit_counts, held_again
 from aipaas.scheduler.batch.model import Node, Resources
 from aipaas.scheduler.framework.types import Placement, PodRequest, Unschedulable
 
@@ -95,6 +95,27 @@ class PlacerEngine:
                 return result
             refused = result
         return refused
+
+    def fit_counts(self, pod: PodRequest, nodes: Collection[str] | None = None) -> dict[str, int]:
+        """How many copies of ``pod`` each node it may use could take now (topology packing)."""
+        selector = self.selectors.get(pod.name)
+        counts: dict[str, int] = {}
+        for pool in self.placer.pools_for(pod.name in self.on_request):
+            if not pool.nodes:
+                continue
+            mask = np.array(
+                [
+                    (nodes is None or n.name in nodes)
+                    and (not selector or _matches(n.labels, selector))
+                    for n in pool.state.nodes
+                ],
+                dtype=np.bool_,
+            )
+            found = fit_counts(pool.state, pool.scheduler, pod, mask)
+            counts.update(
+                {pool.state.nodes[int(i)].name: int(found[i]) for i in found.nonzero()[0]}
+            )
+        return counts
 
     def release(self, placement: Placement) -> None:
         pool = self.placer.pool_of(placement.node)

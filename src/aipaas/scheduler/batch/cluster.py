@@ -18,10 +18,15 @@ import numpy as np
 
 from aipaas.devices.allocator import NodeAllocation
 from aipaas.scheduler.batch.model import Node, Resources
-from aipaas.scheduler.framework.cluster import BoolArray, ClusterState, NodeSpec
+from aipaas.scheduler.framework.cluster import BoolArray, ClusterState, IntArray, NodeSpec
 from aipaas.scheduler.framework.profile import SchedulerProfile
 from aipaas.scheduler.framework.runtime import Scheduler
-from aipaas.scheduler.framework.types import Placement, PodRequest, Unschedulable
+from aipaas.scheduler.framework.types import (
+    MILLI_PER_GPU,
+    Placement,
+    PodRequest,
+    Unschedulable,
+)
 
 if TYPE_CHECKING:
     from aipaas.devices.ledger import DeviceLedger
@@ -121,12 +126,42 @@ class SnapshotCluster:
         i = self.state.index_of[node]
         return tuple(int(v) for v in self.state.gpu_free[i, : int(self.state.gpu_count[i])])
 
+    def fit_counts(self, pod: PodRequest, nodes: Collection[str] | None = None) -> dict[str, int]:
+        """How many copies of ``pod`` each node could take now (nodes where it fits at all)."""
+        counts = fit_counts(self.state, self.scheduler, pod, self._mask(nodes))
+        return {self.state.nodes[int(i)].name: int(counts[i]) for i in np.flatnonzero(counts)}
+
     def capacity(self) -> Resources:
         return Resources(
             self.state.total_gpu_milli,
             int(self.state.cpu_capacity.sum()),
             int(self.state.memory_capacity.sum()),
         )
+
+
+def fit_counts(
+    state: ClusterState, scheduler: Scheduler, pod: PodRequest, allowed: BoolArray | None
+) -> IntArray:
+    """Per node, how many copies of ``pod`` fit in what is free now, where the profile's
+    filters admit it (0 elsewhere): the count per node Kueue's topology-aware scheduling
+    starts from. Whole GPUs count free whole GPUs; a share counts shares per GPU."""
+    counts = np.zeros(len(state), dtype=np.int64)
+    feasible = scheduler.feasible_nodes(pod, allowed)
+    if feasible.size == 0:
+        return counts
+    unbounded = np.int64(2**40)
+    per_node = np.full(feasible.size, unbounded, dtype=np.int64)
+    if pod.cpu_milli:
+        per_node = np.minimum(per_node, state.cpu_free[feasible] // pod.cpu_milli)
+    if pod.memory_mib:
+        per_node = np.minimum(per_node, state.memory_free[feasible] // pod.memory_mib)
+    if pod.gpu_count and pod.gpu_milli >= MILLI_PER_GPU:
+        per_node = np.minimum(per_node, state.whole_gpus_free[feasible] // pod.gpu_count)
+    elif pod.gpu_count:
+        shares = (state.gpu_free[feasible] // pod.gpu_milli).sum(axis=1)
+        per_node = np.minimum(per_node, shares)
+    counts[feasible] = per_node
+    return counts
 
 
 def held_again(state: ClusterState, placement: Placement) -> Placement:

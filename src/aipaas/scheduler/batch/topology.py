@@ -1,23 +1,31 @@
-"""Topology for gangs (item 6 of issue 11): a whole gang inside one domain of a level.
+"""Topology for gangs: a whole gang inside one domain of a level, packed as Kueue packs it.
 
 A level is a node-label key (``topology.aipaas.dev/rack``); its domains are the nodes grouped
-by that label's value (a node without the label belongs to none). A required level places the
-gang in the fullest domain that can hold it (least free GPU, then CPU, ties by name), which
-keeps big domains whole for big gangs; a preferred level does the same and, when no domain
-of it can hold the gang, falls back level by level to the coarser ones (a rack, then a block:
-the levels under the same label prefix whose domains are unions of its domains, finer first),
-then to anywhere, as KAI-Scheduler's and Kueue's preferred topology do. When no domain of a
-required level can, the job waits with reason Topology and numbers.
+by that label's value (a node without the label belongs to none). The levels above it are the
+keys under the same prefix whose domains are unions of its domains (a block above a rack); the
+levels below, the keys under the prefix that split its domains; the node is the last level.
+
+A gang of like pods (no DRA claims) is placed as Kueue's topology-aware scheduling places a
+pod set (``topology_tas``): the domain of the asked level that holds the gang with the least
+room to spare, then inside it the fewest domains of each lower level and the fewest nodes, the
+last of each the fullest that still holds the rest. A preferred level that no domain can hold
+falls back to the coarser levels in turn, and at the coarsest to the fewest of its domains,
+then to anywhere. Other gangs (pods of several shapes, claims) go to the fullest domain that
+holds them and are placed there by the profile. When no domain of a required level can, the
+job waits with reason Topology and numbers.
+
+Who calls it: the allocate and backfill actions (through ``Placer`` in actions/starting.py).
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from aipaas.scheduler.batch.explain import amount, unschedulable_message
 from aipaas.scheduler.batch.model import Job, Node, Resources
+from aipaas.scheduler.batch.topology_tas import assign, build_domains
 from aipaas.scheduler.framework.types import Placement, PodRequest, Unschedulable
 
 if TYPE_CHECKING:
@@ -63,8 +71,16 @@ class DomainView:
         self.engine = engine
         self._groups: dict[str, dict[str, list[str]]] = {}
         self._coarser: dict[str, list[str]] = {}
+        self._finer: dict[str, list[str]] = {}
         self._free: dict[tuple[str, ...], Resources] = {}
         self._version: int | None = None
+
+    def finer(self, label: str) -> list[str]:
+        """The levels below ``label``, coarser first (see ``finer_levels``)."""
+        found = self._finer.get(label)
+        if found is None:
+            found = self._finer[label] = finer_levels(self.engine.nodes, label)
+        return found
 
     def coarser(self, label: str) -> list[str]:
         """The levels above ``label``, finer first (see ``coarser_levels``)."""
@@ -156,6 +172,9 @@ def place_in_domain(
     coarser levels in turn, then anywhere. ``view`` and ``version``: free capacity remembered
     between calls (see ``DomainView``)."""
     view = view or DomainView(engine)
+    packed = _place_like_kueue(engine, pods, label, allowed, required=required, view=view)
+    if packed is not None:
+        return packed
     if not required:
         for level_label in (label, *view.coarser(label)):
             placed = place_in_domain(
@@ -195,6 +214,81 @@ def place_in_domain(
     elif last is not None:
         message += f" and no {level} with that much free fits its tasks ({'; '.join(last.reasons)})"
     return Refusal("Topology", message)
+
+
+@runtime_checkable
+class CountingEngine(Protocol):
+    """An engine that can say how many copies of a pod each node takes (both engines can)."""
+
+    def fit_counts(
+        self, pod: PodRequest, nodes: Collection[str] | None = None
+    ) -> dict[str, int]: ...
+
+
+def _place_like_kueue(
+    engine: PlacementEngine,
+    pods: Sequence[PodRequest],
+    label: str,
+    allowed: Collection[str] | None,
+    *,
+    required: bool,
+    view: DomainView,
+) -> list[Placement] | None:
+    """The gang placed node by node as ``topology_tas.assign`` says; None when it does not
+    apply (pods of several shapes, claims) or finds no place (the caller then says why)."""
+    if not pods or not isinstance(engine, CountingEngine):
+        return None
+    first = pods[0]
+    if any(p.claims or _shape(p) != _shape(first) for p in pods):
+        return None
+    coarser = view.coarser(label)
+    levels = [*reversed(coarser), label, *view.finer(label)]
+    counts = engine.fit_counts(first, allowed)
+    labels = {n.name: n.labels for n in engine.nodes}
+    free = {}
+    for name in counts:
+        room = engine.free(name)
+        free[name] = (room.gpu_milli, room.cpu_milli)
+    tree = build_domains(levels, labels, counts, free)
+    plan = assign(tree, len(coarser), len(pods), required=required)
+    if isinstance(plan, int):
+        return None
+    placed: list[Placement] = []
+    start = 0
+    for node, count in plan:
+        result = engine.place(pods[start : start + count], nodes=(node,))
+        if isinstance(result, Unschedulable):
+            for placement in reversed(placed):
+                engine.release(placement)
+            return None
+        placed.extend(result)
+        start += count
+    return placed
+
+
+def _shape(pod: PodRequest) -> tuple[object, ...]:
+    return (pod.cpu_milli, pod.memory_mib, pod.gpu_count, pod.gpu_milli, pod.gpu_models)
+
+
+def finer_levels(nodes: Sequence[Node], label: str) -> list[str]:
+    """The label keys under ``label``'s prefix that are levels below it: every node with
+    ``label`` has the key and it splits some of ``label``'s domains. Coarser first (fewer
+    domains), ties by key."""
+    prefix = label.rsplit("/", 1)[0] + "/" if "/" in label else ""
+    labelled = [n for n in nodes if label in n.labels]
+    if not prefix or not labelled:
+        return []
+    keys = {k for n in labelled for k in n.labels if k.startswith(prefix) and k != label}
+    above = set(coarser_levels(nodes, label))
+    domains_count = len({n.labels[label] for n in labelled})
+    out: list[tuple[int, str]] = []
+    for key in keys - above:
+        if any(key not in n.labels for n in labelled):
+            continue
+        pairs = len({(n.labels[label], n.labels[key]) for n in labelled})
+        if pairs > domains_count:
+            out.append((pairs, key))
+    return [key for _, key in sorted(out)]
 
 
 def job_domain(engine: PlacementEngine, job: Job, label: str) -> list[str] | None:
