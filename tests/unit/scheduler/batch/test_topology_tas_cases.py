@@ -147,3 +147,19 @@ def test_assign_on_counts_alone() -> None:
     tree = build_domains([BLOCK, RACK], labels, counts, free)
     assert assign(tree, 0, 8, required=True) == [("x1", 4), ("x2", 2), ("x3", 1), ("x4", 1)]
     assert assign(tree, 1, 9, required=True) == 8
+
+
+def test_the_worked_example_of_docs_scheduling() -> None:
+    layout = [("n1", 4, "b1", "r1"), ("n2", 4, "b1", "r1"), ("n3", 4, "b1", "r2"), ("n4", 4, "b1", "r2")]  # fmt: skip
+    engine = SnapshotCluster(nodes(layout))
+    assert not isinstance(engine.place(pods(4), nodes=("n1",)), Refusal)
+    assert not isinstance(engine.place(pods(1), nodes=("n3",)), Refusal)
+    assert place_in_domain(engine, pods(8), RACK, None, required=True) == Refusal(
+        "Topology", "waiting for an 8-GPU gang inside one rack; the largest free rack has 7"
+    )
+    first = place_in_domain(engine, pods(4), RACK, None, required=True)
+    assert not isinstance(first, Refusal)
+    assert dict(Counter(p.node for p in first)) == {"n2": 4}
+    second = place_in_domain(engine, pods(6), RACK, None, required=True)
+    assert not isinstance(second, Refusal)
+    assert dict(Counter(p.node for p in second)) == {"n4": 4, "n3": 2}
