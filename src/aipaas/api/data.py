@@ -10,7 +10,6 @@ A job names datasets in ``spec.datasets`` (DatasetMount) and output locations in
 
 from __future__ import annotations
 
-import ipaddress
 import re
 from decimal import Decimal
 from enum import StrEnum
@@ -23,6 +22,7 @@ from pydantic import AfterValidator, Field, field_validator
 from aipaas.api.duration import PositiveDuration
 from aipaas.api.meta import LenientModel, Model, Name, Object
 from aipaas.api.quantity import QuantityStr, parse_quantity
+from aipaas.data.destinations import literal_refusal
 
 #: protocols that read the server's own disks or chain filesystems: a tenant could name the
 #: database or another tenant's cache with them. ``file://`` is allowed only under the roots a
@@ -33,6 +33,9 @@ LOCAL_PROTOCOLS: Final = frozenset(
     # these open whatever filesystem the rest of the URL names, the server's own included
     | {"generic", "async_wrapper", "asyncwrapper"}
 )
+#: protocols whose connections are made by native code (pyarrow's libhdfs), where the node's
+#: connection guard (data/destinations.py) cannot check where they go
+UNCHECKED_PROTOCOLS: Final = frozenset({"hdfs", "arrow_hdfs"})
 _SECRET_KEY_RE = re.compile(r"[A-Za-z0-9_.-]{1,253}")
 _PATTERN_MAX = 256
 
@@ -50,18 +53,21 @@ def source_protocol(url: str) -> str:
     return "file" if scheme in ("", "file") else scheme
 
 
-def _link_local(url: str) -> bool:
-    """A literal link-local address (cloud instance metadata); names are checked where read."""
+def _refused_host(url: str) -> str | None:
+    """Why the URL's host, written as an address (IPv4-mapped IPv6 and old IPv4 forms
+    included), is refused: link-local, cloud metadata. Names are checked where read, at
+    every connection (data/destinations.py)."""
     try:
         host = urlsplit(url).hostname or ""
-        return ipaddress.ip_address(host).is_link_local
     except ValueError:
-        return False
+        return None
+    return literal_refusal(host) if host else None
 
 
 def _check_url(value: str) -> str:
-    if _link_local(value):
-        raise ValueError("a link-local address is not a dataset location")
+    refused = _refused_host(value)
+    if refused is not None:
+        raise ValueError(refused)
     if "::" in value:
         raise ValueError("chained fsspec URLs (a::b) are not allowed")
     if any(ord(c) < 32 for c in value):
@@ -72,6 +78,11 @@ def _check_url(value: str) -> str:
     protocol = source_protocol(value)
     if protocol in LOCAL_PROTOCOLS:
         raise ValueError(f"protocol {protocol!r} is not allowed for datasets")
+    if protocol in UNCHECKED_PROTOCOLS:
+        raise ValueError(
+            f"protocol {protocol!r} connects from native code, where its destinations cannot "
+            "be checked: use webhdfs://"
+        )
     if protocol == "file":
         if not parts.path.startswith("/") or parts.netloc:
             raise ValueError("a file:// URL must be absolute: file:///path")
@@ -117,8 +128,9 @@ def _check_absolute(value: str) -> str:
 def _check_endpoint(value: str | None) -> str | None:
     if value is not None and urlsplit(value).scheme not in ("http", "https"):
         raise ValueError(f"must be an http(s):// URL, got {value!r}")
-    if value is not None and _link_local(value):
-        raise ValueError("a link-local address is not an endpoint")
+    refused = _refused_host(value) if value is not None else None
+    if refused is not None:
+        raise ValueError(refused)
     return value
 
 

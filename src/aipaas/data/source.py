@@ -5,15 +5,17 @@ credentials included: it is written only to files of the server's user (mode 060
 when the copy ends. An s3 source without credentials is read anonymously: the server's own
 cloud credentials (environment, instance metadata) never serve a tenant's dataset. A
 ``file://`` source is read only under the roots a platform admin allows, symlinks resolved.
+Whatever the protocol, ``open_source`` first checks the source's and endpoint's hosts and puts
+the process under the connection guard (data/destinations.py: every connection, redirect and
+hop checked at its address); a Secret may not set a proxy. Used by the node's data processes:
+data/copier.py, data/stage.py, data/upload.py.
 """
 
 from __future__ import annotations
 
 import fnmatch
-import ipaddress
 import os
 import posixpath
-import socket
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,8 +24,11 @@ from urllib.parse import unquote, urlsplit
 
 import fsspec
 
+from aipaas.data import destinations
 from aipaas.data.http_listing import HttpListingError, http_entries, is_http
 
+#: protocols whose URL names the host read from (checked before the guard sees a connection)
+HOST_PROTOCOLS = frozenset({"http", "https", "ftp", "webhdfs", "hdfs", "arrow_hdfs"})
 S3_KEYS = {"accessKeyId": "key", "secretAccessKey": "secret", "sessionToken": "token"}
 
 
@@ -96,6 +101,9 @@ def storage_options(spec: SourceSpec) -> dict[str, Any]:
     if spec.protocol == "file":
         return {}
     for key, value in spec.credentials.items():
+        refused = destinations.proxy_key_refusal(key)
+        if refused is not None:
+            raise SourceError(refused)
         # gcsfs, adlfs and others read a credential *file* named in an option: a tenant's
         # Secret must not make the server read its own files.
         if value.startswith(("/", "~", "file:")) or "/." in value:
@@ -104,18 +112,15 @@ def storage_options(spec: SourceSpec) -> dict[str, Any]:
 
 
 def check_host(url: str) -> None:
-    """Refuse a link-local host (169.254.0.0/16, fe80::/10: cloud instance metadata, whose
-    answers would become a tenant's dataset), by name resolved now or by address."""
+    """Refuse a URL whose host is, or now resolves to, a refused address (link-local, cloud
+    instance metadata: data/destinations.py), whatever its protocol."""
     host = urlsplit(url).hostname
     if not host:
         return
     try:
-        addresses = {str(info[4][0]) for info in socket.getaddrinfo(host, None)}
-    except OSError:
-        return  # unresolvable: the read fails on its own
-    for address in addresses:
-        if ipaddress.ip_address(address.split("%")[0]).is_link_local:
-            raise SourceError(f"{host} is a link-local address: not a dataset source")
+        destinations.check_host(host)
+    except destinations.DestinationRefused as err:
+        raise SourceError(str(err)) from err
 
 
 def open_source(
@@ -123,9 +128,13 @@ def open_source(
 ) -> tuple[fsspec.AbstractFileSystem, str]:
     """The filesystem and the root path inside it (``writing``: a destination of outputs)."""
     options = storage_options(spec)
-    for url in (spec.url, spec.endpoint or ""):
-        if urlsplit(url).scheme in ("http", "https"):
-            check_host(url)
+    if spec.protocol in ("hdfs", "arrow_hdfs"):  # api/data.py UNCHECKED_PROTOCOLS
+        raise SourceError(f"{spec.protocol}:// connects from native code: use webhdfs://")
+    if spec.protocol != "file":
+        destinations.guard_process()  # every connection from here on, of every library
+        check_host(spec.endpoint or "")
+        if spec.protocol in HOST_PROTOCOLS:  # elsewhere the "host" is a bucket's name
+            check_host(spec.url)
     if writing and spec.protocol == "file":
         options["auto_mkdir"] = True
     try:
@@ -135,6 +144,13 @@ def open_source(
     if spec.protocol == "file":
         root = _allowed_local(root, spec.file_roots)
     return fs, str(root)
+
+
+def refused_or(message: str) -> str:
+    """The guard's refusal when a connection was refused (a library may have reported it as
+    "not found" or as a failure to connect), else ``message``."""
+    refused = destinations.refused()
+    return refused[0] if refused else message
 
 
 def _allowed_local(path: str, roots: Sequence[str]) -> str:
@@ -160,9 +176,9 @@ def list_files(spec: SourceSpec) -> list[SourceFile]:
             else:
                 entries = fs.find(base, detail=True)
         except HttpListingError as err:
-            raise SourceError(str(err)) from err
+            raise SourceError(refused_or(str(err))) from err
         except (OSError, ValueError) as err:
-            raise SourceError(f"cannot list {base}: {err}") from err
+            raise SourceError(refused_or(f"cannot list {base}: {err}")) from err
         for path, info in entries.items():
             if info.get("type") == "directory":
                 continue

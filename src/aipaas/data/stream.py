@@ -16,11 +16,10 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 from aipaas.data.copier import cached
 from aipaas.data.entry import Entry, write_atomic
-from aipaas.data.source import SourceSpec, check_host, storage_options
+from aipaas.data.source import HOST_PROTOCOLS, SourceSpec, check_host, storage_options
 
 LAUNCH_FILE = "launch.json"
 
@@ -34,9 +33,9 @@ def stream_variables(
         return None
     if cached(entry, source) is not None:
         return None
-    for url in (source.url, source.endpoint or ""):
-        if urlsplit(url).scheme in ("http", "https"):
-            check_host(url)
+    check_host(source.endpoint or "")
+    if source.protocol in HOST_PROTOCOLS:
+        check_host(source.url)
     variable = str(item["variable"])
     prefix = variable.removesuffix("_PATH")
     return {

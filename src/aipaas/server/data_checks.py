@@ -1,7 +1,9 @@
 """The references of the data kinds, checked where an object is applied (server/service.py):
 a Dataset's ``secretRef`` and an output location's must name a Secret of the same tenant; a
 Job's ``spec.datasets`` must name Datasets of the same tenant. Another tenant's objects are
-never looked up, so a name of theirs reads as missing (their existence is not revealed).
+never looked up, so a name of theirs reads as missing (their existence is not revealed). A
+Secret that sets a proxy is refused as a dataset's or an output's credentials: a proxy would
+carry the node's reads wherever the tenant chose (data/destinations.py).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from typing import TypeVar, cast
 from aipaas.api.data import Dataset, Secret
 from aipaas.api.job import Job
 from aipaas.api.meta import Object
+from aipaas.data.destinations import proxy_key_refusal
 from aipaas.errors import FieldError, InvalidObject
 from aipaas.store.paging import Page
 from aipaas.store.store import ObjectKey
@@ -39,6 +42,8 @@ def check_data_references(obj: Object, found: Mapping[ObjectKey, Object]) -> Non
     ref = obj.spec.secret_ref if isinstance(obj, Dataset) else None
     if ref is not None and ("Secret", obj.tenant, ref) not in found:
         problems.append(_missing("spec.secretRef", "secret", ref, obj.tenant))
+    elif ref is not None:
+        problems += _proxies("spec.secretRef", ref, found[("Secret", obj.tenant, ref)])
     if isinstance(obj, Job):
         for index, mount in enumerate(obj.spec.datasets or ()):
             if ("Dataset", obj.tenant, mount.name) not in found:
@@ -46,11 +51,19 @@ def check_data_references(obj: Object, found: Mapping[ObjectKey, Object]) -> Non
                 problems.append(_missing(path, "dataset", mount.name, obj.tenant))
         for index, out in enumerate(obj.spec.outputs or ()):
             ref = out.secret_ref
+            path = f"spec.outputs[{index}].secretRef"
             if ref is not None and ("Secret", obj.tenant, ref) not in found:
-                path = f"spec.outputs[{index}].secretRef"
                 problems.append(_missing(path, "secret", ref, obj.tenant))
+            elif ref is not None:
+                problems += _proxies(path, ref, found[("Secret", obj.tenant, ref)])
     if problems:
         raise InvalidObject(problems)
+
+
+def _proxies(path: str, name: str, secret: Object) -> list[FieldError]:
+    keys = secret.spec.data if isinstance(secret, Secret) else {}
+    reasons = [proxy_key_refusal(key) for key in sorted(keys)]
+    return [FieldError(path, f"secret {name}: {reason}") for reason in reasons if reason]
 
 
 def _missing(path: str, kind: str, name: str, tenant: str) -> FieldError:
