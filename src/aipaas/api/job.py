@@ -132,6 +132,82 @@ def _check_selector(value: dict[str, str]) -> dict[str, str]:
     return value
 
 
+class Toleration(Model):
+    """A Kubernetes toleration: ``Exists`` (any value; no key: every taint) or ``Equal``; no
+    effect tolerates every effect."""
+
+    key: str | None = Field(default=None, max_length=316)
+    operator: Literal["Exists", "Equal"] = "Equal"
+    value: str | None = Field(default=None, max_length=63)
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = None
+    toleration_seconds: int | None = Field(default=None, ge=0)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Toleration:
+        if self.operator == "Exists" and self.value:
+            raise ValueError("value must be empty when operator is Exists")
+        if self.key is None and self.operator != "Exists":
+            raise ValueError("a toleration without key must have operator Exists")
+        return self
+
+
+class NodeSelectorRequirement(Model):
+    key: str = Field(min_length=1, max_length=316)
+    operator: Literal["In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"]
+    values: list[Annotated[str, Field(max_length=63)]] = Field(default_factory=list, max_length=64)
+
+    @model_validator(mode="after")
+    def _values_fit_operator(self) -> NodeSelectorRequirement:
+        if self.operator in ("In", "NotIn") and not self.values:
+            raise ValueError(f"values: {self.operator} needs at least one value")
+        if self.operator in ("Exists", "DoesNotExist") and self.values:
+            raise ValueError(f"values: must be empty for {self.operator}")
+        if self.operator in ("Gt", "Lt") and (
+            len(self.values) != 1 or not self.values[0].lstrip("-").isdigit()
+        ):
+            raise ValueError(f"values: {self.operator} needs exactly one integer")
+        return self
+
+
+class NodeSelectorTerm(Model):
+    """Every expression (node labels) and field (``metadata.name``) must match."""
+
+    match_expressions: list[NodeSelectorRequirement] = Field(default_factory=list, max_length=32)
+    match_fields: list[NodeSelectorRequirement] = Field(default_factory=list, max_length=8)
+
+    @field_validator("match_fields")
+    @classmethod
+    def _name_only(cls, value: list[NodeSelectorRequirement]) -> list[NodeSelectorRequirement]:
+        for item in value:
+            if item.key != "metadata.name":
+                raise ValueError(f"{item.key!r}: only metadata.name is a node field")
+        return value
+
+
+class NodeSelector(Model):
+    """Any one term must match."""
+
+    node_selector_terms: list[NodeSelectorTerm] = Field(min_length=1, max_length=16)
+
+
+class PreferredSchedulingTerm(Model):
+    weight: int = Field(ge=1, le=100)
+    preference: NodeSelectorTerm
+
+
+class NodeAffinity(Model):
+    required_during_scheduling_ignored_during_execution: NodeSelector | None = None
+    preferred_during_scheduling_ignored_during_execution: list[PreferredSchedulingTerm] = Field(
+        default_factory=list, max_length=16
+    )
+
+
+class Affinity(Model):
+    """Kubernetes' ``affinity`` with its ``nodeAffinity`` part (pod affinity is not read)."""
+
+    node_affinity: NodeAffinity | None = None
+
+
 class Topology(Model):
     """Where a gang goes: inside one domain of a topology level, ``required`` (or wait) or
     ``preferred`` (when one can hold it). Exactly one of the two."""
@@ -166,6 +242,10 @@ class JobSpec(Model):
     node_selector: Annotated[dict[str, str], AfterValidator(_check_selector)] = Field(
         default_factory=dict
     )
+    # Node taints the tasks tolerate, and node affinity, as Kubernetes has them (None rather
+    # than empty, so that a job without them is written as before).
+    tolerations: list[Toleration] | None = Field(default=None, max_length=32)
+    affinity: Affinity | None = None
     # Datasets the tasks read and directories uploaded when they end (api/data.py); None
     # rather than empty, so that a job without them is written as before.
     datasets: Annotated[list[DatasetMount] | None, AfterValidator(check_mounts)] = None

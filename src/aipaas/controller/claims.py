@@ -45,6 +45,7 @@ from aipaas.controller.task_devices import (
 from aipaas.controller.work import FINISHED_TASK, JobWork
 from aipaas.devices.shortform import DEFAULT_CLASS, default_class
 from aipaas.devices.topology_files import DRIVER
+from aipaas.scheduler.batch.from_api import node_constraints
 from aipaas.store import Store, TaskRecord
 
 log = logging.getLogger("aipaas.controller")
@@ -173,6 +174,7 @@ class ClaimBook:
             tuple(claims),
             gpu_claim=compiled is not None,
             on_request=wants_simulated(job),
+            constraints=node_constraints(job.spec),
         )
 
     def problem(self, job: Job) -> str | None:

@@ -20,10 +20,12 @@ from aipaas.data.affinity_profile import with_data_affinity
 from aipaas.devices.inventory import Inventory, InventoryError
 from aipaas.devices.ledger import DeviceLedger
 from aipaas.scheduler.framework.cluster import ClusterState, NodeSpec
+from aipaas.scheduler.framework.constraints import TAINTS_ANNOTATION, parse_taints
 from aipaas.scheduler.framework.profile import SchedulerProfile
 from aipaas.scheduler.framework.runtime import Scheduler
 from aipaas.scheduler.framework.types import (
     MILLI_PER_GPU,
+    NodeConstraints,
     Placement,
     PodRequest,
     Unschedulable,
@@ -58,6 +60,8 @@ class Pod:
     gpu_claim: bool = False
     #: the job asks for nodes that take work only on request (simulated ones)
     on_request: bool = False
+    #: the job's nodeSelector, node affinity and tolerations (scheduler/batch/from_api.py)
+    constraints: NodeConstraints | None = None
 
 
 @dataclass(frozen=True)
@@ -73,8 +77,9 @@ class Devices:
 class SliceIndex:
     """One Inventory kept across cycles: a slice is indexed again only when it changed (a new
     object: stored objects are parsed once per resourceVersion), so selector answers cached
-    per device survive the cycles where nothing changed. A slice that conflicts with another
-    (same device or counter set of a pool) is left out, with the reason in ``refused``."""
+    per device survive the cycles where nothing changed. A slice whose pool allocates nothing
+    (the same device twice, slices missing: devices/inventory.py) has the reason in
+    ``refused``; the other pools are unaffected."""
 
     def __init__(self) -> None:
         self.inventory = Inventory()
@@ -101,6 +106,12 @@ class SliceIndex:
                 continue
             self.refused.pop(name, None)
             self._indexed[name] = item
+        for name in self._indexed:
+            problem = self.inventory.pool_problem(name)
+            if problem is None:
+                self.refused.pop(name, None)
+            else:
+                self.refused[name] = f"pool allocates nothing: {problem}"
         return self.inventory
 
 
@@ -128,6 +139,7 @@ class _Pool:
                     gpu_count=n.gpu_count,
                     gpu_model=n.gpu_model,
                     labels=dict(n.labels),
+                    taints=parse_taints(n.annotations.get(TAINTS_ANNOTATION, "")),
                 )
                 for n in self.nodes
             ],
@@ -344,6 +356,7 @@ def _request(pod: Pod) -> PodRequest:
         gpu_milli=amounts.gpu_milli if count else 0,
         gpu_models=() if pod.gpu_claim else pod.gpu_models,
         claims=pod.claims,
+        constraints=pod.constraints,
     )
 
 

@@ -269,6 +269,13 @@ class Inventory:
         )
         return record.own_taints + added if added else record.own_taints
 
+    def pool_problem(self, slice_name: str) -> str | None:
+        """Why the pool of a slice (of its newest generation) allocates nothing, or None."""
+        item = self._slices.get(slice_name)
+        if item is None:
+            return None
+        return self.unusable_pools.get((item.spec.driver, item.spec.pool.name))
+
     @property
     def slices(self) -> list[ResourceSlice]:
         return list(self._slices.values())
@@ -444,9 +451,6 @@ def _pool_problem(
     slices: list[ResourceSlice], records: Mapping[str, list[DeviceInfo]], names: list[str]
 ) -> str | None:
     """Why the current slices of one pool cannot be allocated from, or None."""
-    wanted = slices[0].spec.pool.resource_slice_count
-    if len(slices) != wanted:
-        return f"incomplete: {len(slices)} of {wanted} ResourceSlices of the pool are published"
     devices: set[str] = set()
     counter_sets: set[str] = set()
     for item, name in zip(slices, names, strict=True):
@@ -458,6 +462,9 @@ def _pool_problem(
             if counter_set.name in counter_sets:
                 return f"counter set {counter_set.name!r} is published twice"
             counter_sets.add(counter_set.name)
+    wanted = slices[0].spec.pool.resource_slice_count
+    if len(slices) != wanted:
+        return f"incomplete: {len(slices)} of {wanted} ResourceSlices of the pool are published"
     return None
 
 

@@ -89,6 +89,14 @@ def _quantity_at_least(value: str, low: float, what: str) -> str:
     return value
 
 
+class ScenarioTaint(Model):
+    """A node taint, as Kubernetes writes it."""
+
+    key: str = Field(min_length=1, max_length=316)
+    value: str = Field(default="", max_length=63)
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
+
+
 class ScenarioNode(Model):
     """A node of the sim cluster. cpu and memory have generous defaults, so that a GPU-only
     case need not name them (tasks ask for 1 CPU and 256Mi unless they say otherwise)."""
@@ -99,6 +107,7 @@ class ScenarioNode(Model):
     memory: QuantityStr = "2Ti"
     gpu_model: str = Field(default="", max_length=64)
     labels: dict[str, str] = Field(default_factory=dict)
+    taints: list[ScenarioTaint] = Field(default_factory=list, max_length=16)
 
     _labels = field_validator("labels")(_check_labels)
 

@@ -31,6 +31,7 @@ from aipaas.scheduler.batch.from_api import batch_job, queue_tree
 from aipaas.scheduler.batch.model import Job, Node, QueueNode
 from aipaas.scheduler.batch.options import BatchOptions
 from aipaas.scheduler.framework.profile import SchedulerProfile, load_profile
+from aipaas.scheduler.framework.types import Taint
 from aipaas.sim.scenario import (
     ScenarioDocument,
     parse_document,
@@ -114,6 +115,7 @@ def build_scenario(
             memory_mib=memory_mib(n.memory),
             gpu_model=n.gpu_model,
             labels=dict(n.labels),
+            taints=tuple(Taint(t.key, t.value, t.effect) for t in n.taints),
         )
         for n in spec.nodes
     ]

@@ -110,11 +110,13 @@ def test_a_conflicting_slice_is_left_out_and_the_cycle_goes_on(world: World) -> 
     world.service.apply_text(
         "apiVersion: resource.k8s.io/v1\nkind: ResourceSlice\nmetadata: {name: dup}\n"
         "spec:\n  driver: gpu.nvidia.com\n  nodeName: sim-dgx-0\n"
-        "  pool: {name: sim-dgx-0, resourceSliceCount: 1}\n  devices: [{name: gpu-0}]\n"
+        "  pool: {name: sim-dgx-0, generation: 1, resourceSliceCount: 1}\n"
+        "  devices: [{name: gpu-0}]\n"
     )
     controller.run_cycle()
-    assert "already published" in controller._slice_index.refused["dup"]
-    assert len(controller._slice_index.inventory.by_id) == 16
+    # As Kubernetes gathers pools: that pool is set aside whole, the other node's is not.
+    assert "'gpu-0' is published twice" in controller._slice_index.refused["dup"]
+    assert len(controller._slice_index.inventory.by_id) == 8
     world.service.delete("ResourceSlice", "dup", None)
     controller.run_cycle()
     assert controller._slice_index.refused == {}

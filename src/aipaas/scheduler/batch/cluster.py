@@ -82,6 +82,7 @@ class SnapshotCluster:
                     gpu_count=n.gpu_count,
                     gpu_model=n.gpu_model or ("gpu" if n.gpu_count else ""),
                     labels=dict(n.labels),
+                    taints=n.taints,
                 )
                 for n in self.nodes
             ],

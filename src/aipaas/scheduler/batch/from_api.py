@@ -22,13 +22,26 @@ from typing import Final, TypeVar
 from aipaas.api.duration import seconds
 from aipaas.api.finops import effective_queue_spec
 from aipaas.api.job import Job as ApiJob
-from aipaas.api.job import TaskSpec, topology_label
+from aipaas.api.job import (
+    JobSpec,
+    NodeSelectorRequirement,
+    NodeSelectorTerm,
+    TaskSpec,
+    topology_label,
+)
 from aipaas.api.meta import Object
 from aipaas.api.queue import Queue, QueueSpec
 from aipaas.api.resources import Quota, memory_mib
 from aipaas.api.tenancy import Tenant
 from aipaas.scheduler.batch.model import UNBOUNDED, Job, QueueNode, Resources, Task
-from aipaas.scheduler.framework.types import Placement, PodRequest
+from aipaas.scheduler.framework.types import (
+    NodeConstraints,
+    Placement,
+    PodRequest,
+    Requirement,
+    Term,
+    Toleration,
+)
 
 ROOT: Final = ""
 _NOTHING_RUNNING: Final[Mapping[str, tuple[Placement, float]]] = MappingProxyType({})
@@ -193,10 +206,39 @@ def _timestamp(text: str | None) -> datetime | None:
 # --- jobs --------------------------------------------------------------------------------
 
 
-def pod_request(task: TaskSpec, name: str) -> PodRequest:
+def node_constraints(spec: JobSpec) -> NodeConstraints | None:
+    """The job's nodeSelector, node affinity and tolerations as the scheduler reads them (the
+    live controller and ``aipaas simulate`` both ask this), or None when it has none."""
+    affinity = spec.affinity.node_affinity if spec.affinity is not None else None
+    required = affinity.required_during_scheduling_ignored_during_execution if affinity else None
+    preferred = affinity.preferred_during_scheduling_ignored_during_execution if affinity else []
+    if not (spec.node_selector or spec.tolerations or required or preferred):
+        return None
+    return NodeConstraints(
+        selector=tuple(sorted(spec.node_selector.items())),
+        required=tuple(_term(t) for t in required.node_selector_terms) if required else (),
+        preferred=tuple((p.weight, _term(p.preference)) for p in preferred),
+        tolerations=tuple(
+            Toleration(t.key or "", t.operator, t.value or "", t.effect or "")
+            for t in spec.tolerations or ()
+        ),
+    )
+
+
+def _term(term: NodeSelectorTerm) -> Term:
+    def rules(items: list[NodeSelectorRequirement]) -> tuple[Requirement, ...]:
+        return tuple((r.key, r.operator, tuple(r.values)) for r in items)
+
+    return (rules(term.match_expressions), rules(term.match_fields))
+
+
+def pod_request(
+    task: TaskSpec, name: str, constraints: NodeConstraints | None = None
+) -> PodRequest:
     """What one replica of ``task`` asks of a node, as the controller asks it
     (controller/placement.py ``_request``): whole GPUs or a fraction of one, of a model when
-    it names one. DRA claims are the live controller's to add (the device allocator)."""
+    it names one, on the nodes ``constraints`` admit. DRA claims are the live controller's to
+    add (the device allocator)."""
     amounts = task.resources.amounts()
     gpu = task.resources.gpu
     count = amounts.gpu_count
@@ -207,6 +249,7 @@ def pod_request(task: TaskSpec, name: str) -> PodRequest:
         gpu_count=count,
         gpu_milli=amounts.gpu_milli if count else 0,
         gpu_models=(gpu.model,) if gpu is not None and gpu.model and count else (),
+        constraints=constraints,
     )
 
 
@@ -229,6 +272,7 @@ def batch_job(
     (placement, since) from ``running`` (by task name). ``preemptible`` unset (a job stored
     before the server resolved it) reads as the classes' default, True."""
     spec = job.spec
+    constraints = node_constraints(spec)
     tasks: list[Task] = []
     for task_spec in spec.tasks:
         memory = gpu_memory_mib(task_spec)
@@ -238,7 +282,7 @@ def batch_job(
             tasks.append(
                 Task(
                     name=name,
-                    request=pod_request(task_spec, f"{job.tenant}/{job.name}/{name}"),
+                    request=pod_request(task_spec, f"{job.tenant}/{job.name}/{name}", constraints),
                     placement=held[0] if held else None,
                     since=held[1] if held else None,
                     gpu_memory_mib=memory,

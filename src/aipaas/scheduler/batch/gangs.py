@@ -95,18 +95,14 @@ def _verdict_shape(gang: Sequence[Task]) -> tuple[object, ...]:
     if len(gang) == 1:  # most of a backlog: no generator
         t = gang[0]
         r = t.request
-        return (t.name, r.cpu_milli, r.gpu_milli, r.gpu_count, r.gpu_models, r.memory_mib)
-    return tuple(
-        (t.name, r.cpu_milli, r.gpu_milli, r.gpu_count, r.gpu_models, r.memory_mib)
-        for t in gang
-        for r in (t.request,)
-    )
+        return (t.name, *r.fit_key)
+    return tuple((t.name, *r.fit_key) for t in gang for r in (t.request,))
 
 
 def _shapes(gang: Sequence[Task]) -> tuple[object, ...] | None:
     if any(t.request.claims for t in gang):
         return None
-    return tuple((t.request.shape, t.request.memory_mib, t.gpu_memory_mib) for t in gang)
+    return tuple((t.request.fit_key, t.gpu_memory_mib) for t in gang)
 
 
 def job_total(job: Job) -> tuple[int, int, int, int]:

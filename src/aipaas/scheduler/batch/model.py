@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Final
 
-from aipaas.scheduler.framework.types import Placement, PodRequest
+from aipaas.scheduler.framework.types import Placement, PodRequest, Taint
 
 #: What "no bound" is in a Resources limit (quota): larger than any cluster.
 UNBOUNDED: Final = 2**62
@@ -227,6 +227,7 @@ class Node:
     memory_mib: int
     gpu_model: str = ""
     labels: dict[str, str] = field(default_factory=dict)
+    taints: tuple[Taint, ...] = ()
 
 
 @dataclass(slots=True)

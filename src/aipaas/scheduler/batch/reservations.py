@@ -237,7 +237,7 @@ class Reservations:
         # A shape that found no time stays without one until the cluster or the reservations
         # change: a backlog of same-shaped jobs costs one walk.
         memo = (
-            tuple((*p.shape, p.memory_mib) for p in pods),
+            tuple(p.fit_key for p in pods),
             job.topology_required,
             job.time_limit,
             job.queue,

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import numpy.typing as npt
 
-from aipaas.scheduler.framework.types import MILLI_PER_GPU, Placement, PodRequest
+from aipaas.scheduler.framework.types import MILLI_PER_GPU, Placement, PodRequest, Taint
 
 if TYPE_CHECKING:
     from aipaas.devices.inventory import DeviceInfo
@@ -26,7 +26,7 @@ BoolArray = npt.NDArray[np.bool_]
 
 @dataclass(frozen=True, slots=True)
 class NodeSpec:
-    """A node as the scheduler sees it: capacity, GPU count and model, labels."""
+    """A node as the scheduler sees it: capacity, GPU count and model, labels, taints."""
 
     name: str
     cpu_milli: int
@@ -34,6 +34,7 @@ class NodeSpec:
     gpu_count: int = 0
     gpu_model: str = ""
     labels: Mapping[str, str] = field(default_factory=dict)
+    taints: tuple[Taint, ...] = ()
 
     def __post_init__(self) -> None:
         for attribute in ("cpu_milli", "memory_mib", "gpu_count"):

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from aipaas.scheduler.framework.cluster import BoolArray, ClusterState, IntArray
+from aipaas.scheduler.framework.constraints import ConstraintCache
 from aipaas.scheduler.framework.interfaces import (
     FilterPlugin,
     GpuPickerPlugin,
@@ -20,7 +21,14 @@ from aipaas.scheduler.framework.interfaces import (
 )
 from aipaas.scheduler.framework.profile import SchedulerProfile, check_profile, load_profile
 from aipaas.scheduler.framework.registry import PluginContext, Registry
-from aipaas.scheduler.framework.types import Placement, PodRequest, Unschedulable
+from aipaas.scheduler.framework.types import (
+    NodeConstraints,
+    Placement,
+    PodRequest,
+    Unschedulable,
+)
+
+NO_CONSTRAINTS = NodeConstraints()
 
 
 class _ScoreCache:
@@ -106,11 +114,23 @@ class Scheduler:
                     f"got {self.tiebreak_rank.shape[0]}"
                 )
         self._caches: dict[tuple[int, tuple[object, ...]], _ScoreCache] = {}
+        self._constraints = ConstraintCache(state)
+        # Taints bind every pod (one without tolerations too); a cluster without any costs
+        # nothing for pods without constraints.
+        self._tainted = any(node.taints for node in state.nodes)
+
+    def _node_constraints(self, pod: PodRequest) -> NodeConstraints | None:
+        if pod.constraints is not None:
+            return pod.constraints
+        return NO_CONSTRAINTS if self._tainted else None
 
     def feasible_nodes(self, pod: PodRequest, allowed: BoolArray | None = None) -> IntArray:
         mask = self.filters[0].filter(self.state, pod)
         for plugin in self.filters[1:]:
             mask = mask & plugin.filter(self.state, pod)
+        constraints = self._node_constraints(pod)
+        if constraints is not None:
+            mask = mask & self._constraints.mask(constraints)
         if allowed is not None:
             mask = mask & allowed
         return np.flatnonzero(mask)
@@ -121,6 +141,13 @@ class Scheduler:
         nodes = self.feasible_nodes(pod, allowed)
         if nodes.size == 0:
             return None
+        constraints = self._node_constraints(pod)
+        if constraints is not None and nodes.size > 1:
+            # Preferred affinity and PreferNoSchedule taints choose first; scores among equals.
+            rank = self._constraints.rank(constraints)
+            if rank is not None:
+                ranks = rank[nodes]
+                nodes = nodes[ranks == ranks.max()]
         if nodes.size == 1:
             return int(nodes[0])
         total: IntArray | None = None
@@ -193,6 +220,9 @@ class Scheduler:
         counts: Counter[str] = Counter()
         for plugin in self.filters:
             counts.update(plugin.explain(self.state, pod))
+        constraints = self._node_constraints(pod)
+        if constraints is not None:
+            counts.update(self._constraints.explain(constraints))
         detail = ", ".join(f"{n} {reason}" for reason, n in sorted(counts.items()) if n)
         return (f"0/{len(self.state)} nodes are available: {detail}",)
 

@@ -11,6 +11,45 @@ if TYPE_CHECKING:
 
 MILLI_PER_GPU = 1000
 
+#: (key, operator, values) of a node selector requirement (Kubernetes' operators)
+Requirement = tuple[str, str, tuple[str, ...]]
+#: requirements that must all match: (label requirements, ``metadata.name`` requirements)
+Term = tuple[tuple[Requirement, ...], tuple[Requirement, ...]]
+
+
+@dataclass(frozen=True, slots=True)
+class Taint:
+    """A node taint: NoSchedule and NoExecute keep pods that do not tolerate it off the node
+    (NoExecute also ends those running there); PreferNoSchedule only steers away."""
+
+    key: str
+    value: str = ""
+    effect: str = "NoSchedule"
+
+
+@dataclass(frozen=True, slots=True)
+class Toleration:
+    """Kubernetes' toleration: operator Exists (no key: every taint) or Equal; effect "" for
+    every effect."""
+
+    key: str = ""
+    operator: str = "Equal"
+    value: str = ""
+    effect: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class NodeConstraints:
+    """Where a pod may go besides its resources (a job's nodeSelector, node affinity and
+    tolerations). Hashable: masks over the nodes are computed once per distinct value."""
+
+    selector: tuple[tuple[str, str], ...] = ()
+    #: node affinity required terms: any one must match (empty: no constraint)
+    required: tuple[Term, ...] = ()
+    #: node affinity preferred terms with their weights
+    preferred: tuple[tuple[int, Term], ...] = ()
+    tolerations: tuple[Toleration, ...] = ()
+
 
 @dataclass(frozen=True, slots=True)
 class PodRequest:
@@ -28,6 +67,8 @@ class PodRequest:
     gpu_models: tuple[str, ...] = ()
     #: DRA claims the pod needs on its node (devices chosen by the allocator, not by count).
     claims: tuple[ResourceClaim, ...] = ()
+    #: node selector, node affinity and tolerations (None: any node its resources fit)
+    constraints: NodeConstraints | None = None
 
     def __post_init__(self) -> None:
         problems = []
@@ -59,6 +100,12 @@ class PodRequest:
     def shape(self) -> tuple[int, int, int, tuple[str, ...]]:
         """Everything a score may depend on (memory is a filter only): the score-cache key."""
         return (self.cpu_milli, self.gpu_milli, self.gpu_count, self.gpu_models)
+
+    @property
+    def fit_key(self) -> tuple[object, ...]:
+        """Everything that decides where the pod fits (shape, memory, node constraints): the
+        key of memos of what found no room."""
+        return (*self.shape, self.memory_mib, self.constraints)
 
 
 @dataclass(frozen=True, slots=True)

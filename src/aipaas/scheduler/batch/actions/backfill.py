@@ -176,7 +176,7 @@ def fits_unrestricted(session: Session, job: Job, memo: dict[tuple[object, ...],
         return False
     constraint = getattr(session.engine, "constraint", None)
     key = (
-        tuple((*p.shape, p.memory_mib) for p in shapes),
+        tuple(p.fit_key for p in shapes),
         job.topology_required,
         len(session.decisions.started),
         constraint(pods) if constraint is not None else None,

@@ -129,7 +129,7 @@ def _never_fits(
 def _fits_some_node(session: Session, pod: PodRequest, nodes: list[Node]) -> bool:
     """Some node could hold ``pod``; remembered per pod shape (backlogs repeat shapes)."""
     cache: dict[tuple[object, ...], bool] = session.scratch.setdefault("enqueue.fits", {})
-    shape = (*pod.shape, pod.memory_mib)
+    shape = pod.fit_key
     fits = cache.get(shape)
     if fits is None:
         fits = cache[shape] = any(_node_holds(node, pod) for node in nodes)

@@ -87,7 +87,7 @@ class Placer:
     ) -> tuple[object, ...] | None:
         if any(p.claims for p in requests):
             return None  # devices are chosen by claim, not by shape
-        shapes = tuple((*p.shape, p.memory_mib) for p in requests)
+        shapes = tuple(p.fit_key for p in requests)
         # An engine whose answer depends on more than the shapes (the live controller's: a
         # job's nodeSelector, simulated nodes on request) says what, so that the memo never
         # answers for one job with another's refusal.
