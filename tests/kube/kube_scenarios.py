@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from ctl_world import World
-from kube_fake import FakeKube
+from kube_cluster import Cluster
 from kube_objects import user_pod
 
 from aipaas.backends.kubernetes.backend import KubernetesBackend
@@ -76,12 +76,12 @@ def controller_for(world: World, backend: KubernetesBackend) -> Controller:
     )
 
 
-def submit_gang(fake: FakeKube, group: str, size: int, gpus: int, **options: Any) -> list[str]:
+def submit_gang(cluster: Cluster, group: str, size: int, gpus: int, **options: Any) -> list[str]:
     names = []
     for i in range(size):
         name = f"{group}-{i}"
-        fake.put(gpu_claim(f"{name}-gpu", gpus))
+        cluster.put(gpu_claim(f"{name}-gpu", gpus))
         pod = user_pod(name, group=group, claim=f"{name}-gpu", **options)
-        fake.put(pod)
+        cluster.put(pod)
         names.append(name)
     return names

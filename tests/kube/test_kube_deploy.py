@@ -11,13 +11,12 @@ import kubernetes_validate  # type: ignore[import-untyped]
 import pytest
 import yaml
 from ctl_world import World
-from kube_fake import FakeKube
+from kube_cluster import Cluster, Request
 from kube_scenarios import start_gang, submit_gang
 
 from aipaas.backends.kubernetes.backend import KubernetesBackend
 
 DEPLOY = Path(__file__).parents[2] / "deploy" / "kubernetes"
-VERBS = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
 
 
 def documents() -> list[dict[str, Any]]:
@@ -59,38 +58,43 @@ def granted() -> set[tuple[str, str, str]]:
     }
 
 
-def used(requests: list[tuple[str, str]]) -> set[tuple[str, str, str]]:
+def used(requests: list[Request]) -> set[tuple[str, str, str]]:
     """(apiGroup, resource[/subresource], verb) of each request, as RBAC names them."""
-    out = set()
-    for method, path in requests:
-        parts = [p for p in path.split("/") if p]
-        group, rest = ("", parts[2:]) if parts[0] == "api" else (parts[1], parts[3:])
-        if len(rest) >= 3 and rest[0] == "namespaces":
-            rest = rest[2:]
-        resource = rest[0] + (f"/{rest[2]}" if len(rest) > 2 else "")
-        verb = VERBS.get(method) or ("get" if len(rest) > 1 else "list")
-        out.add((group, resource, verb))
-    return out
+    return {
+        (r.group, r.resource + (f"/{r.subresource}" if r.subresource else ""), r.verb)
+        for r in requests
+    }
+
+
+# granted though no request names them: the API server checks resourceclaims/binding when a
+# claim's status.allocation or reservedFor changes (1.36+); the coscheduling PodGroup is read
+# for pods of that convention, which this scenario does not make
+IMPLIED = {
+    ("resource.k8s.io", "resourceclaims/binding", "update"),
+    ("scheduling.x-k8s.io", "podgroups", "get"),
+}
 
 
 def test_the_cluster_role_grants_exactly_what_the_backend_uses(
-    world: World, fake: FakeKube, backend: KubernetesBackend
+    world: World, cluster: Cluster, backend: KubernetesBackend
 ) -> None:
-    fake.requests.clear()
     start_gang(world, backend)  # our own pods, claims allocated
     controller = with_import(world, backend)
-    submit_gang(fake, "theirs", 2, 1)  # others' pods: read, marked, bound
+    submit_gang(cluster, "theirs", 2, 1)  # others' pods: read, marked, bound
     for _ in range(4):
         controller.run_cycle()
-    for pod in fake.list("Pod"):
-        fake.logs[(pod["metadata"]["namespace"], pod["metadata"]["name"])] = "done\n"
-        fake.set_pod_phase(pod["metadata"]["namespace"], pod["metadata"]["name"], "Running")
+    for pod in cluster.list("Pod"):
+        cluster.logs[(pod["metadata"]["namespace"], pod["metadata"]["name"])] = "done\n"
+        cluster.set_pod_phase(pod["metadata"]["namespace"], pod["metadata"]["name"], "Running")
     controller.run_cycle()
     for record in world.store.list_objects("Job", "acme"):
         world.service.cancel(record.name, "acme")  # stops delete pods, release claims
     for _ in range(3):
         controller.run_cycle()
-    assert used(fake.requests) == granted()
+    backend.events.flush()
+    requests = cluster.requests()
+    assert [r for r in requests if r.code == 403] == []  # the role allowed everything asked
+    assert used(requests) == granted() - IMPLIED
 
 
 def with_import(world: World, backend: KubernetesBackend) -> Any:

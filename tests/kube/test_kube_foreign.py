@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 from ctl_world import World
-from kube_fake import FakeKube
+from kube_cluster import Cluster
 from kube_objects import user_pod
 from kube_scenarios import controller_for, gpu_claim, submit_gang
 
@@ -24,20 +24,20 @@ def imported_jobs(world: World) -> list[Job]:
 
 
 def test_a_pod_group_is_scheduled_as_one_gang(
-    world: World, fake: FakeKube, backend: KubernetesBackend
+    world: World, cluster: Cluster, backend: KubernetesBackend
 ) -> None:
     controller = controller_for(world, backend)
-    names = submit_gang(fake, "team-run", 2, 2)
+    names = submit_gang(cluster, "team-run", 2, 2)
     for _ in range(4):
         controller.run_cycle()
     [job] = imported_jobs(world)
     assert job.spec.min_available == 2 and job.spec.queue == "research"
-    assert len(fake.list("Pod")) == 2  # bound, none created
+    assert len(cluster.list("Pod")) == 2  # bound, none created
     for name in names:
-        pod = fake.get("Pod", "acme", name)
+        pod = cluster.get("Pod", "acme", name)
         assert pod is not None and pod["spec"]["nodeName"] in ("gpu-a", "gpu-b")
         assert pod["metadata"]["annotations"]["aipaas.dev/imported-as"] == job.name
-        claim = fake.get("ResourceClaim", "acme", f"{name}-gpu")
+        claim = cluster.get("ResourceClaim", "acme", f"{name}-gpu")
         assert claim is not None
         assert claim["metadata"]["finalizers"] == ["resource.kubernetes.io/delete-protection"]
         assert "annotations" not in claim["metadata"]  # the user's claim: only the finalizer
@@ -50,26 +50,26 @@ def test_a_pod_group_is_scheduled_as_one_gang(
         assert claim["status"]["reservedFor"] == [
             {"resource": "pods", "name": name, "uid": pod["metadata"]["uid"]}
         ]
-    fake.set_pod_phase("acme", names[0], "Succeeded", exit_code=0)
-    fake.set_pod_phase("acme", names[1], "Succeeded", exit_code=0)
+    cluster.set_pod_phase("acme", names[0], "Succeeded", exit_code=0)
+    cluster.set_pod_phase("acme", names[1], "Succeeded", exit_code=0)
     controller.run_cycle()
     assert world.phase(job.name) == "Succeeded"
 
 
 def test_a_gang_that_does_not_fit_whole_binds_no_pod(
-    world: World, fake: FakeKube, backend: KubernetesBackend
+    world: World, cluster: Cluster, backend: KubernetesBackend
 ) -> None:
     controller = controller_for(world, backend)
-    names = submit_gang(fake, "too-wide", 3, 4)  # 12 GPUs asked, 8 in the cluster
+    names = submit_gang(cluster, "too-wide", 3, 4)  # 12 GPUs asked, 8 in the cluster
     for _ in range(4):
         controller.run_cycle()
     [job] = imported_jobs(world)
     assert world.phase(job.name) == "Pending"
-    assert all(not (fake.get("Pod", "acme", n) or {})["spec"].get("nodeName") for n in names)
+    assert all(not (cluster.get("Pod", "acme", n) or {})["spec"].get("nodeName") for n in names)
 
 
 def test_kai_convention_and_a_declared_size_wait_for_the_whole_group(
-    world: World, fake: FakeKube, backend: KubernetesBackend
+    world: World, cluster: Cluster, backend: KubernetesBackend
 ) -> None:
     controller = controller_for(world, backend)
     pods = []
@@ -80,33 +80,33 @@ def test_kai_convention_and_a_declared_size_wait_for_the_whole_group(
             "kubernetes.aipaas.dev/group-size": "3",
         }
         pods.append(pod)
-        fake.put(pod)
+        cluster.put(pod)
     for _ in range(3):
         controller.run_cycle()
     assert imported_jobs(world) == []  # two of three: it waits
     third = user_pod("kai-2", group="kai-group")
     third["metadata"]["annotations"] = pods[0]["metadata"]["annotations"]
-    fake.put(third)
+    cluster.put(third)
     for _ in range(3):
         controller.run_cycle()
     [job] = imported_jobs(world)
     assert [t.name for t in job.spec.tasks] == ["p0", "p1", "p2"]
-    assert all(fake.get("Pod", "acme", f"kai-{i}")["spec"].get("nodeName") for i in range(3))  # type: ignore[index]
+    assert all(cluster.get("Pod", "acme", f"kai-{i}")["spec"].get("nodeName") for i in range(3))  # type: ignore[index]
 
 
 def test_pods_of_a_namespace_without_a_tenant_wait(
-    world: World, fake: FakeKube, backend: KubernetesBackend
+    world: World, cluster: Cluster, backend: KubernetesBackend
 ) -> None:
     from kube_objects import namespace
 
     controller = controller_for(world, backend)
-    fake.put(namespace("other"))
+    cluster.put(namespace("other"))
     pod = user_pod("stray")
     pod["metadata"]["namespace"] = "other"
-    fake.put(pod)
+    cluster.put(pod)
     for _ in range(3):
         controller.run_cycle()
-    assert not (fake.get("Pod", "other", "stray") or {})["spec"].get("nodeName")
+    assert not (cluster.get("Pod", "other", "stray") or {})["spec"].get("nodeName")
     assert world.store.list_objects("Job", "other") == []
 
 
@@ -122,21 +122,21 @@ def test_a_user_job_cannot_name_pods_to_bind(world: World) -> None:
 
 
 def test_a_pod_that_requests_nothing_is_still_scheduled(
-    world: World, fake: FakeKube, backend: KubernetesBackend
+    world: World, cluster: Cluster, backend: KubernetesBackend
 ) -> None:
     controller = controller_for(world, backend)
     pod = user_pod("best-effort")
     pod["spec"]["containers"][0]["resources"] = {}
-    fake.put(pod)
+    cluster.put(pod)
     for _ in range(3):
         controller.run_cycle()
     [job] = imported_jobs(world)
     assert job.spec.tasks[0].resources.cpu == "1m"
-    assert (fake.get("Pod", "acme", "best-effort") or {})["spec"].get("nodeName")
+    assert (cluster.get("Pod", "acme", "best-effort") or {})["spec"].get("nodeName")
 
 
 def test_a_group_still_growing_is_not_split(
-    world: World, fake: FakeKube, backend: KubernetesBackend
+    world: World, cluster: Cluster, backend: KubernetesBackend
 ) -> None:
     """Without a declared size, a group is taken once its pods stayed the same for the settle
     time: pods a controller creates over several cycles become one gang, not two."""
@@ -151,7 +151,7 @@ def test_a_group_still_growing_is_not_split(
         extensions=[KubeImport("research", 2.0, every_seconds=0)],
     )
     for i in range(3):
-        fake.put(user_pod(f"grow-{i}", group="grow"))
+        cluster.put(user_pod(f"grow-{i}", group="grow"))
         controller.run_cycle()
         clock.advance(1.0)
         controller.run_cycle()
@@ -163,33 +163,36 @@ def test_a_group_still_growing_is_not_split(
 
 
 def test_a_pod_waits_until_the_cluster_made_its_templates_claim(
-    world: World, fake: FakeKube, backend: KubernetesBackend
+    world: World, cluster: Cluster, backend: KubernetesBackend
 ) -> None:
     controller = controller_for(world, backend)
     pod = user_pod("templated")
     pod["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}]
     pod["spec"]["containers"][0]["resources"]["claims"] = [{"name": "gpu"}]
-    fake.put(pod)
+    cluster.put(pod)
     for _ in range(3):
         controller.run_cycle()
     assert imported_jobs(world) == []  # its claim does not exist yet
-    fake.put(gpu_claim("templated-gpu-x7k2p", 1))  # what the resourceclaim controller makes
-    with fake.lock:
-        stored = fake.objects[("pods", "acme", "templated")]
-        stored["status"]["resourceClaimStatuses"] = [
-            {"name": "gpu", "resourceClaimName": "templated-gpu-x7k2p"}
-        ]
+    cluster.put(gpu_claim("templated-gpu-x7k2p", 1))  # what the resourceclaim controller makes
+    made = [{"name": "gpu", "resourceClaimName": "templated-gpu-x7k2p"}]
+    cluster.admin.patch(  # as the resourceclaim controller writes it
+        "Pod",
+        "templated",
+        {"status": {"resourceClaimStatuses": made}},
+        "acme",
+        subresource="status",
+    )
     for _ in range(3):
         controller.run_cycle()
     [job] = imported_jobs(world)
     assert job.spec.tasks[0].resources.claims[0].resource_claim_name == "templated-gpu-x7k2p"
-    claim = fake.get("ResourceClaim", "acme", "templated-gpu-x7k2p")
+    claim = cluster.get("ResourceClaim", "acme", "templated-gpu-x7k2p")
     assert claim is not None and claim["status"]["reservedFor"][0]["name"] == "templated"
-    assert (fake.get("Pod", "acme", "templated") or {})["spec"].get("nodeName")
+    assert (cluster.get("Pod", "acme", "templated") or {})["spec"].get("nodeName")
 
 
 def test_others_pods_count_against_the_tenants_quota(
-    world: World, fake: FakeKube, backend: KubernetesBackend
+    world: World, cluster: Cluster, backend: KubernetesBackend
 ) -> None:
     world.setup("{cpu: 3, memory: 64Gi}")  # one pod of 2 CPUs fits, a gang of two does not
     controller = world.controller(
@@ -198,7 +201,7 @@ def test_others_pods_count_against_the_tenants_quota(
         extensions=[KubeImport("research", settle_seconds=0, every_seconds=0)],
     )
     for i in range(2):
-        fake.put(user_pod(f"big-{i}", group="big"))
+        cluster.put(user_pod(f"big-{i}", group="big"))
     for _ in range(4):
         controller.run_cycle()
     [job] = imported_jobs(world)
@@ -206,12 +209,12 @@ def test_others_pods_count_against_the_tenants_quota(
     assert status is not None and status.phase.value == "Pending"
     assert "quota" in status.message.lower(), status.message
     assert all(
-        not (fake.get("Pod", "acme", f"big-{i}") or {})["spec"].get("nodeName") for i in range(2)
+        not (cluster.get("Pod", "acme", f"big-{i}") or {})["spec"].get("nodeName") for i in range(2)
     )
 
 
 def test_the_cluster_is_read_for_others_pods_at_most_once_a_second(
-    world: World, fake: FakeKube, backend: KubernetesBackend
+    world: World, cluster: Cluster, backend: KubernetesBackend
 ) -> None:
     from aipaas.clock import VirtualClock
 
@@ -220,7 +223,7 @@ def test_the_cluster_is_read_for_others_pods_at_most_once_a_second(
     controller = world.controller(
         backend, clock, inventory_seconds=0, extensions=[KubeImport("research", 0.0, 1.0)]
     )
-    fake.put(user_pod("patient"))
+    cluster.put(user_pod("patient"))
     for _ in range(5):  # the same instant: read once, never twice, so never seen settled
         controller.run_cycle()
     assert imported_jobs(world) == []

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kube_fake import FakeKube
+from kube_cluster import Cluster
 from kube_objects import gpu_node, gpu_slice
 
 from aipaas.backends.kubernetes.backend import KubernetesBackend
@@ -31,9 +31,9 @@ def other_pod(node: str) -> dict:  # type: ignore[type-arg]
 
 
 def test_nodes_carry_their_labels_and_what_others_leave(
-    fake: FakeKube, backend: KubernetesBackend
+    cluster: Cluster, backend: KubernetesBackend
 ) -> None:
-    fake.put(other_pod("gpu-a"))
+    cluster.put(other_pod("gpu-a"))
     found = backend.inventory()
     nodes = {n.name: n for n in found.nodes}
     assert set(nodes) == {"gpu-a", "gpu-b"}
@@ -50,7 +50,7 @@ def test_nodes_carry_their_labels_and_what_others_leave(
 
 
 def test_devices_allocated_by_another_scheduler_are_left_out(
-    fake: FakeKube, backend: KubernetesBackend
+    cluster: Cluster, backend: KubernetesBackend
 ) -> None:
     claim: dict[str, Any] = {
         "apiVersion": "resource.k8s.io/v1",
@@ -64,10 +64,11 @@ def test_devices_allocated_by_another_scheduler_are_left_out(
     }
     # labelled like a claim aipaas made: a label proves nothing
     claim["metadata"]["labels"] = {"aipaas.dev/managed": "true"}
-    fake.put(claim)
-    with fake.lock:  # the kube-scheduler allocated it
-        stored = fake.objects[("resourceclaims", "acme", "theirs")]
-        stored["status"] = {
+    cluster.put(claim)
+    cluster.allocate(  # as the kube-scheduler allocates it
+        "theirs",
+        "acme",
+        {
             "allocation": {
                 "devices": {
                     "results": [
@@ -81,7 +82,8 @@ def test_devices_allocated_by_another_scheduler_are_left_out(
                 }
             },
             "reservedFor": [{"resource": "pods", "name": "theirs", "uid": "u-theirs"}],
-        }
+        },
+    )
     found = backend.inventory()
     slices = {s.spec.node_name: s for s in found.slices}
     assert [d.name for d in slices["gpu-a"].spec.devices] == ["gpu-0", "gpu-2", "gpu-3"]
@@ -90,23 +92,25 @@ def test_devices_allocated_by_another_scheduler_are_left_out(
 
 
 def test_a_node_not_ready_or_cordoned_is_unknown(
-    fake: FakeKube, backend: KubernetesBackend
+    cluster: Cluster, backend: KubernetesBackend
 ) -> None:
-    fake.put(gpu_node("gpu-c", ready=False))
+    cluster.put(gpu_node("gpu-c", ready=False))
     cordoned = gpu_node("gpu-d")
     cordoned["spec"] = {"unschedulable": True}
-    fake.put(cordoned)
-    fake.put(gpu_slice("gpu-c", 2))
+    cluster.put(cordoned)
+    cluster.put(gpu_slice("gpu-c", 2))
     found = backend.inventory()
     assert found.unknown == frozenset({"gpu-c", "gpu-d"})
     assert {n.name for n in found.nodes} == {"gpu-a", "gpu-b", "gpu-c", "gpu-d"}
 
 
-def test_a_pod_dressed_as_aipaas_s_still_counts(fake: FakeKube, backend: KubernetesBackend) -> None:
+def test_a_pod_dressed_as_aipaas_s_still_counts(
+    cluster: Cluster, backend: KubernetesBackend
+) -> None:
     """A pod that carries aipaas's label but is no task of aipaas (no request id, or a copy of
     one) uses its node like any other pod."""
     dressed = other_pod("gpu-b")
     dressed["metadata"]["labels"] = {"aipaas.dev/managed": "true"}
-    fake.put(dressed)
+    cluster.put(dressed)
     nodes = {n.name: n for n in backend.inventory().nodes}
     assert nodes["gpu-b"].cpu_milli == 64_000 - 1_500

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from ctl_world import World
 from kube_backend import make_backend
-from kube_fake import FakeKube
+from kube_cluster import Cluster
 
 from aipaas.backends.base import LaunchRequest, TaskState
 from aipaas.backends.kubernetes.backend import KubernetesBackend
@@ -22,24 +22,24 @@ ONE = """    - name: main
 PAIR = ONE.replace("- name: main", "- name: worker\n      replicas: 2")
 
 
-def pods_of(fake: FakeKube, job: str) -> list[dict]:  # type: ignore[type-arg]
-    return [p for p in fake.list("Pod") if p["metadata"]["labels"].get("aipaas.dev/job") == job]
+def pods_of(cluster: Cluster, job: str) -> list[dict]:  # type: ignore[type-arg]
+    return [p for p in cluster.list("Pod") if p["metadata"]["labels"].get("aipaas.dev/job") == job]
 
 
 def test_a_pod_that_succeeds_ends_its_task_with_its_log(
-    world: World, fake: FakeKube, backend: KubernetesBackend
+    world: World, cluster: Cluster, backend: KubernetesBackend
 ) -> None:
     world.setup()
     controller = world.controller(backend, inventory_seconds=0)
     world.submit("hello", ONE)
     controller.run_cycle()
-    [pod] = pods_of(fake, "hello")
+    [pod] = pods_of(cluster, "hello")
     name = pod["metadata"]["name"]
-    fake.logs[("acme", name)] = "hello\n"
-    fake.set_pod_phase("acme", name, "Running")
+    cluster.logs[("acme", name)] = "hello\n"
+    cluster.set_pod_phase("acme", name, "Running")
     controller.run_cycle()
     assert world.phase("hello") == "Running"
-    fake.set_pod_phase("acme", name, "Succeeded", exit_code=0)
+    cluster.set_pod_phase("acme", name, "Succeeded", exit_code=0)
     controller.run_cycle()
     assert world.phase("hello") == "Succeeded"
     log_file = Path(pod["metadata"]["annotations"]["aipaas.dev/log-path"])
@@ -47,14 +47,14 @@ def test_a_pod_that_succeeds_ends_its_task_with_its_log(
 
 
 def test_a_failed_container_reports_its_exit_code(
-    world: World, fake: FakeKube, backend: KubernetesBackend
+    world: World, cluster: Cluster, backend: KubernetesBackend
 ) -> None:
     world.setup()
     controller = world.controller(backend, inventory_seconds=0)
     world.submit("crash", ONE)
     controller.run_cycle()
-    [pod] = pods_of(fake, "crash")
-    fake.set_pod_phase("acme", pod["metadata"]["name"], "Failed", exit_code=3)
+    [pod] = pods_of(cluster, "crash")
+    cluster.set_pod_phase("acme", pod["metadata"]["name"], "Failed", exit_code=3)
     controller.run_cycle()
     status = world.job("crash").status
     assert status is not None and status.phase.value == "Failed"
@@ -63,31 +63,31 @@ def test_a_failed_container_reports_its_exit_code(
 
 
 def test_a_restarted_server_adopts_its_pods_without_duplicates(
-    world: World, fake: FakeKube, tmp_path: Path
+    world: World, cluster: Cluster, tmp_path: Path
 ) -> None:
     world.setup()
-    first = make_backend(fake, tmp_path)
+    first = make_backend(cluster, tmp_path)
     controller = world.controller(first, inventory_seconds=0)
     world.submit("pair", PAIR)
     controller.run_cycle()
-    before = {p["metadata"]["name"]: p["metadata"]["uid"] for p in pods_of(fake, "pair")}
+    before = {p["metadata"]["name"]: p["metadata"]["uid"] for p in pods_of(cluster, "pair")}
     assert len(before) == 2
     first.close()
     # a new process: a new backend and controller over the same store and cluster
-    second = make_backend(fake, tmp_path)
+    second = make_backend(cluster, tmp_path)
     restarted = world.controller(second, inventory_seconds=0)
     for name in before:
-        fake.set_pod_phase("acme", name, "Running")
+        cluster.set_pod_phase("acme", name, "Running")
     restarted.run_cycle()
     restarted.run_cycle()
-    after = {p["metadata"]["name"]: p["metadata"]["uid"] for p in pods_of(fake, "pair")}
+    after = {p["metadata"]["name"]: p["metadata"]["uid"] for p in pods_of(cluster, "pair")}
     assert after == before
     assert world.phase("pair") == "Running"
     second.close()
 
 
 def test_a_second_start_of_the_same_request_creates_nothing(
-    fake: FakeKube, backend: KubernetesBackend
+    cluster: Cluster, backend: KubernetesBackend
 ) -> None:
     request = LaunchRequest(
         request_id="uid-1.main-0.0",
@@ -105,16 +105,16 @@ def test_a_second_start_of_the_same_request_creates_nothing(
     )
     backend.start(request)
     backend.start(request)
-    labels = pods_of(fake, "again")[0]["metadata"]["labels"]
+    labels = pods_of(cluster, "again")[0]["metadata"]["labels"]
     assert labels["team"] == "vision" and labels["example.com/run"] == "r-1"
     assert "bad key" not in labels and "long" not in labels  # what Kubernetes refuses: left off
-    assert len(pods_of(fake, "again")) == 1
-    assert [p["spec"]["nodeName"] for p in pods_of(fake, "again")] == ["gpu-a"]
+    assert len(pods_of(cluster, "again")) == 1
+    assert [p["spec"]["nodeName"] for p in pods_of(cluster, "again")] == ["gpu-a"]
     assert backend.status(["uid-1.main-0.0"])["uid-1.main-0.0"].state is TaskState.RUNNING
 
 
 def test_a_pod_left_unbound_by_a_crash_is_bound_on_the_next_status(
-    fake: FakeKube, backend: KubernetesBackend
+    cluster: Cluster, backend: KubernetesBackend
 ) -> None:
     from aipaas.backends.kubernetes.manifests import pod_manifest
 
@@ -133,23 +133,23 @@ def test_a_pod_left_unbound_by_a_crash_is_bound_on_the_next_status(
     )
     backend.api.create(pod_manifest(request, backend.options, []))  # the start died here
     assert backend.status([request.request_id])[request.request_id].state is TaskState.RUNNING
-    [pod] = pods_of(fake, "crashed")
+    [pod] = pods_of(cluster, "crashed")
     assert pod["spec"]["nodeName"] == "gpu-b"
 
 
 def test_a_removed_node_loses_its_tasks(
-    world: World, fake: FakeKube, backend: KubernetesBackend
+    world: World, cluster: Cluster, backend: KubernetesBackend
 ) -> None:
     world.setup()
     controller = world.controller(backend, inventory_seconds=0)
     world.submit("pair", PAIR)
     controller.run_cycle()
-    pods = pods_of(fake, "pair")
+    pods = pods_of(cluster, "pair")
     for pod in pods:
-        fake.set_pod_phase("acme", pod["metadata"]["name"], "Running")
+        cluster.set_pod_phase("acme", pod["metadata"]["name"], "Running")
     controller.run_cycle()
     gone = pods[0]["spec"]["nodeName"]
-    fake.remove("Node", "", gone)
+    cluster.remove("Node", "", gone)
     controller.run_cycle()
     controller.run_cycle()
     records = TaskRepository(world.store).for_job(world.job("pair").metadata.uid or "")
@@ -158,12 +158,12 @@ def test_a_removed_node_loses_its_tasks(
     assert any(gone in (r.message or "") for r in lost)
     world.submit("after", ONE)  # nothing new goes to the removed node
     controller.run_cycle()
-    assert [p["spec"]["nodeName"] for p in pods_of(fake, "after")] != [gone]
-    assert len(pods_of(fake, "after")) == 1
+    assert [p["spec"]["nodeName"] for p in pods_of(cluster, "after")] != [gone]
+    assert len(pods_of(cluster, "after")) == 1
 
 
 def test_a_stopped_pod_is_deleted_once_its_end_is_read(
-    fake: FakeKube, backend: KubernetesBackend
+    cluster: Cluster, backend: KubernetesBackend
 ) -> None:
     request = LaunchRequest(
         request_id="uid-3.main-0.0",
@@ -179,23 +179,25 @@ def test_a_stopped_pod_is_deleted_once_its_end_is_read(
         log_path="",
     )
     backend.start(request)
-    [pod] = pods_of(fake, "stopped")
-    fake.set_pod_phase("acme", pod["metadata"]["name"], "Running")
+    [pod] = pods_of(cluster, "stopped")
+    cluster.set_pod_phase("acme", pod["metadata"]["name"], "Running")
     backend.stop(request.request_id, grace_seconds=7)
-    assert fake.grace[("acme", pod["metadata"]["name"])] == "7"  # SIGTERM, then 7 s
-    held = fake.get("Pod", "acme", pod["metadata"]["name"])
+    held = cluster.get("Pod", "acme", pod["metadata"]["name"])
     assert held is not None and held["metadata"].get("deletionTimestamp")  # terminating
+    assert held["metadata"]["deletionGracePeriodSeconds"] == 7  # SIGTERM, then 7 s
     assert backend.status([request.request_id])[request.request_id].state is TaskState.RUNNING
-    fake.set_pod_phase("acme", pod["metadata"]["name"], "Failed", exit_code=143)  # the kubelet
+    # the kubelet: the container ended by SIGTERM, then its final delete (no grace left)
+    cluster.set_pod_phase("acme", pod["metadata"]["name"], "Failed", exit_code=143)
+    cluster.admin.delete("Pod", pod["metadata"]["name"], "acme", grace=0)
     first = backend.status([request.request_id])[request.request_id]
     assert (first.state, first.exit_code) == (TaskState.FAILED, 143)
     again = backend.status([request.request_id])[request.request_id]
     assert again.exit_code == 143  # answered twice, then the pod may go
-    assert fake.get("Pod", "acme", pod["metadata"]["name"]) is None
+    assert cluster.get("Pod", "acme", pod["metadata"]["name"]) is None
 
 
 def test_a_pod_of_the_same_name_made_by_someone_else_is_not_taken(
-    fake: FakeKube, backend: KubernetesBackend
+    cluster: Cluster, backend: KubernetesBackend
 ) -> None:
     from kube_objects import user_pod
 
@@ -215,7 +217,7 @@ def test_a_pod_of_the_same_name_made_by_someone_else_is_not_taken(
         gpu_milli=0,
         log_path="",
     )
-    fake.put(user_pod(pod_name(request)))  # squatting the name aipaas will use
+    cluster.put(user_pod(pod_name(request)))  # squatting the name aipaas will use
     with pytest.raises(Conflict):
         backend.start(request)
-    assert not (fake.get("Pod", "acme", pod_name(request)) or {})["spec"].get("nodeName")
+    assert not (cluster.get("Pod", "acme", pod_name(request)) or {})["spec"].get("nodeName")

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from kube_fake import FakeKube
+from kube_cluster import Cluster
 from pydantic import ValidationError
 
 from aipaas.backends.kubernetes.backend import KubernetesBackend
@@ -16,9 +16,9 @@ from aipaas.settings import Settings, env_overrides
 
 
 def test_the_server_settings_build_a_backend_that_reads_the_cluster(
-    fake: FakeKube, tmp_path: Path
+    cluster: Cluster, tmp_path: Path
 ) -> None:
-    config = fake.write_kubeconfig(tmp_path / "kubeconfig")
+    config = cluster.aipaas_kubeconfig
     environ = {"AIPAAS_KUBE_CONFIG": str(config), "AIPAAS_KUBE_NAMESPACES": "acme=team-acme"}
     settings = Settings(backend="kubernetes", **env_overrides(environ))
     assert settings.kube_namespaces == {"acme": "team-acme"}

@@ -4,11 +4,12 @@ queues, and no namespace can pass for a tenant mapped elsewhere."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 from ctl_world import World
 from kube_backend import make_backend
-from kube_fake import FakeKube
+from kube_cluster import Cluster
 from kube_objects import namespace, user_pod
 
 from aipaas.api.job import Job
@@ -35,48 +36,48 @@ def jobs_of(world: World, tenant: str) -> list[Job]:
 
 
 def test_a_mapped_tenant_runs_in_its_namespace(
-    world: World, fake: FakeKube, tmp_path: Path
+    world: World, cluster: Cluster, tmp_path: Path
 ) -> None:
-    fake.put(namespace("team-acme"))
-    backend = make_backend(fake, tmp_path, namespaces={"acme": "team-acme"})
+    cluster.put(namespace("team-acme"))
+    backend = make_backend(cluster, tmp_path, namespaces={"acme": "team-acme"})
     world.setup()
     controller = world.controller(backend, inventory_seconds=0)
     world.submit("mapped", ONE)
     controller.run_cycle()
     pods = [
-        p for p in fake.list("Pod") if p["metadata"]["labels"].get("aipaas.dev/job") == "mapped"
+        p for p in cluster.list("Pod") if p["metadata"]["labels"].get("aipaas.dev/job") == "mapped"
     ]
     assert [p["metadata"]["namespace"] for p in pods] == ["team-acme"]
     backend.close()
 
 
 def test_a_namespace_named_like_a_tenant_mapped_elsewhere_is_not_that_tenant(
-    world: World, fake: FakeKube, tmp_path: Path
+    world: World, cluster: Cluster, tmp_path: Path
 ) -> None:
-    fake.put(namespace("team-acme"))
-    backend = make_backend(fake, tmp_path, namespaces={"acme": "team-acme"})
+    cluster.put(namespace("team-acme"))
+    backend = make_backend(cluster, tmp_path, namespaces={"acme": "team-acme"})
     world.setup()
     controller = world.controller(
         backend,
         inventory_seconds=0,
         extensions=[KubeImport("research", settle_seconds=0, every_seconds=0)],
     )
-    fake.put(user_pod("impostor"))  # in namespace acme, which is not tenant acme's
+    cluster.put(user_pod("impostor"))  # in namespace acme, which is not tenant acme's
     real = user_pod("real")
     real["metadata"]["namespace"] = "team-acme"
-    fake.put(real)
+    cluster.put(real)
     for _ in range(3):
         controller.run_cycle()
     [job] = jobs_of(world, "acme")
     assert "real" in job.metadata.annotations["aipaas.dev/kube-pods"]
-    assert not (fake.get("Pod", "acme", "impostor") or {})["spec"].get("nodeName")
+    assert not (cluster.get("Pod", "acme", "impostor") or {})["spec"].get("nodeName")
     backend.close()
 
 
 def test_a_pod_cannot_name_another_tenants_queue(
-    world: World, fake: FakeKube, tmp_path: Path
+    world: World, cluster: Cluster, tmp_path: Path
 ) -> None:
-    backend = make_backend(fake, tmp_path)
+    backend = make_backend(cluster, tmp_path)
     world.setup()
     world.service.apply_text(BETA)
     controller = world.controller(
@@ -84,24 +85,24 @@ def test_a_pod_cannot_name_another_tenants_queue(
         inventory_seconds=0,
         extensions=[KubeImport("beta-q", settle_seconds=0, every_seconds=0)],
     )
-    fake.put(namespace("beta"))
+    cluster.put(namespace("beta"))
     pod = user_pod("sneaky")
     pod["metadata"]["namespace"] = "beta"
     pod["metadata"]["labels"]["kai.scheduler/queue"] = "research"  # acme's queue
-    fake.put(pod)
+    cluster.put(pod)
     for _ in range(3):
         controller.run_cycle()
     assert jobs_of(world, "acme") == [] and jobs_of(world, "beta") == []
-    assert not (fake.get("Pod", "beta", "sneaky") or {})["spec"].get("nodeName")
+    assert not (cluster.get("Pod", "beta", "sneaky") or {})["spec"].get("nodeName")
     backend.close()
 
 
 def test_others_pods_cannot_use_another_namespaces_claim(
-    world: World, fake: FakeKube, tmp_path: Path
+    world: World, cluster: Cluster, tmp_path: Path
 ) -> None:
     """A pod's claim reference is namespace-local: a pod of beta naming acme's claim names a
     claim of beta, which does not exist, so nothing of acme's is read or allocated for it."""
-    backend = make_backend(fake, tmp_path)
+    backend = make_backend(cluster, tmp_path)
     world.setup()
     world.service.apply_text(BETA)
     controller = world.controller(
@@ -109,8 +110,8 @@ def test_others_pods_cannot_use_another_namespaces_claim(
         inventory_seconds=0,
         extensions=[KubeImport("beta-q", settle_seconds=0, every_seconds=0)],
     )
-    fake.put(namespace("beta"))
-    fake.put(
+    cluster.put(namespace("beta"))
+    cluster.put(
         {
             "apiVersion": "resource.k8s.io/v1",
             "kind": "ResourceClaim",
@@ -124,43 +125,40 @@ def test_others_pods_cannot_use_another_namespaces_claim(
     )
     pod = user_pod("borrower", claim="acme-gpu")
     pod["metadata"]["namespace"] = "beta"
-    fake.put(pod)
+    cluster.put(pod)
     for _ in range(4):
         controller.run_cycle()
     assert world.store.find("ResourceClaim", "beta", "acme-gpu") is None
-    claim = fake.get("ResourceClaim", "acme", "acme-gpu")
+    claim = cluster.get("ResourceClaim", "acme", "acme-gpu")
     assert claim is not None and "status" not in claim
-    assert not (fake.get("Pod", "beta", "borrower") or {})["spec"].get("nodeName")
+    assert not (cluster.get("Pod", "beta", "borrower") or {})["spec"].get("nodeName")
     backend.close()
 
 
 def test_a_copy_of_a_tasks_pod_elsewhere_does_not_speak_for_it(
-    world: World, fake: FakeKube, tmp_path: Path
+    world: World, cluster: Cluster, tmp_path: Path
 ) -> None:
     """A tenant that learned another's request id labels a pod of its own like aipaas's and
     makes it succeed: the task's state still comes from aipaas's pod (the older one)."""
-    backend = make_backend(fake, tmp_path)
+    backend = make_backend(cluster, tmp_path)
     world.setup()
     controller = world.controller(backend, inventory_seconds=0)
     world.submit("victim", ONE)
     controller.run_cycle()
     [pod] = [
-        p for p in fake.list("Pod") if p["metadata"]["labels"].get("aipaas.dev/job") == "victim"
+        p for p in cluster.list("Pod") if p["metadata"]["labels"].get("aipaas.dev/job") == "victim"
     ]
-    fake.set_pod_phase("acme", pod["metadata"]["name"], "Running")
-    fake.put(namespace("beta"))
+    cluster.set_pod_phase("acme", pod["metadata"]["name"], "Running")
+    cluster.put(namespace("beta"))
     copy = user_pod("aaa-copy")
     copy["metadata"]["namespace"] = "beta"
     copy["metadata"]["labels"] = dict(pod["metadata"]["labels"])
     copy["metadata"]["annotations"] = dict(pod["metadata"]["annotations"])
     copy["spec"]["schedulerName"] = "default-scheduler"
     copy["spec"]["nodeName"] = "gpu-b"
-    fake.put(copy)
-    with fake.lock:  # made after aipaas's pod (it needed the id, which aipaas's pod carries)
-        fake.objects[("pods", "beta", "aaa-copy")]["metadata"]["creationTimestamp"] = (
-            "2099-01-01T00:00:00Z"
-        )
-    fake.set_pod_phase("beta", "aaa-copy", "Succeeded", exit_code=0)
+    time.sleep(1.1)  # made after aipaas's pod (it needed the id, which aipaas's pod carries)
+    cluster.put(copy)
+    cluster.set_pod_phase("beta", "aaa-copy", "Succeeded", exit_code=0)
     for _ in range(2):
         controller.run_cycle()
     assert world.phase("victim") == "Running"

@@ -10,6 +10,9 @@ Its namespace names the tenant (configurable mapping), its pods name the queue (
 Kueue conventions; ``kube_default_queue`` otherwise). The store gets one Job for the gang and a
 ResourceClaim for each cluster claim its pods use (so the device allocator allocates them); the
 pods are then marked as taken. Starting the job's tasks binds those pods, creating none.
+Pods that wait (their gang incomplete, their tenant or queue unknown, their job not placed
+yet) are told why where the backend can say it (on Kubernetes a FailedScheduling event, which
+``kubectl describe pod`` shows), with the job's own reason once it is queued.
 """
 
 from __future__ import annotations
@@ -52,6 +55,8 @@ class KubeImport:
         #: each group's pods as last seen, and since when they have been those
         self._last: dict[GroupKey, tuple[frozenset[str], float]] = {}
         self._warned: set[tuple[GroupKey, str]] = set()
+        #: jobs taken and not yet running: (tenant, job) -> their pods (namespace, name)
+        self._waiting: dict[tuple[str, str], list[tuple[str, str]]] = {}
 
     def run(self, context: CycleContext) -> None:
         source = foreign_pods(context.backend)
@@ -76,11 +81,38 @@ class KubeImport:
             if complete and not any(p.claims_pending for p in pods):
                 pods.sort(key=lambda p: p.name)
                 self._take(context, source, key, pods)
+            elif size and len(pods) < size:
+                self._tell(source, pods, f"gang {key[1]}: {len(pods)} of {size} pods exist")
+        self._explain_jobs(context, source)
 
-    def _warn(self, key: GroupKey, message: str) -> None:
+    @staticmethod
+    def _tell(source: ForeignPods, pods: Sequence[ForeignPod], note: str) -> None:
+        record = getattr(source, "record_waiting", None)
+        if record is not None:
+            record([(p.namespace, p.name) for p in pods], note)
+
+    def _explain_jobs(self, context: CycleContext, source: ForeignPods) -> None:
+        """Each taken job that is not running yet: its reason on its pods."""
+        record = getattr(source, "record_waiting", None)
+        if record is None:
+            return
+        for (tenant, name), pods in list(self._waiting.items()):
+            job = context.store.find("Job", tenant, name)
+            status = getattr(job, "status", None)
+            if job is None or status is None or status.phase.value != "Pending":
+                del self._waiting[(tenant, name)]
+                continue
+            why = status.message or status.reason
+            if why and why != "Submitted":
+                record(pods, f"aipaas: {why}")
+
+    def _warn(
+        self, key: GroupKey, message: str, source: ForeignPods, pods: Sequence[ForeignPod]
+    ) -> None:
         if (key, message) not in self._warned:
             self._warned.add((key, message))
             log.warning("pods of group %s/%s wait: %s", key[0], key[1], message)
+        self._tell(source, pods, f"aipaas: {message}")
 
     def _take(
         self,
@@ -94,11 +126,12 @@ class KubeImport:
         tenant_name = source.tenant_of(namespace)
         tenant = store.find("Tenant", "", tenant_name) if tenant_name else None
         if tenant_name is None or not isinstance(tenant, Tenant):
-            self._warn(key, f"namespace {namespace} maps to tenant {tenant_name}, which is unknown")
+            why = f"namespace {namespace} maps to tenant {tenant_name}, which is unknown"
+            self._warn(key, why, source, pods)
             return
         queue = next((p.queue for p in pods if p.queue), None) or self.default_queue
         if store.find("Queue", tenant_name, queue) is None:
-            self._warn(key, f"tenant {tenant_name} has no queue {queue}")
+            self._warn(key, f"tenant {tenant_name} has no queue {queue}", source, pods)
             return
         classes = {
             c.name: c
@@ -110,7 +143,7 @@ class KubeImport:
         try:
             job = gang_job(tenant_name, name, queue, pods, classes, default_class)
         except (ValidationError, InvalidObject) as err:
-            self._warn(key, f"they cannot be a job: {err}")
+            self._warn(key, f"they cannot be a job: {err}", source, pods)
             return
         claims = sorted({c.claim for p in pods for c in p.claims})
         documents = source.foreign_claims(namespace, claims)
@@ -121,6 +154,7 @@ class KubeImport:
                 what = f"{len(pods)} pods of namespace {namespace} (group {group})"
                 store.record_event(created, "Imported", what, conn=tx)
         source.mark_imported(pods, name)
+        self._waiting[(tenant_name, name)] = [(p.namespace, p.name) for p in pods]
 
 
 def mirror_claims(

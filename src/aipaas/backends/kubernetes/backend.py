@@ -1,27 +1,32 @@
 """The Kubernetes backend: a task is a Pod that aipaas places, its claims allocated by aipaas.
 
+The cluster is read through informers (informer.py: Nodes, Pods, ResourceSlices and
+ResourceClaims, each listed once and then watched), never listed per cycle; what the backend
+writes is put in those caches at once.
 Start (idempotent by request id: the pod's name is derived from it, so a second start finds
 the first one's pod and finishes what it left undone):
   1. create the task's ResourceClaims that do not exist (the spec aipaas stored);
   2. create the Pod with ``schedulerName`` aipaas and the node it chose in an annotation;
   3. for each claim, as the kube-scheduler's DRA plugin does in PreBind: add the finalizer,
      then write ``status.allocation`` and ``reservedFor`` the pod (one PUT of the status);
-  4. POST the pods/binding to the node.
-Status is read from the pods carrying aipaas's label (one list per call): level-triggered and
-crash-safe, a restarted server adopts its pods by label and creates no duplicates; a pod left
-unbound by a crash between 2 and 4 is bound by the next status call. A pod on a node that no
-longer exists is LOST. Stop deletes the pod and releases its claims (reservedFor; a claim no one
-holds any more is deallocated, and deleted when aipaas created it).
-Pods that others created (kubectl, Helm, operators) are bound through ``bind_existing``
-(backends/kubernetes/foreign.py is the capability the controller's import step uses).
+  4. POST the pods/binding to the node, and a ``Scheduled`` event (events.py).
+Status is read from the pods carrying aipaas's label: level-triggered and crash-safe, a
+restarted server adopts its pods by label and creates no duplicates; a pod left unbound by a
+crash between 2 and 4 is bound by the next status call. A pod on a node that no longer exists
+is LOST. Stop deletes the pod and releases its claims (reservedFor; a claim no one holds any
+more is deallocated, and deleted when aipaas created it).
+Pods that others created (kubectl, Helm, operators) are bound through ``place`` (take.py); their
+gangs are read from PodGroups (podgroups.py) and ``record_waiting`` tells them why they wait.
 """
 
 from __future__ import annotations
 
 import contextlib
+import copy
 import logging
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -30,13 +35,18 @@ from aipaas.backends.foreign_pods import IMPORTED_ANNOTATION, ForeignPod
 from aipaas.backends.kubernetes import manifests as m
 from aipaas.backends.kubernetes.api import Conflict, KubeApi
 from aipaas.backends.kubernetes.claims import release_claims, reserve_claim
+from aipaas.backends.kubernetes.events import EventSink
 from aipaas.backends.kubernetes.foreign import IMPORTED_BY, foreign_pod, is_pending_foreign
+from aipaas.backends.kubernetes.informer import Informer, start_all
 from aipaas.backends.kubernetes.inventory import inventory
 from aipaas.backends.kubernetes.options import KubeOptions
 from aipaas.backends.kubernetes.pod_status import task_status, tasks_by_request
+from aipaas.backends.kubernetes.podgroups import PodGroups
 from aipaas.backends.kubernetes.take import take_imported
 
 log = logging.getLogger("aipaas.backends.kubernetes")
+
+WATCHED = ("Node", "Pod", "ResourceSlice", "ResourceClaim")
 
 
 class KubernetesBackend:
@@ -45,25 +55,48 @@ class KubernetesBackend:
     def __init__(self, api: KubeApi, options: KubeOptions) -> None:
         self.api = api
         self.options = options
-        self._nodes: set[str] | None = None  # as of the last inventory
+        self._informers: dict[str, Informer] | None = None
+        self.events = EventSink(api)
+        self.pod_groups = PodGroups(api)
         self._log_copied: dict[str, float] = {}
         self._end_reported: set[str] = set()  # deleted pods whose end was answered once
         self._released: set[str] = set()  # ended pods whose claims were released
 
+    # -- the caches ----------------------------------------------------------------------------
+
+    @property
+    def informers(self) -> dict[str, Informer]:
+        """The informers, started (and listed once) on first use."""
+        if self._informers is None:
+            made = {kind: Informer(self.api, kind) for kind in WATCHED}
+            start_all(made)
+            self._informers = made
+        return self._informers
+
+    def cached(self, kind: str) -> list[dict[str, Any]]:
+        return self.informers[kind].items()
+
+    def remember(self, obj: Mapping[str, Any]) -> None:
+        """Something this backend wrote, into its kind's cache."""
+        informer = self.informers.get(str(obj.get("kind")))
+        if informer is not None and obj.get("metadata"):
+            informer.remember(obj)
+
     # -- inventory -----------------------------------------------------------------------------
 
     def inventory(self) -> Inventory:
-        pods = self.api.list("Pod")
+        pods = self.cached("Pod")
         tasks = {p["metadata"]["uid"] for p in tasks_by_request(pods).values()}
-        found = inventory(
-            self.api.list("Node"),
+        return inventory(
+            self.cached("Node"),
             [p for p in pods if p["metadata"]["uid"] not in tasks],
-            self.api.list("ResourceSlice"),
-            self.api.list("ResourceClaim"),
+            self.cached("ResourceSlice"),
+            self.cached("ResourceClaim"),
             tasks,
         )
-        self._nodes = {n.name for n in found.nodes}
-        return found
+
+    def _node_names(self) -> set[str]:
+        return {n["metadata"]["name"] for n in self.cached("Node")}
 
     # -- start ---------------------------------------------------------------------------------
 
@@ -73,12 +106,17 @@ class KubernetesBackend:
             return
         namespace = self.options.namespace(request.tenant)
         names = [str(c["metadata"]["name"]) for c in request.claims]
+        claims = self.informers["ResourceClaim"]
         for document in request.claims:
-            with contextlib.suppress(Conflict):  # shared, or made by an earlier start
-                self.api.create(m.claim_manifest(document, namespace))
+            name = str(document["metadata"]["name"])
+            if claims.get(namespace, name) is not None:
+                continue  # shared, or made by an earlier start
+            with contextlib.suppress(Conflict):
+                self.remember(self.api.create(m.claim_manifest(document, namespace)))
         manifest = m.pod_manifest(request, self.options, names, request.labels)
         try:
             pod = self.api.create(manifest)
+            self.remember(pod)
         except Conflict:
             found = self.api.get("Pod", manifest["metadata"]["name"], namespace)
             annotations = ((found or {}).get("metadata") or {}).get("annotations") or {}
@@ -96,49 +134,93 @@ class KubernetesBackend:
         if (pod.get("spec") or {}).get("nodeName"):
             return
         namespace = pod["metadata"]["namespace"]
+        cache = self.informers["ResourceClaim"]
         for name, document in claims.items():
             allocation = (document.get("status") or {}).get("allocation") or {}
-            reserve_claim(self.api, namespace, name, allocation, node, pod)
+            reserve_claim(self.api, namespace, name, allocation, node, pod, cache)
+        self._bind(pod, node)
+
+    def _bind(self, pod: Mapping[str, Any], node: str) -> bool:
+        meta = pod["metadata"]
         try:
             self.api.bind(m.binding(pod, node))
         except Conflict:
-            log.info("pod %s/%s was bound already", namespace, pod["metadata"]["name"])
+            log.info("pod %s/%s was bound already", meta["namespace"], meta["name"])
+            return False
+        bound = copy.deepcopy(dict(pod))
+        bound["spec"]["nodeName"] = node
+        self.remember(bound)
+        self.events.scheduled(pod, node)
+        return True
 
     # -- pods that others submitted (backends/foreign_pods.py) -----------------------------
 
     def pending_foreign_pods(self) -> list[ForeignPod]:
-        pods = self.api.list("Pod", fields={"spec.schedulerName": self.options.scheduler_name})
-        return [foreign_pod(p) for p in pods if is_pending_foreign(p, self.options.scheduler_name)]
+        scheduler = self.options.scheduler_name
+        out = []
+        for document in self.cached("Pod"):
+            if not is_pending_foreign(document, scheduler):
+                continue
+            pod = foreign_pod(document)
+            group = self.pod_groups.of(document)
+            if group is not None:
+                pod = replace(
+                    pod,
+                    group=group.name,
+                    group_size=max(group.min_member, pod.group_size),
+                    queue=pod.queue or group.queue,
+                )
+            out.append(pod)
+        return out
 
     def foreign_claims(self, namespace: str, names: Sequence[str]) -> list[dict[str, Any]]:
-        found = (self.api.get("ResourceClaim", name, namespace) for name in names)
+        cache = self.informers["ResourceClaim"]
+        found = (
+            cache.get(namespace, n) or self.api.get("ResourceClaim", n, namespace) for n in names
+        )
         return [c for c in found if c is not None]
 
     def mark_imported(self, pods: Sequence[ForeignPod], job: str) -> None:
         for pod in pods:
             patch = {"metadata": {"annotations": {IMPORTED_BY: job}}}
-            self.api.patch("Pod", pod.name, patch, pod.namespace)
+            self.remember(self.api.patch("Pod", pod.name, patch, pod.namespace))
 
     def tenant_of(self, namespace: str) -> str | None:
         return self.options.tenant(namespace)
 
+    def record_waiting(self, pods: Sequence[tuple[str, str]], note: str) -> None:
+        """A FailedScheduling event on each of the pods ((namespace, name), still unbound),
+        saying why aipaas does not place them yet; repeated only when the reason changes."""
+        cache = self.informers["Pod"]
+        for namespace, name in pods:
+            pod = cache.get(namespace, name)
+            if pod is not None and not (pod.get("spec") or {}).get("nodeName"):
+                self.events.failed_scheduling(pod, note)
+
     # -- status, stop, logs --------------------------------------------------------------------
 
-    def _ours(self) -> dict[str, dict[str, Any]]:
-        return tasks_by_request(self.api.list("Pod", labels={m.MANAGED_LABEL: "true"}))
+    def _ours(self, request_ids: Sequence[str] = ()) -> dict[str, dict[str, Any]]:
+        """aipaas's pods by request id, from the cache; an id the cache does not know yet is
+        looked up on the server (a pod a start made before the watch brought it)."""
+        pods = tasks_by_request(self.cached("Pod"))
+        for rid in request_ids:
+            if rid in pods:
+                continue
+            found = self.api.list("Pod", labels={m.REQUEST_LABEL: m.request_hash(rid)})
+            pods.update(tasks_by_request(found))
+        return pods
 
     def status(self, request_ids: Sequence[str]) -> dict[str, TaskStatus]:
-        pods = self._ours()
-        if self._nodes is None:
-            self._nodes = {n["metadata"]["name"] for n in self.api.list("Node")}
+        pods = self._ours(request_ids)
+        nodes = self._node_names()
         out: dict[str, TaskStatus] = {}
         for rid in request_ids:
             pod = pods.get(rid)
             if pod is None:
                 out[rid] = TaskStatus(rid, TaskState.UNKNOWN)
                 continue
-            self._finish_binding(pod)
-            answer = task_status(rid, pod, self._nodes)
+            pod = self._finish_binding(pod)
+            answer = task_status(rid, pod, nodes)
             out[rid] = answer
             over = answer.state in (TaskState.SUCCEEDED, TaskState.FAILED, TaskState.LOST)
             self._copy_log(rid, pod, over)
@@ -150,7 +232,7 @@ class KubernetesBackend:
         """An ended pod's claims are released; a deleted one keeps aipaas's finalizer until
         its end was answered twice (so a crash between answers loses no exit code)."""
         if rid not in self._released:
-            release_claims(self.api, pod)
+            release_claims(self.api, pod, self.informers["ResourceClaim"])
             self._released.add(rid)
         meta = pod["metadata"]
         if not meta.get("deletionTimestamp"):
@@ -164,20 +246,25 @@ class KubernetesBackend:
         meta = pod["metadata"]
         kept = [f for f in meta.get("finalizers") or [] if f != m.POD_FINALIZER]
         if len(kept) != len(meta.get("finalizers") or []):
-            self.api.patch(
-                "Pod", meta["name"], {"metadata": {"finalizers": kept or None}}, meta["namespace"]
-            )
+            patch = {"metadata": {"finalizers": kept or None}}
+            written = self.api.patch("Pod", meta["name"], patch, meta["namespace"])
+            if written.get("metadata", {}).get("deletionTimestamp") and not kept:
+                self.informers["Pod"].forget(meta["namespace"], meta["name"])
+            else:
+                self.remember(written)
 
-    def _finish_binding(self, pod: dict[str, Any]) -> None:
+    def _finish_binding(self, pod: dict[str, Any]) -> dict[str, Any]:
         """A pod a crashed start created but did not bind: bind it where aipaas chose."""
         meta = pod["metadata"]
         node = (meta.get("annotations") or {}).get(m.NODE_ANNOTATION)
         if node and not pod["spec"].get("nodeName") and not meta.get("deletionTimestamp"):
-            try:
-                self.api.bind(m.binding(pod, node))
-                pod["spec"]["nodeName"] = node
-            except Conflict:
-                pass
+            if not self._bind(pod, node):
+                pod = self.api.get("Pod", meta["name"], meta["namespace"]) or pod
+                self.remember(pod)
+                return pod
+            pod = copy.deepcopy(pod)
+            pod["spec"]["nodeName"] = node
+        return pod
 
     def _copy_log(self, rid: str, pod: Mapping[str, Any], ended: bool) -> None:
         """The pod's log into the task's log file (the server reads logs from files): when
@@ -202,15 +289,20 @@ class KubernetesBackend:
     def stop(self, request_id: str, grace_seconds: float = 5.0) -> None:
         """Delete the pod (the kubelet ends it); one that never ran, or whose node is gone,
         has no kubelet to end it and goes at once."""
-        pod = self._ours().get(request_id)
+        pod = self._ours([request_id]).get(request_id)
         if pod is None:
             return
         meta = pod["metadata"]
         self.api.delete("Pod", meta["name"], meta["namespace"], grace=max(int(grace_seconds), 0))
-        release_claims(self.api, pod)
+        release_claims(self.api, pod, self.informers["ResourceClaim"])
         node = pod["spec"].get("nodeName")
-        if not node or (self._nodes is not None and node not in self._nodes):
-            self._drop_finalizer(pod)
+        if not node or node not in self._node_names():
+            fresh = self.api.get("Pod", meta["name"], meta["namespace"])
+            if fresh is not None:
+                self._drop_finalizer(fresh)
 
     def close(self) -> None:
+        for informer in (self._informers or {}).values():
+            informer.stop()
+        self.events.close()
         self.api.close()

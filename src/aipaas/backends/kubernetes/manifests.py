@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from typing import Any, Final
 
 from aipaas.backends.base import LaunchRequest
@@ -179,7 +180,12 @@ def allocation(stored: Mapping[str, Any], node: str) -> dict[str, Any]:
         {k: r[k] for k in _RESULT_FIELDS if r.get(k) not in (None, [], {})}
         for r in devices.get("results") or []
     ]
-    out: dict[str, Any] = {"devices": {"results": results}, "nodeSelector": node_selector(node)}
+    out: dict[str, Any] = {
+        "devices": {"results": results},
+        "nodeSelector": node_selector(node),
+        # when it was allocated, as the DRA plugin writes it (1.34+)
+        "allocationTimestamp": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+    }
     if devices.get("config"):
         out["devices"]["config"] = devices["config"]
     return out

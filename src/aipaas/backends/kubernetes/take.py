@@ -49,6 +49,7 @@ def take_imported(backend: KubernetesBackend, request: LaunchRequest) -> None:
             else finalizers,
         }
         pod = backend.api.patch("Pod", meta["name"], {"metadata": patch}, namespace)
+        backend.remember(pod)
     uses = set(pod_claim_names(pod))
     claims = {
         str(c["metadata"]["name"]): c for c in request.claims if c["metadata"]["name"] in uses

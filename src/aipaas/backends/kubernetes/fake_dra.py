@@ -1,0 +1,166 @@
+"""A stand-in DRA driver for test and trial clusters without GPUs: it creates Nodes (KWOK
+nodes when asked, which the kwok controller keeps Ready) and publishes each node's GPUs as a
+resource.k8s.io/v1 ResourceSlice, with the names NVIDIA's DRA driver (gpu.nvidia.com) uses:
+attributes ``type`` ("gpu"), ``uuid``, ``productName``, ``brand``, ``architecture``,
+``index``, ``minor``, ``cudaComputeCapability``, ``driverVersion`` and the capacity
+``memory``; and the DeviceClass ``gpu.nvidia.com`` that selects them. No device exists: the
+slices say what a real driver would publish, so that a scheduler (kube-scheduler's DRA plugin or
+aipaas) allocates them.
+
+Used by tests/kube, benchmarks/kube_side_by_side.py and by hand:
+
+    python -m aipaas.backends.kubernetes.fake_dra --kubeconfig K --nodes 4 --gpus 8 [--kwok]
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from aipaas.backends.kubernetes.api import Conflict, KubeApi, make_client
+from aipaas.backends.kubernetes.options import KubeOptions
+
+DRIVER: Final = "gpu.nvidia.com"
+KWOK_ANNOTATION: Final = "kwok.x-k8s.io/node"
+DEVICE_CLASS: Final[dict[str, Any]] = {
+    "apiVersion": "resource.k8s.io/v1",
+    "kind": "DeviceClass",
+    "metadata": {"name": DRIVER},
+    "spec": {
+        "selectors": [
+            {
+                "cel": {
+                    "expression": f'device.driver == "{DRIVER}" && '
+                    f'device.attributes["{DRIVER}"].type == "gpu"'
+                }
+            }
+        ]
+    },
+}
+
+
+@dataclass(frozen=True)
+class FakeNode:
+    name: str
+    gpus: int
+    product: str = "NVIDIA H100 80GB HBM3"
+    memory: str = "80Gi"
+    architecture: str = "Hopper"
+    compute_capability: str = "9.0.0"
+    cpu: str = "64"
+    node_memory: str = "512Gi"
+    labels: dict[str, str] = field(default_factory=dict)
+
+
+def node_document(node: FakeNode, *, kwok: bool) -> dict[str, Any]:
+    labels = {
+        "kubernetes.io/hostname": node.name,
+        "kubernetes.io/os": "linux",
+        "topology.kubernetes.io/zone": "z1",
+        "nvidia.com/gpu.product": node.product.replace(" ", "-"),
+        **node.labels,
+    }
+    meta: dict[str, Any] = {"name": node.name, "labels": labels}
+    if kwok:
+        meta["annotations"] = {KWOK_ANNOTATION: "fake"}
+        labels["type"] = "kwok"
+    resources = {"cpu": node.cpu, "memory": node.node_memory, "pods": "110"}
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": meta,
+        "status": {
+            "capacity": resources,
+            "allocatable": resources,
+            # without a kubelet nothing reports: a node made outside kwok is Ready as made
+            "conditions": [] if kwok else [{"type": "Ready", "status": "True"}],
+        },
+    }
+
+
+def slice_document(node: FakeNode) -> dict[str, Any]:
+    """The node's ResourceSlice, one pool per node, as the NVIDIA driver publishes it."""
+    devices = [
+        {
+            "name": f"gpu-{i}",
+            "attributes": {
+                "type": {"string": "gpu"},
+                "uuid": {"string": f"GPU-{node.name}-{i:02d}"},
+                "productName": {"string": node.product},
+                "brand": {"string": "Nvidia"},
+                "architecture": {"string": node.architecture},
+                "index": {"int": i},
+                "minor": {"int": i},
+                "cudaComputeCapability": {"version": node.compute_capability},
+                "driverVersion": {"version": "570.124.6"},
+            },
+            "capacity": {"memory": {"value": node.memory}},
+        }
+        for i in range(node.gpus)
+    ]
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceSlice",
+        "metadata": {"name": f"{node.name}-{DRIVER}"},
+        "spec": {
+            "driver": DRIVER,
+            "nodeName": node.name,
+            "pool": {"name": node.name, "generation": 1, "resourceSliceCount": 1},
+            "devices": devices,
+        },
+    }
+
+
+def _create(api: KubeApi, document: dict[str, Any]) -> None:
+    try:
+        api.create(document)
+    except Conflict:
+        pass  # published before
+
+
+def publish(
+    api: KubeApi, nodes: Sequence[FakeNode], *, kwok: bool = False, workers: int = 8
+) -> None:
+    """The DeviceClass, then each node and its slice (a node without GPUs has none)."""
+    _create(api, DEVICE_CLASS)
+
+    def one(node: FakeNode) -> None:
+        _create(api, node_document(node, kwok=kwok))
+        if node.gpus:
+            _create(api, slice_document(node))
+
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        list(pool.map(one, nodes))
+
+
+def withdraw(api: KubeApi, names: Iterable[str]) -> None:
+    """Remove the nodes and their slices."""
+    for name in names:
+        api.delete("ResourceSlice", f"{name}-{DRIVER}")
+        api.delete("Node", name)
+
+
+def uniform(count: int, gpus: int, prefix: str = "gpu-node") -> list[FakeNode]:
+    return [FakeNode(f"{prefix}-{i:04d}", gpus) for i in range(count)]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--kubeconfig", required=True)
+    parser.add_argument("--nodes", type=int, default=2)
+    parser.add_argument("--gpus", type=int, default=8)
+    parser.add_argument("--prefix", default="gpu-node")
+    parser.add_argument("--kwok", action="store_true", help="annotate the nodes for kwok")
+    args = parser.parse_args(argv)
+    api = KubeApi(make_client(KubeOptions(kubeconfig=args.kubeconfig)))
+    publish(api, uniform(args.nodes, args.gpus, args.prefix), kwok=args.kwok)
+    print(f"published {args.nodes} nodes with {args.gpus} GPUs each")
+    api.close()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
