@@ -80,6 +80,9 @@ class DatasetCaches(Protocol):
 
 
 _METHODS = ("cached_datasets", "cache_capacity", "load_dataset", "evict_dataset")
+#: optional: ``cancel_load(node, key) -> bool`` withdraws a background load whose dataset is
+#: gone (its copier ends); the controller calls it where a backend has it
+CANCEL_LOAD = "cancel_load"
 
 
 def dataset_caches(backend: object) -> DatasetCaches | None:
@@ -123,6 +126,10 @@ class _Joined:
     def evict_dataset(self, node: str, key: str) -> bool:
         owner = self._owner(node)
         return owner.evict_dataset(node, key) if owner is not None else False
+
+    def cancel_load(self, node: str, key: str) -> bool:
+        cancel = getattr(self._owner(node), CANCEL_LOAD, None)
+        return bool(cancel(node, key)) if cancel is not None else False
 
     def set_cache_hints(self, node: str, pinned: Sequence[str], demand: Mapping[str, int]) -> None:
         owner = self._owner(node)

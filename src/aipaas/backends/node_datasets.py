@@ -119,6 +119,10 @@ class NodeDatasetCaches:
     def evict_dataset(self, node: str, key: str) -> bool:
         return node in self._cache_nodes() and self.node_cache(node).evict(key)
 
+    def cancel_load(self, node: str, key: str) -> bool:
+        """Withdraw a background load (its dataset is gone): data/cache.py cancel_load."""
+        return node in self._cache_nodes() and self.node_cache(node).cancel_load(key)
+
     def set_cache_hints(self, node: str, pinned: Sequence[str], demand: Mapping[str, int]) -> None:
         if node in self._cache_nodes():
             cache = self.node_cache(node)

@@ -16,7 +16,7 @@ from collections import defaultdict
 from aipaas.api.data import CacheMode, Dataset
 from aipaas.api.duration import seconds
 from aipaas.api.job import Job, JobPhase
-from aipaas.backends.datasets import CachedDataset, DatasetCaches, dataset_caches
+from aipaas.backends.datasets import CANCEL_LOAD, CachedDataset, DatasetCaches, dataset_caches
 from aipaas.controller.datasets_launch import key_of, source_of
 from aipaas.controller.datasets_report import DatasetMetrics, event, report
 from aipaas.controller.extensions import CycleContext
@@ -57,6 +57,8 @@ class DatasetExtension:
             d for d in context.store.list_objects("Dataset", None) if isinstance(d, Dataset)
         ]
         if not datasets:
+            # The last dataset deleted: its entries (and a load still running) go all the same.
+            self._forget_orphans(caches, {}, caches.cached_datasets())
             return
         pools = {n.name: n.labels.get(POOL_LABEL, "") for n in context.nodes}
         nodes = [n for n in pools if caches.cache_capacity(n) is not None]
@@ -131,10 +133,18 @@ class DatasetExtension:
         self, caches: DatasetCaches, by_key: dict[str, Dataset], entries: list[CachedDataset]
     ) -> None:
         """Entries of datasets deleted (or whose source changed: a new key) go once no task
-        reads them and no load fills them."""
+        reads them and no load fills them; a background load filling one is withdrawn (its
+        copier ends, and a later cycle removes the entry): a source that never ends would
+        otherwise keep it copying for nobody."""
+        cancel = getattr(caches, CANCEL_LOAD, None)
         for entry in entries:
-            orphan = entry.key not in by_key and not entry.in_use and not entry.loading
-            if orphan and caches.evict_dataset(entry.node, entry.key):
+            if entry.key in by_key:
+                continue
+            if entry.loading:
+                if cancel is not None and cancel(entry.node, entry.key):
+                    log.info("dataset load %s on %s withdrawn: no dataset", entry.key, entry.node)
+                continue
+            if not entry.in_use and caches.evict_dataset(entry.node, entry.key):
                 log.info("dataset cache %s on %s removed: no dataset", entry.key, entry.node)
 
     def _failing(self, entries: list[CachedDataset], now: float) -> set[tuple[str, str]]:

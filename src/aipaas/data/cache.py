@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from aipaas.data.entry import ERROR, MANIFEST, PART_SUFFIX, STATS, Busy, Entry
+from aipaas.data.entry import ERROR, LOAD, MANIFEST, PART_SUFFIX, STATS, Busy, Entry
 from aipaas.data.prefetch_policy import CacheEntry, choose_evictions
 from aipaas.data.prefetch_policy import NodeCache as PolicyCache
 
@@ -120,6 +120,15 @@ class NodeCache:
         except (Busy, FileNotFoundError):
             return False
         shutil.rmtree(grave, ignore_errors=True)
+        return True
+
+    def cancel_load(self, key: str) -> bool:
+        """Withdraw the entry's background load (its dataset is gone): its copier sees its
+        load.json gone and ends within a second (data/copier.py); True if one was there."""
+        try:
+            (self.entry(key).path / LOAD).unlink()
+        except FileNotFoundError:
+            return False
         return True
 
     def room_for(self, entry: Entry) -> Callable[[int], None]:

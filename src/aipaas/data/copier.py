@@ -7,7 +7,10 @@ source's and, where the source vouches for an MD5 (an S3 single-part ETag), its 
 SHA-256 goes in the manifest. A mismatch discards the part and copies the file once more.
 
 Run as ``python -m aipaas.data.copier ENTRY`` for a background load: it reads the source from
-ENTRY/load.json, holds the entry's lock while it works, and removes load.json at the end.
+ENTRY/load.json, holds the entry's lock while it works, and removes load.json at the end. A
+load whose load.json is removed by someone else is withdrawn (its dataset was deleted:
+data/cache.py ``cancel_load``): the copier ends within ``WATCH_SECONDS``, whatever it was
+waiting for (a source that answers slowly, a listing without end, the entry's lock).
 """
 
 from __future__ import annotations
@@ -32,10 +35,14 @@ from aipaas.data.source import (
     list_files,
     local_path,
     open_source,
+    refused_or,
 )
 
 CHUNK = 8 << 20
 WORKERS = 4
+#: how often a background load checks it is still wanted
+WATCH_SECONDS = 0.5
+EXIT_WITHDRAWN = 75  # EX_TEMPFAIL
 
 
 class ChecksumError(Exception):
@@ -205,6 +212,9 @@ def main(argv: list[str]) -> int:
 
     cache = NodeCache(entry.path.parent.parent, int(load["capacity"]))
     spec = SourceSpec.from_json(load["source"])
+    ending = threading.Lock()  # held by whoever ends the load: the copy or the withdrawal
+    ended = threading.Event()
+    threading.Thread(target=_end_if_withdrawn, args=(entry, ending, ended), daemon=True).start()
     try:
         with entry.locked():
             # Complete already (a task staged it while this load waited for its node):
@@ -215,12 +225,30 @@ def main(argv: list[str]) -> int:
                 bytes_from_source=result.copied_bytes, loads=1, last_used=time.time()
             )
     except Exception as err:
-        write_atomic(entry.path / ERROR, f"{type(err).__name__}: {err}")
-        print(f"load of {entry.path} failed: {err}", file=sys.stderr)
+        said = refused_or(f"{type(err).__name__}: {err}")
+        write_atomic(entry.path / ERROR, said)
+        print(f"load of {entry.path} failed: {said}", file=sys.stderr)
         return 1
     finally:
+        with ending:
+            ended.set()
         (entry.path / LOAD).unlink(missing_ok=True)  # the credentials go with it
     return 0
+
+
+def _end_if_withdrawn(entry: Entry, ending: threading.Lock, ended: threading.Event) -> None:
+    """End the process once its load.json is gone (the load was withdrawn) unless the copy
+    ended first. A hard exit: the threads reading the source may be blocked in a read; the
+    lock goes with the process, the parts copied stay for whoever fills the entry next."""
+    while not ended.wait(WATCH_SECONDS):
+        with ending:
+            if ended.is_set() or (entry.path / LOAD).exists():
+                continue
+            if entry.path.is_dir():
+                write_atomic(entry.path / ERROR, "withdrawn: the dataset is gone")
+            print(f"load of {entry.path} withdrawn: the dataset is gone", file=sys.stderr)
+            sys.stderr.flush()
+            os._exit(EXIT_WITHDRAWN)
 
 
 if __name__ == "__main__":

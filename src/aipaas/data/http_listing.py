@@ -7,10 +7,15 @@ it (fsspec's ``ls`` keeps only those), and the links ending in "/" are its subdi
 the same way. Links with a query or a fragment (an index page's sort links), "." and ".." are
 no files; every page is read once (a page linking itself is no loop). A directory whose pages
 link no file is refused, naming spec.source: an empty dataset is a mistake, not a cache.
+
+A generated site's pages may never end (each linking new subdirectories): the listing stops,
+naming spec.source, past ``MAX_PAGES`` pages, ``MAX_LINKS`` links or ``LIST_SECONDS`` seconds
+in all (each page within what is left of that). Called by data/source.py ``list_files``.
 """
 
 from __future__ import annotations
 
+import time
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -20,6 +25,12 @@ import fsspec
 MAX_DEPTH = 32
 #: files one source may list
 MAX_FILES = 100_000
+#: index pages one listing may read
+MAX_PAGES = 10_000
+#: links (files and directories) one listing may gather from its pages
+MAX_LINKS = 1_000_000
+#: seconds one listing may take, its pages and the files' sizes
+LIST_SECONDS = 900.0
 HTML_TYPES = ("text/html", "application/xhtml+xml")
 
 
@@ -36,18 +47,29 @@ def http_entries(fs: fsspec.AbstractFileSystem, url: str) -> dict[str, dict[str,
     it is a file, or the files its index pages link below it."""
     fs.invalidate_cache()  # an instance may outlive a listing: never serve an old one
     try:
-        info: dict[str, Any] = fs.info(url)
+        info: dict[str, Any] = fs.info(url, timeout=LIST_SECONDS)
     except FileNotFoundError as err:
         raise HttpListingError(f"spec.source {url}: not found") from err
     if not _is_index(url, info):
         return {url: info}
-    files = _walk(fs, url)
+    deadline = time.monotonic() + LIST_SECONDS
+    files = _walk(fs, url, deadline)
     if not files:
         raise HttpListingError(
             f"spec.source {url}: a directory whose index page links no file under it "
             "(an http(s) directory is read from the links of its index page)"
         )
-    return {name: _sized(fs, name, found) for name, found in sorted(files.items())}
+    return {
+        name: _sized(fs, name, found, _left(url, deadline)) for name, found in sorted(files.items())
+    }
+
+
+def _left(url: str, deadline: float) -> float:
+    """Seconds left to the listing; HttpListingError once none are."""
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise HttpListingError(f"spec.source {url}: not listed within {LIST_SECONDS:g} s")
+    return left
 
 
 def _is_index(url: str, info: dict[str, Any]) -> bool:
@@ -57,20 +79,29 @@ def _is_index(url: str, info: dict[str, Any]) -> bool:
     return mimetype in HTML_TYPES
 
 
-def _walk(fs: fsspec.AbstractFileSystem, url: str) -> dict[str, dict[str, Any]]:
+def _walk(fs: fsspec.AbstractFileSystem, url: str, deadline: float) -> dict[str, dict[str, Any]]:
     files: dict[str, dict[str, Any]] = {}
     seen: set[str] = set()
     pending = [(url.rstrip("/") + "/", 0)]
+    links = 0
     while pending:
         page, depth = pending.pop()
         if page in seen:
             continue
         seen.add(page)
+        if len(seen) > MAX_PAGES:
+            raise HttpListingError(
+                f"spec.source {url}: more than {MAX_PAGES} index pages (a listing without end?)"
+            )
         try:
-            entries = fs.ls(page, detail=True)
+            # fsspec's sync wrapper stops waiting at ``timeout`` (FSTimeoutError, an OSError)
+            entries = fs.ls(page, detail=True, timeout=_left(url, deadline))
         except (OSError, ValueError) as err:
             message = f"spec.source {url}: cannot read the index {page}: {err}"
             raise HttpListingError(message) from err
+        links += len(entries)
+        if links > MAX_LINKS:
+            raise HttpListingError(f"spec.source {url}: index pages link more than {MAX_LINKS}")
         for entry in entries:
             name = str(entry["name"])
             if not _a_path_below(name, page):
@@ -97,11 +128,13 @@ def _a_path_below(name: str, page: str) -> bool:
     return all(step not in ("", ".", "..") for step in steps)
 
 
-def _sized(fs: fsspec.AbstractFileSystem, name: str, entry: dict[str, Any]) -> dict[str, Any]:
+def _sized(
+    fs: fsspec.AbstractFileSystem, name: str, entry: dict[str, Any], timeout: float
+) -> dict[str, Any]:
     """An index page says no sizes: the file's own answer does (HEAD, else GET's headers)."""
     if entry.get("size") is not None:
         return entry
     try:
-        return {**entry, **fs.info(name), "type": "file"}
+        return {**entry, **fs.info(name, timeout=timeout), "type": "file"}
     except FileNotFoundError as err:
         raise HttpListingError(f"spec.source: {name} is linked but not found") from err

@@ -25,7 +25,7 @@ from typing import Any
 from aipaas.data.cache import NodeCache
 from aipaas.data.copier import cached, fill
 from aipaas.data.entry import write_atomic
-from aipaas.data.source import SourceSpec
+from aipaas.data.source import SourceSpec, refused_or
 from aipaas.data.stream import set_task_variables, stream_variables
 from aipaas.data.upload import upload
 
@@ -147,7 +147,8 @@ def main(argv: list[str]) -> int:
     try:
         stage(directory, spec)
     except Exception as err:
-        print(f"aipaas: the task's datasets could not be had: {err}", file=sys.stderr, flush=True)
+        said = refused_or(str(err))  # a refused connection, however the library reported it
+        print(f"aipaas: the task's datasets could not be had: {said}", file=sys.stderr, flush=True)
         write_atomic(directory / "exit", f"{EXIT_NO_DATA}\n")
         return EXIT_NO_DATA
     finally:

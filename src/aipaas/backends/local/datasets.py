@@ -119,6 +119,10 @@ class LocalDatasetCaches:
     def evict_dataset(self, node: str, key: str) -> bool:
         return node == self.name_of_node and self.node_cache.evict(key)
 
+    def cancel_load(self, node: str, key: str) -> bool:
+        """Withdraw a background load (its dataset is gone): data/cache.py cancel_load."""
+        return node == self.name_of_node and self.node_cache.cancel_load(key)
+
     def set_cache_hints(self, node: str, pinned: Sequence[str], demand: Mapping[str, int]) -> None:
         if node == self.name_of_node:
             cache = self.node_cache
