@@ -57,7 +57,7 @@ def serve(settings: Settings, *, log_level: str = "info", announce: bool = False
     store.close()
     if settings.token_file.exists():
         os.chmod(settings.token_file, 0o600)  # one written by an older version, or by hand
-    if token is not None:
+    if token is not None and not announce:  # `up`'s banner below says it, first
         _err(f"created the platform-admin token; it is in {settings.token_file} (owner-only)")
     url = f"http://{settings.host}:{settings.port}"
     if announce:
@@ -66,7 +66,8 @@ def serve(settings: Settings, *, log_level: str = "info", announce: bool = False
         # only; tasks never get that HOME (each has its own, and as root its own user).
         _write_private(config_path(os.environ), yaml.safe_dump({"url": url, "token": admin or ""}))
         print(f"aipaas is up at {url} (API docs: {url}/docs)", flush=True)
-        print(f"token: {admin or '(see ' + str(settings.token_file) + ')'}", flush=True)
+        kept = f"kept in {settings.token_file}, owner-only"
+        print(f"token: {admin} ({kept})" if admin else f"token: ({kept})", flush=True)
         print(f"the CLI is configured ({config_path(os.environ)}); try:", flush=True)
         for line in try_lines(Path.cwd(), os.environ.get("PATH", "")):
             print(f"  {line}", flush=True)
