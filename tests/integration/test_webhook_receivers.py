@@ -10,6 +10,7 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import pytest
@@ -135,6 +136,19 @@ def server(
         process.close()
 
 
+def footprint(server: ServerProcess) -> dict[str, int]:
+    """The server process's resident memory (KiB), threads and open file descriptors."""
+    assert server.process is not None
+    proc = Path(f"/proc/{server.process.pid}")
+    status = (proc / "status").read_text().splitlines()
+    fields = dict(line.split(":", 1) for line in status if ":" in line)
+    return {
+        "rss_kib": int(fields["VmRSS"].split()[0]),
+        "threads": int(fields["Threads"]),
+        "fds": len(list((proc / "fd").iterdir())),
+    }
+
+
 def wait_for(check: object, timeout: float, what: str) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -147,6 +161,7 @@ def wait_for(check: object, timeout: float, what: str) -> None:
 def test_a_slow_drip_receiver_does_not_hold_another_tenants_scheduling(
     server: ServerProcess, drip: SlowDripReceiver
 ) -> None:
+    before = footprint(server)
     with server.http() as client:
         # 1 GPU at 3600 an hour spends the budget's 50% (0.5) in about half a second.
         assert client.post("/apply", content=job("burn", "acme", "research")).status_code == 200
@@ -159,7 +174,10 @@ def test_a_slow_drip_receiver_does_not_hold_another_tenants_scheduling(
         while server.phase("other", "globex") != "Running" and time.monotonic() < deadline:
             time.sleep(0.1)
         latency = time.monotonic() - applied
+        during = footprint(server)
         print(f"other tenant's job running {latency:.2f} s after it was applied")
+        print(f"server before the slow receiver: {before}; while it drips: {during}")
+        assert during["threads"] <= before["threads"] + 4  # one send under way, no pile-up
         assert latency < SCHEDULING_BOUND_SECONDS, f"{latency:.1f} s: the loop was held"
         assert httpx.get(server.url + "/readyz", timeout=10).status_code == 200
 
