@@ -10,7 +10,8 @@ link no file is refused, naming spec.source: an empty dataset is a mistake, not 
 
 A generated site's pages may never end (each linking new subdirectories): the listing stops,
 naming spec.source, past ``MAX_PAGES`` pages, ``MAX_LINKS`` links or ``LIST_SECONDS`` seconds
-in all (each page within what is left of that). Called by data/source.py ``list_files``.
+in all, each page within ``PAGE_SECONDS`` (a page whose body never ends is cut off there).
+Called by data/source.py ``list_files``.
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ MAX_PAGES = 10_000
 MAX_LINKS = 1_000_000
 #: seconds one listing may take, its pages and the files' sizes
 LIST_SECONDS = 900.0
+#: seconds one index page may take (it is read whole: a page without end is cut off here)
+PAGE_SECONDS = 60.0
 HTML_TYPES = ("text/html", "application/xhtml+xml")
 
 
@@ -95,7 +98,8 @@ def _walk(fs: fsspec.AbstractFileSystem, url: str, deadline: float) -> dict[str,
             )
         try:
             # fsspec's sync wrapper stops waiting at ``timeout`` (FSTimeoutError, an OSError)
-            entries = fs.ls(page, detail=True, timeout=_left(url, deadline))
+            timeout = min(PAGE_SECONDS, _left(url, deadline))
+            entries = fs.ls(page, detail=True, timeout=timeout)
         except (OSError, ValueError) as err:
             message = f"spec.source {url}: cannot read the index {page}: {err}"
             raise HttpListingError(message) from err
