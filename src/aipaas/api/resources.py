@@ -10,7 +10,7 @@ import functools
 import math
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import Field, field_validator, model_validator
 
@@ -87,13 +87,26 @@ def _check_memory(value: str, *, allow_zero: bool = False) -> str:
 
 
 class GpuRequest(Model):
-    """GPUs of one task: ``count`` whole GPUs, or one GPU shared by ``fraction``."""
+    """GPUs of one task: ``count`` whole GPUs, or one GPU shared by ``fraction``, or a share of
+    each of ``count`` GPUs by memory and cores (HAMi's form: ``memory`` or ``memoryPercent``,
+    ``cores``; also by ``uuids`` or ``indices``)."""
 
     count: int = Field(default=1, ge=0, le=MAX_TASK_GPUS, strict=True)
     fraction: float | None = Field(default=None, gt=0, le=1)
     model: str | None = Field(default=None, min_length=1, max_length=64)
-    #: at least this much GPU memory (per GPU)
+    #: per GPU: whole GPUs with at least this much memory; in a share, the memory it takes
     memory: QuantityStr | None = None
+    #: a share: this percent of each GPU's memory
+    memory_percent: int | None = Field(default=None, ge=1, le=100, strict=True)
+    #: a share: this percent of each GPU's compute (100: the GPU unshared)
+    cores: int | None = Field(default=None, ge=0, le=100, strict=True)
+    #: a share on GPUs of these UUIDs (or indices) only
+    uuids: list[Annotated[str, Field(min_length=1, max_length=128)]] | None = Field(
+        default=None, min_length=1, max_length=64
+    )
+    indices: list[Annotated[int, Field(ge=0, le=1023)]] | None = Field(
+        default=None, min_length=1, max_length=64
+    )
 
     @field_validator("memory")
     @classmethod
@@ -107,11 +120,38 @@ class GpuRequest(Model):
                 raise ValueError("a fraction of a GPU needs count 1")
             if round(self.fraction * 1000) < 1:
                 raise ValueError("fraction must be at least 0.001")
+        if self.memory is not None and self.memory_percent is not None:
+            raise ValueError("memory and memoryPercent are two ways to say one thing: give one")
+        if self.fraction is not None and self.cores is not None:
+            raise ValueError("fraction and cores are two ways to say one thing: give one")
+        if self.uuids is not None and self.indices is not None:
+            raise ValueError("uuids and indices are two ways to name GPUs: give one")
+        named = self.uuids or self.indices
+        if named is not None and len(set(named)) < self.count:
+            raise ValueError(f"names {len(set(named))} GPUs, fewer than count {self.count}")
+        if self.is_share and self.count < 1:
+            raise ValueError("a GPU share needs count >= 1")
         return self
 
     @property
+    def is_share(self) -> bool:
+        """A share of each GPU by memory and cores (not whole GPUs, not a milli fraction)."""
+        return (
+            self.cores is not None
+            or self.memory_percent is not None
+            or self.uuids is not None
+            or self.indices is not None
+            or (self.fraction is not None and self.fraction < 1 and self.memory is not None)
+        )
+
+    @property
     def milli(self) -> int:
-        return 1000 if self.fraction is None else round(self.fraction * 1000)
+        """Per GPU, thousandths of its compute (a share takes at least 1: see gpu_share.py)."""
+        if self.cores is not None:
+            return max(self.cores * 10, 1)
+        if self.fraction is not None:
+            return round(self.fraction * 1000)
+        return 1 if self.is_share else 1000
 
 
 def _gpu_short_form(value: Any) -> Any:

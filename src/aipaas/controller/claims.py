@@ -45,7 +45,7 @@ from aipaas.controller.task_devices import (
 from aipaas.controller.work import FINISHED_TASK, JobWork
 from aipaas.devices.shortform import DEFAULT_CLASS, default_class
 from aipaas.devices.topology_files import DRIVER
-from aipaas.scheduler.batch.from_api import node_constraints
+from aipaas.scheduler.batch.from_api import gpu_share, node_constraints
 from aipaas.store import Store, TaskRecord
 
 log = logging.getLogger("aipaas.controller")
@@ -175,6 +175,7 @@ class ClaimBook:
             gpu_claim=compiled is not None,
             on_request=wants_simulated(job),
             constraints=node_constraints(job.spec),
+            share=gpu_share(spec.resources.gpu),
         )
 
     def problem(self, job: Job) -> str | None:

@@ -20,11 +20,18 @@ from aipaas.data.affinity_profile import with_data_affinity
 from aipaas.devices.inventory import Inventory, InventoryError
 from aipaas.devices.ledger import DeviceLedger
 from aipaas.scheduler.framework.cluster import ClusterState, NodeSpec
-from aipaas.scheduler.framework.constraints import TAINTS_ANNOTATION, parse_taints
+from aipaas.scheduler.framework.constraints import (
+    TAINTS_ANNOTATION,
+    UNHEALTHY_GPUS_ANNOTATION,
+    parse_indices,
+    parse_taints,
+)
+from aipaas.scheduler.framework.gpu_share import share_memory
 from aipaas.scheduler.framework.profile import SchedulerProfile
 from aipaas.scheduler.framework.runtime import Scheduler
 from aipaas.scheduler.framework.types import (
     MILLI_PER_GPU,
+    GpuShare,
     NodeConstraints,
     Placement,
     PodRequest,
@@ -62,6 +69,8 @@ class Pod:
     on_request: bool = False
     #: the job's nodeSelector, node affinity and tolerations (scheduler/batch/from_api.py)
     constraints: NodeConstraints | None = None
+    #: a share of each GPU by memory and cores (scheduler/batch/from_api.py ``gpu_share``)
+    share: GpuShare | None = None
 
 
 @dataclass(frozen=True)
@@ -140,6 +149,8 @@ class _Pool:
                     gpu_model=n.gpu_model,
                     labels=dict(n.labels),
                     taints=parse_taints(n.annotations.get(TAINTS_ANNOTATION, "")),
+                    gpu_memory_mib=n.gpu_memory_mib,
+                    unhealthy_gpus=parse_indices(n.annotations.get(UNHEALTHY_GPUS_ANNOTATION, "")),
                 )
                 for n in self.nodes
             ],
@@ -223,6 +234,8 @@ class Placer:
             gpu_milli=gpu_milli,
             cpu_milli=pod.amounts.cpu_milli,
             memory_mib=pod.amounts.memory_mib,
+            share=pod.share is not None,
+            gpu_memory_mib=share_memory(pool.state, pod.share, index) if pod.share else 0,
         )
         try:
             pool.state.allocate(placement)
@@ -357,6 +370,7 @@ def _request(pod: Pod) -> PodRequest:
         gpu_models=() if pod.gpu_claim else pod.gpu_models,
         claims=pod.claims,
         constraints=pod.constraints,
+        share=pod.share,
     )
 
 

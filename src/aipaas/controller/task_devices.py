@@ -29,7 +29,7 @@ def short_form_claim_name(job: Job, task: str) -> str:
 def compiles_to_claim(gpu: GpuRequest | None) -> bool:
     """Whole GPUs go to the device allocator; fractions keep the milli-GPU path (see
     docs/devices.md: a fraction shares a GPU that the ledger then holds for such work)."""
-    return gpu is not None and gpu.count > 0 and gpu.milli >= MILLI_PER_GPU
+    return gpu is not None and gpu.count > 0 and gpu.milli >= MILLI_PER_GPU and not gpu.is_share
 
 
 def short_form_claim(job: Job, task: str, gpu: GpuRequest) -> ResourceClaim:

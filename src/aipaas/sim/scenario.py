@@ -108,6 +108,15 @@ class ScenarioNode(Model):
     gpu_model: str = Field(default="", max_length=64)
     labels: dict[str, str] = Field(default_factory=dict)
     taints: list[ScenarioTaint] = Field(default_factory=list, max_length=16)
+    #: per GPU: its memory, the UUIDs by index, the unhealthy indices, the most shares
+    gpu_memory: QuantityStr | None = None
+    gpu_uuids: list[Annotated[str, Field(min_length=1, max_length=128)]] = Field(
+        default_factory=list, max_length=1024
+    )
+    unhealthy_gpus: list[Annotated[int, Field(ge=0, le=1023)]] = Field(
+        default_factory=list, max_length=1024
+    )
+    gpu_split: int = Field(default=10, ge=1, le=1000)
 
     _labels = field_validator("labels")(_check_labels)
 

@@ -116,6 +116,10 @@ def build_scenario(
             gpu_model=n.gpu_model,
             labels=dict(n.labels),
             taints=tuple(Taint(t.key, t.value, t.effect) for t in n.taints),
+            gpu_memory_mib=memory_mib(n.gpu_memory) if n.gpu_memory else 0,
+            gpu_uuids=tuple(n.gpu_uuids),
+            unhealthy_gpus=tuple(n.unhealthy_gpus),
+            gpu_split=n.gpu_split,
         )
         for n in spec.nodes
     ]

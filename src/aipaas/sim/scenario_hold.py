@@ -10,8 +10,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from aipaas.errors import FieldError, InvalidObject
 from aipaas.scheduler.batch.model import Job
+from aipaas.scheduler.framework.gpu_share import fitting_gpus, share_memory
 from aipaas.scheduler.framework.types import MILLI_PER_GPU, Placement
 
 if TYPE_CHECKING:
@@ -51,8 +54,11 @@ def hold_running(engine: SnapshotCluster, job: Job, entry: Running, where: str, 
                 ]
             )
         row = state.gpu_free[index, : spec.gpu_count]
+        rows = np.array([index], dtype=np.int64)
         if request.gpu_count == 0:
             gpus: list[int] = []
+        elif request.share is not None:
+            gpus = [int(g) for g in np.flatnonzero(fitting_gpus(state, request, rows)[0])]
         elif request.gpu_milli >= MILLI_PER_GPU:
             gpus = [g for g in range(spec.gpu_count) if row[g] == MILLI_PER_GPU]
         else:
@@ -80,6 +86,8 @@ def hold_running(engine: SnapshotCluster, job: Job, entry: Running, where: str, 
             gpu_milli=request.gpu_milli if request.gpu_count else 0,
             cpu_milli=request.cpu_milli,
             memory_mib=request.memory_mib,
+            share=request.share is not None,
+            gpu_memory_mib=share_memory(state, request.share, index) if request.share else 0,
         )
         engine.hold(placement)
         task.placement = placement

@@ -83,6 +83,10 @@ class SnapshotCluster:
                     gpu_model=n.gpu_model or ("gpu" if n.gpu_count else ""),
                     labels=dict(n.labels),
                     taints=n.taints,
+                    gpu_memory_mib=n.gpu_memory_mib,
+                    gpu_uuids=n.gpu_uuids,
+                    unhealthy_gpus=n.unhealthy_gpus,
+                    gpu_split=n.gpu_split,
                 )
                 for n in self.nodes
             ],

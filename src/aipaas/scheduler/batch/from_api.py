@@ -31,10 +31,11 @@ from aipaas.api.job import (
 )
 from aipaas.api.meta import Object
 from aipaas.api.queue import Queue, QueueSpec
-from aipaas.api.resources import Quota, memory_mib
+from aipaas.api.resources import GpuRequest, Quota, memory_mib
 from aipaas.api.tenancy import Tenant
 from aipaas.scheduler.batch.model import UNBOUNDED, Job, QueueNode, Resources, Task
 from aipaas.scheduler.framework.types import (
+    GpuShare,
     NodeConstraints,
     Placement,
     PodRequest,
@@ -250,6 +251,20 @@ def pod_request(
         gpu_milli=amounts.gpu_milli if count else 0,
         gpu_models=(gpu.model,) if gpu is not None and gpu.model and count else (),
         constraints=constraints,
+        share=gpu_share(gpu),
+    )
+
+
+def gpu_share(gpu: GpuRequest | None) -> GpuShare | None:
+    """The share of each GPU a task asks for by memory and cores (HAMi's form), or None; the
+    live controller and ``aipaas simulate`` both ask this."""
+    if gpu is None or not gpu.is_share or not gpu.count:
+        return None
+    return GpuShare(
+        memory_mib=memory_mib(gpu.memory) if gpu.memory is not None else 0,
+        memory_percent=gpu.memory_percent or 0,
+        uuids=tuple(gpu.uuids or ()),
+        indices=tuple(gpu.indices or ()),
     )
 
 

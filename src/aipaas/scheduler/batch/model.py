@@ -228,6 +228,11 @@ class Node:
     gpu_model: str = ""
     labels: dict[str, str] = field(default_factory=dict)
     taints: tuple[Taint, ...] = ()
+    #: per GPU: memory (MiB), UUIDs by index, unhealthy indices, most shares (see NodeSpec)
+    gpu_memory_mib: int = 0
+    gpu_uuids: tuple[str, ...] = ()
+    unhealthy_gpus: tuple[int, ...] = ()
+    gpu_split: int = 10
 
 
 @dataclass(slots=True)

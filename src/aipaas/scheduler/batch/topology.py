@@ -235,11 +235,12 @@ def _place_like_kueue(
     view: DomainView,
 ) -> list[Placement] | None:
     """The gang placed node by node as ``topology_tas.assign`` says; None when it does not
-    apply (pods of several shapes, claims) or finds no place (the caller then says why)."""
+    apply (pods of several shapes, claims, GPU shares) or finds no place (the caller then
+    says why)."""
     if not pods or not isinstance(engine, CountingEngine):
         return None
     first = pods[0]
-    if any(p.claims or _shape(p) != _shape(first) for p in pods):
+    if any(p.claims or p.share or _shape(p) != _shape(first) for p in pods):
         return None
     coarser = view.coarser(label)
     levels = [*reversed(coarser), label, *view.finer(label)]

@@ -35,6 +35,14 @@ class NodeSpec:
     gpu_model: str = ""
     labels: Mapping[str, str] = field(default_factory=dict)
     taints: tuple[Taint, ...] = ()
+    #: memory of each GPU, MiB (0: not known; a share asking memory in MiB does not fit)
+    gpu_memory_mib: int = 0
+    #: each GPU's UUID, by index (empty: not known)
+    gpu_uuids: tuple[str, ...] = ()
+    #: GPUs that take nothing new (their running tasks stay accounted)
+    unhealthy_gpus: tuple[int, ...] = ()
+    #: at most this many shares on one GPU (HAMi's deviceSplitCount)
+    gpu_split: int = 10
 
     def __post_init__(self) -> None:
         for attribute in ("cpu_milli", "memory_mib", "gpu_count"):
@@ -80,6 +88,25 @@ class ClusterState:
         self.gpu_free: IntArray = np.zeros((count, max(self.max_gpus, 1)), dtype=np.int64)
         for i, node in enumerate(nodes):
             self.gpu_free[i, : node.gpu_count] = MILLI_PER_GPU
+        # GPU shares (HAMi): memory per GPU, shares per GPU; GPUs that exist and are healthy.
+        # An unhealthy GPU shows no free milli and no free memory, ever: nothing new goes
+        # there, and the tasks it holds are accounted without being checked (``_sick``).
+        width = self.gpu_free.shape[1]
+        self.gpu_memory: IntArray = np.zeros((count, width), dtype=np.int64)
+        self.gpu_memory_used: IntArray = np.zeros((count, width), dtype=np.int64)
+        self.gpu_shares: IntArray = np.zeros((count, width), dtype=np.int64)
+        self.gpu_split: IntArray = np.array([n.gpu_split for n in nodes], dtype=np.int64)
+        self.gpu_ok: BoolArray = np.zeros((count, width), dtype=np.bool_)
+        self._sick: set[tuple[int, int]] = set()
+        for i, node in enumerate(nodes):
+            self.gpu_memory[i, : node.gpu_count] = node.gpu_memory_mib
+            self.gpu_ok[i, : node.gpu_count] = True
+            for g in node.unhealthy_gpus:
+                if 0 <= g < node.gpu_count:
+                    self._sick.add((i, g))
+                    self.gpu_ok[i, g] = False
+                    self.gpu_free[i, g] = 0
+                    self.gpu_memory_used[i, g] = node.gpu_memory_mib
         self.gpu_free_total: IntArray = self.gpu_free.sum(axis=1)
         self.gpu_free_max: IntArray = self.gpu_free.max(axis=1)
         self.whole_gpus_free: IntArray = (self.gpu_free == MILLI_PER_GPU).sum(axis=1)
@@ -126,10 +153,20 @@ class ClusterState:
         self._check_node(placement)
         self._check_gpus(placement)
         for g in placement.gpus:
+            if (i, g) in self._sick:
+                continue  # a task that runs there already: accounted, not checked
             if self.gpu_free[i, g] < placement.gpu_milli:
                 raise ValueError(
                     f"placement of {placement.pod!r}: GPU {g} of {placement.node} has "
                     f"{self.gpu_free[i, g]} milli free, {placement.gpu_milli} asked"
+                )
+            if placement.share and (
+                self.gpu_memory_used[i, g] + placement.gpu_memory_mib > self.gpu_memory[i, g]
+            ):
+                raise ValueError(
+                    f"placement of {placement.pod!r}: GPU {g} of {placement.node} has "
+                    f"{self.gpu_memory[i, g] - self.gpu_memory_used[i, g]} MiB free, "
+                    f"{placement.gpu_memory_mib} asked"
                 )
         if self.cpu_free[i] < placement.cpu_milli:
             raise ValueError(f"placement of {placement.pod!r}: not enough CPU on {placement.node}")
@@ -153,7 +190,9 @@ class ClusterState:
         self._check_node(placement)
         self._check_gpus(placement)
         for g in placement.gpus:
-            if self.gpu_free[i, g] + placement.gpu_milli > MILLI_PER_GPU:
+            if (i, g) not in self._sick and self.gpu_free[
+                i, g
+            ] + placement.gpu_milli > MILLI_PER_GPU:
                 raise ValueError(f"release of {placement.pod!r}: GPU {g} would exceed capacity")
         if self.cpu_free[i] + placement.cpu_milli > self.cpu_capacity[i]:
             raise ValueError(f"release of {placement.pod!r}: CPU would exceed capacity")
@@ -212,7 +251,12 @@ class ClusterState:
         self.cpu_free[i] += sign * placement.cpu_milli
         self.memory_free[i] += sign * placement.memory_mib
         for g in placement.gpus:
+            if (i, g) in self._sick:
+                continue
             self.gpu_free[i, g] += sign * placement.gpu_milli
+            if placement.share:
+                self.gpu_memory_used[i, g] -= sign * placement.gpu_memory_mib
+                self.gpu_shares[i, g] -= sign
         if placement.gpus:
             self._summarise_gpus(i)
             tag = "share" if placement.gpu_milli < MILLI_PER_GPU else f"{len(placement.gpus)}-gpu"

@@ -34,8 +34,10 @@ from aipaas.scheduler.framework.types import (
 
 __all__ = [
     "TAINTS_ANNOTATION",
+    "UNHEALTHY_GPUS_ANNOTATION",
     "ConstraintCache",
     "matches_term",
+    "parse_indices",
     "parse_taints",
     "tolerates",
     "untolerated",
@@ -45,6 +47,8 @@ HARD_EFFECTS = ("NoSchedule", "NoExecute")
 EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 TAINTS_ANNOTATION = "aipaas.dev/taints"
 """A node's taints as a backend reports them, in kubectl's words: ``key=value:Effect,...``."""
+UNHEALTHY_GPUS_ANNOTATION = "aipaas.dev/unhealthy-gpus"
+"""The indices of a node's GPUs that take nothing new, as a backend reports them: ``0,3``."""
 SELECTOR_REASON = "node(s) didn't match the pod's node selector or affinity"
 
 
@@ -123,6 +127,11 @@ def parse_taints(text: str) -> tuple[Taint, ...]:
         if key and effect in EFFECTS:
             taints.append(Taint(key, value, effect))
     return tuple(taints)
+
+
+def parse_indices(text: str) -> tuple[int, ...]:
+    """``0,3`` -> (0, 3); what is not a number is left out."""
+    return tuple(int(p) for p in (x.strip() for x in text.split(",")) if p.isdigit())
 
 
 def matches_term(term: Term, name: str, labels: Mapping[str, str]) -> bool:

@@ -31,6 +31,16 @@ class PluginRef(BaseModel):
     args: dict[str, Any] = Field(default_factory=dict)
 
 
+class GpuSharePolicy(BaseModel):
+    """Where GPU shares go (HAMi's node and GPU scheduler policies): ``binpack`` the most used
+    first, ``spread`` the least used."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    nodePolicy: Literal["binpack", "spread"] = "binpack"
+    gpuPolicy: Literal["binpack", "spread"] = "spread"
+
+
 class ProfileSpec(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -38,6 +48,8 @@ class ProfileSpec(BaseModel):
     filters: list[PluginRef] = Field(min_length=1)
     scores: list[PluginRef] = Field(min_length=1)
     gpuPicker: PluginRef
+    #: GPU shares by memory and cores (scheduler/framework/gpu_share.py)
+    gpuShare: GpuSharePolicy = Field(default_factory=GpuSharePolicy)
     #: the batch actions and orderings of a cycle (queues, preemption, backfill)
     batch: BatchOptions = Field(default_factory=BatchOptions)
 

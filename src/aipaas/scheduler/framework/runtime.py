@@ -13,6 +13,7 @@ import numpy as np
 
 from aipaas.scheduler.framework.cluster import BoolArray, ClusterState, IntArray
 from aipaas.scheduler.framework.constraints import ConstraintCache
+from aipaas.scheduler.framework.gpu_share import node_use, pick_share_gpus, share_memory
 from aipaas.scheduler.framework.interfaces import (
     FilterPlugin,
     GpuPickerPlugin,
@@ -103,6 +104,7 @@ class Scheduler:
                 f"profile {self.profile.metadata.name}: {spec.gpuPicker.name} picks no GPUs"
             )
         self.picker = picker
+        self.share_policy = spec.gpuShare
 
         if tiebreak_rank is None:
             self.tiebreak_rank: IntArray = self.rng.permutation(len(state)).astype(np.int64)
@@ -150,6 +152,13 @@ class Scheduler:
                 nodes = nodes[ranks == ranks.max()]
         if nodes.size == 1:
             return int(nodes[0])
+        if pod.share is not None:
+            # Shares go by the profile's node policy (HAMi's), not by the placement scores.
+            use = node_use(self.state, nodes)
+            best = nodes[
+                use == (use.max() if self.share_policy.nodePolicy == "binpack" else use.min())
+            ]
+            return int(best[np.argmin(self.tiebreak_rank[best])])
         total: IntArray | None = None
         for index, (plugin, weight, normalizer) in enumerate(self.scorers):
             scores = self._scores(index, plugin, pod, nodes)
@@ -186,11 +195,13 @@ class Scheduler:
             pod=pod.name,
             node=self.state.nodes[node].name,
             node_index=node,
-            gpus=self.picker.pick_gpus(self.state, pod, node) if pod.gpu_count else (),
+            gpus=self._gpus(pod, node),
             gpu_milli=pod.gpu_milli,
             cpu_milli=pod.cpu_milli,
             memory_mib=pod.memory_mib,
             devices=devices,
+            share=pod.share is not None,
+            gpu_memory_mib=share_memory(self.state, pod.share, node) if pod.share else 0,
         )
         try:
             self.state.allocate(placement)
@@ -199,6 +210,13 @@ class Scheduler:
                 self.state.devices.unreserve(pod.name)
             return Unschedulable(pod.name, (str(err),))
         return placement
+
+    def _gpus(self, pod: PodRequest, node: int) -> tuple[int, ...]:
+        if not pod.gpu_count:
+            return ()
+        if pod.share is not None:
+            return pick_share_gpus(self.state, pod, node, self.share_policy.gpuPolicy)
+        return self.picker.pick_gpus(self.state, pod, node)
 
     def schedule_gang(
         self, pods: Sequence[PodRequest], allowed: BoolArray | None = None

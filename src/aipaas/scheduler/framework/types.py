@@ -52,6 +52,19 @@ class NodeConstraints:
 
 
 @dataclass(frozen=True, slots=True)
+class GpuShare:
+    """A share of each of ``gpu_count`` GPUs, as HAMi asks for one: memory (MiB, or a percent
+    of each GPU's memory; neither: all of it) and compute (the pod's ``gpu_milli``: cores x 10,
+    at least 1 so that a shared GPU is never taken whole), optionally on GPUs named by UUID or
+    index."""
+
+    memory_mib: int = 0
+    memory_percent: int = 0
+    uuids: tuple[str, ...] = ()
+    indices: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class PodRequest:
     """One schedulable unit (a task replica): CPU, memory and GPUs it needs on a single node.
 
@@ -69,6 +82,8 @@ class PodRequest:
     claims: tuple[ResourceClaim, ...] = ()
     #: node selector, node affinity and tolerations (None: any node its resources fit)
     constraints: NodeConstraints | None = None
+    #: a share of each GPU by memory and cores (None: whole GPUs, or a fraction by milli)
+    share: GpuShare | None = None
 
     def __post_init__(self) -> None:
         problems = []
@@ -80,8 +95,10 @@ class PodRequest:
             problems.append(f"gpu_count: must be >= 0, got {self.gpu_count}")
         if not 0 <= self.gpu_milli <= MILLI_PER_GPU:
             problems.append(f"gpu_milli: must be within 0..1000, got {self.gpu_milli}")
-        if self.gpu_count > 1 and self.gpu_milli != MILLI_PER_GPU:
+        if self.gpu_count > 1 and self.gpu_milli != MILLI_PER_GPU and self.share is None:
             problems.append("gpu_milli: a pod asking for several GPUs must take them whole (1000)")
+        if self.share is not None and self.gpu_count < 1:
+            problems.append("gpu_count: a GPU share needs at least one GPU")
         if self.gpu_count > 0 and self.gpu_milli == 0:
             problems.append("gpu_milli: a GPU request needs a share above 0")
         if problems:
@@ -105,7 +122,7 @@ class PodRequest:
     def fit_key(self) -> tuple[object, ...]:
         """Everything that decides where the pod fits (shape, memory, node constraints): the
         key of memos of what found no room."""
-        return (*self.shape, self.memory_mib, self.constraints)
+        return (*self.shape, self.memory_mib, self.constraints, self.share)
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,6 +141,9 @@ class Placement:
     memory_mib: int
     #: The devices of the pod's DRA claims, when it has claims.
     devices: NodeAllocation | None = None
+    #: a GPU share (``PodRequest.share``): it takes this much memory (MiB) of each GPU too
+    share: bool = False
+    gpu_memory_mib: int = 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from aipaas.scheduler.framework.cluster import BoolArray, ClusterState
+from aipaas.scheduler.framework.gpu_share import fitting_gpus, share_explain
 from aipaas.scheduler.framework.interfaces import FilterPlugin
 from aipaas.scheduler.framework.registry import PluginContext
 from aipaas.scheduler.framework.types import PodRequest
@@ -24,14 +25,17 @@ class NodeResourcesFit(FilterPlugin):
 
 
 class GpuFit(FilterPlugin):
-    """A shared pod needs one GPU with enough free milli; n whole GPUs need n idle GPUs."""
+    """A shared pod needs one GPU with enough free milli; n whole GPUs need n idle GPUs; a
+    GPU share (memory and cores) needs n GPUs that each take it (gpu_share.py)."""
 
     name = "GpuFit"
 
     def filter(self, state: ClusterState, pod: PodRequest) -> BoolArray:
         if pod.gpu_count == 0:
             return np.ones(len(state), dtype=np.bool_)
-        if pod.is_shared:
+        if pod.share is not None:
+            fits = np.asarray(fitting_gpus(state, pod).sum(axis=1) >= pod.gpu_count, np.bool_)
+        elif pod.is_shared:
             fits = state.gpu_free_max >= pod.gpu_milli
         else:
             fits = state.whole_gpus_free >= pod.gpu_count
@@ -46,6 +50,8 @@ class GpuFit(FilterPlugin):
         model_ok = state.model_mask(pod.gpu_models)
         if pod.gpu_models:
             reasons["GPU model not in " + "|".join(pod.gpu_models)] = int((~model_ok).sum())
+        if pod.share is not None:
+            return {**reasons, **share_explain(state, pod)}
         if pod.is_shared:
             short = state.gpu_free_max < pod.gpu_milli
             label = f"no GPU with {pod.gpu_milli} milli free"
