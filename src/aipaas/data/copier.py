@@ -206,7 +206,8 @@ def main(argv: list[str]) -> int:
         return 2
     entry = Entry(Path(argv[0]))
     load = entry.read_json(LOAD)
-    if not load:
+    mine = _identity(entry)
+    if not load or mine is None:
         return 0
     from aipaas.data.cache import NodeCache
 
@@ -214,7 +215,9 @@ def main(argv: list[str]) -> int:
     spec = SourceSpec.from_json(load["source"])
     ending = threading.Lock()  # held by whoever ends the load: the copy or the withdrawal
     ended = threading.Event()
-    threading.Thread(target=_end_if_withdrawn, args=(entry, ending, ended), daemon=True).start()
+    watch = threading.Thread(target=_end_if_withdrawn, args=(entry, mine, ending, ended))
+    watch.daemon = True
+    watch.start()
     try:
         with entry.locked():
             # Complete already (a task staged it while this load waited for its node):
@@ -232,17 +235,30 @@ def main(argv: list[str]) -> int:
     finally:
         with ending:
             ended.set()
-        (entry.path / LOAD).unlink(missing_ok=True)  # the credentials go with it
+        if _identity(entry) == mine:  # not a newer load's, asked for since
+            (entry.path / LOAD).unlink(missing_ok=True)  # the credentials go with it
     return 0
 
 
-def _end_if_withdrawn(entry: Entry, ending: threading.Lock, ended: threading.Event) -> None:
-    """End the process once its load.json is gone (the load was withdrawn) unless the copy
-    ended first. A hard exit: the threads reading the source may be blocked in a read; the
-    lock goes with the process, the parts copied stay for whoever fills the entry next."""
+def _identity(entry: Entry) -> tuple[int, int] | None:
+    """Which load.json is there (inode and time written), None when none is: a load withdrawn
+    and asked for again has a new one, and is the new load's, not this copier's."""
+    try:
+        found = (entry.path / LOAD).stat()
+    except FileNotFoundError:
+        return None
+    return found.st_ino, found.st_mtime_ns
+
+
+def _end_if_withdrawn(
+    entry: Entry, mine: tuple[int, int], ending: threading.Lock, ended: threading.Event
+) -> None:
+    """End the process once its load.json is gone or replaced (the load was withdrawn) unless
+    the copy ended first. A hard exit: the threads reading the source may be blocked in a read;
+    the lock goes with the process, the parts copied stay for whoever fills the entry next."""
     while not ended.wait(WATCH_SECONDS):
         with ending:
-            if ended.is_set() or (entry.path / LOAD).exists():
+            if ended.is_set() or _identity(entry) == mine:
                 continue
             if entry.path.is_dir():
                 write_atomic(entry.path / ERROR, "withdrawn: the dataset is gone")

@@ -14,17 +14,19 @@ data/copier.py, data/stage.py, data/upload.py.
 from __future__ import annotations
 
 import fnmatch
+import functools
 import os
 import posixpath
-from collections.abc import Mapping, Sequence
+import threading
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import unquote, urlsplit
 
 import fsspec
 
-from aipaas.data import destinations
+from aipaas.data import destinations, http_listing
 from aipaas.data.http_listing import HttpListingError, http_entries, is_http
 
 #: protocols whose URL names the host read from (checked before the guard sees a connection)
@@ -171,10 +173,11 @@ def list_files(spec: SourceSpec) -> list[SourceFile]:
         try:
             if is_http(spec.protocol):
                 entries = http_entries(fs, base)  # a directory: the links of its index page
-            elif fs.isfile(base):
-                entries = {base: fs.info(base)}
+            elif spec.protocol == "file":
+                entries = _entries(fs, base)
             else:
-                entries = fs.find(base, detail=True)
+                listing = functools.partial(_entries, fs, base)
+                entries = _within(http_listing.LIST_SECONDS, spec.url, listing)
         except HttpListingError as err:
             raise SourceError(refused_or(str(err))) from err
         except (OSError, ValueError) as err:
@@ -191,6 +194,39 @@ def list_files(spec: SourceSpec) -> list[SourceFile]:
                 relative, str(path), int(info.get("size") or 0), _md5(info)
             )
     return [found[key] for key in sorted(found)]
+
+
+def _entries(fs: fsspec.AbstractFileSystem, base: str) -> dict[str, dict[str, Any]]:
+    if fs.isfile(base):
+        return {base: fs.info(base)}
+    found: dict[str, dict[str, Any]] = fs.find(base, detail=True)
+    return found
+
+
+T = TypeVar("T")
+
+
+def _within(seconds: float, url: str, call: Callable[[], T]) -> T:
+    """``call()``'s answer, or SourceError after ``seconds``: a source whose listing never
+    ends (a generated tree) must not keep its reader forever. The call goes on in a daemon
+    thread, which ends with the process (a copier or stage that has failed)."""
+    answer: list[T] = []
+    failure: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            answer.append(call())
+        except BaseException as err:
+            failure.append(err)
+
+    worker = threading.Thread(target=run, name="listing", daemon=True)
+    worker.start()
+    worker.join(seconds)
+    if worker.is_alive():
+        raise SourceError(f"spec.source {url}: not listed within {seconds:g} s")
+    if failure:
+        raise failure[0]
+    return answer[0]
 
 
 def _relative(path: str, root: str, fs: fsspec.AbstractFileSystem) -> str:

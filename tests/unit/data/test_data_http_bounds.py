@@ -1,5 +1,6 @@
-"""An http(s) listing is bounded: an index page whose body never ends is cut off at the page's
-time, and a site whose pages never end stops at the page bound, each naming spec.source."""
+"""A source's listing is bounded: an http(s) index page whose body never ends is cut off at
+the page's time, a site whose pages never end stops at the page bound, and any protocol's
+listing stops at its total time, each naming spec.source."""
 
 from __future__ import annotations
 
@@ -87,3 +88,23 @@ def test_a_listing_stops_at_its_total_time(
     monkeypatch.setattr(http_listing, "LIST_SECONDS", 1.0)
     with pytest.raises(SourceError, match=r"spec.source .*(not listed within|cannot read)"):
         list_files(SourceSpec(f"{site.url}/tree/"))
+
+
+def test_a_listing_of_another_protocol_stops_at_its_total_time(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A generated tree behind any protocol (a WebHDFS or FTP server whose directories never
+    end): the listing is given up at its total time, naming spec.source."""
+    from fsspec.implementations.memory import MemoryFileSystem
+
+    def endless_find(self: MemoryFileSystem, path: str, **kwargs: object) -> dict[str, object]:
+        time.sleep(30)
+        return {}
+
+    monkeypatch.setattr(MemoryFileSystem, "find", endless_find)
+    monkeypatch.setattr(http_listing, "LIST_SECONDS", 1.0)
+    MemoryFileSystem().pipe("/tree/a/b.bin", b"x")  # a directory, so the tree is walked
+    started = time.monotonic()
+    with pytest.raises(SourceError, match=r"spec.source memory://tree: not listed within 1 s"):
+        list_files(SourceSpec("memory://tree"))
+    assert time.monotonic() - started < 5
