@@ -74,7 +74,9 @@ def copiers(name: str) -> list[int]:
     return found
 
 
-def test_an_endless_index_is_given_up_at_its_bound(server: ServerProcess, fast: DatasetSite) -> None:
+def test_an_endless_index_is_given_up_at_its_bound(
+    server: ServerProcess, fast: DatasetSite
+) -> None:
     apply_dataset(server, "endless", f"{fast.url}/endless/")
     started = time.monotonic()
     deadline = started + 120
