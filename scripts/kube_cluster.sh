@@ -19,7 +19,8 @@
 # identity, system:kube-scheduler, and the default profile). With --kwok, the kwok controller
 # playing the kubelet for the nodes annotated kwok.x-k8s.io/node=fake, with the stages in
 # deploy/kube-build/kwok-stages.yaml (a node turns Ready, a bound pod Running, a deleted pod
-# goes). With --audit, every request is written to DIR/audit.log (who, verb, resource), which
+# goes). PodTemplates (which nothing here uses) are served without the watch cache, straight
+# from etcd, so that a test can watch from a version etcd compacted and get 410 Gone. With --audit, every request is written to DIR/audit.log (who, verb, resource), which
 # the side-by-side benchmark counts. No controller manager: namespaces are not emptied on
 # delete and ResourceClaimTemplates are not turned into claims.
 #
@@ -201,6 +202,7 @@ EOF
     --disable-admission-plugins ServiceAccount,TaintNodesByCondition \
     --allow-privileged=true \
     --max-requests-inflight 1000 --max-mutating-requests-inflight 500 \
+    --watch-cache-sizes podtemplates#0 \
     "${audit_flags[@]}" >"$dir/log/kube-apiserver.log" 2>&1 &
   echo $! >"$dir/run/kube-apiserver.pid"
   local as_admin=(curl -sf --cacert "$dir/pki/ca.crt" --cert "$dir/pki/admin.crt" --key "$dir/pki/admin.key")

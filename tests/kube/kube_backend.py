@@ -7,13 +7,17 @@ from pathlib import Path
 
 from kube_cluster import Cluster
 
-from aipaas.backends.kubernetes.api import KubeApi, make_client
+from aipaas.backends.kubernetes.api import KubeApi
 from aipaas.backends.kubernetes.backend import KubernetesBackend
 from aipaas.backends.kubernetes.options import KubeOptions
 
 
 def make_backend(cluster: Cluster, tmp_path: Path, **options: object) -> KubernetesBackend:
-    kube = KubeOptions(  # type: ignore[arg-type]
-        kubeconfig=str(cluster.aipaas_kubeconfig), log_seconds=0, **options
+    kube = KubeOptions(
+        kubeconfig=str(cluster.aipaas_kubeconfig),
+        log_seconds=0,
+        **options,  # type: ignore[arg-type]
     )
-    return KubernetesBackend(KubeApi(make_client(kube)), kube)
+    made = KubernetesBackend(KubeApi.connect(kube), kube)
+    cluster.watchers.append(made)  # what the test then writes is waited for until it sees it
+    return made

@@ -3,6 +3,10 @@ scripts/kube_cluster.sh (binaries built by scripts/kube_build.sh), with kwok pla
 kubelet of KWOK nodes. Each test gets it cleaned (``Cluster.reset``): its namespaces emptied,
 the two GPU nodes gpu-a and gpu-b and their ResourceSlices made anew.
 
+What a test writes through ``Cluster`` is waited for until the backends the test made
+(``watchers``) have seen it through their informers' watches, as a cycle run at once after a
+write on a real cluster could not rely on; the backend is level-triggered, and a test checks
+what it does with the world it saw.
 ``Cluster`` is what a test does as the cluster's other parties: an admin creating objects, the
 kubelet of gpu-a and gpu-b (``set_pod_phase`` writes pod status as the kubelet does; ``logs``
 is served to the API server from a small HTTPS endpoint the nodes name as their kubelet, so
@@ -14,6 +18,7 @@ ClusterRole: a request that role does not allow is refused as on a real cluster.
 
 from __future__ import annotations
 
+import builtins
 import json
 import os
 import ssl
@@ -24,13 +29,16 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from aipaas.backends.kubernetes.api import ApiError, KubeApi, make_client
+from aipaas.backends.kubernetes.api import ApiError, KubeApi
 from aipaas.backends.kubernetes.fake_dra import DEVICE_CLASS
 from aipaas.backends.kubernetes.options import KubeOptions
+
+if TYPE_CHECKING:
+    from aipaas.backends.kubernetes.backend import KubernetesBackend
 
 ROOT = Path(__file__).parents[2]
 SCRIPT = ROOT / "scripts" / "kube_cluster.sh"
@@ -120,11 +128,12 @@ class Cluster:
         self.bin = bin_dir
         self.kubeconfig = state / "admin.kubeconfig"
         self.aipaas_kubeconfig = state / "aipaas.kubeconfig"
-        self.admin = KubeApi(make_client(KubeOptions(kubeconfig=str(self.kubeconfig))))
+        self.admin = KubeApi.connect(KubeOptions(kubeconfig=str(self.kubeconfig)))
         self.kubelet = Kubelet(state / "pki")
         self.logs = self.kubelet.logs
         self.version = str(self.admin.version()["gitVersion"])
         self._audit_offset = 0
+        self.watchers: list[KubernetesBackend] = []
 
     # -- set-up ------------------------------------------------------------------------------
 
@@ -163,14 +172,39 @@ class Cluster:
         answer: dict[str, Any] = self.admin._send("PUT", url, body=body)
         return answer
 
+    def seen(self, obj: dict[str, Any] | None, kind: str | None = None, gone: bool = False) -> None:
+        """Wait until each watching backend's informer holds ``obj`` at its version (or, when
+        ``gone``, no longer holds it)."""
+        if not obj:
+            return
+        kind = kind or str(obj.get("kind"))
+        meta = obj["metadata"]
+        want = int(meta.get("resourceVersion") or 0)
+        for backend in self.watchers:
+            informer = (backend._informers or {}).get(kind)
+            if informer is None or informer.stopped:
+                continue  # not started (it lists afresh when first used), or closed
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline:
+                held = informer.get(meta.get("namespace") or "", meta["name"])
+                if gone and held is None:
+                    break
+                version = int((held or {}).get("metadata", {}).get("resourceVersion") or -1)
+                if not gone and version >= want:
+                    break
+                time.sleep(0.01)
+            else:
+                raise AssertionError(f"the backend's {kind} informer did not see {meta['name']}")
+
     def reset(self) -> None:
         """Empty the test namespaces and make gpu-a and gpu-b (4 GPUs each) anew."""
+        self.watchers.clear()
         for namespace in NAMESPACES:
             if self.admin.get("Namespace", namespace) is None:
                 self.admin.create(
                     {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
                 )
-        for kind in ("Pod", "ResourceClaim", "Event", "Service"):
+        for kind in ("Pod", "ResourceClaim", "Event", "Service", "PodTemplate"):
             for obj in self.admin.list(kind):
                 meta = obj["metadata"]
                 if meta.get("namespace") in SYSTEM_NAMESPACES:
@@ -203,12 +237,14 @@ class Cluster:
             found = self.admin.get("Namespace", obj["metadata"]["name"])
             if found is not None:
                 return found
-        return self.admin.create(obj, kind)
+        created = self.admin.create(obj, kind)
+        self.seen(created, kind)
+        return created
 
     def get(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
         return self.admin.get(kind, name, namespace or None)
 
-    def list(self, kind: str, namespace: str | None = None) -> list[dict[str, Any]]:
+    def list(self, kind: str, namespace: str | None = None) -> builtins.list[dict[str, Any]]:
         found = self.admin.list(kind, namespace=namespace)
         return [o for o in found if o["metadata"].get("namespace") not in SYSTEM_NAMESPACES]
 
@@ -219,6 +255,7 @@ class Cluster:
             if found is not None and found["metadata"].get("finalizers"):
                 self.admin.patch(kind, name, {"metadata": {"finalizers": None}}, namespace or None)
             self.admin.delete(kind, name, namespace or None, grace=0)
+            self.seen(found, kind, gone=True)
         except ApiError as err:
             if err.code != 404:
                 raise
@@ -246,15 +283,16 @@ class Cluster:
                     "state": {"terminated": terminated},
                 }
             ]
-        self.admin.patch("Pod", name, {"status": status}, namespace, subresource="status")
+        written = self.admin.patch("Pod", name, {"status": status}, namespace, subresource="status")
+        self.seen(written, "Pod")
 
     def allocate(self, claim: str, namespace: str, status: dict[str, Any]) -> None:
         """Write a claim's status as another scheduler does."""
         found = self.admin.get("ResourceClaim", claim, namespace)
         assert found is not None
-        self.admin.replace_status({**found, "status": status})
+        self.seen(self.admin.replace_status({**found, "status": status}), "ResourceClaim")
 
-    def events(self, namespace: str, pod: str) -> list[dict[str, Any]]:
+    def events(self, namespace: str, pod: str) -> builtins.list[dict[str, Any]]:
         return [
             e
             for e in self.admin.list("Event", namespace=namespace)
@@ -268,15 +306,19 @@ class Cluster:
         audit = self.state / "audit.log"
         self._audit_offset = audit.stat().st_size if audit.exists() else 0
 
-    def requests(self, user: str = "aipaas") -> list[Request]:
+    def requests(self, user: str = "aipaas") -> builtins.list[Request]:
         """The requests ``user`` made since the mark, in the order the server answered."""
         time.sleep(0.05)
-        out = []
+        out: builtins.list[Request] = []
         with (self.state / "audit.log").open() as audit:
             audit.seek(self._audit_offset)
             for line in audit:
                 entry = json.loads(line)
-                if entry.get("stage") != "ResponseComplete":
+                stage = entry.get("stage")
+                # a watch is logged when it starts (it completes only when it ends)
+                if stage != "ResponseComplete" and not (
+                    stage == "ResponseStarted" and entry.get("verb") == "watch"
+                ):
                     continue
                 if entry.get("user", {}).get("username") != user:
                     continue

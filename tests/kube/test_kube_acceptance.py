@@ -49,7 +49,7 @@ spec:
 """
 GANG = """apiVersion: aipaas/v1
 kind: Job
-metadata: {{name: {name}, tenant: acme}}
+metadata: {{name: {name}, tenant: acme, labels: {{suite: kube}}}}
 spec:
   queue: research
   minAvailable: {size}
@@ -91,13 +91,20 @@ def server(kube: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
 
 
 @pytest.fixture
-def kwok(cluster: Cluster) -> Cluster:
-    """Two KWOK nodes of 4 GPUs in place of the kubelet-less gpu-a and gpu-b."""
+def kwok(cluster: Cluster, server: ServerProcess) -> Iterator[Cluster]:
+    """Two KWOK nodes of 4 GPUs in place of the kubelet-less gpu-a and gpu-b. Afterwards the
+    test's jobs are cancelled and their pods waited out, so the next test has every GPU."""
     for node in ("gpu-a", "gpu-b"):
         cluster.admin.delete("ResourceSlice", f"{node}-gpu.nvidia.com")
         cluster.remove("Node", "", node)
     publish(cluster.admin, NODES, kwok=True)
-    return cluster
+    yield cluster
+    for selector in ("suite=kube", "aipaas.dev/source=kubernetes"):
+        server.cli("cancel", "-l", selector, "-t", "acme", check=False)
+    until(
+        lambda: not [p for p in cluster.list("Pod") if p["spec"].get("nodeName")],
+        what="the test's pods ended",
+    )
 
 
 def job_pods(cluster: Cluster, job: str) -> list[dict[str, Any]]:
@@ -146,9 +153,9 @@ def test_kubectl_describe_shows_why_a_pod_does_not_fit(
     kwok.put(gpu_claim("huge-gpu", 8))  # 8 GPUs on one node: no node has more than 4
     kwok.put(user_pod("huge", claim="huge-gpu"))
     until(lambda: bool(kwok.events("acme", "huge")), what="a FailedScheduling event")
+    kubectl = [str(kwok.bin / "kubectl"), "--kubeconfig", str(kwok.kubeconfig)]
     described = subprocess.run(
-        [str(kwok.bin / "kubectl"), "--kubeconfig", str(kwok.kubeconfig)]
-        + ["describe", "pod", "huge", "-n", "acme"],
+        [*kubectl, "describe", "pod", "huge", "-n", "acme"],
         capture_output=True,
         text=True,
         check=True,

@@ -175,13 +175,14 @@ def test_a_pod_waits_until_the_cluster_made_its_templates_claim(
     assert imported_jobs(world) == []  # its claim does not exist yet
     cluster.put(gpu_claim("templated-gpu-x7k2p", 1))  # what the resourceclaim controller makes
     made = [{"name": "gpu", "resourceClaimName": "templated-gpu-x7k2p"}]
-    cluster.admin.patch(  # as the resourceclaim controller writes it
+    written = cluster.admin.patch(  # as the resourceclaim controller writes it
         "Pod",
         "templated",
         {"status": {"resourceClaimStatuses": made}},
         "acme",
         subresource="status",
     )
+    cluster.seen(written)
     for _ in range(3):
         controller.run_cycle()
     [job] = imported_jobs(world)

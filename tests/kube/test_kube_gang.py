@@ -58,7 +58,8 @@ def test_a_gang_becomes_bound_pods_with_allocated_claims(
         assert container["command"] == ["python", "train.py"]
         env = {e["name"]: e["value"] for e in container["env"]}
         assert env["EPOCHS"] == "3" and env["WORLD_SIZE"] == "2"
-        assert container["resources"]["requests"] == {"cpu": "4000m", "memory": "16384Mi"}
+        # the API server keeps quantities in canonical form
+        assert container["resources"]["requests"] == {"cpu": "4", "memory": "16Gi"}
         assert container["resources"]["claims"] == [{"name": "claim-0"}]
         task = pod["metadata"]["labels"]["aipaas.dev/task"]
         claim_name = f"train-{task}-gpus"
@@ -72,7 +73,14 @@ def test_a_gang_becomes_bound_pods_with_allocated_claims(
         assert claim["spec"] == {
             "devices": {
                 "requests": [
-                    {"name": "gpus", "exactly": {"deviceClassName": "gpu.nvidia.com", "count": 2}}
+                    {
+                        "name": "gpus",
+                        "exactly": {
+                            "deviceClassName": "gpu.nvidia.com",
+                            "count": 2,
+                            "allocationMode": "ExactCount",  # the API server's default
+                        },
+                    }
                 ]
             }
         }
@@ -113,7 +121,8 @@ def test_the_real_api_server_accepts_every_write_of_a_gang(
     kinds = {(r.resource, r.subresource) for r in answered if r.verb in ("create", "update")}
     assert {("pods", ""), ("resourceclaims", ""), ("pods", "binding")} <= kinds
     assert ("resourceclaims", "status") in kinds
-    assert [r for r in answered if r.code >= 400] == []
+    writes = [r for r in answered if r.verb not in ("get", "list", "watch")]
+    assert [r for r in writes if r.code >= 400] == []
     assert cluster.version.startswith("v1.37.")
 
 

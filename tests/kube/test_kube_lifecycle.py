@@ -191,8 +191,7 @@ def test_a_stopped_pod_is_deleted_once_its_end_is_read(
     cluster.admin.delete("Pod", pod["metadata"]["name"], "acme", grace=0)
     first = backend.status([request.request_id])[request.request_id]
     assert (first.state, first.exit_code) == (TaskState.FAILED, 143)
-    again = backend.status([request.request_id])[request.request_id]
-    assert again.exit_code == 143  # answered twice, then the pod may go
+    # aipaas deleted it to stop it: its end read, aipaas's finalizer goes, and the pod with it
     assert cluster.get("Pod", "acme", pod["metadata"]["name"]) is None
 
 

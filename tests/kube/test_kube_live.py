@@ -9,7 +9,7 @@ by the test; the kubeconfig's user needs the RBAC of deploy/kubernetes/rbac.yaml
 namespaces create/delete), AIPAAS_KUBE_IMAGE (default busybox:1.36), AIPAAS_KUBE_DEVICE_CLASS
 (a DeviceClass of the cluster's DRA driver, e.g. gpu.nvidia.com: the gang then asks one device
 per task through a claim). On the KWOK cluster no container runs: the pods succeed by kwok's
-stage (label kwok.aipaas.dev/complete) and have no log, so the log is checked only on a given
+stage (label kwok-complete) and have no log, so the log is checked only on a given
 cluster.
 """
 
@@ -25,7 +25,7 @@ from ctl_world import World, cycle_until
 from kube_cluster import Cluster
 from kube_objects import user_pod
 
-from aipaas.backends.kubernetes.api import KubeApi, make_client
+from aipaas.backends.kubernetes.api import KubeApi
 from aipaas.backends.kubernetes.backend import KubernetesBackend
 from aipaas.backends.kubernetes.fake_dra import publish, uniform, withdraw
 from aipaas.backends.kubernetes.options import KubeOptions
@@ -69,7 +69,7 @@ def live(tmp_path: Path, cluster: Cluster) -> Iterator[KubernetesBackend]:
         default_image=IMAGE,
         log_seconds=0,
     )
-    api = KubeApi(make_client(options))
+    api = KubeApi.connect(options)
     if KUBECONFIG and api.get("Namespace", NAMESPACE) is None:
         api.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
     backend = KubernetesBackend(api, options)
@@ -100,7 +100,7 @@ def test_live_gang_runs_and_is_adopted(world: World, live: KubernetesBackend) ->
     assert live.inventory().nodes, "the cluster reports no nodes"
     controller = world.controller(live, inventory_seconds=0)
     # on the KWOK cluster the pods carry the label that kwok's stage completes
-    labels = "" if KUBECONFIG else ", labels: {kwok.aipaas.dev/complete: 'true'}"
+    labels = "" if KUBECONFIG else ", labels: {kwok-complete: 'true'}"
     world.service.apply_text(
         f"apiVersion: aipaas/v1\nkind: Job\nmetadata: {{name: live, tenant: acme{labels}}}\n"
         f"spec:\n  queue: research\n  minAvailable: 2\n  tasks:\n{gang_tasks()}"
@@ -133,7 +133,7 @@ def test_live_foreign_pods_run_as_one_gang(world: World, live: KubernetesBackend
         pod = user_pod(f"theirs-{i}", group="theirs")
         pod["metadata"]["namespace"] = NAMESPACE
         if not KUBECONFIG:
-            pod["metadata"]["labels"]["kwok.aipaas.dev/complete"] = "true"
+            pod["metadata"]["labels"]["kwok-complete"] = "true"
         container = pod["spec"]["containers"][0]
         container["image"], container["resources"] = IMAGE, {"requests": {"cpu": "100m"}}
         live.api.create(pod)

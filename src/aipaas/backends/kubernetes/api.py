@@ -12,7 +12,7 @@ the side-by-side benchmark.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -46,6 +46,7 @@ KINDS: Final[dict[str, Kind]] = {
     "Pod": Kind("v1", "pods", True),
     "Service": Kind("v1", "services", True),
     "ServiceAccount": Kind("v1", "serviceaccounts", True),
+    "PodTemplate": Kind("v1", "podtemplates", True),
     "ResourceSlice": Kind("resource.k8s.io/v1", "resourceslices", False),
     "ResourceClaim": Kind("resource.k8s.io/v1", "resourceclaims", True),
     "ResourceClaimTemplate": Kind("resource.k8s.io/v1", "resourceclaimtemplates", True),
@@ -118,8 +119,23 @@ def _selector(pairs: Mapping[str, str] | None) -> str | None:
 
 
 class KubeApi:
-    def __init__(self, http: httpx2.Client) -> None:
+    def __init__(
+        self, http: httpx2.Client, connect: Callable[[], httpx2.Client] | None = None
+    ) -> None:
         self.http = http
+        self._connect = connect
+
+    @classmethod
+    def connect(cls, options: KubeOptions) -> KubeApi:
+        """A client for the options' cluster that can make more of itself (``fork``)."""
+        return cls(make_client(options), lambda: make_client(options))
+
+    def fork(self) -> KubeApi:
+        """A client of its own for a thread that holds a connection long (a watch, the event
+        writer): an HTTP client's connections are not shared between threads reading TLS."""
+        if self._connect is None:
+            return self
+        return KubeApi(self._connect(), self._connect)
 
     def _send(
         self,

@@ -61,6 +61,7 @@ class KubernetesBackend:
         self._log_copied: dict[str, float] = {}
         self._end_reported: set[str] = set()  # deleted pods whose end was answered once
         self._released: set[str] = set()  # ended pods whose claims were released
+        self._stopped: set[str] = set()  # tasks this process asked to stop
 
     # -- the caches ----------------------------------------------------------------------------
 
@@ -237,7 +238,9 @@ class KubernetesBackend:
         meta = pod["metadata"]
         if not meta.get("deletionTimestamp"):
             return
-        if rid not in self._end_reported:
+        # a pod aipaas deleted to stop it goes once it ended (the controller may not ask
+        # again); one deleted by someone else stays until its end was answered twice
+        if rid not in self._end_reported and rid not in self._stopped:
             self._end_reported.add(rid)
             return
         self._drop_finalizer(pod)
@@ -293,6 +296,7 @@ class KubernetesBackend:
         if pod is None:
             return
         meta = pod["metadata"]
+        self._stopped.add(request_id)
         self.api.delete("Pod", meta["name"], meta["namespace"], grace=max(int(grace_seconds), 0))
         release_claims(self.api, pod, self.informers["ResourceClaim"])
         node = pod["spec"].get("nodeName")

@@ -79,7 +79,8 @@ class EventSink:
     """A queue of events and the thread that writes them."""
 
     def __init__(self, api: KubeApi, instance: str | None = None) -> None:
-        self.api = api
+        self.api = api.fork()
+        self._own_client = self.api is not api
         self.instance = instance or f"aipaas-{socket.gethostname()}-{os.getpid()}"
         self._queue: queue.Queue[dict[str, Any] | None] = queue.Queue(maxsize=10000)
         self._last_note: dict[str, str] = {}  # pod uid -> the last FailedScheduling note
@@ -126,6 +127,8 @@ class EventSink:
         while True:
             event = self._queue.get()
             if event is None:
+                if self._own_client:  # a client of its own, used by this thread only
+                    self.api.close()
                 return
             try:
                 self.api.create(event)

@@ -15,12 +15,13 @@ Used by tests/kube, benchmarks/kube_side_by_side.py and by hand:
 from __future__ import annotations
 
 import argparse
+import contextlib
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from aipaas.backends.kubernetes.api import Conflict, KubeApi, make_client
+from aipaas.backends.kubernetes.api import Conflict, KubeApi
 from aipaas.backends.kubernetes.options import KubeOptions
 
 DRIVER: Final = "gpu.nvidia.com"
@@ -115,10 +116,8 @@ def slice_document(node: FakeNode) -> dict[str, Any]:
 
 
 def _create(api: KubeApi, document: dict[str, Any]) -> None:
-    try:
+    with contextlib.suppress(Conflict):  # published before
         api.create(document)
-    except Conflict:
-        pass  # published before
 
 
 def publish(
@@ -155,7 +154,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--prefix", default="gpu-node")
     parser.add_argument("--kwok", action="store_true", help="annotate the nodes for kwok")
     args = parser.parse_args(argv)
-    api = KubeApi(make_client(KubeOptions(kubeconfig=args.kubeconfig)))
+    api = KubeApi.connect(KubeOptions(kubeconfig=args.kubeconfig))
     publish(api, uniform(args.nodes, args.gpus, args.prefix), kwok=args.kwok)
     print(f"published {args.nodes} nodes with {args.gpus} GPUs each")
     api.close()

@@ -47,11 +47,13 @@ class Informer:
         *,
         labels: Mapping[str, str] | None = None,
         fields: Mapping[str, str] | None = None,
-        watch_seconds: int = 240,
+        watch_seconds: int = 60,
         on_change: Callable[[], None] | None = None,
         version: str = "",
     ) -> None:
-        self.api = api
+        self.api = api.fork()
+        #: the client is this informer's own (closed by its thread when it ends)
+        self._own_client = self.api is not api
         self.kind = kind
         self.labels = labels
         self.fields = fields
@@ -115,7 +117,14 @@ class Informer:
     def synced(self) -> bool:
         return self._synced.is_set()
 
+    @property
+    def stopped(self) -> bool:
+        return self._stopped.is_set()
+
     def stop(self) -> None:
+        """The thread ends at its watch's next event or end. Its connection is never closed
+        from here: closing a socket another thread reads frees its descriptor for reuse
+        while that thread may still write to it."""
         self._stopped.set()
 
     def relist(self) -> None:
@@ -151,6 +160,13 @@ class Informer:
         self._changed()
 
     def _run(self) -> None:
+        try:
+            self._loop()
+        finally:
+            if self._own_client:
+                self.api.close()
+
+    def _loop(self) -> None:
         must_list = not self._resume
         pause = 0.2
         while not self._stopped.is_set():

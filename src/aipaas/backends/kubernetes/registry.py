@@ -18,8 +18,8 @@ def kube_backend(options: KubeOptions | None) -> Backend:
         raise ValueError(
             "the kubernetes backend needs lightkube (pip install 'aipaas[kubernetes]')"
         )
-    from aipaas.backends.kubernetes.api import KubeApi, make_client
+    from aipaas.backends.kubernetes.api import KubeApi
     from aipaas.backends.kubernetes.backend import KubernetesBackend
 
     options = options or KubeOptions()
-    return KubernetesBackend(KubeApi(make_client(options)), options)
+    return KubernetesBackend(KubeApi.connect(options), options)
