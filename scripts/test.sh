@@ -60,6 +60,19 @@ if ! command -v prometheus >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v a
     || echo "prometheus could not be installed: the Prometheus scrape test will skip" >&2
 fi
 # --- end Prometheus ---------------------------------------------------------------------------
+# --- Kubernetes for the kube tests (issue 26) -------------------------------------------------
+# tests/kube start a throwaway control plane once per run (scripts/kube_cluster.sh: etcd,
+# kube-apiserver 1.37 and kwok on loopback, certificates made with openssl). Its binaries are
+# built here from their Go modules when absent (scripts/kube_build.sh: about 10 minutes cold on
+# 2 cores, then cached by version under ~/.cache/aipaas/kube); openssl is installed when absent.
+# Without them the kube tests fail rather than skip: they are the backend's only tests.
+if ! command -v openssl >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  (apt-get install -y -qq openssl >/dev/null 2>&1 \
+    || (apt-get update -qq && apt-get install -y -qq openssl >/dev/null)) \
+    || echo "openssl could not be installed: the kube tests will fail" >&2
+fi
+bash scripts/kube_build.sh >/dev/null || echo "scripts/kube_build.sh failed: the kube tests will fail" >&2
+# --- end Kubernetes ---------------------------------------------------------------------------
 # --dist loadgroup: an integration module's tests share one worker (its cluster or server
 # starts once), and the modules that start Slurm clusters share one (tests/integration/conftest.py).
 pytest -n 2 --dist loadgroup "$@"
