@@ -7,7 +7,11 @@ service's ready replicas (the endpoints the controller lists in its status).
 - No replica ready (scaled to zero, starting): the request waits, counted as in flight so the
   autoscaler starts one, up to the service's ``requestTimeoutSeconds`` (then 503).
 - Auth: a token of the service's tenant (any role; a platform admin's too), unless the service
-  is ``public``; the token is not passed to the replica. Another tenant's service is 404.
+  is ``public``; no credential of this platform is passed to a replica, whatever its shape
+  (server/entry_upstream.py). Another tenant's service is 404.
+- Isolation between tenants: one upstream client per tenant, each with its own connection
+  budget and no cookie jar; the wait for a replica's answer is bounded by the service's
+  ``requestTimeoutSeconds`` (then 504), a streamed answer by ``ANSWER_MAX_SECONDS``.
 - Load: in-flight requests and request rate per service (server/entry_load.py).
 A request's body is read whole before it is sent; the answer streams back as it comes.
 """
@@ -30,8 +34,16 @@ from aipaas.api.service import Endpoint, Service
 from aipaas.errors import NotFound
 from aipaas.server.auth import authenticate, principal_cache, remembered
 from aipaas.server.entry_load import LoadMeter
+from aipaas.server.entry_upstream import (
+    ANSWER_MAX_SECONDS,
+    ORIGIN_WIDE,
+    Busy,
+    CredentialCheck,
+    SingleFlight,
+    UpstreamClients,
+)
 from aipaas.store import Store
-from aipaas.tenancy.tokens import PREFIX as TOKEN_PREFIX
+from aipaas.tenancy.principal import Principal
 
 router = APIRouter(include_in_schema=False)
 METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
@@ -72,9 +84,13 @@ _HOP_BY_HOP = frozenset(
 class EntryPoint:
     store: Store
     meter: LoadMeter
-    client: httpx.AsyncClient
+    clients: UpstreamClients
+    credentials: CredentialCheck
     _services: dict[tuple[str, str], tuple[float, Service | None]] = field(default_factory=dict)
     in_flight: dict[str, int] = field(default_factory=dict)
+    #: store reads under way: a burst of one tenant's requests shares one read instead of
+    #: queueing every other caller behind a read per request in the shared thread pool
+    reads: SingleFlight = field(default_factory=lambda: SingleFlight())
     broken: dict[str, float] = field(default_factory=dict)
     _turn: itertools.count[int] = field(default_factory=itertools.count)
 
@@ -84,7 +100,9 @@ class EntryPoint:
         now = time.monotonic()
         if cached is not None and not fresh and now - cached[0] < STATUS_TTL_SECONDS:
             return cached[1]
-        found = await asyncio.to_thread(_read_service, self.store, tenant, name)
+        found = await self.reads.run(
+            ("service", tenant, name), lambda: _read_service(self.store, tenant, name)
+        )
         if len(self._services) >= CACHE_MAX:
             self._services.clear()  # names asked at random (before auth) grow it no further
         self._services[key] = (now, found)
@@ -114,6 +132,20 @@ class EntryPoint:
         return min(rotated, key=lambda e: self.in_flight.get(_where(e), 0))
 
 
+async def _caller(entry: EntryPoint, header: str | None, request: Request) -> Principal:
+    """Who sends ``header``. A caller this process remembers costs no store read (nor a
+    thread); concurrent requests with the same unremembered header share one look-up, so a
+    burst of one tenant's requests does not queue every other caller behind a store read (and
+    a last-use write) per request."""
+    cache = principal_cache(request)
+    caller = remembered(header, cache)
+    if caller is not None:
+        return caller
+    return await entry.reads.run(
+        ("caller", header or ""), lambda: authenticate(entry.store, header, cache)
+    )
+
+
 def _where(endpoint: Endpoint) -> str:
     host = f"[{endpoint.address}]" if ":" in endpoint.address else endpoint.address
     return f"{host}:{endpoint.port}"
@@ -131,10 +163,8 @@ def entry_point(request: Request) -> EntryPoint:
     state = request.app.state
     entry: EntryPoint | None = getattr(state, "entry_point", None)
     if entry is None:
-        timeout = httpx.Timeout(300.0, connect=2.0)
-        limits = httpx.Limits(max_connections=1000, max_keepalive_connections=100)
         entry = EntryPoint(
-            state.store, LoadMeter(state.store), httpx.AsyncClient(timeout=timeout, limits=limits)
+            state.store, LoadMeter(state.store), UpstreamClients(), CredentialCheck(state.store)
         )
         state.entry_point = entry
     return entry
@@ -148,12 +178,7 @@ async def proxy(request: Request, tenant: str, name: str, path: str = "") -> Res
     service = await entry.service(tenant, name)
     if service is None or not service.spec.public:
         # Who asks is known before whether the service exists is told (no probing of names).
-        header = request.headers.get("authorization")
-        cache = principal_cache(request)
-        # A caller this process remembers costs no store read (nor a thread).
-        caller = remembered(header, cache)
-        if caller is None:
-            caller = await asyncio.to_thread(authenticate, entry.store, header, cache)
+        caller = await _caller(entry, request.headers.get("authorization"), request)
         if not caller.sees_tenant(tenant):
             raise NotFound(f"service {name} not found")
     if service is None:
@@ -186,7 +211,15 @@ async def _forward(
     """The replica's answer, streamed back (a token stream of an LLM arrives as it is made);
     ``end`` is called once the answer is over (it counts as in flight until then)."""
     deadline = time.monotonic() + service.spec.request_timeout_seconds
-    headers = _forwarded_headers(request, service)
+    # Every Authorization header counts: a second one must not slip a token past the first.
+    sent = request.headers.getlist("authorization")
+    credential = bool(sent) and (
+        not service.spec.public
+        or any([await entry.credentials.is_credential(header) for header in sent])
+    )
+    headers = _forwarded_headers(request, service, drop_authorization=credential)
+    client = entry.clients.of(service.tenant)
+    tenant = service.tenant
     target = target_of(request, service.tenant, service.name)
     if target is None:
         end()
@@ -216,15 +249,36 @@ async def _forward(
             continue
         where = _where(endpoint)
         entry.in_flight[where] = entry.in_flight.get(where, 0) + 1
-        outgoing = entry.client.build_request(
+        outgoing = client.build_request(
             request.method, f"http://{where}{target}", headers=headers, content=body
         )
         try:
-            answer = await entry.client.send(outgoing, stream=True)
+            # The whole wait for the answer's head, pool and connection included, is bounded:
+            # a read timeout alone restarts with every byte a slow replica drips.
+            left = max(deadline - time.monotonic(), 0.001)
+            answer = await asyncio.wait_for(entry.clients.send(tenant, outgoing), left)
+        except Busy:
+            entry.release(where)
+            end()
+            return JSONResponse(
+                {"error": f"service {service.name}: too many requests waiting"},
+                status_code=503,
+                headers={"Retry-After": "1"},
+            )
         except (httpx.ConnectError, httpx.ConnectTimeout):
             entry.release(where)
             entry.broken[where] = time.monotonic() + BROKEN_SECONDS
             continue
+        except (TimeoutError, httpx.PoolTimeout):
+            entry.release(where)
+            end()
+            return JSONResponse(
+                {
+                    "error": f"service {service.name}: replica {endpoint.replica} did not "
+                    f"answer within {service.spec.request_timeout_seconds:g}s"
+                },
+                status_code=504,
+            )
         except httpx.HTTPError as err:
             entry.release(where)
             end()
@@ -233,7 +287,7 @@ async def _forward(
                 status_code=502,
             )
 
-        finish = _Finish(entry, answer, where, end)
+        finish = _Finish(entry, answer, where, tenant, end)
         kept = _answer_headers(answer)
         length = answer.headers.get("content-length", "")
         if length.isdigit() and int(length) <= WHOLE_BODY_BYTES:
@@ -264,6 +318,7 @@ class _Finish:
     entry: EntryPoint
     answer: httpx.Response
     where: str
+    tenant: str
     end: Callable[[], None]
     done: bool = False
 
@@ -272,14 +327,18 @@ class _Finish:
             return
         self.done = True
         self.entry.release(self.where)
+        self.entry.clients.release(self.tenant)
         self.end()
         await self.answer.aclose()
 
 
 async def _relay(answer: httpx.Response, finish: _Finish) -> AsyncIterator[bytes]:
+    ends = time.monotonic() + ANSWER_MAX_SECONDS
     try:
         async for chunk in answer.aiter_raw():
             yield chunk
+            if time.monotonic() > ends:
+                return  # an answer that never ends holds a connection of its tenant forever
     except httpx.HTTPError:
         return  # the replica broke off: the client sees a short answer, as from the replica
     finally:
@@ -287,26 +346,28 @@ async def _relay(answer: httpx.Response, finish: _Finish) -> AsyncIterator[bytes
 
 
 def _answer_headers(answer: httpx.Response) -> dict[str, str]:
-    """A replica's headers less those of its hop and its cookies, with the page confined:
-    every tenant's services share this server's origin with the API and the dashboard (which
-    keeps its token in that origin's session storage), so what a replica serves runs in a
-    sandbox of its own origin, and no replica sets cookies for the others."""
+    """A replica's headers less those of its hop and those that act on the whole origin, with
+    the page confined: every tenant's services share this server's origin with the API and the
+    dashboard (which keeps its token in that origin's session storage), so what a replica
+    serves runs in a sandbox of its own origin, sets no cookies and clears no site data."""
     named = {t.strip().lower() for t in answer.headers.get("connection", "").split(",")}
-    dropped = _HOP_BY_HOP | named | {"set-cookie", "content-security-policy"}
+    dropped = _HOP_BY_HOP | named | ORIGIN_WIDE
     kept = {k: v for k, v in answer.headers.items() if k.lower() not in dropped}
     return {**kept, **_CONFINED}
 
 
-def _forwarded_headers(request: Request, service: Service) -> dict[str, str]:
+def _forwarded_headers(
+    request: Request, service: Service, *, drop_authorization: bool
+) -> dict[str, str]:
     """The caller's headers less those of this hop (and those its Connection header names),
-    less an aipaas token (a public service of one tenant must not collect the tokens of
-    another's callers; its own credentials pass), with forwarding headers of our own."""
+    less its Authorization when that is a credential of this platform (a public service of one
+    tenant must not collect the tokens of another's callers; its own credentials pass), with
+    forwarding headers of our own."""
     named = {t.strip().lower() for t in request.headers.get("connection", "").split(",")}
     dropped = _HOP_BY_HOP | named | _SPOOFABLE
+    if drop_authorization:
+        dropped = dropped | {"authorization"}
     headers = {k: v for k, v in request.headers.items() if k.lower() not in dropped}
-    token = headers.get("authorization", "")
-    if not service.spec.public or token.partition(" ")[2].strip().startswith(TOKEN_PREFIX):
-        headers.pop("authorization", None)
     headers["x-forwarded-for"] = request.client.host if request.client is not None else ""
     headers["x-forwarded-proto"] = request.url.scheme
     headers["x-forwarded-host"] = request.headers.get("host", "")
