@@ -19,6 +19,7 @@ import numpy as np
 from aipaas.controller.placement import NO_NODE, Placer
 from aipaas.scheduler.batch.cluster import fit_counts, held_again
 from aipaas.scheduler.batch.model import Node, Resources
+from aipaas.scheduler.framework.constraints import TAINTS_ANNOTATION, parse_taints
 from aipaas.scheduler.framework.types import Placement, PodRequest, Unschedulable
 
 #: a gang limited to nodes of which none is in its pools (every node it could use is held by
@@ -48,6 +49,7 @@ class PlacerEngine:
                 memory_mib=n.memory_mib,
                 gpu_model=n.gpu_model,
                 labels=dict(n.labels),
+                taints=parse_taints(n.annotations.get(TAINTS_ANNOTATION, "")),
             )
             for pool in placer.pools
             for n in pool.nodes

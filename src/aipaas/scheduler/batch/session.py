@@ -311,6 +311,7 @@ class Session:
     def run(self) -> Decisions:
         """Fair shares, then each action of the profile in order; then the report."""
         from aipaas.scheduler.batch.actions import ACTIONS
+        from aipaas.scheduler.batch.actions.taint_eviction import evict_untolerated
         from aipaas.scheduler.batch.fairshare import demands, fair_shares
 
         if self.given_fair_share is not None:
@@ -321,6 +322,9 @@ class Session:
             )
         for name in self.options.actions:
             ACTIONS[name](self)
+        # NoExecute taints last: their victims stop before anything uses the room (as
+        # preemption's do), and no action of this cycle starts them again.
+        evict_untolerated(self)
         started = {s.job for s in self.decisions.started}
         waiting, reasons, gangs = self.waiting, self.decisions.reasons, self._gangs
         walked: Iterable[tuple[str, Job]] = self.jobs.items()
