@@ -102,6 +102,8 @@ class DeviceInfo:
     """Cache: expression -> True/False, or the evaluation error's message."""
     taints: tuple[DeviceTaint, ...] = ()
     """Its own taints and those of the DeviceTaintRules that select it."""
+    binding_conditions: tuple[str, ...] = ()
+    binding_failure_conditions: tuple[str, ...] = ()
 
     @property
     def driver(self) -> str:
@@ -536,6 +538,8 @@ def _device_record(item: ResourceSlice, slice_name: str, index: int) -> DeviceIn
         multiple=bool(device.allow_multiple_allocations),
         own_taints=tuple(device.taints),
         taints=tuple(device.taints),
+        binding_conditions=tuple(device.binding_conditions),
+        binding_failure_conditions=tuple(device.binding_failure_conditions),
         cel_value={
             "driver": driver,
             "attributes": cel_attributes,

@@ -9,7 +9,7 @@ import hashlib
 from dataclasses import dataclass
 from decimal import Decimal
 
-from aipaas.api.devices import AllocationResult, DeviceRequestAllocationResult
+from aipaas.api.devices import AllocationResult, DeviceRequestAllocationResult, DeviceToleration
 from aipaas.api.quantity import format_quantity, parse_quantity
 from aipaas.devices.inventory import DeviceInfo, Inventory, qualify
 
@@ -25,6 +25,10 @@ class Pick:
     device: DeviceInfo
     consumed: dict[str, Decimal] | None  # a share of a shareable device; None: whole
     admin: bool
+    #: the n-th share of this device for this request (a request may take several shares)
+    share_index: int = 0
+    #: the request's tolerations, copied into the result as Kubernetes does
+    tolerations: tuple[DeviceToleration, ...] = ()
 
     def result(self) -> DeviceRequestAllocationResult:
         """The Kubernetes-shaped allocation result of this pick."""
@@ -34,8 +38,19 @@ class Pick:
         }
         share = None
         if self.consumed is not None:
-            digest = hashlib.sha256(f"{self.claim}/{self.request}/{name}".encode()).hexdigest()
+            key = f"{self.claim}/{self.request}/{name}"
+            if self.share_index:
+                key += f"/{self.share_index}"
+            digest = hashlib.sha256(key.encode()).hexdigest()
             share = f"{digest[:8]}-{digest[8:12]}-{digest[12:16]}-{digest[16:20]}-{digest[20:32]}"
+        # Set only when there is something to say, so a result without them is written as
+        # before (stored claim status is compared as written).
+        extra: dict[str, object] = {}
+        if self.tolerations:
+            extra["tolerations"] = list(self.tolerations)
+        if self.device.binding_conditions:
+            extra["binding_conditions"] = list(self.device.binding_conditions)
+            extra["binding_failure_conditions"] = list(self.device.binding_failure_conditions)
         return DeviceRequestAllocationResult(
             request=self.request,
             driver=driver,
@@ -44,6 +59,7 @@ class Pick:
             admin_access=True if self.admin else None,
             share_id=share,
             consumed_capacity=consumed,
+            **extra,
         )
 
 

@@ -220,8 +220,25 @@ class Search:
     ) -> None:
         if not alternative.admin:
             hold(self.state, device, consumed)
+        again = 0
+        if consumed is not None:
+            again = sum(
+                1
+                for p in self.picks
+                if p.device is device
+                and p.claim == alternative.claim
+                and p.request == alternative.name
+            )
         self.picks.append(
-            Pick(alternative.claim, alternative.name, device, consumed, alternative.admin)
+            Pick(
+                alternative.claim,
+                alternative.name,
+                device,
+                consumed,
+                alternative.admin,
+                again,
+                alternative.tolerations,
+            )
         )
 
     def release_last(self) -> None:

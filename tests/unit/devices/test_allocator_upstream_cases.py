@@ -433,3 +433,43 @@ def test_the_worked_example_of_docs_devices() -> None:
     result = allocate_pod(pod, inventory, CLASSES)
     assert result.allocation is not None
     assert [(p.request, p.device.name) for p in result.allocation.picks] == [("r/one", "gpu-1")]
+
+
+class TestResults:
+    def test_two_shares_of_one_device_for_one_request_have_their_own_share_ids(self) -> None:
+        inventory = Inventory(ONE_SHAREABLE)
+        pod = [claim("c", req("g", count=2, capacity={"memory": "15Gi"}))]
+        result = allocate_pod(pod, inventory, CLASSES)
+        assert result.allocation is not None
+        ids = [p.result().share_id for p in result.allocation.picks]
+        assert len(ids) == 2 and ids[0] != ids[1] and None not in ids
+
+    def test_the_requests_tolerations_are_in_the_result(self) -> None:
+        """As TestAllocator's tainted cases expect: the result carries the request's
+        tolerations (the kubelet side checks them again)."""
+        toleration = {"key": "ecc", "operator": "Exists", "effect": "NoExecute"}
+        slices = [node_slice(A, [gpu("gpu-0", taints=[NO_EXECUTE])])]
+        inventory = Inventory(slices)
+        result = allocate_pod([claim("c", req("g", tolerations=[toleration]))], inventory, CLASSES)
+        assert result.allocation is not None
+        (row,) = [p.result() for p in result.allocation.picks]
+        assert [t.key for t in row.tolerations] == ["ecc"]
+
+    def test_binding_conditions_are_in_the_result(self) -> None:
+        """As TestAllocator's binding-conditions cases: the device's bindingConditions and
+        bindingFailureConditions go into its allocation result."""
+        device = gpu("gpu-0")
+        device["bindingConditions"] = ["attached"]
+        device["bindingFailureConditions"] = ["failed"]
+        inventory = Inventory([node_slice(A, [device])])
+        result = allocate_pod([claim("c", req("g"))], inventory, CLASSES)
+        assert result.allocation is not None
+        (row,) = [p.result() for p in result.allocation.picks]
+        assert (row.binding_conditions, row.binding_failure_conditions) == (
+            ["attached"],
+            ["failed"],
+        )
+        plain = allocate_pod([claim("c", req("g"))], Inventory(TWO_PLAIN), CLASSES)
+        assert plain.allocation is not None
+        wire = plain.allocation.picks[0].result().model_dump(by_alias=True, exclude_unset=True)
+        assert "tolerations" not in wire and "bindingConditions" not in wire
