@@ -214,7 +214,12 @@ def _taken_message(host: str, port: int) -> str:
 
 
 def _port_free(host: str, port: int) -> bool:
+    """Whether a server could listen on ``host:port`` now: bound as uvicorn binds it, with
+    SO_REUSEADDR. Without it, the connections a killed server left in TIME_WAIT or FIN_WAIT
+    (kill -9 closes them from this side) made the port look taken for a minute or more after
+    a crash, though only a listener can hold it."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             probe.bind((host, port))
         except OSError:
