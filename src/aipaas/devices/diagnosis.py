@@ -111,7 +111,8 @@ def _alternative_problem(
             f"but {busy} {'is' if busy == 1 else 'are'} not free"
             f"{_causes(in_use, counters, capacity)}"
         ), free
-    if len(free) < needed:
+    # A free shareable device may serve several of the devices asked for (one share each).
+    if len(free) < needed and not any(d.multiple for d in free):
         noun = "device matches" if len(chosen) == 1 else "devices match"
         return (
             f"needs {needed} device{'s' if needed != 1 else ''}: {len(chosen)} {noun} but "
@@ -190,7 +191,7 @@ def _constraint_problem(
         for device in devices:
             value = device.attribute(match_attribute)
             if value is not None:
-                groups[value] = groups.get(value, 0) + 1
+                groups[value] = groups.get(value, 0) + (needed if device.multiple else 1)
         largest = max(groups.values(), default=0)
         if largest < needed:
             label = level_label(match_attribute)

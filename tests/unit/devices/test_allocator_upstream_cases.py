@@ -258,7 +258,7 @@ CASES = [
         ONE_SHAREABLE, [],
         [claim("c", req("g", count=2, capacity={"memory": "10Gi"}), constraints=[{"distinctAttribute": f"{DRIVER}/numaNode"}])],
         [],
-        None, ['1 node of class [1x H100] (node-a): claim "c" request "g": needs 2 devices: 1 device matches but only 1 is free'],
+        None, ['1 node of class [1x H100] (node-a): claim "c": needs 2 devices with distinct values of gpu.example.com/numaNode, but the free matching devices have only 1'],
         id="distinctAttribute is not met by two shares of one device",
     ),
     # --- taints --------------------------------------------------------------------------------
