@@ -163,3 +163,15 @@ def test_the_worked_example_of_docs_scheduling() -> None:
     second = place_in_domain(engine, pods(6), RACK, None, required=True)
     assert not isinstance(second, Refusal)
     assert dict(Counter(p.node for p in second)) == {"n4": 4, "n3": 2}
+
+
+def test_minimize_the_number_of_used_racks_before_optimizing_the_number_of_nodes() -> None:
+    """Kueue's TestFindTopologyAssignments case of that name: block b1 holds r1 (x1: 2 pods),
+    r2 (x2: 2) and r3 (x3..x6: 1 each); 4 pods, block required. The fewest racks is one (r3
+    takes 4), so all of r3's nodes, not x1 and x2 across two racks."""
+    layout = [("x1", 2, "b1", "r1"), ("x2", 2, "b1", "r2"), ("x3", 1, "b1", "r3"),
+              ("x4", 1, "b1", "r3"), ("x5", 1, "b1", "r3"), ("x6", 1, "b1", "r3")]  # fmt: skip
+    engine = SnapshotCluster(nodes(layout))
+    placed = place_in_domain(engine, pods(4), BLOCK, None, required=True)
+    assert not isinstance(placed, Refusal)
+    assert dict(Counter(p.node for p in placed)) == {"x3": 1, "x4": 1, "x5": 1, "x6": 1}
