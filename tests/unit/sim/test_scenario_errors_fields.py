@@ -53,6 +53,21 @@ BAD: list[tuple[str, Any, str]] = [
     ("node name", _set([S, "nodes", 0, "name"], "N 1"), "spec.nodes[0].name: 'N 1' is not a valid"),
     ("node gpu negative", _set([S, "nodes", 0, "gpu"], -1), "spec.nodes[0].gpu: Input should be"),
     ("node cpu negative", _set([S, "nodes", 0, "cpu"], -4), "spec.nodes[0].cpu: cpu must be"),
+    (
+        "node taint effect",
+        _set([S, "nodes", 0, "taints"], [{"key": "k", "effect": "Evict"}]),
+        "spec.nodes[0].taints[0].effect: Input should be 'NoSchedule'",
+    ),
+    (
+        "node gpu split zero",
+        _set([S, "nodes", 0, "gpuSplit"], 0),
+        "spec.nodes[0].gpuSplit: Input should be greater than or equal to 1",
+    ),
+    (
+        "job toleration without key",
+        _set([S, OBJ, 2, "spec", "tolerations"], [{"value": "x"}]),
+        "spec.objects[2].spec.tolerations[0]: a toleration without key must have operator Exists",
+    ),
     ("node labels", _set([S, "nodes", 0, "labels"], ["a"]), "spec.nodes[0].labels"),
     ("objects not a list", _set([S, OBJ], {"a": 1}), "spec.objects: Input should be a valid list"),
     ("job twice", _job_twice, "spec.objects[4].metadata.name: job t/a1 is given twice"),
