@@ -24,6 +24,8 @@ from aipaas.api.resources import TaskResources
 from aipaas.api.service_scaling import Autoscaling, ScheduledMinimum
 
 MAX_SERVICE_REPLICAS = 1000
+#: ``healthCheck``'s period when it gives none (Kubernetes' probes default to 10 s)
+HEALTH_CHECK_PERIOD_SECONDS = 2.0
 _PERCENT_RE = re.compile(r"(\d{1,3})%")
 #: labels and annotations the platform puts on a service's replica jobs
 SERVICE_LABEL = "aipaas.dev/service"
@@ -31,15 +33,19 @@ REVISION_LABEL = "aipaas.dev/service-revision"
 PORT_ANNOTATION = "aipaas.dev/service-port"
 
 
-class HttpProbe(Model):
-    """An HTTP GET of ``path`` on the replica's port: 2xx or 3xx within the timeout passes."""
+class HttpHeader(Model):
+    name: str = Field(min_length=1, max_length=256, pattern=r"^[A-Za-z0-9!#$%&'*+.^_`|~-]+$")
+    value: str = Field(max_length=4096, pattern=r"^[^\r\n\x00]*$")
+
+
+class HttpGetAction(Model):
+    """An HTTP GET of ``path``: a status of 200 to 399 within the timeout passes."""
 
     path: str = Field(default="/", min_length=1, max_length=1024)
-    period_seconds: float = Field(default=2.0, gt=0, le=300)
-    timeout_seconds: float = Field(default=1.0, gt=0, le=60)
-    initial_delay_seconds: float = Field(default=0.0, ge=0, le=3600)
-    failure_threshold: int = Field(default=3, ge=1, le=100, strict=True)
-    success_threshold: int = Field(default=1, ge=1, le=100, strict=True)
+    #: unset: the replica's own port (``$PORT``)
+    port: int | None = Field(default=None, ge=1, le=65535, strict=True)
+    scheme: Literal["HTTP", "HTTPS"] = "HTTP"
+    http_headers: list[HttpHeader] = Field(default_factory=list, max_length=16)
 
     @field_validator("path")
     @classmethod
@@ -47,6 +53,71 @@ class HttpProbe(Model):
         if not value.startswith("/") or any(c.isspace() or ord(c) < 32 for c in value):
             raise ValueError(f"must be an absolute URL path without spaces, got {value!r}")
         return value
+
+
+class TcpSocketAction(Model):
+    """A TCP connection to the port within the timeout passes."""
+
+    port: int | None = Field(default=None, ge=1, le=65535, strict=True)
+
+
+class ExecAction(Model):
+    """A command run beside the replica, as its user, in its environment and working
+    directory: exit code 0 within the timeout passes (local backend; another backend reports
+    the probe as failing with why)."""
+
+    command: Annotated[list[str], AfterValidator(_check_command)] = Field(
+        min_length=1, max_length=256
+    )
+
+
+class Probe(Model):
+    """A Kubernetes probe: one of ``httpGet``, ``tcpSocket`` or ``exec`` (``path`` alone is the
+    short form of ``httpGet``), with Kubernetes' timing and thresholds and their defaults."""
+
+    http_get: HttpGetAction | None = None
+    tcp_socket: TcpSocketAction | None = None
+    exec_: ExecAction | None = Field(default=None, alias="exec")
+    initial_delay_seconds: float = Field(default=0.0, ge=0, le=3600)
+    period_seconds: float = Field(default=10.0, gt=0, le=3600)
+    timeout_seconds: float = Field(default=1.0, gt=0, le=600)
+    failure_threshold: int = Field(default=3, ge=1, le=10000, strict=True)
+    success_threshold: int = Field(default=1, ge=1, le=10000, strict=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _short_form(cls, data: Any) -> Any:
+        """``{path: /health}`` (the first form of aipaas's probes) is an HTTP GET of it."""
+        if isinstance(data, dict) and "path" in data:
+            rest = {k: v for k, v in data.items() if k != "path"}
+            if {"httpGet", "http_get"} & set(rest):
+                raise ValueError("path: give path or httpGet, not both")
+            return {**rest, "httpGet": {"path": data["path"]}}
+        return data
+
+    @model_validator(mode="after")
+    def _one_action(self) -> Probe:
+        given = [
+            name
+            for name, action in (
+                ("httpGet", self.http_get),
+                ("tcpSocket", self.tcp_socket),
+                ("exec", self.exec_),
+            )
+            if action is not None
+        ]
+        if len(given) != 1:
+            found = ", ".join(given) if given else "none"
+            raise ValueError(f"give exactly one of httpGet, tcpSocket, exec (found {found})")
+        return self
+
+    @property
+    def action(self) -> str:
+        if self.http_get is not None:
+            return f"HTTP GET {self.http_get.path}"
+        if self.tcp_socket is not None:
+            return "TCP connection"
+        return "exec"
 
 
 def _check_budget(value: int | str) -> int | str:
@@ -101,10 +172,16 @@ class ReplicaTemplate(Model):
     env: Annotated[dict[str, str], AfterValidator(_check_env)] = Field(default_factory=dict)
     working_dir: str | None = Field(default=None, min_length=1, max_length=4096)
     resources: TaskResources = Field(default_factory=TaskResources)
-    readiness_probe: HttpProbe | None = None
-    liveness_probe: HttpProbe | None = None
-    #: one check for both: the readiness and liveness probe each, where not given on its own
-    health_check: HttpProbe | None = None
+    #: until it passes once, no other probe runs; failing ``failureThreshold`` times restarts
+    startup_probe: Probe | None = None
+    #: a replica is sent requests only while this passes (none: while its port takes a TCP
+    #: connection)
+    readiness_probe: Probe | None = None
+    #: failing ``failureThreshold`` times (once started) restarts the replica
+    liveness_probe: Probe | None = None
+    #: the first form of aipaas's probes: a readiness probe where none is given (it never
+    #: restarts a replica; its period stays 2 s unless given)
+    health_check: Probe | None = None
     # A replica that ends is always replaced (by the service's controller): the only policy.
     restart_policy: Literal["Always"] = "Always"
 
@@ -125,12 +202,17 @@ class ReplicaTemplate(Model):
             raise ValueError("must be an absolute path")
         return value
 
-    @model_validator(mode="after")
-    def _health_check_is_both(self) -> ReplicaTemplate:
-        if self.health_check is not None:
-            self.readiness_probe = self.readiness_probe or self.health_check
-            self.liveness_probe = self.liveness_probe or self.health_check
-        return self
+    @field_validator("health_check", mode="before")
+    @classmethod
+    def _health_check_period(cls, value: Any) -> Any:
+        if isinstance(value, dict) and not {"periodSeconds", "period_seconds"} & set(value):
+            return {**value, "periodSeconds": HEALTH_CHECK_PERIOD_SECONDS}
+        return value
+
+    @property
+    def readiness(self) -> Probe | None:
+        """The readiness probe: ``readinessProbe``, else ``healthCheck``."""
+        return self.readiness_probe or self.health_check
 
     @field_validator("env")
     @classmethod
@@ -160,8 +242,11 @@ class ServiceSpec(Model):
     scheduled_minimums: list[ScheduledMinimum] = Field(default_factory=list, max_length=32)
     #: the entry point answers anyone, without a token
     public: bool = Field(default=False, strict=True)
-    #: how long the entry point holds a request while no replica is ready (scale from zero)
+    #: how long a replica has to answer a request it was sent (then 504)
     request_timeout_seconds: float = Field(default=60.0, gt=0, le=3600)
+    #: how long the entry point holds a request while no replica is ready (a cold start from
+    #: zero, a replica starting): then 503 with Retry-After
+    queue_timeout_seconds: float = Field(default=300.0, gt=0, le=3600)
     #: a replica taken out of the endpoints is stopped this much later (its requests finish)
     drain_seconds: float = Field(default=5.0, ge=0, le=3600)
 
@@ -221,6 +306,26 @@ class ReplicaRecord(LenientModel):
     stop_at: float | None = None
     stop_asked: bool = False
     why: str = ""
+    #: its startup probe passed (or it has none) and it runs: readiness and liveness apply
+    started: bool = False
+    #: Pending (not placed or not running yet), Starting (startup probe), NotReady, Ready,
+    #: Draining; ``message`` says why it is not ready
+    state: str = "Pending"
+    message: str = ""
+
+
+class CrashLoop(LenientModel):
+    """Replicas of the service that failed in a row (exited, or killed by a probe) and the
+    back-off before the next start (Kubernetes' CrashLoopBackOff: 10 s doubling to 5 min,
+    reset after 10 min of running)."""
+
+    replica: str
+    restarts: int
+    reason: str
+    last_exit_code: int | None = None
+    log_tail: str = ""
+    next_start: str = ""  # ISO time
+    back_off_seconds: float = 0.0
 
 
 class ServiceStatus(LenientModel):
@@ -236,6 +341,7 @@ class ServiceStatus(LenientModel):
     url: str = ""
     last_scale_time: str | None = None
     replica_jobs: list[ReplicaRecord] = Field(default_factory=list)
+    crash_loop: CrashLoop | None = None
 
 
 class Service(Object):
@@ -258,6 +364,16 @@ class Service(Object):
                     ("scheduledMinimums", index, "replicas"),
                     f"{scheduled.replicas} is more than maxReplicas ({top})",
                 )
+        for field_name, probe in (
+            ("startupProbe", spec.template.startup_probe),
+            ("livenessProbe", spec.template.liveness_probe),
+        ):
+            if probe is not None and probe.success_threshold != 1:
+                _refuse(
+                    ("template", field_name, "successThreshold"),
+                    f"must be 1 for a {field_name} (Kubernetes' rule), got "
+                    f"{probe.success_threshold}",
+                )
         if spec.min_replicas == 0 and spec.autoscaling is None:
             _refuse(
                 ("minReplicas",),
@@ -279,6 +395,8 @@ class LoadSample(LenientModel):
 
     at: float  # seconds since the epoch
     in_flight: int = 0
+    #: of those in flight, requests waiting for a ready replica now
+    waiting: int = 0
     concurrency: float = 0.0  # requests in flight, averaged over the sample's interval
     rate: float = 0.0  # requests per second over the interval
     requests: int = 0  # requests this process answered since the service was last quiet

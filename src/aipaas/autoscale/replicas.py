@@ -5,13 +5,15 @@ Each call takes the load observed now and the scaler's memory (``ScalerMemory``:
 samples, recent recommendations, recent desired counts) and returns a ``Decision``:
 
 1. stable and panic averages of the metric over their windows; desired = ceil(load / target);
+   requests waiting for a replica are demand for every metric (scale from zero with ``rps``);
 2. panic: when the panic window wants ``panicThreshold`` times the ready replicas, the panic
    recommendation is taken and nothing scales down until a stable window has passed calm;
 3. bounds: at least minReplicas and the scheduled minimum now, at most maxReplicas;
 4. stabilisation: a scale-up takes the lowest recommendation of its window, a scale-down the
    highest of its (a brief lull does not remove replicas);
 5. limits: per period at most maxReplicas (or maxPercent of the count at the period's start)
-   added or removed; the bounds of step 3 win over the limits.
+   added or removed; the bounds of step 3 win over the limits;
+6. wake: a request waiting while no replica is ready asks for one at once, past the windows.
 """
 
 from __future__ import annotations
@@ -28,11 +30,15 @@ from aipaas.api.service_scaling import DAYS, Metric, ScalingRules, ScheduledMini
 
 @dataclass(frozen=True)
 class Load:
-    """What the entry point measured at ``at`` (seconds): requests in flight and per second."""
+    """What the entry points measured at ``at`` (seconds): requests in flight (time-averaged)
+    and answered per second; ``waiting``: requests waiting for a ready replica now (already
+    part of the concurrency); ``in_flight``: requests held now."""
 
     at: float
     concurrency: float
     rate: float
+    waiting: float = 0.0
+    in_flight: float = 0.0
 
 
 @dataclass
@@ -129,7 +135,8 @@ def decide(
     if not panicking:
         memory.panic_until = None
     recommended = max(wanted_panic, current) if panicking else wanted_stable
-    if panic_load > 0 and recommended == 0:
+    waiting = load.waiting if load is not None else 0.0
+    if (panic_load > 0 or waiting > 0) and recommended == 0:
         recommended = 1  # requests wait: a service scaled to zero comes back at once
     bounded = min(max(recommended, floor), top)
     memory.recommendations.append((now, bounded))
@@ -140,16 +147,23 @@ def decide(
     _forget_pairs(memory.recommendations, now - longest)
     stabilised = _stabilise(memory, now, current, bounded, scaling.scale_up, scaling.scale_down)
     limited = _limit(memory, now, current, stabilised, scaling.scale_up, scaling.scale_down)
-    desired = min(max(limited, floor), top)
-    reason = _reason(
-        current,
-        desired,
-        bounded,
-        stabilised,
-        limited,
-        panicking,
-        floor=floor,
-        recommended=recommended,
+    # A request waits and nothing serves: one replica now, whatever the windows say (the
+    # wait is a cold start already; holding it for a window would only lengthen it).
+    woken = 1 if waiting > 0 and ready == 0 else 0
+    desired = min(max(limited, floor, woken), top)
+    reason = (
+        "a request waits: woken from zero"
+        if desired == woken > current
+        else _reason(
+            current,
+            desired,
+            bounded,
+            stabilised,
+            limited,
+            panicking,
+            floor=floor,
+            recommended=recommended,
+        )
     )
     decision = Decision(
         desired,
@@ -187,8 +201,13 @@ def _forget_pairs(pairs: deque[tuple[float, int]], before: float) -> None:
 
 
 def _average(samples: deque[Load], since: float, metric: Metric) -> float:
+    """The metric's mean over the samples since ``since``. Waiting requests are demand for
+    every metric: in flight already for concurrency; for rps each one counts as a request per
+    second (it came within the wait, and an answered-only rate is 0 while nothing serves)."""
     values = [
-        s.concurrency if metric is Metric.CONCURRENCY else s.rate for s in samples if s.at >= since
+        s.concurrency if metric is Metric.CONCURRENCY else s.rate + s.waiting
+        for s in samples
+        if s.at >= since
     ]
     return sum(values) / len(values) if values else 0.0
 

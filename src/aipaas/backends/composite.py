@@ -25,6 +25,7 @@ from aipaas.backends.base import (
 )
 from aipaas.backends.gang import places_gangs
 from aipaas.backends.gpu_utilization import gpu_utilization_of
+from aipaas.backends.probe_exec import NOT_HERE, probe_exec_of
 from aipaas.backends.service_endpoints import endpoint_owners
 
 log = logging.getLogger("aipaas.backends")
@@ -113,6 +114,15 @@ class CompositeBackend:
             if answer is not None:
                 return answer
         return None
+
+    def probe_exec(self, request_id: str, command: Sequence[str], timeout: float) -> str | None:
+        """The answer of the member that runs the task (the others say NOT_HERE)."""
+        for backend in self.backends:
+            member = probe_exec_of(backend)
+            answer = member.probe_exec(request_id, command, timeout) if member else NOT_HERE
+            if answer != NOT_HERE:
+                return answer
+        return "no backend here can run exec probes for this replica"
 
     def gpu_utilization(self) -> dict[tuple[str, int], float]:
         """What every member that can tell says (nodes are the members' own)."""

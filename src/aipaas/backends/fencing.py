@@ -24,6 +24,7 @@ from aipaas.backends.base import (
     TaskStatus,
     membership_files,
 )
+from aipaas.backends.probe_exec import probe_exec_of
 from aipaas.backends.service_endpoints import endpoint_owners
 
 log = logging.getLogger("aipaas.backends")
@@ -124,6 +125,12 @@ class Fenced:
     def endpoint_owner(self, request_id: str, port: int) -> bool | None:
         inner = endpoint_owners(self.inner)
         return inner.endpoint_owner(request_id, port) if inner is not None else None
+
+    def probe_exec(self, request_id: str, command: Sequence[str], timeout: float) -> str | None:
+        inner = probe_exec_of(self.inner)
+        if inner is None:
+            return "this backend cannot run exec probes"
+        return inner.probe_exec(request_id, command, timeout)
 
     def membership_file(self, node: str, tenant: str, job: str) -> str | None:
         inner = membership_files(self.inner)

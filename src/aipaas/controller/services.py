@@ -124,7 +124,13 @@ def measured(load: ServiceLoad | None, wall: datetime) -> Load | None:
     if load is None or load.status is None:
         return Load(now, 0.0, 0.0)
     fresh = [s for s in load.status.samples.values() if s.at >= now - LOAD_FRESH_SECONDS]
-    return Load(now, sum(s.concurrency for s in fresh), sum(s.rate for s in fresh))
+    return Load(
+        now,
+        sum(s.concurrency for s in fresh),
+        sum(s.rate for s in fresh),
+        waiting=sum(s.waiting for s in fresh),
+        in_flight=sum(s.in_flight for s in fresh),
+    )
 
 
 def status_of(service: Service) -> ServiceStatus:

@@ -1,27 +1,39 @@
-"""Health checks of service replicas, run beside the controller's cycle (never inside it).
+"""Probes of service replicas, run beside the controller's cycle (never inside it): the
+services' step (controller/services_reconcile.py) asks for each replica's startup, readiness
+and liveness probes every cycle.
 
-A probe is an HTTP GET (a 2xx or 3xx within its timeout passes) or, for a replica whose
-service gives no readiness probe, a TCP connection to its port. Probes run on a few worker
-threads; the cycle starts the ones that are due and reads the answers that came, so a slow
-replica never slows the controller. Consecutive passes and failures are counted per replica
-and kind against the probe's thresholds.
+A probe is Kubernetes' (api/service.py ``Probe``): an HTTP GET (a status of 200 to 399 within
+its timeout passes), a TCP connection, or a command run beside the replica by its backend
+(backends/probe_exec.py). A replica whose service gives no readiness probe is checked with a
+TCP connection to its port. Probes run on a few worker threads; the cycle starts those that
+are due (first ``initialDelaySeconds`` after the replica started, then every
+``periodSeconds``) and reads the answers that came, so a slow replica never slows the
+controller. Consecutive passes and failures are counted per replica and kind against the
+probe's thresholds.
 """
 
 from __future__ import annotations
 
 import socket
 import time
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
 import httpx
 
-from aipaas.api.service import HttpProbe
+from aipaas.api.service import Probe, TcpSocketAction
 
+STARTUP = "startup"
 READY = "readiness"
 LIVE = "liveness"
+KINDS = (STARTUP, READY, LIVE)
 #: the TCP check of a replica without a readiness probe
-TCP_CHECK = HttpProbe(path="/", period_seconds=0.5, timeout_seconds=0.5, failure_threshold=1)
+TCP_CHECK = Probe(
+    tcp_socket=TcpSocketAction(), period_seconds=0.5, timeout_seconds=0.5, failure_threshold=1
+)
+#: runs an exec probe's command beside the replica: None when it passed, else why not
+ExecRunner = Callable[[Sequence[str], float], str | None]
 
 
 @dataclass
@@ -42,14 +54,15 @@ class Prober:
         self,
         replica: str,
         kind: str,
-        probe: HttpProbe | None,
+        probe: Probe | None,
         address: str,
         port: int,
         *,
         started_at: float,
+        run_exec: ExecRunner | None = None,
     ) -> ProbeState:
         """Collect a finished probe of ``replica`` and start the next when it is due; the
-        counts so far. ``probe`` None: a TCP check."""
+        counts so far. ``probe`` None: a TCP check of ``port``."""
         state = self._states.setdefault((replica, kind), ProbeState())
         if state.running is not None and state.running.done():
             problem = state.running.result()
@@ -63,15 +76,11 @@ class Prober:
         due = now - state.last_started >= used.period_seconds
         if state.running is None and due and now >= started_at + used.initial_delay_seconds:
             state.last_started = now
-            if probe is None:
-                state.running = self._pool.submit(_tcp, address, port, used.timeout_seconds)
-            else:
-                url = f"http://{_host(address)}:{port}{probe.path}"
-                state.running = self._pool.submit(_http, url, probe.timeout_seconds)
+            state.running = self._pool.submit(_attempt, used, address, port, run_exec)
         return state
 
-    def forget(self, replica: str) -> None:
-        for kind in (READY, LIVE):
+    def forget(self, replica: str, kinds: Sequence[str] = KINDS) -> None:
+        for kind in kinds:
             self._states.pop((replica, kind), None)
 
     def known(self) -> set[str]:
@@ -81,14 +90,35 @@ class Prober:
         self._pool.shutdown(wait=False, cancel_futures=True)
 
 
+def _attempt(probe: Probe, address: str, port: int, run_exec: ExecRunner | None) -> str | None:
+    """One try of ``probe``: None when it passes, else why it failed."""
+    if probe.http_get is not None:
+        action = probe.http_get
+        scheme = action.scheme.lower()
+        url = f"{scheme}://{_host(address)}:{action.port or port}{action.path}"
+        headers = [(h.name, h.value) for h in action.http_headers]
+        return _http(url, headers, probe.timeout_seconds)
+    if probe.tcp_socket is not None:
+        return _tcp(address, probe.tcp_socket.port or port, probe.timeout_seconds)
+    assert probe.exec_ is not None
+    if run_exec is None:
+        return "this backend cannot run exec probes"
+    try:
+        return run_exec(probe.exec_.command, probe.timeout_seconds)
+    except Exception as err:  # a backend's failure is the probe's, never the controller's
+        return f"exec probe failed: {type(err).__name__}: {err}"[:200]
+
+
 def _host(address: str) -> str:
     return f"[{address}]" if ":" in address else address
 
 
-def _http(url: str, timeout: float) -> str | None:
-    """None when the probe passes, else why it failed."""
+def _http(url: str, headers: list[tuple[str, str]], timeout: float) -> str | None:
     try:
-        answer = httpx.get(url, timeout=timeout, follow_redirects=False)
+        # A replica's certificate is not checked (Kubernetes' HTTPS probes do not either).
+        answer = httpx.get(
+            url, headers=headers, timeout=timeout, follow_redirects=False, verify=False
+        )
     except httpx.HTTPError as err:
         return f"{type(err).__name__}: {err}"[:200]
     if 200 <= answer.status_code < 400:

@@ -1,5 +1,13 @@
-"""One service, one cycle: replicas observed, health checked, count decided, replicas started
-and stopped, status written (controller/services.py calls it for each service)."""
+"""One service, one cycle: replicas observed, probed, count decided, replicas started and
+stopped, status written (controller/services.py calls it for each service).
+
+Probes follow Kubernetes: a replica's startup probe runs until it passes once (failing
+``failureThreshold`` times in a row restarts the replica); only then do its readiness probe
+(an endpoint while it passes) and its liveness probe (a restart when it fails) run. A replica
+that fails, exits on its own or is killed by a probe, makes the next start wait: 10 s doubling
+to 5 minutes (crash_back_off), reset once a replica ran 10 minutes; the service's status says
+CrashLoopBackOff with the last exit code and the end of the replica's log meanwhile.
+"""
 
 from __future__ import annotations
 
@@ -8,12 +16,14 @@ import logging
 import random
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 
 from aipaas.api.job import Job, JobPhase, TaskPhase
 from aipaas.api.priority import PriorityClass
 from aipaas.api.service import (
+    CrashLoop,
     Endpoint,
+    Probe,
     ReplicaRecord,
     Service,
     ServiceStatus,
@@ -21,10 +31,11 @@ from aipaas.api.service import (
 from aipaas.api.tenancy import Tenant
 from aipaas.autoscale.replicas import Load, ScalerMemory, decide
 from aipaas.autoscale.service_rollout import ReplicaView, plan
+from aipaas.backends.probe_exec import probe_exec_of
 from aipaas.backends.service_endpoints import endpoint_owners
 from aipaas.clock import isoformat
 from aipaas.controller.extensions import CycleContext
-from aipaas.controller.services_probe import LIVE, READY, Prober
+from aipaas.controller.services_probe import LIVE, READY, STARTUP, ExecRunner, Prober
 from aipaas.controller.services_replicas import (
     choose_port,
     create_replica,
@@ -36,8 +47,38 @@ from aipaas.errors import NotFound
 from aipaas.store import TaskRecord, TaskRepository
 
 log = logging.getLogger("aipaas.controller")
-#: the longest wait before a replica replaces one that ended without being asked to
-MAX_BACKOFF_SECONDS = 60.0
+#: the wait before the start that follows a first failure (Kubernetes' CrashLoopBackOff)
+BACKOFF_FIRST_SECONDS = 10.0
+#: the longest wait before a replica replaces one that failed
+MAX_BACKOFF_SECONDS = 300.0
+#: a replica that ran this long resets the back-off
+BACKOFF_RESET_SECONDS = 600.0
+#: how much of a failed replica's log the status keeps
+LOG_TAIL_BYTES = 2048
+LOG_TAIL_LINES = 10
+
+
+def crash_back_off(failures: int) -> float:
+    """The wait before the next start after ``failures`` failures in a row (1 or more)."""
+    return min(BACKOFF_FIRST_SECONDS * 2.0 ** (max(failures, 1) - 1), MAX_BACKOFF_SECONDS)
+
+
+def log_tail(path: str | None) -> str:
+    """The last lines of a replica's log (empty when it cannot be read here)."""
+    if not path:
+        return ""
+    try:
+        with open(path, "rb") as file:
+            file.seek(0, 2)
+            size = file.tell()
+            file.seek(max(size - LOG_TAIL_BYTES, 0))
+            data = file.read()
+    except OSError:
+        return ""
+    lines = data.decode(errors="replace").splitlines()
+    if size > LOG_TAIL_BYTES and lines:
+        lines = lines[1:]  # the first may be cut
+    return "\n".join(lines[-LOG_TAIL_LINES:])
 
 
 @dataclass
@@ -46,9 +87,12 @@ class ServiceMemory:
     scaler starts again from the status's desired count)."""
 
     scaler: ScalerMemory = field(default_factory=ScalerMemory)
-    #: replicas that ended on their own since one was last ready (a crash loop waits longer)
+    #: replicas that failed in a row (a crash loop waits longer before each start)
     failures: int = 0
     not_before: float = 0.0
+    crash: CrashLoop | None = None
+    #: the crash loop was read back from the status (after a controller restart)
+    restored: bool = False
 
 
 class Reconciler:
@@ -80,6 +124,9 @@ class Reconciler:
         now = wall.timestamp()
         before = service.status if service.status is not None else ServiceStatus()
         self.memory = memory
+        if not memory.restored:
+            memory.restored = True
+            _restore(memory, before.crash_loop)
         records = self._observe(service, [r.model_copy() for r in before.replica_jobs], now)
         serving = [r for r in records if r.draining_since is None]
         ready = sum(r.ready for r in serving)
@@ -110,7 +157,7 @@ class Reconciler:
                     else "replaced by revision " + revision,
                 )
         records += self._create(service, wanted.create, revision, now)
-        self._write(service, before, records, decision.desired, revision, last_scale)
+        self._write(service, before, records, decision.desired, revision, last_scale, now)
         return decision.desired, sum(r.ready for r in records if r.draining_since is None)
 
     # observing ----------------------------------------------------------------------------
@@ -132,77 +179,190 @@ class Reconciler:
             task = next(iter(tasks.get(job.metadata.uid or "", [])), None)
             phase = job.status.phase if job.status is not None else JobPhase.PENDING
             if phase.finished:
-                self._ended(service, record, job, phase)
+                self._ended(service, record, job, phase, task, now)
                 continue
-            self._check_health(service, record, task, now)
+            self._check_health(service, record, job, task, now)
             kept.append(record)
         return kept
 
-    def _ended(self, service: Service, record: ReplicaRecord, job: Job, phase: JobPhase) -> None:
-        """A replica's job ended: a stop that was asked, or a replica to replace."""
+    def _ended(
+        self,
+        service: Service,
+        record: ReplicaRecord,
+        job: Job,
+        phase: JobPhase,
+        task: TaskRecord | None,
+        now: float,
+    ) -> None:
+        """A replica's job ended: a stop that was asked, or a failure (the next start backs
+        off)."""
         if not record.stop_asked:
             message = job.status.message if job.status is not None else ""
-            wait = self._wait_before_next()
-            self.store.record_event(
-                service,
-                "ReplicaEnded",
-                f"replica {record.job} ended ({phase.value}: {message}); a new one replaces it "
-                f"in {wait:g}s",
-                warning=True,
-            )
+            code = task.exit_code if task is not None else None
+            why = f"exited with code {code}" if code is not None else f"ended ({phase.value})"
+            if message:
+                why += f": {message}"
+            self._back_off(service, record, task, why[:300], now)
         with self.context.transaction() as tx:
             TaskRepository(self.store).delete_job(job.metadata.uid or "", conn=tx)
             self.store.delete("Job", job.tenant, job.name, conn=tx)
         self.prober.forget(record.job)
 
+    def _back_off(
+        self,
+        service: Service,
+        record: ReplicaRecord,
+        task: TaskRecord | None,
+        why: str,
+        now: float,
+    ) -> float:
+        """A replica failed: the next start waits (10 s doubling to 5 min); the status says
+        so. A replica that ran 10 minutes before it failed starts the count again."""
+        memory = self.memory
+        started = task.started_at.timestamp() if task and task.started_at else None
+        if started is not None and now - started >= BACKOFF_RESET_SECONDS:
+            memory.failures = 0
+        memory.failures += 1
+        wait = crash_back_off(memory.failures)
+        memory.not_before = now + wait
+        memory.crash = CrashLoop(
+            replica=record.job,
+            restarts=memory.failures,
+            reason=why,
+            last_exit_code=task.exit_code if task is not None else None,
+            log_tail=log_tail(task.log_path if task is not None else None),
+            next_start=isoformat(datetime.fromtimestamp(memory.not_before, UTC)),
+            back_off_seconds=wait,
+        )
+        self.store.record_event(
+            service,
+            "BackOff",
+            f"replica {record.job} {why}; the next replica starts in {wait:g}s "
+            f"({memory.failures} failed in a row)",
+            warning=True,
+        )
+        return wait
+
     def _check_health(
-        self, service: Service, record: ReplicaRecord, task: TaskRecord | None, now: float
+        self,
+        service: Service,
+        record: ReplicaRecord,
+        job: Job,
+        task: TaskRecord | None,
+        now: float,
     ) -> None:
         if record.draining_since is not None:
             record.ready = False
+            record.state, record.message = "Draining", record.why
             if not record.stop_asked and record.stop_at is not None and now >= record.stop_at:
                 record.stop_asked = stop_replica(self.store, service.tenant, record.job, record.why)
             return
         running = task is not None and task.phase == TaskPhase.RUNNING.value and task.node
         if not running or task is None or task.node is None:
             record.ready = False
+            record.state = "Pending"
+            status = job.status
+            record.message = (
+                f"{status.reason}: {status.message}".strip(": ") if status is not None else ""
+            )[:300] or "waiting to be placed and started"
             return
         record.node = task.node
         record.address = self.addresses.get(task.node, task.node)
         started = task.started_at.timestamp() if task.started_at is not None else now
         template = service.spec.template
+        run_exec = self._exec_runner(task)
+        if not record.started and not self._started(service, record, task, now, run_exec):
+            return
+        if self.memory.failures and now - started >= BACKOFF_RESET_SECONDS:
+            self.memory.failures, self.memory.crash = 0, None  # ran 10 minutes: reset
+        probe = template.readiness
         readiness = self.prober.check(
             record.job,
             READY,
-            template.readiness_probe,
+            probe,
             record.address,
             record.port,
             started_at=started,
+            run_exec=run_exec,
         )
-        needed = template.readiness_probe.success_threshold if template.readiness_probe else 1
-        allowed = template.readiness_probe.failure_threshold if template.readiness_probe else 1
+        needed = probe.success_threshold if probe is not None else 1
+        allowed = probe.failure_threshold if probe is not None else 1
         if readiness.passes >= needed:
             if not record.ready and not self._owns_port(service, record, task, now):
                 return  # another process answered on the replica's port: replaced
             record.ready = True
-            self.memory.failures = 0
         elif readiness.failures >= allowed:
             record.ready = False
-        probe = template.liveness_probe
-        if probe is None:
+        if record.ready:
+            record.state, record.message = "Ready", ""
+        else:
+            what = probe.action if probe is not None else f"TCP connection to port {record.port}"
+            record.state = "NotReady"
+            record.message = f"readiness probe ({what}): {readiness.last_reason or 'pending'}"
+        liveness_probe = template.liveness_probe
+        if liveness_probe is None:
             return
         liveness = self.prober.check(
-            record.job, LIVE, probe, record.address, record.port, started_at=started
+            record.job,
+            LIVE,
+            liveness_probe,
+            record.address,
+            record.port,
+            started_at=started,
+            run_exec=run_exec,
         )
-        if liveness.failures >= probe.failure_threshold:
-            why = (
-                f"liveness probe failed {liveness.failures} times ({liveness.last_reason}); "
-                "replaced"
-            )
+        if liveness.failures >= liveness_probe.failure_threshold:
+            why = f"failed its liveness probe {liveness.failures} times ({liveness.last_reason})"
             self.store.record_event(
-                service, "ReplicaUnhealthy", f"{record.job}: {why}", warning=True
+                service, "ReplicaUnhealthy", f"{record.job}: {why}; restarted", warning=True
             )
+            self._back_off(service, record, task, why, now)
             self._drain(service, record, now, why, at_once=True)
+
+    def _started(
+        self,
+        service: Service,
+        record: ReplicaRecord,
+        task: TaskRecord,
+        now: float,
+        run_exec: ExecRunner | None,
+    ) -> bool:
+        """Whether the replica's startup probe passed (now or before; True without one). No
+        other probe runs before; failing ``failureThreshold`` times restarts the replica."""
+        probe: Probe | None = service.spec.template.startup_probe
+        if probe is None:
+            record.started = True
+            return True
+        started = task.started_at.timestamp() if task.started_at is not None else now
+        state = self.prober.check(
+            record.job,
+            STARTUP,
+            probe,
+            record.address,
+            record.port,
+            started_at=started,
+            run_exec=run_exec,
+        )
+        if state.passes >= 1:
+            record.started = True
+            self.prober.forget(record.job, (STARTUP,))
+            return True
+        record.ready = False
+        record.state = "Starting"
+        record.message = f"startup probe ({probe.action}): {state.last_reason or 'pending'}"
+        if state.failures >= probe.failure_threshold:
+            why = f"failed its startup probe {state.failures} times ({state.last_reason})"
+            self._back_off(service, record, task, why, now)
+            self._drain(service, record, now, why, at_once=True)
+        return False
+
+    def _exec_runner(self, task: TaskRecord) -> ExecRunner | None:
+        """How exec probes of the replica run: through its backend, as its user."""
+        execs = probe_exec_of(self.context.backend)
+        request = task.request_id
+        if execs is None or request is None:
+            return None
+        return lambda command, timeout: execs.probe_exec(request, command, timeout)
 
     def _owns_port(
         self, service: Service, record: ReplicaRecord, task: TaskRecord, now: float
@@ -214,19 +374,11 @@ class Reconciler:
             return True
         if owners.endpoint_owner(task.request_id, record.port) is not False:
             return True
-        self._wait_before_next()
         why = f"port {record.port} is held by a process outside the replica; replaced"
+        self._back_off(service, record, None, why, now)
         self.store.record_event(service, "PortTaken", f"{record.job}: {why}", warning=True)
         self._drain(service, record, now, why, at_once=True)
         return False
-
-    def _wait_before_next(self) -> float:
-        """A replica failed without serving: the next waits longer (1 s doubling to 60 s)."""
-        memory = self.memory
-        memory.failures += 1
-        wait = min(2.0 ** (memory.failures - 1), MAX_BACKOFF_SECONDS)
-        memory.not_before = self.context.clock.now().timestamp() + wait
-        return wait
 
     # acting -------------------------------------------------------------------------------
 
@@ -301,6 +453,7 @@ class Reconciler:
         desired: int,
         revision: str,
         last_scale: str | None,
+        now: float,
     ) -> None:
         serving = [r for r in records if r.draining_since is None]
         ready = [r for r in serving if r.ready]
@@ -308,15 +461,28 @@ class Reconciler:
             Endpoint(replica=r.job, address=r.address, port=r.port, revision=r.revision)
             for r in ready
         ]
+        message = ""
+        crash = self.memory.crash
         if ready:
             phase, reason = "Running", f"{len(ready)} of {desired} replicas ready"
         elif desired == 0 and not serving:
             phase, reason = "Idle", "scaled to zero: the next request starts a replica"
         else:
-            phase, reason = "Pending", "no replica ready yet"
+            phase, reason, message = "Pending", "NoReplicaReady", "no replica ready yet"
+            waiting = [r for r in serving if r.message]
+            if crash is not None and now < self.memory.not_before and not serving:
+                reason = "CrashLoopBackOff"
+                message = (
+                    f"replica {crash.replica} {crash.reason}; {crash.restarts} failed in a "
+                    f"row, the next starts at {crash.next_start}"
+                )
+            elif waiting:
+                reason = waiting[0].state
+                message = f"replica {waiting[0].job}: {waiting[0].message}"
         status = ServiceStatus(
             phase=phase,
             reason=reason,
+            message=message,
             revision=revision,
             desired_replicas=desired,
             replicas=len(serving),
@@ -326,10 +492,22 @@ class Reconciler:
             url=f"/services/{service.tenant}/{service.name}/",
             last_scale_time=last_scale,
             replica_jobs=records,
+            crash_loop=crash,
         )
         if status.model_dump() == before.model_dump():
             return
         with self.context.transaction() as tx:
             self.store.write_status(service, status, conn=tx)
-        if before.phase != phase:
-            self.store.record_event(service, phase, reason)
+        if before.phase != phase or (before.reason != reason and reason == "CrashLoopBackOff"):
+            self.store.record_event(service, phase, f"{reason}: {message}" if message else reason)
+
+
+def _restore(memory: ServiceMemory, crash: CrashLoop | None) -> None:
+    """A controller that starts again keeps a service's crash loop (its status has it)."""
+    if crash is None:
+        return
+    memory.failures, memory.crash = crash.restarts, crash
+    try:
+        memory.not_before = datetime.fromisoformat(crash.next_start).timestamp()
+    except ValueError:
+        memory.not_before = 0.0

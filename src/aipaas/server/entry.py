@@ -4,8 +4,9 @@ service's ready replicas (the endpoints the controller lists in its status).
 - Balancing: the endpoint with the fewest of this process's requests in flight (ties in turn).
 - A replica that refuses the connection (stopped between two reads of the status) is skipped
   for a moment and the request goes to another: nothing was sent, so nothing runs twice.
-- No replica ready (scaled to zero, starting): the request waits, counted as in flight so the
-  autoscaler starts one, up to the service's ``requestTimeoutSeconds`` (then 503).
+- No replica ready (scaled to zero, starting): the request waits, counted as waiting (demand
+  for every metric: the autoscaler starts a replica), up to the service's
+  ``queueTimeoutSeconds`` (default 5 minutes: a model's cold start; then 503 with Retry-After).
 - Auth: a token of the service's tenant (any role; a platform admin's too), unless the service
   is ``public``; no credential of this platform is passed to a replica, whatever its shape
   (server/entry_upstream.py). Another tenant's service is 404.
@@ -63,6 +64,8 @@ _CONFINED = {
 CACHE_MAX = 10_000
 #: how long an endpoint that refused a connection is left out
 BROKEN_SECONDS = 2.0
+#: what a request that waited out queueTimeoutSeconds is told to wait before it asks again
+RETRY_AFTER_SECONDS = 5
 _HOP_BY_HOP = frozenset(
     {
         "connection",
@@ -210,7 +213,37 @@ async def _forward(
 ) -> Response:
     """The replica's answer, streamed back (a token stream of an LLM arrives as it is made);
     ``end`` is called once the answer is over (it counts as in flight until then)."""
-    deadline = time.monotonic() + service.spec.request_timeout_seconds
+    # A request waits for a ready replica up to the queue's bound (a cold start takes that
+    # long), and then gives a replica requestTimeoutSeconds to answer.
+    queue_deadline = time.monotonic() + service.spec.queue_timeout_seconds
+    key = (service.tenant, service.name)
+    waiting = False
+
+    def wait(now: bool) -> None:
+        """The request waits for a replica (``now``) or no longer does; counted once."""
+        nonlocal waiting
+        if now and not waiting:
+            entry.meter.wait_began(key)
+        elif waiting and not now:
+            entry.meter.wait_ended(key)
+        waiting = now
+
+    try:
+        return await _send(entry, request, service, body, end, queue_deadline, wait)
+    finally:
+        wait(False)
+
+
+async def _send(
+    entry: EntryPoint,
+    request: Request,
+    service: Service,
+    body: bytes,
+    end: Callable[[], None],
+    queue_deadline: float,
+    wait: Callable[[bool], None],
+) -> Response:
+    """``_forward``'s loop: wait for a ready replica, send, relay the answer."""
     # Every Authorization header counts: a second one must not slip a token past the first.
     sent = request.headers.getlist("authorization")
     credential = bool(sent) and (
@@ -224,22 +257,19 @@ async def _forward(
     if target is None:
         end()
         raise NotFound(f"service {service.name} not found")
-    woke = False
     while True:
         endpoint = entry.pick(service)
         if endpoint is None:
-            if not woke:
-                entry.meter.wake()  # the autoscaler should hear of this request now
-                woke = True
-            if time.monotonic() >= deadline:
+            wait(True)  # demand for every metric, written at once: the autoscaler hears now
+            if time.monotonic() >= queue_deadline:
                 end()
                 return JSONResponse(
                     {
                         "error": f"service {service.name}: no replica became ready within "
-                        f"{service.spec.request_timeout_seconds:g}s"
+                        f"{service.spec.queue_timeout_seconds:g}s (queueTimeoutSeconds)"
                     },
                     status_code=503,
-                    headers={"Retry-After": "5"},
+                    headers={"Retry-After": str(RETRY_AFTER_SECONDS)},
                 )
             await asyncio.sleep(0.1)
             found = await entry.service(service.tenant, service.name, fresh=True)
@@ -247,6 +277,7 @@ async def _forward(
                 raise NotFound(f"service {service.name} not found in tenant {service.tenant}")
             service = found
             continue
+        wait(False)
         where = _where(endpoint)
         entry.in_flight[where] = entry.in_flight.get(where, 0) + 1
         outgoing = client.build_request(
@@ -255,7 +286,7 @@ async def _forward(
         try:
             # The whole wait for the answer's head, pool and connection included, is bounded:
             # a read timeout alone restarts with every byte a slow replica drips.
-            left = max(deadline - time.monotonic(), 0.001)
+            left = service.spec.request_timeout_seconds
             answer = await asyncio.wait_for(entry.clients.send(tenant, outgoing), left)
         except Busy:
             entry.release(where)

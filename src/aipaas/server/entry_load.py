@@ -34,6 +34,7 @@ Key = tuple[str, str]  # (tenant, service)
 @dataclass
 class _Counter:
     in_flight: int = 0
+    waiting: int = 0  # of those in flight, waiting for a ready replica
     area: float = 0.0  # in-flight x seconds since the last sample
     since: float = 0.0  # when ``area`` was last brought up to date
     answered: int = 0  # since the last sample
@@ -68,6 +69,23 @@ class LoadMeter:
         counter.in_flight -= 1
         counter.answered += 1
         counter.total += 1
+
+    def wait_began(self, key: Key) -> None:
+        """A request of ``key`` (already counted by ``began``) waits for a ready replica: it
+        counts as demand for every metric and wakes the writer."""
+        counter = self._counters.get(key)
+        if counter is not None:
+            counter.waiting += 1
+        self.wake()
+
+    def wait_ended(self, key: Key) -> None:
+        counter = self._counters.get(key)
+        if counter is not None and counter.waiting > 0:
+            counter.waiting -= 1
+
+    def waiting(self, key: Key) -> int:
+        counter = self._counters.get(key)
+        return counter.waiting if counter is not None else 0
 
     def in_flight(self, key: Key) -> int:
         counter = self._counters.get(key)
@@ -110,6 +128,7 @@ class LoadMeter:
                 taken[key] = LoadSample(
                     at=time.time(),
                     in_flight=counter.in_flight,
+                    waiting=counter.waiting,
                     concurrency=counter.area / elapsed,
                     rate=counter.answered / elapsed,
                     requests=counter.total,

@@ -127,7 +127,7 @@ def test_the_revision_follows_the_template_only() -> None:
         ),
         (
             {"template": {"command": ["x"], "readinessProbe": {"path": "health"}}},
-            "spec.template.readinessProbe.path",
+            "spec.template.readinessProbe.httpGet.path",
             "absolute URL path",
         ),
         ({"template": {"command": []}}, "spec.template.command", "at least 1"),
@@ -170,16 +170,18 @@ def test_replicas_short_forms_restart_always_and_a_fixed_port() -> None:
     assert on_port.spec.revision() != fixed.spec.revision()  # a new port rolls the replicas
 
 
-def test_a_health_check_is_the_readiness_and_the_liveness_probe() -> None:
+def test_a_health_check_is_a_readiness_probe_only() -> None:
     template = {"command": ["x"], "healthCheck": {"path": "/health"}}
     both = parse_object(manifest(template=template))
     assert isinstance(both, Service)
-    assert both.spec.template.readiness_probe == both.spec.template.liveness_probe
-    assert both.spec.template.liveness_probe is not None
-    assert both.spec.template.liveness_probe.path == "/health"
+    assert both.spec.template.liveness_probe is None  # it never restarts a replica
+    readiness = both.spec.template.readiness
+    assert readiness is not None and readiness.http_get is not None
+    assert readiness.http_get.path == "/health" and readiness.period_seconds == 2.0
     own = {**template, "readinessProbe": {"path": "/ready"}}
     mixed = parse_object(manifest(template=own))
-    assert isinstance(mixed, Service) and mixed.spec.template.readiness_probe is not None
-    assert mixed.spec.template.readiness_probe.path == "/ready"
+    assert isinstance(mixed, Service) and mixed.spec.template.readiness is not None
+    assert mixed.spec.template.readiness.http_get is not None
+    assert mixed.spec.template.readiness.http_get.path == "/ready"
     again = parse_object(both.to_wire())
     assert isinstance(again, Service) and again.spec.revision() == both.spec.revision()

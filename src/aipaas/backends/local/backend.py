@@ -39,6 +39,7 @@ from aipaas.backends.local.isolation import (
 )
 from aipaas.backends.local.machine import gpus_of
 from aipaas.backends.local.nvml import Discovery, discover, visible_devices
+from aipaas.backends.local.probe_exec import run_probe
 from aipaas.backends.local.runner import LAUNCH_FILE
 
 # The runner runs as a file (not ``-m``): it needs nothing of the package, so it starts fast.
@@ -210,6 +211,10 @@ class LocalBackend(LocalDatasetCaches):  # datasets: backends/local/datasets.py
         tasks run in their runner's session, whose id is the runner's pid."""
         pid = self._pid(request_id)
         return None if pid is None else listeners.session_listens(port, pid)
+
+    def probe_exec(self, request_id: str, command: Sequence[str], timeout: float) -> str | None:
+        """A service replica's exec probe (backends/local/probe_exec.py)."""
+        return run_probe(self._dir(request_id), command, timeout)
 
     def stop(self, request_id: str, grace_seconds: float = 5.0) -> None:
         pid = self._pid(request_id)
