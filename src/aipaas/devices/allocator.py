@@ -200,7 +200,11 @@ def allocate_pod(
     if chosen is not None:
         return PodAllocation(chosen)
     if not candidates:
-        return PodAllocation(None, ("no node publishes any device",), {})
+        set_aside = tuple(
+            f"pool {pool} of {driver} is set aside: {why}"
+            for (driver, pool), why in sorted(inventory.unusable_pools.items())
+        )
+        return PodAllocation(None, ("no node publishes any device", *set_aside), {})
     # Nothing fits: only now say why, node by node (diagnosis is the slow part).
     refusals: dict[str, str] = {}
     for node in candidates:

@@ -111,7 +111,7 @@ CASES = [
         "TestAllocator/obsolete-slice (newest generation incomplete)",
         [pool_slice("old", "p", [gpu("gpu-0")]), pool_slice("new", "p", [gpu("gpu-1")], generation=1, count=2)],
         [], [claim("c", req("g"))], [],
-        None, NO_DEVICE,
+        None, [*NO_DEVICE, f"pool p of {DRIVER} is set aside: incomplete: 1 of 2 ResourceSlices of the pool are published"],
         id="an obsolete complete generation does not stand in for an incomplete newer one",
     ),
     pytest.param(
@@ -129,7 +129,7 @@ CASES = [
         "TestAllocator/duplicate-slice",
         [pool_slice("p-1", "p", [gpu("gpu-0")], count=2), pool_slice("p-2", "p", [gpu("gpu-0")], count=2)],
         [], [claim("c", req("g"))], [],
-        None, NO_DEVICE,
+        None, [*NO_DEVICE, f"pool p of {DRIVER} is set aside: device 'gpu-0' is published twice"],
         id="a duplicate device in the only pool leaves nothing to allocate",
     ),
     pytest.param(
@@ -143,7 +143,7 @@ CASES = [
         "TestAllocator/incomplete pool, ExactCount",
         [pool_slice("p-1", "p", [gpu("gpu-0"), gpu("gpu-1")], count=2)],
         [], [claim("c", req("g"))], [],
-        None, NO_DEVICE,
+        None, [*NO_DEVICE, f"pool p of {DRIVER} is set aside: incomplete: 1 of 2 ResourceSlices of the pool are published"],
         id="an incomplete pool is not allocated from",
     ),
     pytest.param(
