@@ -65,6 +65,11 @@ export async function listIfKnown(path, params) {
   }
 }
 
+/** A POST without a body (cancel): the answer's JSON. */
+export async function post(path, params) {
+  return (await send(path, { params, method: "POST" })).json();
+}
+
 export async function applyYaml(text) {
   return (await send("/apply", { method: "POST", body: text, type: "application/yaml" })).json();
 }

@@ -1,20 +1,70 @@
 // Jobs: the list, a submission form, and one job's status, events and logs as they come.
 import * as api from "../api.js";
-import { age, card, h, phase, table } from "../dom.js";
+import { age, card, h, number, phase, table } from "../dom.js";
 
-const EXAMPLE = `apiVersion: aipaas/v1
+/** The submission template: a queue the signed-in user can see, or a note that none can. */
+function example(queue) {
+  const tenant = queue ? queue.metadata.tenant : "TENANT";
+  const name = queue ? queue.metadata.name : "QUEUE";
+  const note = queue ? "" : "# no queue is visible to this token: create one first\n";
+  return `${note}apiVersion: aipaas/v1
 kind: Job
-metadata: {name: my-job}
+metadata: {name: my-job, tenant: ${tenant}}
 spec:
-  queue: default
+  queue: ${name}
   tasks:
     - name: main
       command: [/bin/sh, -c, "echo started; sleep 2; echo done"]
       resources: {cpu: 1, memory: 64Mi}
 `;
+}
 
-const gpusOf = (job) => job.spec.tasks.reduce(
-  (sum, t) => sum + (t.replicas || 1) * Number((t.resources || {}).gpu || 0), 0);
+/** GPUs of a whole job: replicas x GPUs each; the API stores `gpu: 1` as {count: 1} and
+ * `gpu: 0.5` as {count: 1, fraction: 0.5} (the CLI's GPUS column counts the same way). */
+export function gpusOf(job) {
+  let total = 0;
+  for (const task of job.spec.tasks || []) {
+    const gpu = (task.resources || {}).gpu;
+    if (gpu === undefined || gpu === null) continue;
+    const each = typeof gpu === "object"
+      ? Number(gpu.count ?? 1) * Number(gpu.fraction || 1)
+      : Number(gpu);
+    total += (Number.isFinite(each) ? each : 0) * (task.replicas || 1);
+  }
+  return number(total);
+}
+
+const FINISHED = ["Succeeded", "Failed", "Cancelled"];
+// Annotations a rerun carries (client_streams.py): the job it reruns and the first of the chain.
+const RERUN_OF = "aipaas.io/rerun-of";
+const RERUN_ROOT = "aipaas.io/rerun-root";
+const SYSTEM = /^([a-z0-9.-]*\.)?aipaas\.dev\//;
+const USER_DOMAINS = ["sim.aipaas.dev/", "kubernetes.aipaas.dev/"];
+const own = (entries) => Object.fromEntries(Object.entries(entries || {}).filter(([key]) =>
+  !SYSTEM.test(key) || USER_DOMAINS.some((prefix) => key.startsWith(prefix))));
+
+/** As `aipaas rerun`: a new job ROOT-N from the job's spec; the original and its history stay. */
+async function rerun(job, jobs) {
+  const meta = job.metadata;
+  const annotations = own(meta.annotations);
+  const root = annotations[RERUN_ROOT] || meta.name;
+  const taken = new Set(jobs.filter((j) => j.metadata.tenant === meta.tenant)
+    .map((j) => j.metadata.name));
+  let n = 2;
+  const named = (k) => root.slice(0, 63 - `-${k}`.length).replace(/-+$/, "") + `-${k}`;
+  while (taken.has(named(n))) n += 1;
+  const manifest = {
+    apiVersion: job.apiVersion || "aipaas/v1",
+    kind: "Job",
+    metadata: {
+      name: named(n), tenant: meta.tenant, labels: own(meta.labels),
+      annotations: { ...annotations, [RERUN_OF]: meta.name, [RERUN_ROOT]: root },
+    },
+    spec: job.spec,
+  };
+  const answer = await api.applyYaml(JSON.stringify(manifest));
+  return answer.items[0];
+}
 
 function jobHref(name, tenant) {
   return `/dashboard/jobs?${new URLSearchParams({ name, tenant })}`;
@@ -22,8 +72,12 @@ function jobHref(name, tenant) {
 
 function jobList(go) {
   const live = h("div");
-  const editor = h("textarea", { id: "submit-text", spellcheck: "false" }, EXAMPLE);
+  const editor = h("textarea", { id: "submit-text", spellcheck: "false" }, example(null));
+  let edited = false;
+  let templated = false;
+  editor.addEventListener("input", () => { edited = true; });
   const result = h("p", { id: "submit-result", role: "status" });
+  const said = h("p", { id: "job-action-result", role: "status" });
   const submit = async () => {
     try {
       const answer = await api.applyYaml(editor.value);
@@ -34,28 +88,66 @@ function jobList(go) {
       result.textContent = `refused: ${error.message}`;
     }
   };
-  const node = h("div", { id: "page-jobs" }, h("h1", {}, "Jobs"), live,
+  let refreshNow = async () => {};
+  const act = (label, work) => async (event) => {
+    event.currentTarget.disabled = true;
+    try {
+      said.textContent = await work();
+    } catch (error) {
+      said.textContent = `${label} refused: ${error.message}`;
+    }
+    await refreshNow();
+  };
+  const node = h("div", { id: "page-jobs" }, h("h1", {}, "Jobs"), said, live,
     card("Submit (YAML or JSON, as aipaas apply takes)", editor,
       h("button", { id: "submit", type: "button", onclick: submit }, "Submit"), result));
   const link = (job) => h("a",
     { href: jobHref(job.metadata.name, job.metadata.tenant), "data-go": "", class: "job-link" },
     job.metadata.name);
-  return {
-    node,
-    stop() {},
-    async refresh() {
-      const items = (await api.list("/jobs")).reverse();
-      live.replaceChildren(card("Jobs, newest first", table([
-        ["job", link],
-        ["tenant", (j) => j.metadata.tenant],
-        ["queue", (j) => j.spec.queue],
-        ["phase", (j) => phase((j.status || {}).phase)],
-        ["tasks", (j) => j.spec.tasks.reduce((n, t) => n + (t.replicas || 1), 0), "num"],
-        ["GPUs", gpusOf, "num"],
-        ["age", (j) => age(j.metadata.creationTimestamp), "num"],
-      ], items, { id: "jobs" })));
-    },
+  const actions = (jobs) => (job) => {
+    const { name, tenant } = job.metadata;
+    if (!FINISHED.includes((job.status || {}).phase)) {
+      return h("button", {
+        type: "button", class: "job-cancel", "data-job": name,
+        onclick: act("cancel", async () => {
+          await api.post(`/jobs/${encodeURIComponent(name)}/cancel`, { tenant });
+          return `cancelling job ${name}`;
+        }),
+      }, "Cancel");
+    }
+    return h("button", {
+      type: "button", class: "job-rerun", "data-job": name,
+      onclick: act("rerun", async () => {
+        const item = await rerun(job, jobs);
+        return `${item.action}: job ${item.name} (rerun of ${name})`;
+      }),
+    }, "Rerun");
   };
+  const reason = (job) => {
+    const status = job.status || {};
+    return h("span", { class: "reason", title: status.message || "" }, status.reason || "");
+  };
+  const refresh = async () => {
+    if (!templated) {
+      templated = true;  // once: the queues a token sees change rarely
+      const queues = await api.list("/queues");
+      if (!edited) editor.value = example(queues[0] || null);
+    }
+    const items = (await api.list("/jobs")).reverse();
+    live.replaceChildren(card("Jobs, newest first", table([
+      ["job", link],
+      ["tenant", (j) => j.metadata.tenant],
+      ["queue", (j) => j.spec.queue],
+      ["phase", (j) => phase((j.status || {}).phase)],
+      ["reason", reason],
+      ["tasks", (j) => j.spec.tasks.reduce((n, t) => n + (t.replicas || 1), 0), "num"],
+      ["GPUs", gpusOf, "num"],
+      ["age", (j) => age(j.metadata.creationTimestamp), "num"],
+      ["", actions(items)],
+    ], items, { id: "jobs" })));
+  };
+  refreshNow = refresh;
+  return { node, stop() {}, refresh };
 }
 
 function jobDetail(name, tenant) {
