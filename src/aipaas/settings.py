@@ -96,6 +96,13 @@ class Settings(BaseModel):
         default=30, gt=0, le=3600, description="How often the local backend reads NVML again."
     )
     controller: bool = Field(default=True, description="Run the controller loop in this process.")
+    controller_stall_seconds: float = Field(
+        default=60,
+        gt=0,
+        le=86400,
+        description="A controller cycle running longer than this, or none finished for this"
+        " long, makes /readyz answer not ready until the loop moves again.",
+    )
     tick_seconds: float = Field(
         default=0.2, gt=0, le=60, description="Controller loop period; short, ticks are cheap."
     )
@@ -111,6 +118,19 @@ class Settings(BaseModel):
     )
     log_max_followers: int = Field(
         default=256, ge=1, description="Log followers (logs -f) one process serves at once."
+    )
+    db_check_seconds: float = Field(
+        default=60,
+        ge=0,
+        le=86400,
+        description="How long the start may spend checking the SQLite database's integrity"
+        " (PRAGMA quick_check; a damaged file stops the start); 0: not checked.",
+    )
+    store_min_free_bytes: int = Field(
+        default=64 << 20,
+        ge=0,
+        description="Free space the SQLite database's disk must keep: below it /readyz says"
+        " not ready (0: no floor).",
     )
     event_max_age_seconds: float = Field(
         default=7 * 24 * 3600, gt=0, description="Events older than this are trimmed."

@@ -35,6 +35,7 @@ from aipaas.server.log_watch import LogWatch
 from aipaas.settings import Settings
 from aipaas.store import Store
 from aipaas.store.database import make_engine
+from aipaas.store.health import DamagedDatabase, WriteProbe, check_sqlite_file, sqlite_file
 from aipaas.store.lease import Lease, holder_id
 from aipaas.store.trim import EventLimits, EventTrim
 
@@ -52,6 +53,7 @@ def serve(settings: Settings, *, log_level: str = "info", announce: bool = False
         _err(f"aipaas server: {err}")
         raise SystemExit(2) from err
     _private_dir(settings.data_dir)
+    _check_database(settings)
     store = Store.open(settings.database_url)
     token = ensure_admin_token(store, settings.token_file, settings.bootstrap_token)
     store.close()
@@ -190,7 +192,13 @@ def make_app(settings: Settings) -> FastAPI:
         trim = EventTrim(
             store, EventLimits(settings.event_max_age_seconds, settings.event_max_count)
         )
-        loop = ControllerLoop(controller, settings.tick_seconds, lease, housekeeping=trim)
+        loop = ControllerLoop(
+            controller,
+            settings.tick_seconds,
+            lease,
+            housekeeping=trim,
+            stall_seconds=settings.controller_stall_seconds,
+        )
 
     def stop() -> None:
         if loop is not None:
@@ -203,12 +211,27 @@ def make_app(settings: Settings) -> FastAPI:
         on_start=loop.start if loop else None,
         on_stop=stop,
         is_ready=loop.is_ready if loop else None,
+        write_probe=WriteProbe(store, min_free_bytes=settings.store_min_free_bytes),
         max_body_bytes=settings.max_body_bytes,
         metrics_public=settings.metrics_public,
         on_write=loop.wake if loop else None,
     )
     reads.configure(app, reads.ReadLimits(settings.log_max_bytes, settings.log_max_followers))
     return app
+
+
+def _check_database(settings: Settings) -> None:
+    """A SQLite database damaged in the middle stops the start here, in one line naming the
+    file and what to do (exit 2), rather than a server that migrates, serves and is never
+    ready. Bounded by ``db_check_seconds``: a bigger file is served unchecked, with a warning."""
+    path = sqlite_file(settings.database_url)
+    if path is None:
+        return  # PostgreSQL checks its own pages
+    try:
+        check_sqlite_file(path, settings.db_check_seconds)
+    except DamagedDatabase as err:
+        _err(f"aipaas server: {err}")
+        raise SystemExit(2) from err
 
 
 def _wake_log_followers(app: FastAPI, job_uids: Sequence[str]) -> None:

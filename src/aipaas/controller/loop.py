@@ -15,12 +15,19 @@ not the cycle thread's CPU time: measured with 500 local jobs at once, a rest as
 CPU time alone cut the API's submissions per second by 40%.) The time the cycle spent blocked
 on a backend that says so (``backend_waited``: the Ray backend waiting on its driver process,
 which holds neither the CPU nor the GIL meanwhile) is not counted: the API ran freely then,
-and counting it halved the rate at which a Ray cluster's slots were refilled."""
+and counting it halved the rate at which a Ray cluster's slots were refilled.
+
+Readiness (``is_ready``, the server's /readyz): ready while the loop is alive and moving: a
+cycle has finished within ``stall_seconds`` (plus a period's rest), and the cycle running now
+(if any) has not run longer than that. A cycle stuck on a backend or a file that never answers
+makes the process not ready until it ends; one cycle once finished no longer means ready
+forever."""
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Sequence
 
 from aipaas.controller.cycle import Controller
@@ -30,6 +37,9 @@ log = logging.getLogger("aipaas.controller")
 
 #: the shortest rest after a cycle that wrote something, or when woken
 FLOOR_SECONDS = 0.02
+#: a cycle running longer than this, or none finished for this long (beyond a rest), makes
+#: the process not ready (Settings.controller_stall_seconds)
+STALL_SECONDS = 60.0
 
 
 def next_rest(last: float, active: bool, period: float, floor: float) -> float:
@@ -65,6 +75,7 @@ class ControllerLoop:
         lease: Lease | None = None,
         housekeeping: Callable[[], None] | None = None,
         floor: float = FLOOR_SECONDS,
+        stall_seconds: float = STALL_SECONDS,
     ) -> None:
         self.controller = controller
         self.period = period
@@ -80,6 +91,12 @@ class ControllerLoop:
         self._rest = period  # the last rest (see next_rest)
         self._thread: threading.Thread | None = None
         self.ready = threading.Event()
+        self.stall_seconds = stall_seconds
+        # Real time (time.monotonic), not the controller's clock: a stall is a real wait.
+        # The start of the cycle running now (None between cycles), the end of the last one.
+        self._cycle_started: float | None = None
+        self._cycle_finished: float | None = None
+        self._said_stalled = False
         # The cycle tells its listener which jobs it wrote; the loop listens too.
         listener = controller.on_written
 
@@ -118,10 +135,31 @@ class ControllerLoop:
             self.lease.release()
 
     def is_ready(self) -> bool:
-        """Ready once this process has run a cycle, or another live process holds the lease."""
+        """Ready while this process's loop moves (``stalled`` says when it does not) and it has
+        run a cycle, or another live process holds the lease (that process's readiness is its
+        own)."""
+        why = self.stalled()
+        if why is not None:
+            if not self._said_stalled:  # once per stall, not once per probe
+                log.warning("not ready: %s", why)
+                self._said_stalled = True
+            return False
+        self._said_stalled = False
         if self.ready.is_set():
             return True
         return self.lease is not None and self.lease.holder_now() not in (None, self.lease.holder)
+
+    def stalled(self) -> str | None:
+        """Why the loop counts as stuck now, or None: the running cycle has run longer than
+        ``stall_seconds``, or no cycle has finished for ``stall_seconds`` plus a period (the
+        longest rest) since the last one ended."""
+        now = time.monotonic()
+        started, finished = self._cycle_started, self._cycle_finished
+        if started is not None and now - started > self.stall_seconds:
+            return f"the controller's cycle has run for {now - started:.0f}s"
+        if finished is not None and now - finished > self.stall_seconds + self.period:
+            return f"no controller cycle has finished for {now - finished:.0f}s"
+        return None
 
     def _run(self) -> None:
         clock = self.controller.clock
@@ -132,6 +170,7 @@ class ControllerLoop:
             # Cleared before the cycle reads the store: a write from now on wakes the next.
             self._wake.clear()
             self._wrote = False
+            self._cycle_started = time.monotonic()
             try:
                 if self.lease is None or self.lease.acquire():
                     self.controller.run_cycle()
@@ -147,6 +186,8 @@ class ControllerLoop:
                 self.ready.clear()
             except Exception:
                 log.exception("controller cycle failed")  # the loop's top-level guard
+            finally:
+                self._cycle_finished, self._cycle_started = time.monotonic(), None
             self._rest = next_rest(self._rest, self._wrote, self.period, self.floor)
             took = cycle_share(clock.monotonic() - started, backend_waited(backend) - waited)
             least, more = rest_plan(took, self._rest, self.floor)

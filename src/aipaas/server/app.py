@@ -24,6 +24,7 @@ from aipaas.server import http_errors, more_routes, openapi, routes, token_route
 from aipaas.server.auth import PrincipalCache, metrics_reader, remembered
 from aipaas.server.body_limit import limit_body
 from aipaas.store import Store
+from aipaas.store.health import WriteProbe
 
 Hook = Callable[[], None]
 _log = logging.getLogger(__name__)
@@ -41,10 +42,13 @@ def create_app(
     max_body_bytes: int = 1 << 20,
     metrics_public: bool = False,
     on_write: Hook | None = None,
+    write_probe: WriteProbe | None = None,
 ) -> FastAPI:
     """``on_write``: called after each request that may have written (any method but GET,
     HEAD and OPTIONS), answered or refused: the process's controller acts on it at once
-    rather than at its next cycle (cli/control_runtime.py passes ``ControllerLoop.wake``)."""
+    rather than at its next cycle (cli/control_runtime.py passes ``ControllerLoop.wake``).
+    ``write_probe``: /readyz also asks whether the store can write (store/health.py: the
+    database disk's free space, a small write every few seconds)."""
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
@@ -86,6 +90,11 @@ def create_app(
         except Exception:
             _log.warning("not ready: the database does not answer", exc_info=True)
             return JSONResponse({"status": "not ready"}, 503)
+        if write_probe is not None:
+            probe = write_probe.check()
+            if not probe.ok:
+                _log.warning("not ready: %s", probe.why)
+                return JSONResponse({"status": "not ready"}, 503)
         if is_ready is not None and not is_ready():
             return JSONResponse({"status": "not ready"}, 503)
         return JSONResponse({"status": "ready"})
