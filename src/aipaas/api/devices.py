@@ -18,6 +18,22 @@ from typing import Annotated, Any, Final, Literal
 import yaml
 from pydantic import AfterValidator, Field, TypeAdapter, ValidationError, model_validator
 
+from aipaas.api.device_names import (
+    DnsLabel,
+    DriverName,
+    FullyQualifiedName,
+    ObjectMeta,
+    QualifiedName,
+    TemplateMeta,
+)
+from aipaas.api.device_taints import (
+    TAINT_RULE_VERSIONS,
+    DeviceTaint,
+    DeviceTaintRule,
+    DeviceTaintRuleSpec,
+    DeviceTaintSelector,
+    TaintEffect,
+)
 from aipaas.api.errors import invalid
 from aipaas.api.meta import LenientModel, Model
 from aipaas.api.quantity import QuantityStr
@@ -30,82 +46,6 @@ MAX_DEVICES_PER_SLICE: Final = 128
 MAX_REQUESTS: Final = 32
 MAX_SUBREQUESTS: Final = 8
 MAX_COUNT: Final = 64
-
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
-_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
-_C_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
-
-
-def _check_dns_label(value: str) -> str:
-    if not _DNS_LABEL.fullmatch(value):
-        raise ValueError(
-            f"{value!r} is not a DNS label (lower case letters, digits and '-', at most 63)"
-        )
-    return value
-
-
-def _check_dns_subdomain(value: str) -> str:
-    if len(value) > 253 or not _DNS_SUBDOMAIN.fullmatch(value):
-        raise ValueError(f"{value!r} is not a DNS subdomain (lower case, digits, '-' and '.')")
-    return value
-
-
-def _check_qualified_name(value: str) -> str:
-    """An attribute or capacity name: ``name`` or ``domain/name``."""
-    domain, _, name = value.rpartition("/")
-    if domain:
-        _check_dns_subdomain(domain)
-    if not _C_IDENTIFIER.fullmatch(name):
-        raise ValueError(
-            f"{value!r} is not a qualified name: 'domain/name' or 'name', where name is a "
-            "C identifier (letters, digits, '_') of at most 64 characters"
-        )
-    return value
-
-
-def _check_fully_qualified_name(value: str) -> str:
-    if "/" not in value:
-        raise ValueError(f"{value!r} must be fully qualified: 'domain/name'")
-    return _check_qualified_name(value)
-
-
-DnsLabel = Annotated[str, AfterValidator(_check_dns_label)]
-DriverName = Annotated[str, AfterValidator(_check_dns_subdomain)]
-QualifiedName = Annotated[str, AfterValidator(_check_qualified_name)]
-FullyQualifiedName = Annotated[str, AfterValidator(_check_fully_qualified_name)]
-
-
-class ObjectMeta(Model):
-    """Kubernetes ObjectMeta, the fields a manifest may carry (plus aipaas' tenant)."""
-
-    name: str | None = Field(default=None, max_length=253)
-    generate_name: str | None = Field(default=None, max_length=253)
-    namespace: str | None = Field(default=None, max_length=63)
-    tenant: str | None = Field(default=None, max_length=63)
-    labels: dict[str, str] = Field(default_factory=dict)
-    annotations: dict[str, str] = Field(default_factory=dict)
-    uid: str | None = None
-    resource_version: str | None = None
-    generation: int | None = Field(default=None, ge=0)
-    creation_timestamp: str | None = None
-    finalizers: list[str] = Field(default_factory=list)
-    owner_references: list[dict[str, Any]] = Field(default_factory=list)
-
-    @model_validator(mode="after")
-    def _named(self) -> ObjectMeta:
-        if self.name is None and self.generate_name is None:
-            raise ValueError("name or generateName is required")
-        if self.name is not None:
-            _check_dns_subdomain(self.name)
-        return self
-
-
-class TemplateMeta(Model):
-    """Metadata of a ResourceClaimTemplate's claim: labels and annotations only."""
-
-    labels: dict[str, str] = Field(default_factory=dict)
-    annotations: dict[str, str] = Field(default_factory=dict)
-
 
 # --- selectors and configuration -------------------------------------------------------------
 
@@ -222,19 +162,6 @@ class CounterSet(Model):
 class DeviceCounterConsumption(Model):
     counter_set: DnsLabel
     counters: dict[DnsLabel, Counter] = Field(min_length=1, max_length=32)
-
-
-TaintEffect = Literal["NoSchedule", "NoExecute", "None"]
-"""NoSchedule: no new allocation unless tolerated. NoExecute: also evicts the pods of
-allocations that do not tolerate it. None (resource.k8s.io/v1 since Kubernetes 1.35): only
-informs, allocation and running pods are unaffected."""
-
-
-class DeviceTaint(Model):
-    key: str
-    value: str | None = None
-    effect: TaintEffect
-    time_added: str | None = None
 
 
 class Device(Model):
@@ -470,34 +397,6 @@ class ResourceClaimTemplate(Model):
     kind: Literal["ResourceClaimTemplate"] = "ResourceClaimTemplate"
     metadata: ObjectMeta
     spec: ResourceClaimTemplateSpec
-
-
-# --- DeviceTaintRule ----------------------------------------------------------------------------
-
-TAINT_RULE_VERSIONS: Final = ("resource.k8s.io/v1", "resource.k8s.io/v1beta2")
-"""DeviceTaintRule is served as v1beta2 in Kubernetes 1.35/1.36; v1 is accepted too."""
-
-
-class DeviceTaintSelector(Model):
-    """The devices a rule taints: every field that is set must equal (unset: any)."""
-
-    driver: DriverName | None = None
-    pool: str | None = None
-    device: str | None = None
-
-
-class DeviceTaintRuleSpec(Model):
-    device_selector: DeviceTaintSelector | None = None
-    taint: DeviceTaint
-
-
-class DeviceTaintRule(Model):
-    """Taints devices without changing their ResourceSlice (an operator marking a GPU bad)."""
-
-    api_version: Literal["resource.k8s.io/v1", "resource.k8s.io/v1beta2"] = API_VERSION
-    kind: Literal["DeviceTaintRule"] = "DeviceTaintRule"
-    metadata: ObjectMeta
-    spec: DeviceTaintRuleSpec
 
 
 DeviceObject = DeviceClass | ResourceSlice | ResourceClaim | ResourceClaimTemplate | DeviceTaintRule
