@@ -15,6 +15,7 @@ from typing import Any
 
 import httpx
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 from server_process import ADMIN, SETUP, TASK_PYTHON, ServerProcess, shared_dir
 
 REPLICA = r"""
@@ -23,12 +24,23 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlparse
 
 sick = threading.Event()
+# A model server's start: listening at once, ready (and live) only once "loaded".
+LOADED_AT = time.time() + float(os.environ.get("LOAD_SECONDS", "0"))
 
 class Handler(BaseHTTPRequestHandler):
     def do_GET(self):
         url = urlparse(self.path)
-        if url.path == "/live" and sick.is_set():
-            return self.answer(500, {"sick": True})
+        loading = time.time() < LOADED_AT
+        if url.path == "/live" and (sick.is_set() or loading):
+            return self.answer(500, {"sick": sick.is_set(), "loading": loading})
+        if url.path == "/ready" and loading:
+            return self.answer(503, {"loading": True})
+        if url.path == "/never":
+            return self.answer(404, {})
+        if url.path == "/whoami":
+            seen = os.path.join(os.environ["HOME"], "probe-uid")
+            probe = open(seen).read().strip() if os.path.exists(seen) else ""
+            return self.answer(200, {"uid": str(os.getuid()), "probe": probe})
         if url.path == "/stream":
             self.send_response(200)
             self.send_header("Content-Type", "text/plain")
@@ -269,15 +281,15 @@ def test_scaled_to_zero_it_answers_the_first_request(world: tuple[ServerProcess,
         "scaleDown": {"stabilizationWindowSeconds": 1},
     }
     # The entry point holds the first request through the cold start (a replica started and
-    # found ready): up to the service's request timeout, long here for a loaded machine.
+    # found ready), up to queueTimeoutSeconds (5 minutes by default). With metric rps: only
+    # answered requests make a rate, so it is the waiting request that wakes the service.
     apply_service(
         server,
         script,
         "sleepy",
         minReplicas=0,
         maxReplicas=2,
-        autoscaling=autoscaling,
-        requestTimeoutSeconds=150,
+        autoscaling={**autoscaling, "metric": "rps"},
     )
     wait_for("scaled to zero", lambda: status(server, "sleepy").get("phase") == "Idle")
     assert status(server, "sleepy").get("endpoints", []) == []
@@ -422,19 +434,26 @@ def test_a_public_service_needs_no_token_and_deleting_it_stops_its_replicas(
     assert httpx.get(server.url + "/services/acme/open/").status_code == 401
 
 
-def test_a_crashing_replica_is_replaced_after_a_growing_wait(
+def test_a_crashing_replica_is_backed_off_and_its_service_says_crash_loop_back_off(
     world: tuple[ServerProcess, Path],
 ) -> None:
     server, script = world
-    crash = {"command": [TASK_PYTHON, "-c", "import sys; sys.exit(3)"]}
+    crash = {"command": [TASK_PYTHON, "-c", "print('cannot load the model'); exit(3)"]}
     apply_service(server, script, "crashy", template=crash)
 
-    def ended() -> list[str]:
-        return [e["message"] for e in events(server, "crashy") if e["reason"] == "ReplicaEnded"]
+    def backoffs() -> list[str]:
+        return [e["message"] for e in events(server, "crashy") if e["reason"] == "BackOff"]
 
-    wait_for("three replicas ended", lambda: len(ended()) >= 3, timeout=120)
-    waits = [message.rsplit(" in ", 1)[1] for message in ended()[:3]]
-    assert waits == ["1s", "2s", "4s"]
+    wait_for("two failed starts", lambda: len(backoffs()) >= 2, timeout=120)
+    waits = [message.split(" starts in ", 1)[1].split(" ")[0] for message in backoffs()[:2]]
+    assert waits == ["10s", "20s"]
+    assert all("exited with code 3" in message for message in backoffs())
+    found = status(server, "crashy")
+    assert found["reason"] == "CrashLoopBackOff", found
+    assert "exited with code 3" in found["message"]
+    assert found["crashLoop"]["lastExitCode"] == 3
+    assert found["crashLoop"]["restarts"] >= 2
+    assert "cannot load the model" in found["crashLoop"]["logTail"]
     assert len(replica_jobs(server, "crashy")) <= 1
     with server.http() as client:
         client.delete("/services/crashy", params={"tenant": "acme"}).raise_for_status()
@@ -559,3 +578,105 @@ def test_the_example_service_answers_from_zero(world: tuple[ServerProcess, Path]
     assert "Directory listing" in answer.text
     with server.http() as client:
         client.delete("/services/files", params={"tenant": "acme"}).raise_for_status()
+
+
+def test_liveness_waits_for_start_up_so_a_loading_replica_is_not_killed(
+    world: tuple[ServerProcess, Path],
+) -> None:
+    server, script = world
+    # /live fails while the replica loads: a liveness probe run before start-up had passed
+    # would kill it after half a second.
+    template = {
+        "env": {"LOAD_SECONDS": "5"},
+        "startupProbe": {
+            "httpGet": {"path": "/ready"},
+            "periodSeconds": 0.5,
+            "failureThreshold": 120,
+        },
+        "readinessProbe": {"httpGet": {"path": "/ready"}, "periodSeconds": 0.5},
+        "livenessProbe": {
+            "httpGet": {"path": "/live"},
+            "periodSeconds": 0.5,
+            "failureThreshold": 1,
+        },
+    }
+    apply_service(server, script, "loader", template=template)
+    wait_for("the replica starting", lambda: status(server, "loader").get("reason") == "Starting")
+    assert "startup probe" in status(server, "loader")["message"]
+    wait_for("a ready replica", lambda: status(server, "loader").get("readyReplicas") == 1)
+    first = status(server, "loader")["endpoints"][0]["replica"]
+    time.sleep(2)  # liveness now runs, and passes
+    assert [e["replica"] for e in status(server, "loader")["endpoints"]] == [first]
+    reasons = [e["reason"] for e in events(server, "loader")]
+    assert "ReplicaUnhealthy" not in reasons and "BackOff" not in reasons, reasons
+    with server.http() as client:
+        client.delete("/services/loader", params={"tenant": "acme"}).raise_for_status()
+
+
+def test_an_exec_probe_runs_as_the_replicas_user_in_its_environment(
+    world: tuple[ServerProcess, Path],
+) -> None:
+    server, script = world
+    probe = {"exec": {"command": ["sh", "-c", 'id -u > "$HOME/probe-uid"']}, "periodSeconds": 0.5}
+    apply_service(server, script, "execs", template={"readinessProbe": probe})
+    wait_for("a ready replica", lambda: status(server, "execs").get("readyReplicas") == 1)
+    with entry(server) as client:
+        seen = client.get("/execs/whoami").json()
+    assert seen["probe"] == seen["uid"]  # the probe ran as the replica's own user
+    failing = {"exec": {"command": ["sh", "-c", "echo not yet; exit 4"]}, "periodSeconds": 0.5}
+    apply_service(server, script, "execs", template={"readinessProbe": failing})
+    wait_for(
+        "the new replica not ready, said why",
+        lambda: (
+            "exited with code 4" in status(server, "execs").get("message", "")
+            or any(
+                "exited with code 4" in r.get("message", "")
+                for r in status(server, "execs").get("replicaJobs", [])
+            )
+        ),
+    )
+    with server.http() as client:
+        client.delete("/services/execs", params={"tenant": "acme"}).raise_for_status()
+
+
+def test_a_request_waits_up_to_the_queue_bound_then_503_with_retry_after_and_is_counted(
+    world: tuple[ServerProcess, Path],
+) -> None:
+    server, script = world
+    never = {"readinessProbe": {"httpGet": {"path": "/never"}, "periodSeconds": 0.5}}
+    apply_service(server, script, "stuck", template=never, queueTimeoutSeconds=6)
+    seen: list[float] = []
+
+    def scrape() -> None:
+        time.sleep(3)
+        text = httpx.get(
+            server.url + "/metrics", headers={"Authorization": f"Bearer {ADMIN}"}, timeout=10
+        ).text
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                labels = sample.labels
+                if labels.get("service") == "stuck" and (
+                    sample.name == "aipaas_service_queue_length"
+                    or (
+                        sample.name == "aipaas_service_requests"
+                        and labels.get("state") == "waiting"
+                    )
+                ):
+                    seen.append(sample.value)
+
+    scraper = threading.Thread(target=scrape)
+    scraper.start()
+    began = time.monotonic()
+    with entry(server) as client:
+        answer = client.get("/stuck/")
+    waited = time.monotonic() - began
+    scraper.join()
+    assert answer.status_code == 503, answer.text
+    assert answer.headers["Retry-After"] == "5"
+    assert "queueTimeoutSeconds" in answer.json()["error"]
+    assert 6 <= waited < 30
+    assert seen and min(seen) >= 1, seen  # the waiting request, as the queue and as waiting
+    found = status(server, "stuck")
+    assert found["reason"] == "NotReady" and "readiness probe" in found["message"], found
+    with server.http() as client:
+        client.delete("/services/stuck", params={"tenant": "acme"}).raise_for_status()
