@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import yaml
 from up_process import UpProcess
 
 from aipaas.api.parsing import load_documents
@@ -247,11 +248,12 @@ def _run(command: list[str], cwd: Path, env: dict[str, str]) -> subprocess.Compl
 
 
 def _check_yaml(block: Block) -> None:
-    documents = load_documents(block.text)  # as the server loads an applied text
-    assert documents, f"{block.id}: an empty YAML block"
+    loose = [d for d in yaml.safe_load_all(block.text) if d is not None]
+    assert loose, f"{block.id}: an empty YAML block"
+    if not all(isinstance(d, dict) and "kind" in d for d in loose):
+        return  # a fragment (it may show alternatives under one key): parsing it is the check
+    documents = load_documents(block.text)  # a manifest: loaded as the server loads one
     for index, document in enumerate(documents):
-        if not isinstance(document, dict) or "kind" not in document:
-            continue  # a fragment: parsing it is the check
         if document["kind"] == "SchedulerProfile":
             with tempfile.NamedTemporaryFile("w", suffix=".yaml") as handle:
                 handle.write(block.text)
