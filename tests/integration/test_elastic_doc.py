@@ -53,7 +53,7 @@ class Block:
 def blocks(page: Path) -> list[Block]:
     found: list[Block] = []
     language: str | None = None
-    start, lines = 0, []
+    start, lines = 0, list[str]()
     for number, line in enumerate(page.read_text().splitlines(), 1):
         fence = FENCE.match(line)
         if language is None and fence is not None:
