@@ -17,6 +17,7 @@ import contextlib
 import json
 import logging
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -50,6 +51,9 @@ log = logging.getLogger(__name__)
 #: The annotation on the local Node that says what NVML found (or why it found nothing).
 GPU_ANNOTATION = "aipaas.dev/gpu-discovery"
 ANNOTATION_MAX = 1024  # an annotation holds 4096 characters; many failing GPUs say no more
+#: A claimed task directory without a runner is taken for a start that died only after this
+#: long (a start takes milliseconds: younger, it may be another process's start under way).
+CLAIM_GRACE_SECONDS = 10.0
 #: The runner's own environment (it runs as the server's user): nothing of the job's.
 RUNNER_PATH = "/usr/local/bin:/usr/bin:/bin"
 
@@ -327,8 +331,9 @@ class LocalBackend(LocalDatasetCaches):  # datasets: backends/local/datasets.py
                 # the runner lives on; record it, so it is stopped and waited for, not lost.
                 (directory / "pid").write_text(f"{found}\n")
                 return TaskStatus(request_id, TaskState.RUNNING)
-            state = TaskState.RUNNING if starting else TaskState.LOST
-            return TaskStatus(request_id, state, None, "" if starting else "never started")
+            if starting:
+                return TaskStatus(request_id, TaskState.RUNNING)
+            return self._never_started(request_id, directory)
         if _is_runner(pid, request_id) or _is_young(directory / "pid", pid):
             return TaskStatus(request_id, TaskState.RUNNING, message=_fake_note(directory)[2:])
         if exit_file.exists():  # it ended between the two checks
@@ -338,6 +343,25 @@ class LocalBackend(LocalDatasetCaches):  # datasets: backends/local/datasets.py
             # or SIGKILL after the grace period): the stop is the cause, not a loss.
             return TaskStatus(request_id, TaskState.FAILED, 143, "stopped")
         return TaskStatus(request_id, TaskState.LOST, None, "the task's process is gone")
+
+    def _never_started(self, request_id: str, directory: Path) -> TaskStatus:
+        """A claim with no runner and no exit code, in no process's hands: the server that
+        made it died (kill -9) between the claim and the runner's start. Nothing of the task
+        ever ran, so it is not lost: the claim is withdrawn and the id is unknown here, which
+        the controller answers by asking for the start again (same attempt, not counted).
+        A claim younger than ``CLAIM_GRACE_SECONDS`` may still be another process's start in
+        progress (a lease holder about to be fenced off): left alone until then."""
+        try:
+            age = time.time() - directory.stat().st_mtime
+        except FileNotFoundError:
+            return TaskStatus(request_id, TaskState.UNKNOWN, None, "never started")
+        if age >= CLAIM_GRACE_SECONDS:
+            log.warning(
+                "local backend: %s was claimed but never started: the claim is withdrawn",
+                request_id,
+            )
+            shutil.rmtree(directory, ignore_errors=True)
+        return TaskStatus(request_id, TaskState.UNKNOWN, None, "never started")
 
     def _kill(self, request_id: str, pid: int) -> None:
         if (self._dir(request_id) / "exit").exists():
