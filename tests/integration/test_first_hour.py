@@ -184,7 +184,8 @@ def test_a_good_pool_profiles_option_starts_the_server(tmp_path: Path) -> None:
                 ready = httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=5).is_success
             except httpx.TransportError:
                 time.sleep(0.2)
-        assert ready, server.stderr.read() if server.poll() is not None else "not ready"
+        said = server.stderr.read() if server.stderr and server.poll() is not None else ""
+        assert ready, said or "not ready"
     finally:
         server.terminate()
         server.wait(60)
