@@ -22,13 +22,13 @@ expect.set_options(timeout=WAIT_MS)
 
 JOBS = """apiVersion: aipaas/v1
 kind: Job
-metadata: {name: two-gpus, tenant: acme}
+metadata: {name: gpu-job, tenant: acme}
 spec:
   queue: research
   tasks:
     - name: main
       command: [sh, -c, 'echo "gpus $CUDA_VISIBLE_DEVICES"']
-      resources: {cpu: 1, memory: 64Mi, gpu: 2}
+      resources: {cpu: 1, memory: 64Mi, gpu: 1}
 ---
 apiVersion: aipaas/v1
 kind: Job
@@ -99,7 +99,7 @@ def page(browser: Browser, up: UpProcess) -> Iterator[Page]:
 
 
 def job_row(page: Page, job: str) -> Locator:
-    """The list's row of ``job`` (its link's text exactly: two-gpus is not two-gpus-2)."""
+    """The list's row of ``job`` (its link's text exactly: gpu-job is not gpu-job-2)."""
     link = page.locator("a.job-link", has_text=re.compile(f"^{re.escape(job)}$"))
     return page.locator("#jobs tbody tr", has=link)
 
@@ -113,10 +113,10 @@ def test_a_gpu_job_shows_its_gpus_as_a_number_and_every_job_its_reason(
     page: Page, up: UpProcess
 ) -> None:
     jobs = page.locator("#jobs")
-    expect(jobs).to_contain_text("two-gpus")
+    expect(jobs).to_contain_text("gpu-job")
     gpus = column(page, "GPUs")
-    two = job_row(page, "two-gpus")
-    expect(two.locator("td").nth(gpus)).to_have_text("2")
+    two = job_row(page, "gpu-job")
+    expect(two.locator("td").nth(gpus)).to_have_text("1")
     expect(jobs).not_to_contain_text("NaN")
     reason = column(page, "reason")
     big = job_row(page, "too-big")
@@ -142,12 +142,12 @@ def test_cancel_stops_a_running_job_and_rerun_submits_a_finished_one_again(
     long.locator("button.job-cancel").click()
     expect(page.locator("#job-action-result")).to_contain_text("cancelling job long")
     expect(long).to_contain_text("Cancelled")
-    two = job_row(page, "two-gpus")
+    two = job_row(page, "gpu-job")
     two.locator("button.job-rerun").click()
     expect(page.locator("#job-action-result")).to_contain_text(
-        "created: job two-gpus-2 (rerun of two-gpus)"
+        "created: job gpu-job-2 (rerun of gpu-job)"
     )
-    rerun = job_row(page, "two-gpus-2")
+    rerun = job_row(page, "gpu-job-2")
     expect(rerun).to_contain_text("Succeeded")
-    made = up.cli("get", "job/two-gpus-2", "-t", "acme", "-o", "yaml").stdout
-    assert "aipaas.io/rerun-of: two-gpus" in made
+    made = up.cli("get", "job/gpu-job-2", "-t", "acme", "-o", "yaml").stdout
+    assert "aipaas.io/rerun-of: gpu-job" in made

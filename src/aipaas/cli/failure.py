@@ -8,7 +8,8 @@ that says what kind of failure it was, so that scripts can tell them apart:
     4  unauthorised or forbidden: no token, a wrong one, or a role that may not do it
     5  unreachable: no server answers at the URL (or it answered 503)
     6  timeout: `aipaas wait` or `logs -f` gave up
-    7  `aipaas up` or `aipaas server` cannot listen: the port is taken (or not this machine's)
+    7  `aipaas up` or `aipaas server` cannot start: the port is taken (or not this machine's),
+       or an `aipaas up` already serves the data directory (cli/data_dir_lock.py)
 """
 
 from __future__ import annotations
