@@ -14,9 +14,13 @@ from aipaas.backends.kubernetes.options import KubeOptions
 
 def make_backend(cluster: Cluster, tmp_path: Path, **options: object) -> KubernetesBackend:
     kube = KubeOptions(
-        kubeconfig=str(cluster.aipaas_kubeconfig),
-        log_seconds=0,
-        **options,  # type: ignore[arg-type]
+        **{  # type: ignore[arg-type]
+            "kubeconfig": str(cluster.aipaas_kubeconfig),
+            "log_seconds": 0,
+            # a start is done when start() returns, as the tests read the cluster right after
+            "start_workers": 0,
+            **options,
+        }
     )
     made = KubernetesBackend(KubeApi.connect(kube), kube)
     cluster.watchers.append(made)  # what the test then writes is waited for until it sees it

@@ -20,7 +20,7 @@ from aipaas.api.job import Job
 from aipaas.backends.kubernetes.backend import KubernetesBackend
 from aipaas.backends.kubernetes.podgroups import COSCHEDULING, VOLCANO
 
-CRDS = Path(__file__).parent / "crds" / "podgroups.yaml"
+CRDS = Path(__file__).parents[2] / "deploy" / "kube-build" / "podgroup-crds.yaml"
 
 
 @pytest.fixture

@@ -44,13 +44,20 @@ class KubeImport:
     name = "kube-import"
 
     def __init__(
-        self, default_queue: str, settle_seconds: float = 2.0, every_seconds: float = 1.0
+        self,
+        default_queue: str,
+        settle_seconds: float = 2.0,
+        every_seconds: float = 0.0,
+        most_per_cycle: int = 64,
     ) -> None:
         self.default_queue = default_queue
         self.settle_seconds = settle_seconds
-        #: at most one read of the cluster's pending pods this often (a list per cycle would
-        #: ask the API server five times a second)
+        #: at most one read of the cluster's pending pods this often; 0: every cycle (the
+        #: Kubernetes backend answers from its informers' memory, asking the server nothing)
         self.every_seconds = every_seconds
+        #: gangs taken in one cycle at most (each is a transaction of the store): a burst of
+        #: thousands of pods is taken over several cycles, which place what was taken between
+        self.most_per_cycle = most_per_cycle
         self._read_at: float | None = None
         #: each group's pods as last seen, and since when they have been those
         self._last: dict[GroupKey, tuple[frozenset[str], float]] = {}
@@ -70,6 +77,7 @@ class KubeImport:
         for pod in source.pending_foreign_pods():
             groups[(pod.namespace, pod.group or pod.name)].append(pod)
         last, self._last = self._last, {}
+        taken = 0
         for key, pods in groups.items():
             uids = frozenset(p.uid for p in pods)
             before = last.get(key)
@@ -79,6 +87,9 @@ class KubeImport:
             settled = before is not None and now - since >= self.settle_seconds
             complete = len(pods) >= size if size else settled
             if complete and not any(p.claims_pending for p in pods):
+                if taken >= self.most_per_cycle:
+                    continue  # the next cycle's
+                taken += 1
                 pods.sort(key=lambda p: p.name)
                 self._take(context, source, key, pods)
             elif size and len(pods) < size:

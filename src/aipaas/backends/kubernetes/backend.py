@@ -4,7 +4,11 @@ The cluster is read through informers (informer.py: Nodes, Pods, ResourceSlices 
 ResourceClaims, each listed once and then watched), never listed per cycle; what the backend
 writes is put in those caches at once.
 Start (idempotent by request id: the pod's name is derived from it, so a second start finds
-the first one's pod and finishes what it left undone):
+the first one's pod and finishes what it left undone) runs in a pool of threads
+(``start_workers``): ``start`` returns at once, a start already under way is not begun twice,
+and until its pod exists the task's status is "unknown", which makes the controller ask for
+the start again (a crash's lost start is redone the same way). A stop waits for the task's
+start to finish first, so no pod is made after its task was stopped. The steps:
   1. create the task's ResourceClaims that do not exist (the spec aipaas stored);
   2. create the Pod with ``schedulerName`` aipaas and the node it chose in an annotation;
   3. for each claim, as the kube-scheduler's DRA plugin does in PreBind: add the finalizer,
@@ -24,8 +28,10 @@ from __future__ import annotations
 import contextlib
 import copy
 import logging
+import threading
 import time
 from collections.abc import Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -47,14 +53,27 @@ from aipaas.backends.kubernetes.take import take_imported
 log = logging.getLogger("aipaas.backends.kubernetes")
 
 WATCHED = ("Node", "Pod", "ResourceSlice", "ResourceClaim")
+#: logs of running pods read per status call at most (each is a request the API server passes
+#: to a kubelet: thousands of running pods must not make thousands of reads a cycle)
+LOG_READS_PER_CALL = 20
 
 
 class KubernetesBackend:
     name = "kubernetes"
 
     def __init__(self, api: KubeApi, options: KubeOptions) -> None:
-        self.api = api
+        self._api = api
         self.options = options
+        self._local = threading.local()  # a start worker's own client
+        self._pool = (
+            ThreadPoolExecutor(options.start_workers, "kube-start", self._worker_client)
+            if options.start_workers > 0
+            else None
+        )
+        self._starting: dict[str, Future[None]] = {}
+        self._worker_clients: list[KubeApi] = []
+        #: others' pods taken as jobs by this process (their mark may still be on its way)
+        self._imported: set[str] = set()
         self._informers: dict[str, Informer] | None = None
         self.events = EventSink(api)
         self.pod_groups = PodGroups(api)
@@ -62,6 +81,17 @@ class KubernetesBackend:
         self._end_reported: set[str] = set()  # deleted pods whose end was answered once
         self._released: set[str] = set()  # ended pods whose claims were released
         self._stopped: set[str] = set()  # tasks this process asked to stop
+        self._log_reads_left = LOG_READS_PER_CALL
+
+    @property
+    def api(self) -> KubeApi:
+        """The client: a start worker's own, else the backend's."""
+        own: KubeApi | None = getattr(self._local, "api", None)
+        return own if own is not None else self._api
+
+    def _worker_client(self) -> None:
+        self._local.api = self._api.fork()
+        self._worker_clients.append(self._local.api)
 
     # -- the caches ----------------------------------------------------------------------------
 
@@ -102,6 +132,24 @@ class KubernetesBackend:
     # -- start ---------------------------------------------------------------------------------
 
     def start(self, request: LaunchRequest) -> None:
+        if self._pool is None:
+            self._start_now(request)
+            return
+        rid = request.request_id
+        under_way = self._starting.get(rid)
+        if under_way is not None and not under_way.done():
+            return
+        self._starting[rid] = self._pool.submit(self._start_logged, request)
+        for done in [k for k, f in self._starting.items() if f.done() and k != rid]:
+            del self._starting[done]
+
+    def _start_logged(self, request: LaunchRequest) -> None:
+        try:
+            self._start_now(request)
+        except Exception as err:  # the task stays "unknown": the controller asks again
+            log.warning("start of %s failed: %s", request.request_id, err)
+
+    def _start_now(self, request: LaunchRequest) -> None:
         if IMPORTED_ANNOTATION in request.annotations:
             take_imported(self, request)
             return
@@ -162,6 +210,8 @@ class KubernetesBackend:
         for document in self.cached("Pod"):
             if not is_pending_foreign(document, scheduler):
                 continue
+            if document["metadata"].get("uid") in self._imported:
+                continue
             pod = foreign_pod(document)
             group = self.pod_groups.of(document)
             if group is not None:
@@ -182,9 +232,23 @@ class KubernetesBackend:
         return [c for c in found if c is not None]
 
     def mark_imported(self, pods: Sequence[ForeignPod], job: str) -> None:
+        """Marked at once here, and on the pods by the start workers (a mark lost in a crash
+        is made again: the import finds the job it stored by its name)."""
+        for pod in pods:
+            self._imported.add(pod.uid)
+        if self._pool is None:
+            self._mark(pods, job)
+        else:
+            self._pool.submit(self._mark, pods, job)
+
+    def _mark(self, pods: Sequence[ForeignPod], job: str) -> None:
         for pod in pods:
             patch = {"metadata": {"annotations": {IMPORTED_BY: job}}}
-            self.remember(self.api.patch("Pod", pod.name, patch, pod.namespace))
+            try:
+                self.remember(self.api.patch("Pod", pod.name, patch, pod.namespace))
+            except Exception as err:
+                log.warning("pod %s/%s not marked: %s", pod.namespace, pod.name, err)
+                self._imported.discard(pod.uid)
 
     def tenant_of(self, namespace: str) -> str | None:
         return self.options.tenant(namespace)
@@ -205,8 +269,9 @@ class KubernetesBackend:
         looked up on the server (a pod a start made before the watch brought it)."""
         pods = tasks_by_request(self.cached("Pod"))
         for rid in request_ids:
-            if rid in pods:
-                continue
+            under_way = self._starting.get(rid)
+            if rid in pods or (under_way is not None and not under_way.done()):
+                continue  # known, or its start has not made it yet
             found = self.api.list("Pod", labels={m.REQUEST_LABEL: m.request_hash(rid)})
             pods.update(tasks_by_request(found))
         return pods
@@ -214,6 +279,7 @@ class KubernetesBackend:
     def status(self, request_ids: Sequence[str]) -> dict[str, TaskStatus]:
         pods = self._ours(request_ids)
         nodes = self._node_names()
+        self._log_reads_left = LOG_READS_PER_CALL
         out: dict[str, TaskStatus] = {}
         for rid in request_ids:
             pod = pods.get(rid)
@@ -271,18 +337,26 @@ class KubernetesBackend:
 
     def _copy_log(self, rid: str, pod: Mapping[str, Any], ended: bool) -> None:
         """The pod's log into the task's log file (the server reads logs from files): when
-        it ends, and every ``log_seconds`` while it runs."""
+        it ends, and every ``log_seconds`` while it runs (a few running pods per call, those
+        read longest ago first as the calls go round). A read that fails (no container yet, a
+        node without a kubelet) is tried again ``log_seconds`` later, not at once."""
         meta = pod["metadata"]
         path = (meta.get("annotations") or {}).get(m.LOG_ANNOTATION)
         last = self._log_copied.get(rid)
         if not path or not pod["spec"].get("nodeName") or last == float("inf"):
             return
-        if not ended and last is not None and time.monotonic() - last < self.options.log_seconds:
+        now = time.monotonic()
+        if last is not None and now - last < self.options.log_seconds:
             return
+        if not ended:
+            if self._log_reads_left <= 0:
+                return
+            self._log_reads_left -= 1
         try:
             text = self.api.log(meta["name"], meta["namespace"])
         except Exception as err:  # a pod whose container has not started has no log yet
             log.debug("no log for %s yet: %s", meta["name"], err)
+            self._log_copied[rid] = now
             return
         target = Path(path)
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -292,6 +366,10 @@ class KubernetesBackend:
     def stop(self, request_id: str, grace_seconds: float = 5.0) -> None:
         """Delete the pod (the kubelet ends it); one that never ran, or whose node is gone,
         has no kubelet to end it and goes at once."""
+        under_way = self._starting.pop(request_id, None)
+        if under_way is not None:
+            with contextlib.suppress(Exception):
+                under_way.result(timeout=120)  # no pod may be made after its stop
         pod = self._ours([request_id]).get(request_id)
         if pod is None:
             return
@@ -306,6 +384,11 @@ class KubernetesBackend:
                 self._drop_finalizer(fresh)
 
     def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            for client in self._worker_clients:
+                if client is not self._api:
+                    client.close()
         for informer in (self._informers or {}).values():
             informer.stop()
         self.events.close()

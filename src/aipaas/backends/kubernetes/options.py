@@ -23,6 +23,10 @@ class KubeOptions:
     default_image: str = DEFAULT_IMAGE
     #: how often a running pod's log is copied to the task's log file (seconds)
     log_seconds: float = 10.0
+    #: threads that carry out starts (create, allocate, bind) while the controller goes on,
+    #: as kube-scheduler binds in goroutines of their own; 0: each start in the caller's
+    #: thread, done when ``start`` returns
+    start_workers: int = 8
 
     def namespace(self, tenant: str) -> str:
         return self.namespaces.get(tenant, tenant)

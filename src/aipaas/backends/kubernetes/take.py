@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from aipaas.backends.base import LaunchRequest
 from aipaas.backends.foreign_pods import IMPORTED_ANNOTATION
 from aipaas.backends.kubernetes import manifests as m
+from aipaas.backends.kubernetes.api import Conflict
 from aipaas.backends.kubernetes.claims import pod_claim_names
 
 if TYPE_CHECKING:
@@ -27,9 +28,31 @@ def take_imported(backend: KubernetesBackend, request: LaunchRequest) -> None:
     if not isinstance(entry, dict):
         raise LookupError(f"job {request.job} names no pod for task {request.task}")
     namespace = backend.options.namespace(request.tenant)
-    pod = backend.api.get("Pod", entry["name"], namespace)
-    if pod is None or pod["metadata"]["uid"] != entry.get("uid"):
+    pod = backend.informers["Pod"].get(namespace, entry["name"])
+    for attempt in range(2):  # the cache's copy first; on a conflict, the server's
+        if pod is None or attempt:
+            pod = backend.api.get("Pod", entry["name"], namespace)
+        if pod is None or pod["metadata"]["uid"] != entry.get("uid"):
+            raise LookupError(f"pod {namespace}/{entry['name']} is gone")
+        try:
+            pod = _take(backend, request, pod, namespace)
+            break
+        except Conflict:
+            if attempt:
+                raise
+    if pod is None:
         raise LookupError(f"pod {namespace}/{entry['name']} is gone")
+    uses = set(pod_claim_names(pod))
+    claims = {
+        str(c["metadata"]["name"]): c for c in request.claims if c["metadata"]["name"] in uses
+    }
+    backend.place(pod, request.node, claims)
+
+
+def _take(
+    backend: KubernetesBackend, request: LaunchRequest, pod: dict[str, Any], namespace: str
+) -> dict[str, Any]:
+    """The pod labelled, annotated and finalized as aipaas's task (nothing when it is)."""
     meta = pod["metadata"]
     if (meta.get("annotations") or {}).get(m.REQUEST_ANNOTATION) != request.request_id:
         finalizers = list(meta.get("finalizers") or [])
@@ -50,8 +73,4 @@ def take_imported(backend: KubernetesBackend, request: LaunchRequest) -> None:
         }
         pod = backend.api.patch("Pod", meta["name"], {"metadata": patch}, namespace)
         backend.remember(pod)
-    uses = set(pod_claim_names(pod))
-    claims = {
-        str(c["metadata"]["name"]): c for c in request.claims if c["metadata"]["name"] in uses
-    }
-    backend.place(pod, request.node, claims)
+    return pod
