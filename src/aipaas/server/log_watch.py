@@ -8,7 +8,13 @@ followers together (one read, however many follow); while notifications arrive t
 only a fallback, made every ``EVENT_REFRESH`` seconds. Every ``tick`` seconds the followers are
 woken to look at the sizes of their tasks' log files (local I/O, no database) and read only what
 was appended. The number of followers is bounded: one
-more is refused with 429 (TooManyRequests) rather than served slowly.
+more is refused with 429 (TooManyRequests) rather than served slowly. So are one caller's
+(``max_followers // 8``) and one tenant's (``max_followers // 2``, counted by the tenant whose
+logs are followed): one caller opening followers until the bound, or one tenant's many users
+together, leave places for every other tenant.
+
+Who calls it: server/routes.py's logs route (``join``, then ``stream``); cli/control_runtime.py
+wakes it when the controller wrote jobs (``notify``).
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ import math
 import os
 from collections.abc import AsyncGenerator, Callable, Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from aipaas.errors import TooManyRequests
 from aipaas.server.logs import CHUNK, MAX_LINE, LogRange, chosen, tail_lines
@@ -35,6 +42,10 @@ START_SECONDS = 10.0
 # the read only covers a lost one), and how long after the last one they count as arriving.
 EVENT_REFRESH = 2.0
 EVENT_QUIET = 30.0
+K = TypeVar("K")
+#: a caller's and a tenant's share of the process's followers (divisors of max_followers)
+CALLER_SHARE = 8
+TENANT_SHARE = 2
 
 
 @dataclass(frozen=True)
@@ -60,6 +71,8 @@ class Follower:
     sent: int = 0
     joined_at: float = 0.0  # the event loop's time
     started: bool = False
+    caller: tuple[str, str] | None = None  # (tenant, user) of who follows (None: not counted)
+    tenant: str | None = None  # whose logs (None: not counted)
 
     def records(self) -> list[TaskRecord]:
         return [r for r in self.state.tasks if r.log_path and self.task in (None, r.name)]
@@ -73,9 +86,15 @@ class LogWatch:
         max_followers: int,
         tick: float = 0.2,
         refresh: float = 1.0,
+        max_per_caller: int | None = None,
+        max_per_tenant: int | None = None,
     ) -> None:
         self.read_jobs = read_jobs
         self.max_followers = max_followers
+        self.max_per_caller = max_per_caller or max(1, max_followers // CALLER_SHARE)
+        self.max_per_tenant = max_per_tenant or max(1, max_followers // TENANT_SHARE)
+        self._by_caller: dict[tuple[str, str], int] = {}
+        self._by_tenant: dict[str, int] = {}
         self.tick = tick
         self.refresh = refresh
         self.reads = 0  # database reads made, for the tests and the curious
@@ -107,19 +126,40 @@ class LogWatch:
     def followers(self) -> int:
         return len(self._followers)
 
-    def join(self, job_uid: str, task: str | None, window: LogRange, state: JobLogs) -> Follower:
-        """Admit one follower (429 when full); call from the event loop."""
+    def join(
+        self,
+        job_uid: str,
+        task: str | None,
+        window: LogRange,
+        state: JobLogs,
+        *,
+        caller: tuple[str, str] | None = None,
+        tenant: str | None = None,
+    ) -> Follower:
+        """Admit one follower of ``tenant``'s job for ``caller`` ((tenant, user)): 429 when
+        the process, the caller or the tenant has no place left (None: that budget does not
+        apply; the route always names both); call from the event loop."""
         if len(self._followers) >= self.max_followers:
             raise TooManyRequests(
                 f"this server already serves {self.max_followers} log followers; "
                 "try again later, or read without follow"
             )
-        follower = Follower(job_uid, task, window, state)
+        if caller is not None and self._by_caller.get(caller, 0) >= self.max_per_caller:
+            raise TooManyRequests(
+                f"you already follow {self.max_per_caller} logs on this server (the most one "
+                "caller may); end one, or read without follow"
+            )
+        if tenant is not None and self._by_tenant.get(tenant, 0) >= self.max_per_tenant:
+            raise TooManyRequests(
+                f"tenant {tenant}'s logs already have {self.max_per_tenant} followers on this "
+                "server (the most one tenant may); end one, or read without follow"
+            )
+        follower = Follower(job_uid, task, window, state, caller=caller, tenant=tenant)
         loop = asyncio.get_running_loop()
         if self._loop is not loop:
             self._loop, self._notice = loop, asyncio.Event()  # an Event serves one loop
         follower.joined_at = loop.time()
-        self._followers.add(follower)
+        self._add(follower)
         if self._task is None or self._task.done():
             self._task = loop.create_task(self._watch())
         return follower
@@ -150,7 +190,24 @@ class LogWatch:
                 await follower.wake.wait()
                 follower.wake.clear()
         finally:
-            self._followers.discard(follower)
+            self._discard(follower)
+
+    def _add(self, follower: Follower) -> None:
+        self._followers.add(follower)
+        if follower.caller is not None:
+            self._by_caller[follower.caller] = self._by_caller.get(follower.caller, 0) + 1
+        if follower.tenant is not None:
+            self._by_tenant[follower.tenant] = self._by_tenant.get(follower.tenant, 0) + 1
+
+    def _discard(self, follower: Follower) -> None:
+        """Let a follower go and give its places back (once, whoever calls first)."""
+        if follower not in self._followers:
+            return
+        self._followers.discard(follower)
+        if follower.caller is not None:
+            _give_back(self._by_caller, follower.caller)
+        if follower.tenant is not None:
+            _give_back(self._by_tenant, follower.tenant)
 
     async def _watch(self) -> None:
         last_read = -math.inf
@@ -158,7 +215,7 @@ class LogWatch:
         while self._followers:
             for follower in [f for f in self._followers if not f.started]:
                 if loop.time() - follower.joined_at > START_SECONDS:
-                    self._followers.discard(follower)
+                    self._discard(follower)
             if loop.time() - last_read >= self._refresh_period(loop.time()):
                 last_read = loop.time()
                 self._noticed.clear()  # the shared read covers them
@@ -202,6 +259,14 @@ class LogWatch:
         for follower in [f for f in self._followers if f.job_uid in read]:
             # A deleted job is done: its followers drain what they know of and end.
             follower.state = found.get(follower.job_uid, JobLogs(follower.state.tasks, True))
+
+
+def _give_back(counts: dict[K, int], key: K) -> None:
+    left = counts.get(key, 0) - 1
+    if left > 0:
+        counts[key] = left
+    else:
+        counts.pop(key, None)  # no entry for who follows nothing: the dicts stay small
 
 
 def _mark_since(follower: Follower) -> None:

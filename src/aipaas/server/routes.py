@@ -229,7 +229,8 @@ async def job_logs(
         read_jobs = partial(_followed, store)
         watch = reads.log_watch(request, read_jobs)
         state = (await run_in_threadpool(read_jobs, [uid])).get(uid, JobLogs((), True))
-        follower = watch.join(uid, task, window, state)
+        who = (caller.tenant or "", caller.user)
+        follower = watch.join(uid, task, window, state, caller=who, tenant=job.tenant)
         return StreamingResponse(watch.stream(follower), media_type="text/plain")
     records = await run_in_threadpool(TaskRepository(store).for_job, uid)
     chosen = [r for r in records if task is None or r.name == task]
