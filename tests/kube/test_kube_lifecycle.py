@@ -4,6 +4,7 @@ and a stop deletes the pod while keeping its end readable."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -220,3 +221,40 @@ def test_a_pod_of_the_same_name_made_by_someone_else_is_not_taken(
     with pytest.raises(Conflict):
         backend.start(request)
     assert not (cluster.get("Pod", "acme", pod_name(request)) or {})["spec"].get("nodeName")
+
+
+def test_starts_run_in_worker_threads_and_a_stop_waits_for_its_start(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    backend = make_backend(cluster, tmp_path, start_workers=4)
+    requests = [
+        LaunchRequest(
+            request_id=f"uid-9.main-{i}.0",
+            task=f"main-{i}",
+            job="pooled",
+            tenant="acme",
+            node="gpu-a",
+            command=("true",),
+            env={},
+            working_dir=None,
+            gpus=(),
+            gpu_milli=0,
+            log_path="",
+        )
+        for i in range(4)
+    ]
+    for request in requests:
+        backend.start(request)  # returns at once: the workers create and bind
+    backend.start(requests[0])  # under way: not begun twice
+    backend.stop(requests[3].request_id, grace_seconds=0)  # after its start, never before
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        states = backend.status([r.request_id for r in requests[:3]])
+        if all(s.state is TaskState.RUNNING for s in states.values()):
+            break
+        time.sleep(0.05)
+    pods = {p["metadata"]["labels"]["aipaas.dev/task"]: p for p in pods_of(cluster, "pooled")}
+    assert sorted(pods) == ["main-0", "main-1", "main-2", "main-3"]  # one pod each
+    assert all(pods[f"main-{i}"]["spec"].get("nodeName") == "gpu-a" for i in range(3))
+    assert pods["main-3"]["metadata"].get("deletionTimestamp")  # stopped once it was made
+    backend.close()
