@@ -100,11 +100,20 @@ class Search:
                 ):
                     return True
                 continue
-            if len(candidates) < alternative.count and not _any_shareable(candidates):
+            shareable = _any_shareable(candidates)
+            if len(candidates) < alternative.count and not shareable:
                 continue
-            if self._choose(
-                alternative, request.claim_index, covering, candidates, 0, alternative.count, index
-            ):
+            chosen = self._choose(
+                alternative,
+                request.claim_index,
+                covering,
+                candidates,
+                0,
+                alternative.count,
+                index,
+                shareable=shareable,
+            )
+            if chosen:
                 return True
             if self.steps > MAX_STEPS:
                 return False
@@ -119,13 +128,14 @@ class Search:
         start: int,
         remaining: int,
         index: int,
+        *,
+        shareable: bool,
     ) -> bool:
         """Pick ``remaining`` devices from ``candidates[start:]`` in increasing positions; a
         shareable device may be picked again for the next device of the same request (each
-        pick is one share), as Kubernetes allows."""
+        pick is one share), as Kubernetes allows (``shareable``: some candidate is)."""
         if remaining == 0:
             return self._place(index + 1)
-        shareable = _any_shareable(candidates)
         stop = len(candidates) if shareable else len(candidates) - remaining + 1
         for position in range(start, stop):
             self.steps += 1
@@ -140,13 +150,20 @@ class Search:
                 continue
             following = position if device.multiple and not alternative.admin else position + 1
             if remaining > 1 and not self._enough_left(
-                alternative, claim_index, covering, candidates, following, remaining - 1
+                claim_index, covering, candidates, following, remaining - 1, shareable=shareable
             ):
                 self._unconstrain(claim_index, undo)
                 continue
             self._hold(device, alternative, consumed)
             if self._choose(
-                alternative, claim_index, covering, candidates, following, remaining - 1, index
+                alternative,
+                claim_index,
+                covering,
+                candidates,
+                following,
+                remaining - 1,
+                index,
+                shareable=shareable,
             ):
                 return True
             self.release_last()
@@ -282,12 +299,13 @@ class Search:
 
     def _enough_left(
         self,
-        alternative: Alternative,
         claim_index: int,
         covering: list[int],
         candidates: list[DeviceInfo],
         start: int,
         needed: int,
+        *,
+        shareable: bool,
     ) -> bool:
         """Pruning: do enough later candidates agree with the matched values, and carry
         enough values not yet taken for the distinct constraints?"""
@@ -303,7 +321,9 @@ class Search:
             if constraints[i].distinct_attribute is not None
         ]
         if not fixed and not distinct:
-            return len(candidates) - start >= needed or _any_shareable(candidates[start:])
+            return len(candidates) - start >= needed or (
+                shareable and _any_shareable(candidates[start:])
+            )
         count = 0
         fresh: list[set[object]] = [set() for _ in distinct]
         for device in candidates[start:]:
