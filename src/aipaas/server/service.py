@@ -153,6 +153,20 @@ class ObjectService:
             scope = self._scope(cls, tenant)
         return redact_page(self.store.list_page(kind, scope, limit=limit, after=after))
 
+    def visible(self, kind: str, tenant: str | None, obj: Object) -> Object | None:
+        """``obj`` as ``list_page(kind, tenant)`` would show it to the caller, or None when that
+        list would not hold it: the same rules for one object (the watch streams' filter)."""
+        cls = KINDS[kind]
+        if kind == "Tenant":
+            seen = self.caller.is_platform_admin or self.caller.sees_tenant(obj.name)
+            return obj if seen else None
+        if kind == "PriceList" and not self.caller.is_platform_admin:
+            return obj if self._sees_prices(obj) else None
+        every_tenant = tenant is None and self.caller.is_platform_admin
+        if cls.namespaced and not every_tenant and obj.tenant != self._scope(cls, tenant):
+            return None
+        return redact_secret(obj)
+
     # writes -------------------------------------------------------------------------------
 
     def apply_text(self, text: str | bytes) -> list[Applied]:

@@ -7,15 +7,21 @@
   in watch_stream.py.
 
 Both end after ``timeoutSeconds`` (clients reconnect with their cursor) and when the caller's
-token stops being valid; a process serves at most MAX_STREAMS at once (then 429). A caller
-sees what the lists show it: its own tenant's only.
+token stops being valid; a process serves at most MAX_STREAMS at once, one caller at most
+MAX_STREAMS_PER_CALLER and one tenant at most MAX_STREAMS_PER_TENANT of them (then 429),
+counted from the moment a stream is admitted, so streams opened all at once count too. A
+caller sees what the lists show it: its own tenant's only. Object streams read no lists after
+their first: they take the process's change feed (server/watch_feed.py).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import time
 from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request
@@ -26,6 +32,7 @@ from aipaas.api.registry import KINDS, resolve_kind
 from aipaas.errors import AipaasError, InvalidObject, NotFound, TooManyRequests
 from aipaas.server.auth import authenticate, principal_cache
 from aipaas.server.service import ObjectService
+from aipaas.server.watch_feed import Batch, ChangeFeed, Lagging
 from aipaas.server.watch_stream import ObjectWatch, bookmark, decode_cursor, encode_cursor
 from aipaas.store import Store, changes
 from aipaas.tenancy.principal import Principal
@@ -38,12 +45,18 @@ MAX_STREAMS = 256  # open streams in one process; app.state.watch_max_streams ov
 # One caller's share of them (app.state.watch_max_streams_per_caller overrides it): a member
 # of one tenant opening streams until the bound must not shut every other tenant out.
 MAX_STREAMS_PER_CALLER = 32
+# One tenant's share (app.state.watch_max_streams_per_tenant overrides it): its many users
+# together must not shut every other tenant out either.
+MAX_STREAMS_PER_TENANT = 64
+# An admitted stream whose answer never starts (its client left first) gives its place back.
+START_GRACE_SECONDS = 30.0
 TenantQuery = Annotated[str | None, Query(max_length=63, description="Tenant (admins)")]
 TimeoutQuery = Annotated[
     int,
     Query(alias="timeoutSeconds", ge=1, le=MAX_TIMEOUT, description="The stream ends then."),
 ]
 MEDIA_TYPE = "application/x-ndjson"
+LAGGING = "this stream fell behind the changes; watch again from the last bookmark"
 
 
 def _line(document: Any) -> bytes:
@@ -62,23 +75,54 @@ def _caller_check(request: Request) -> Callable[[], Principal]:
     return lambda: authenticate(store, header, cache)
 
 
+@dataclass
+class _Place:
+    """An admitted stream's place: held from admission to the stream's end, or given back
+    after START_GRACE_SECONDS when its answer never started."""
+
+    tenant: str
+    caller: tuple[str, str]
+    admitted: float
+    started: bool = False
+
+
+@dataclass
 class _Streams:
-    """How many streams this process serves now: past the bound a new one is refused (429)
-    before it starts. Counted from the first line sent to the stream's end, so that a stream
-    that never starts holds nothing."""
+    """The streams this process serves now, each counted from its admission (a burst of
+    requests all admitted before any starts must still meet the bounds)."""
 
-    def __init__(self) -> None:
-        self.open = 0
-        self.by_caller: dict[tuple[str, str], int] = {}
+    places: list[_Place] = field(default_factory=list)
 
-    def admit(self, request: Request, caller: Principal) -> tuple[str, str]:
-        """The caller's key, if it has streams to spare (else 429)."""
+    @property
+    def open(self) -> int:
+        return len(self.places)
+
+    def admit(self, request: Request, caller: Principal) -> _Place:
+        """A place for the caller's stream, if the process, the caller and its tenant have one
+        to spare (else 429)."""
         state = request.app.state
-        bound = int(getattr(state, "watch_max_streams_per_caller", MAX_STREAMS_PER_CALLER))
-        key = (caller.tenant or "", caller.user)
-        if self.by_caller.get(key, 0) >= bound:
-            raise TooManyRequests(f"{caller.user} has {bound} watch streams open; close one")
-        return key
+        now = time.monotonic()
+        self.places = [
+            p for p in self.places if p.started or now - p.admitted < START_GRACE_SECONDS
+        ]
+        bound = int(getattr(state, "watch_max_streams", MAX_STREAMS))
+        per_caller = int(getattr(state, "watch_max_streams_per_caller", MAX_STREAMS_PER_CALLER))
+        per_tenant = int(getattr(state, "watch_max_streams_per_tenant", MAX_STREAMS_PER_TENANT))
+        tenant = caller.tenant or ""
+        key = (tenant, caller.user)
+        if len(self.places) >= bound:
+            raise TooManyRequests(f"this server is serving {bound} watch streams; try again later")
+        if sum(1 for p in self.places if p.caller == key) >= per_caller:
+            raise TooManyRequests(f"{caller.user} has {per_caller} watch streams open; close one")
+        if tenant and sum(1 for p in self.places if p.tenant == tenant) >= per_tenant:
+            raise TooManyRequests(f"tenant {tenant} has {per_tenant} watch streams open; close one")
+        place = _Place(tenant, key, now)
+        self.places.append(place)
+        return place
+
+    def leave(self, place: _Place) -> None:
+        with contextlib.suppress(ValueError):
+            self.places.remove(place)
 
 
 def _streams(request: Request) -> _Streams:
@@ -87,27 +131,27 @@ def _streams(request: Request) -> _Streams:
     if streams is None:
         streams = _Streams()
         state.watch_streams = streams
-    bound = int(getattr(state, "watch_max_streams", MAX_STREAMS))
-    if streams.open >= bound:
-        raise TooManyRequests(f"this server is serving {bound} watch streams; try again later")
     return streams
 
 
+def _feed(request: Request) -> ChangeFeed:
+    state = request.app.state
+    feed: ChangeFeed | None = getattr(state, "watch_feed", None)
+    if feed is None:
+        feed = ChangeFeed(state.store, _poll(request))
+        state.watch_feed = feed
+    return feed
+
+
 async def _counted(
-    streams: _Streams, key: tuple[str, str], lines: AsyncIterator[bytes]
+    streams: _Streams, place: _Place, lines: AsyncIterator[bytes]
 ) -> AsyncIterator[bytes]:
-    streams.open += 1
-    streams.by_caller[key] = streams.by_caller.get(key, 0) + 1
+    place.started = True
     try:
         async for line in lines:
             yield line
     finally:
-        streams.open -= 1
-        left = streams.by_caller[key] - 1
-        if left:
-            streams.by_caller[key] = left
-        else:
-            del streams.by_caller[key]
+        streams.leave(place)
 
 
 def _error_line(err: AipaasError) -> bytes:
@@ -129,18 +173,22 @@ async def watch_events(
     streams = _streams(request)
     who = _caller_check(request)
     caller = await run_in_threadpool(who)
-    key = streams.admit(request, caller)
-    resolved = resolve_kind(kind) if kind else None
-    scope = tenant if caller.is_platform_admin else (tenant or caller.tenant)
-    if scope is not None and not caller.sees_tenant(scope):
-        raise NotFound(f"tenant {scope} not found")
-    tenants = None if scope is None else [scope]
+    place = streams.admit(request, caller)
+    try:
+        resolved = resolve_kind(kind) if kind else None
+        scope = tenant if caller.is_platform_admin else (tenant or caller.tenant)
+        if scope is not None and not caller.sees_tenant(scope):
+            raise NotFound(f"tenant {scope} not found")
+        tenants = None if scope is None else [scope]
 
-    def read(last: int) -> list[changes.NumberedEvent]:
-        who()  # a revoked token ends the stream
-        return changes.events_after(store, last, tenants=tenants, kind=resolved, name=name)
+        def read(last: int) -> list[changes.NumberedEvent]:
+            who()  # a revoked token ends the stream
+            return changes.events_after(store, last, tenants=tenants, kind=resolved, name=name)
 
-    first = await run_in_threadpool(read, after)
+        first = await run_in_threadpool(read, after)
+    except BaseException:
+        streams.leave(place)
+        raise
 
     async def lines() -> AsyncIterator[bytes]:
         last = after
@@ -160,7 +208,7 @@ async def watch_events(
                 yield _error_line(err)
                 return
 
-    return StreamingResponse(_counted(streams, key, lines()), media_type=MEDIA_TYPE)
+    return StreamingResponse(_counted(streams, place, lines()), media_type=MEDIA_TYPE)
 
 
 @router.get("/watch/{plural}", include_in_schema=False)
@@ -184,40 +232,58 @@ async def watch_objects(
     who = _caller_check(request)
     cache = principal_cache(request)
     resume = decode_cursor(resource_version) if resource_version else None
-    key = streams.admit(request, await run_in_threadpool(who))
+    place = streams.admit(request, await run_in_threadpool(who))
 
     def service() -> ObjectService:
         return ObjectService(store, who(), identity_changed=cache.forget_all)
 
+    feed = _feed(request)
+    # Subscribed before the first read, so that nothing between the two is missed (what the
+    # read already holds comes again with the same resourceVersion and is dropped).
+    subscription = feed.subscribe(kind)
     watch = ObjectWatch(service, kind, tenant, name)
-    # The first read before the answer starts: a wrong kind, tenant or token is an HTTP error.
-    first, _ = await run_in_threadpool(watch.start, store.clock.now(), resume)
+    try:
+        # The first read before the answer starts: a wrong kind, tenant or token is an HTTP
+        # error.
+        first, _ = await run_in_threadpool(watch.start, store.clock.now(), resume)
+    except BaseException:
+        feed.unsubscribe(kind, subscription)
+        streams.leave(place)
+        raise
 
-    def step() -> list[Any]:
-        now = store.clock.now()
-        found = watch.next()
-        return [*found, bookmark(encode_cursor(now))] if found else []
+    def step(batch: Batch) -> list[Any]:
+        found = watch.take(batch)
+        return [*found, bookmark(encode_cursor(batch.at))] if found else []
 
     async def lines() -> AsyncIterator[bytes]:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_seconds
-        for document in first:
-            yield _line(document)
-        quiet_since = loop.time()
-        while loop.time() < deadline:
-            await asyncio.sleep(_poll(request))
-            if await request.is_disconnected():
-                return
-            try:
-                found = await run_in_threadpool(step)
-            except AipaasError as err:
-                yield _error_line(err)
-                return
-            if not found and loop.time() - quiet_since >= HEARTBEAT_SECONDS:
-                found = [bookmark(encode_cursor(store.clock.now()))]
-            if found:
-                quiet_since = loop.time()
-            for document in found:
+        try:
+            for document in first:
                 yield _line(document)
+            quiet_since = loop.time()
+            while loop.time() < deadline:
+                try:
+                    batch = await subscription.next(min(1.0, max(deadline - loop.time(), 0)))
+                except Lagging:
+                    yield _error_line(TooManyRequests(LAGGING))
+                    return
+                if await request.is_disconnected():
+                    return
+                found: list[Any] = []
+                if batch is not None:
+                    try:
+                        found = await run_in_threadpool(step, batch)
+                    except AipaasError as err:
+                        yield _error_line(err)
+                        return
+                if not found and loop.time() - quiet_since >= HEARTBEAT_SECONDS:
+                    found = [bookmark(encode_cursor(store.clock.now()))]
+                if found:
+                    quiet_since = loop.time()
+                for document in found:
+                    yield _line(document)
+        finally:
+            feed.unsubscribe(kind, subscription)
 
-    return StreamingResponse(_counted(streams, key, lines()), media_type=MEDIA_TYPE)
+    return StreamingResponse(_counted(streams, place, lines()), media_type=MEDIA_TYPE)

@@ -1,12 +1,14 @@
 """The watch streams' rules: what a caller sees change, as a sequence of lines.
 
-An object watch reads the caller's visible objects of a kind (through ObjectService, so that
-visibility is the lists' own: a tenant's watcher sees its tenant only) every ``poll`` seconds
-and tells the difference from the last read: ADDED, MODIFIED (a new resourceVersion),
-DELETED; changes between two reads come as one (the latest state). After the first read and
-after each read that found changes it sends a BOOKMARK whose ``metadata.resourceVersion`` is
-where a new watch resumes: the objects changed since then come as MODIFIED (ADDED when created
-since), and objects a deletion event named since, now gone, as DELETED. A resumed watch may
+An object watch lists the caller's visible objects of a kind once (through ObjectService, so
+that visibility is the lists' own: a tenant's watcher sees its tenant only), then takes the
+batches of its process's change feed (server/watch_feed.py) and keeps of them what the caller
+may see (``ObjectService.visible``, the lists' rules for one object): ADDED, MODIFIED (a newer
+resourceVersion), DELETED; changes between two reads come as one (the latest state). After
+the first read and after each batch that held changes it sends a BOOKMARK whose
+``metadata.resourceVersion`` is where a new watch resumes: the objects changed since then come
+as MODIFIED (ADDED when created since), and objects a deletion event named since, now gone, as
+DELETED. A resumed watch may
 repeat a change it had already sent (same resourceVersion); the SDK drops those. The caller's
 token is checked again at every read: a revoked token ends the stream with an ERROR line.
 """
@@ -24,6 +26,7 @@ from aipaas.api.meta import Object
 from aipaas.api.registry import KINDS
 from aipaas.errors import FieldError, InvalidObject, NotFound
 from aipaas.server.service import ObjectService
+from aipaas.server.watch_feed import Batch
 from aipaas.store import changes
 from aipaas.tenancy.principal import Principal
 
@@ -144,21 +147,35 @@ class ObjectWatch:
             return gone.tenant == caller.tenant
         return caller.sees_tenant(gone.tenant)
 
-    def next(self) -> list[Any]:
-        """The changes since the last read, as lines."""
-        current = self.read()
+    def take(self, batch: Batch) -> list[Any]:
+        """The lines of a change-feed batch that this caller may see: what is newer than what
+        it was sent, and what it was sent that is gone."""
+        service = self.service()  # the caller is checked again at each batch
         lines = []
-        for uid, obj in current.items():
+        for changed in batch.changed:
+            if self.name is not None and changed.name != self.name:
+                continue
+            obj = service.visible(self.kind, self.tenant, changed)
+            if obj is None:
+                continue
+            uid = obj.metadata.uid or ""
             before = self.known.get(uid)
             if before is None:
                 lines.append(event_line("ADDED", obj.to_wire()))
-            elif before.metadata.resource_version != obj.metadata.resource_version:
+            elif _version(before) < _version(obj):
                 lines.append(event_line("MODIFIED", obj.to_wire()))
-        for uid, obj in self.known.items():
-            if uid not in current:
-                lines.append(event_line("DELETED", obj.to_wire()))
-        self.known = current
+            else:
+                continue  # sent already (the feed reads a little back in time)
+            self.known[uid] = obj
+        for uid in batch.deleted & self.known.keys():
+            lines.append(event_line("DELETED", self.known.pop(uid).to_wire()))
         return lines
+
+
+def _version(obj: Object) -> int:
+    """An object's resourceVersion as a number (each write bumps it by one)."""
+    text = obj.metadata.resource_version or "0"
+    return int(text) if text.isdigit() else 0
 
 
 def _time(text: str | None) -> datetime | None:

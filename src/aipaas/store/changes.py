@@ -12,9 +12,10 @@ from datetime import UTC, datetime
 
 from sqlalchemy import select
 
+from aipaas.api.meta import Object
 from aipaas.clock import isoformat
 from aipaas.store import tables
-from aipaas.store.store import Store
+from aipaas.store.store import Store, row_object
 
 
 @dataclass(frozen=True)
@@ -63,6 +64,31 @@ def updated_since(store: Store, kind: str, since: datetime) -> set[str]:
     query = select(objects.c.uid).where(objects.c.kind == kind, objects.c.updated_at > since)
     with store.transaction(write=False) as tx:
         return {str(uid) for (uid,) in tx.execute(query)}
+
+
+def changed_since(store: Store, kind: str, since: datetime) -> tuple[list[Object], datetime]:
+    """The objects of ``kind`` updated (or created) after ``since``, and the newest update time
+    among them (``since`` when there is none): the change feed's read (server/watch_feed.py)."""
+    objects = tables.objects
+    query = (
+        select(objects)
+        .where(objects.c.kind == kind, objects.c.updated_at > since)
+        .order_by(objects.c.updated_at)
+    )
+    with store.transaction(write=False) as tx:
+        rows = tx.execute(query).mappings().all()
+    newest = max((_aware(row["updated_at"]) for row in rows), default=since)
+    return [row_object(row) for row in rows], newest
+
+
+def uids_of(store: Store, kind: str) -> set[str]:
+    """The uids of every object of ``kind`` (one column of one index): the change feed tells
+    deletions from the difference between two reads."""
+    objects = tables.objects
+    with store.transaction(write=False) as tx:
+        return {
+            str(uid) for (uid,) in tx.execute(select(objects.c.uid).where(objects.c.kind == kind))
+        }
 
 
 def deletions_since(store: Store, kind: str, since: datetime) -> list[Deletion]:

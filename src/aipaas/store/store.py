@@ -761,6 +761,11 @@ _PARSED_MAX = 20_000
 _BODY_CHUNK = 500
 
 
+def row_object(row: Any) -> Object:
+    """The object of a row of the objects table read elsewhere in store/ (store/changes.py)."""
+    return _to_object(row)
+
+
 def _to_object(row: Any) -> Object:
     """The object of a row; parsed once per (uid, resourceVersion), since every write bumps it.
 

@@ -43,6 +43,8 @@ objects = Table(
     Index("ix_objects_kind_phase", "kind", "phase"),
     # Store.kind_marks reads these columns of every object of a kind, each controller cycle.
     Index("ix_objects_kind_marks", "kind", "resource_version", "created_at"),
+    # The watch streams' change feed reads the objects of a kind updated since a moment.
+    Index("ix_objects_kind_updated", "kind", "updated_at"),
 )
 
 events = Table(
