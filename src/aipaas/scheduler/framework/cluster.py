@@ -152,8 +152,9 @@ class ClusterState:
         i = placement.node_index
         self._check_node(placement)
         self._check_gpus(placement)
+        sick = self._sick
         for g in placement.gpus:
-            if (i, g) in self._sick:
+            if sick and (i, g) in sick:
                 continue  # a task that runs there already: accounted, not checked
             if self.gpu_free[i, g] < placement.gpu_milli:
                 raise ValueError(
@@ -189,10 +190,12 @@ class ClusterState:
         i = placement.node_index
         self._check_node(placement)
         self._check_gpus(placement)
+        sick = self._sick
         for g in placement.gpus:
-            if (i, g) not in self._sick and self.gpu_free[
-                i, g
-            ] + placement.gpu_milli > MILLI_PER_GPU:
+            if (
+                not (sick and (i, g) in sick)
+                and self.gpu_free[i, g] + placement.gpu_milli > MILLI_PER_GPU
+            ):
                 raise ValueError(f"release of {placement.pod!r}: GPU {g} would exceed capacity")
         if self.cpu_free[i] + placement.cpu_milli > self.cpu_capacity[i]:
             raise ValueError(f"release of {placement.pod!r}: CPU would exceed capacity")
@@ -250,8 +253,9 @@ class ClusterState:
         i = placement.node_index
         self.cpu_free[i] += sign * placement.cpu_milli
         self.memory_free[i] += sign * placement.memory_mib
+        sick = self._sick
         for g in placement.gpus:
-            if (i, g) in self._sick:
+            if sick and (i, g) in sick:
                 continue
             self.gpu_free[i, g] += sign * placement.gpu_milli
             if placement.share:
