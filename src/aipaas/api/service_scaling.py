@@ -2,7 +2,8 @@
 scheduled minimums (more replicas in office hours).
 
 Knative's and KEDA's model: a target of concurrency (requests in flight) or of request rate per
-replica; desired = ceil(observed / target). A stable window averages the load; a short panic
+replica, or the HPA's GPU utilisation (percent per replica, summed over the replicas that run);
+desired = ceil(observed / target). A stable window averages the load; a short panic
 window reacts to bursts; scale-up and scale-down each have a stabilisation window (the HPA's:
 the highest recommendation of the window holds a scale-down back) and a limit per period.
 """
@@ -26,6 +27,7 @@ DAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
 class Metric(StrEnum):
     CONCURRENCY = "concurrency"  # requests in flight per replica
     RPS = "rps"  # requests per second per replica
+    GPU = "gpu"  # utilisation of a replica's GPUs, percent (where the backend can tell)
 
 
 class ScalingRules(Model):
@@ -56,6 +58,11 @@ class Autoscaling(Model):
 
     @model_validator(mode="after")
     def _windows(self) -> Autoscaling:
+        if self.metric is Metric.GPU and self.target > 100:
+            raise ValueError(
+                f"target: {self.target:g} is more than 100 (metric gpu is a utilisation in "
+                "percent per replica)"
+            )
         if self.panic_window_seconds > self.stable_window_seconds:
             raise ValueError(
                 f"panicWindowSeconds: {self.panic_window_seconds:g} is longer than "

@@ -6,6 +6,8 @@ samples, recent recommendations, recent desired counts) and returns a ``Decision
 
 1. stable and panic averages of the metric over their windows; desired = ceil(load / target);
    requests waiting for a replica are demand for every metric (scale from zero with ``rps``);
+   metric ``gpu`` is the replicas' summed GPU utilisation (the HPA's rule: desired =
+   ceil(replicas x mean utilisation / target)); with no reading at all the count is held;
 2. panic: when the panic window wants ``panicThreshold`` times the ready replicas, the panic
    recommendation is taken and nothing scales down until a stable window has passed calm;
 3. bounds: at least minReplicas and the scheduled minimum now, at most maxReplicas;
@@ -25,7 +27,13 @@ from datetime import datetime
 from zoneinfo import ZoneInfo
 
 from aipaas.api.service import ServiceSpec
-from aipaas.api.service_scaling import DAYS, Metric, ScalingRules, ScheduledMinimum
+from aipaas.api.service_scaling import (
+    DAYS,
+    Autoscaling,
+    Metric,
+    ScalingRules,
+    ScheduledMinimum,
+)
 
 
 @dataclass(frozen=True)
@@ -39,6 +47,9 @@ class Load:
     rate: float
     waiting: float = 0.0
     in_flight: float = 0.0
+    #: the GPU utilisation of the service's running replicas, percent summed over replicas
+    #: (a replica's own is the mean of its GPUs'); None where the backend cannot tell
+    gpu_utilization: float | None = None
 
 
 @dataclass
@@ -125,8 +136,15 @@ def decide(
     if load is not None:
         memory.samples.append(load)
     _forget(memory.samples, now - scaling.stable_window_seconds)
-    stable = _average(memory.samples, now - scaling.stable_window_seconds, scaling.metric)
-    panic_load = _average(memory.samples, now - scaling.panic_window_seconds, scaling.metric)
+    if scaling.metric is Metric.GPU and not any(
+        s.gpu_utilization is not None for s in memory.samples
+    ):
+        # Nothing read: neither up nor down on a guess (a replica at zero still wakes).
+        held = max(min(max(current, floor), top), 1 if load and load.waiting > 0 else 0)
+        decision = Decision(held, current, "no GPU utilisation reading: held", floor=floor)
+        return _remember(memory, now, decision)
+    stable = _average(memory.samples, now - scaling.stable_window_seconds, scaling)
+    panic_load = _average(memory.samples, now - scaling.panic_window_seconds, scaling)
     wanted_stable = math.ceil(stable / scaling.target - 1e-9)
     wanted_panic = math.ceil(panic_load / scaling.target - 1e-9)
     if wanted_panic >= scaling.panic_threshold * max(ready, 1) and wanted_panic > current:
@@ -200,16 +218,24 @@ def _forget_pairs(pairs: deque[tuple[float, int]], before: float) -> None:
         pairs.popleft()
 
 
-def _average(samples: deque[Load], since: float, metric: Metric) -> float:
+def _average(samples: deque[Load], since: float, scaling: Autoscaling) -> float:
     """The metric's mean over the samples since ``since``. Waiting requests are demand for
     every metric: in flight already for concurrency; for rps each one counts as a request per
     second (it came within the wait, and an answered-only rate is 0 while nothing serves)."""
-    values = [
-        s.concurrency if metric is Metric.CONCURRENCY else s.rate + s.waiting
-        for s in samples
-        if s.at >= since
-    ]
-    return sum(values) / len(values) if values else 0.0
+    values = [_value(s, scaling) for s in samples if s.at >= since]
+    known = [v for v in values if v is not None]
+    return sum(known) / len(known) if known else 0.0
+
+
+def _value(sample: Load, scaling: Autoscaling) -> float | None:
+    if scaling.metric is Metric.CONCURRENCY:
+        return sample.concurrency
+    if scaling.metric is Metric.RPS:
+        return sample.rate + sample.waiting
+    if sample.gpu_utilization is None:
+        return None
+    # A request waiting for a replica asks for one replica's worth: there is no room for it.
+    return sample.gpu_utilization + scaling.target * sample.waiting
 
 
 def _stabilise(

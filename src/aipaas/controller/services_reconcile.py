@@ -15,7 +15,7 @@ import functools
 import logging
 import random
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
 from aipaas.api.job import Job, JobPhase, TaskPhase
@@ -28,9 +28,11 @@ from aipaas.api.service import (
     Service,
     ServiceStatus,
 )
+from aipaas.api.service_scaling import Metric
 from aipaas.api.tenancy import Tenant
 from aipaas.autoscale.replicas import Load, ScalerMemory, decide
 from aipaas.autoscale.service_rollout import ReplicaView, plan
+from aipaas.backends.gpu_utilization import gpu_utilization_of
 from aipaas.backends.probe_exec import probe_exec_of
 from aipaas.backends.service_endpoints import endpoint_owners
 from aipaas.clock import isoformat
@@ -112,6 +114,8 @@ class Reconciler:
         self.taken = taken_ports
         self.rng = rng
         self.memory = ServiceMemory()  # the service of the moment's (set by reconcile)
+        #: the GPUs of the service of the moment's started replicas: job -> (node, indices)
+        self.gpu_use: dict[str, tuple[str, tuple[int, ...]]] = {}
 
     def reconcile(
         self,
@@ -127,9 +131,13 @@ class Reconciler:
         if not memory.restored:
             memory.restored = True
             _restore(memory, before.crash_loop)
+        self.gpu_use = {}
         records = self._observe(service, [r.model_copy() for r in before.replica_jobs], now)
         serving = [r for r in records if r.draining_since is None]
         ready = sum(r.ready for r in serving)
+        scaling = service.spec.autoscaling
+        if load is not None and scaling is not None and scaling.metric is Metric.GPU:
+            load = replace(load, gpu_utilization=self._gpu_utilization(serving))
         decision = decide(
             service.spec,
             memory.scaler,
@@ -273,6 +281,8 @@ class Reconciler:
         run_exec = self._exec_runner(task)
         if not record.started and not self._started(service, record, task, now, run_exec):
             return
+        if task.gpus:
+            self.gpu_use[record.job] = (task.node, tuple(task.gpus))
         if self.memory.failures and now - started >= BACKOFF_RESET_SECONDS:
             self.memory.failures, self.memory.crash = 0, None  # ran 10 minutes: reset
         probe = template.readiness
@@ -402,6 +412,34 @@ class Reconciler:
         record.why = why
         if not served:
             record.stop_asked = stop_replica(self.store, service.tenant, record.job, why)
+
+    @functools.cached_property
+    def utilization(self) -> Mapping[tuple[str, int], float] | None:
+        """How busy each GPU is, read once per cycle; None where the backend cannot tell."""
+        reader = gpu_utilization_of(self.context.backend)
+        if reader is None:
+            return None
+        try:
+            return reader.gpu_utilization()
+        except Exception:  # a failed reading is no reading, not a failed cycle
+            log.exception("services: the GPU utilisation could not be read")
+            return None
+
+    def _gpu_utilization(self, serving: list[ReplicaRecord]) -> float | None:
+        """The summed GPU utilisation (percent) of the started replicas: each replica's the
+        mean of its GPUs'. None when the backend cannot tell, or reads none of their GPUs."""
+        reading = self.utilization
+        if reading is None:
+            return None
+        total, unread = 0.0, 0
+        for record in serving:
+            node, gpus = self.gpu_use.get(record.job, ("", ()))
+            values = [reading[(node, index)] for index in gpus if (node, index) in reading]
+            if values:
+                total += sum(values) / len(values)
+            elif gpus:
+                unread += 1
+        return None if unread and total == 0 else total
 
     @functools.cached_property
     def classes(self) -> dict[str, PriorityClass]:

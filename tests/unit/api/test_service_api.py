@@ -88,7 +88,7 @@ def test_the_revision_follows_the_template_only() -> None:
             "spec.autoscaling",
             "panic window is the short one",
         ),
-        ({"autoscaling": {"target": 1, "metric": "gpu"}}, "spec.autoscaling.metric", "concurrency"),
+        ({"autoscaling": {"target": 1, "metric": "cpu"}}, "spec.autoscaling.metric", "concurrency"),
         (
             {"scheduledMinimums": [{"replicas": 1, "start": "25:00", "end": "10:00"}]},
             "spec.scheduledMinimums[0].start",
