@@ -11,7 +11,11 @@ from dataclasses import dataclass
 
 import httpx
 import pytest
+import yaml
 from server_process import ADMIN, ServerProcess
+
+from aipaas.api.data import Secret
+from aipaas.store import Store
 
 VALUE = "wJalrXUtnFEMI-K7MDENG-probe"
 SETUP = """apiVersion: aipaas/v1
@@ -194,3 +198,46 @@ def test_a_malformed_secret_is_refused_without_repeating_its_value(world: World)
         assert answer.status_code == 422, answer.text
         assert VALUE not in answer.text
         assert [f["path"] for f in answer.json()["fields"]] == [field]
+
+
+def _stored_values(world: World, tenant: str, name: str) -> dict[str, str]:
+    store = Store.open(f"sqlite:///{world.server.data_dir / 'aipaas.db'}")
+    try:
+        found = store.get("Secret", tenant, name)
+        assert isinstance(found, Secret)
+        return dict(found.spec.data)
+    finally:
+        store.close()
+
+
+def test_a_secret_read_and_applied_back_keeps_its_values(world: World) -> None:
+    """A read shows ``***`` for each value; writing that read back (apply of its YAML, or a
+    PUT of its JSON) must not store ``***`` in place of the values."""
+    made = world.http.post(
+        "/api/v1/apply", content=secret("globex", VALUE, "roundtrip"), headers=world.auth("gad")
+    )
+    assert made.status_code == 200, made.text
+    before = _stored_values(world, "globex", "roundtrip")
+    assert before["secretAccessKey"] == VALUE
+    read = world.http.get("/api/v1/secrets/roundtrip", headers=world.auth("gad")).json()
+    read["metadata"]["labels"] = {"team": "a"}
+    answer = world.http.post(
+        "/api/v1/apply", content=yaml.safe_dump(read), headers=world.auth("gad")
+    )
+    assert answer.status_code == 200, answer.text
+    assert _stored_values(world, "globex", "roundtrip") == before
+    read = world.http.get("/api/v1/secrets/roundtrip", headers=world.auth("gad")).json()
+    read["spec"]["data"]["secretAccessKey"] = VALUE + "-new"
+    answer = world.http.put("/api/v1/secrets/roundtrip", json=read, headers=world.auth("gad"))
+    assert answer.status_code == 200, answer.text
+    after = _stored_values(world, "globex", "roundtrip")
+    assert after == {**before, "secretAccessKey": VALUE + "-new"}
+
+
+def test_the_hidden_value_mark_for_a_key_with_no_value_is_refused(world: World) -> None:
+    text = secret("globex", "'***'", "marked")
+    answer = world.http.post("/api/v1/apply", content=text, headers=world.auth("gad"))
+    assert answer.status_code == 422, answer.text
+    assert "spec.data.secretAccessKey" in answer.text
+    missing = world.http.get("/api/v1/secrets/marked", headers=world.auth("gad"))
+    assert missing.status_code == 404  # nothing half written

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TypeVar, cast
 
-from aipaas.api.data import Dataset, Secret
+from aipaas.api.data import REDACTED, Dataset, Secret
 from aipaas.api.job import Job
 from aipaas.api.meta import Object
 from aipaas.data.destinations import proxy_key_refusal
@@ -68,6 +68,37 @@ def _proxies(path: str, name: str, secret: Object) -> list[FieldError]:
 
 def _missing(path: str, kind: str, name: str, tenant: str) -> FieldError:
     return FieldError(path, f"{kind} {name} does not exist in tenant {tenant}")
+
+
+def keep_shown_values(wanted: T, current: Object | None) -> T:
+    """A Secret as written, with each value that is the API's mark for a hidden value
+    (``***``, what a read shows) replaced by the value stored under that key: reading a Secret
+    and applying it back changes nothing. The mark for a key that holds no value yet is
+    refused, naming the key.
+
+    Raises:
+        InvalidObject: ``spec.data.KEY`` is the mark and no value is stored under KEY.
+    """
+    if not isinstance(wanted, Secret):
+        return wanted
+    stored = current.spec.data if isinstance(current, Secret) else {}
+    marked = [key for key, value in wanted.spec.data.items() if value == REDACTED]
+    if not marked:
+        return wanted
+    missing = [key for key in marked if key not in stored]
+    if missing:
+        raise InvalidObject(
+            [
+                FieldError(
+                    f"spec.data.{key}",
+                    f"{REDACTED!r} is how a read shows a hidden value; give the value itself",
+                )
+                for key in missing
+            ]
+        )
+    data = {**wanted.spec.data, **{key: stored[key] for key in marked}}
+    spec = wanted.spec.model_copy(update={"data": data})
+    return cast(T, wanted.model_copy(update={"spec": spec}))
 
 
 def redact_secret(obj: T) -> T:

@@ -29,6 +29,7 @@ from aipaas.metering.usage import SUBMITTER_ANNOTATION
 from aipaas.server.data_checks import (
     check_data_references,
     data_reference_keys,
+    keep_shown_values,
     redact_page,
     redact_secret,
     redact_secrets,
@@ -212,7 +213,7 @@ class ObjectService:
                 [FieldError("metadata.resourceVersion", "required: the version you read")]
             )
         current = self.store.get(obj.kind, obj.tenant, obj.name)
-        obj = check_system_keys(obj, current)
+        obj = keep_shown_values(check_system_keys(obj, current), current)
         if isinstance(obj, Job):
             with self.store.transaction(write=False) as tx:
                 found = self.store.find_each(_reference_keys(obj), conn=tx)
@@ -460,6 +461,7 @@ class ObjectService:
                 wanted = obj if spec is None else obj.model_copy(update={"spec": spec})
                 return _Stored(current, wanted)
             check_system_keys(obj, None)  # raises for any: a new object has none stored
+            keep_shown_values(obj, None)  # raises for the mark: no value is stored
             if isinstance(obj, Job):
                 check_dependencies(obj, self._jobs_named(obj.tenant, tx))
                 check_leaf_queue(obj, child_queues(tx, obj.tenant, obj.spec.queue, limit=4))
@@ -473,7 +475,7 @@ class ObjectService:
     def _settle(self, stored: _Stored) -> Applied:
         """An object of this name exists: unchanged, refused (jobs) or updated."""
         current = stored.current
-        obj = check_system_keys(stored.wanted, current)
+        obj = keep_shown_values(check_system_keys(stored.wanted, current), current)
         if isinstance(obj, Job):
             if _same_job_spec(current, obj):
                 return Applied(current, "unchanged")
