@@ -119,6 +119,26 @@ class Settings(BaseModel):
     log_max_followers: int = Field(
         default=256, ge=1, description="Log followers (logs -f) one process serves at once."
     )
+    task_log_dir: Path | None = Field(
+        default=None,
+        description="Where local tasks' logs are written; unset: <data_dir>/logs. Another disk"
+        " than the database's keeps a task's output off the store's room.",
+    )
+    task_log_head_bytes: int = Field(
+        default=8 << 20, ge=0, description="A task's log keeps its first this many bytes..."
+    )
+    task_log_tail_bytes: int = Field(
+        default=16 << 20,
+        ge=2,
+        description="...and a tail of at most this many of its last, rotated in two segments;"
+        " the bytes between are dropped and the log says how many.",
+    )
+    task_log_min_free_bytes: int = Field(
+        default=256 << 20,
+        ge=0,
+        description="Tasks' output is dropped, not written, while the log directory's disk has"
+        " less than this free (above store_min_free_bytes: logs give way before the store).",
+    )
     db_check_seconds: float = Field(
         default=60,
         ge=0,
@@ -255,6 +275,17 @@ class Settings(BaseModel):
                 )
         return self
 
+    @model_validator(mode="after")
+    def _logs_outside_the_tasks(self) -> Settings:
+        if self.task_log_dir is not None and self.task_root is not None:
+            logs, root = self.task_log_dir.resolve(), self.task_root.resolve()
+            if logs == root or root in logs.parents:
+                raise ValueError(
+                    f"task_log_dir {self.task_log_dir} must lie outside task_root {root}"
+                    " (tasks would read and write other tasks' logs)"
+                )
+        return self
+
     @property
     def database_url(self) -> str:
         return self.db_url or f"sqlite:///{self.data_dir.resolve() / 'aipaas.db'}"
@@ -265,7 +296,7 @@ class Settings(BaseModel):
 
     @property
     def log_dir(self) -> Path:
-        return self.data_dir / "logs"
+        return self.task_log_dir or self.data_dir / "logs"
 
     @property
     def run_dir(self) -> Path:

@@ -18,6 +18,7 @@ from fastapi import FastAPI
 
 from aipaas.backends.kubernetes.options import KubeOptions
 from aipaas.backends.local import LocalOptions, TaskIsolation
+from aipaas.backends.local.backend import TaskLogLimits
 from aipaas.backends.local.datasets import DatasetCacheConfig
 from aipaas.backends.local.isolation import default_task_root
 from aipaas.backends.node_datasets import NodeCachesConfig, configure_node_caches
@@ -264,6 +265,11 @@ def local_options(settings: Settings) -> LocalOptions:
         "isolation": isolation,
         "gpu_discovery_seconds": settings.gpu_discovery_seconds,
         "dataset_cache": cache,
+        "task_logs": TaskLogLimits(
+            settings.task_log_head_bytes,
+            settings.task_log_tail_bytes,
+            settings.task_log_min_free_bytes,
+        ),
     }
 
 

@@ -23,13 +23,20 @@ import asyncio
 import contextlib
 import logging
 import math
-import os
 from collections.abc import AsyncGenerator, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
 from aipaas.errors import TooManyRequests
-from aipaas.server.logs import CHUNK, MAX_LINE, LogRange, chosen, tail_lines
+from aipaas.server.logs import (
+    CHUNK,
+    MAX_LINE,
+    LogRange,
+    chosen,
+    logical_size,
+    read_at,
+    tail_lines,
+)
 from aipaas.store import TaskRecord
 
 log = logging.getLogger("aipaas.server.logs")
@@ -66,7 +73,9 @@ class Follower:
     window: LogRange
     state: JobLogs
     wake: asyncio.Event = field(default_factory=asyncio.Event)
-    offsets: dict[str, int] = field(default_factory=dict)  # by log path: a new attempt, a new file
+    # By log path (a new attempt, a new file): offsets in the task's whole output (logs.py), so
+    # that a rotation of the log's tail costs a note, not a wrong read.
+    offsets: dict[str, int] = field(default_factory=dict)
     partial: dict[str, bytes] = field(default_factory=dict)
     sent: int = 0
     joined_at: float = 0.0  # the event loop's time
@@ -307,11 +316,9 @@ def _read_new(follower: Follower) -> tuple[list[bytes], bool]:
         size = _size(path)
         if size <= offset:
             continue
-        with open(path, "rb") as handle:
-            handle.seek(offset)
-            data = handle.read(min(READ_PER_WAKE, size - offset))
-        follower.offsets[path] = offset + len(data)
-        more = more or offset + len(data) < size
+        data, after = read_at(path, offset, min(READ_PER_WAKE, size - offset))
+        follower.offsets[path] = after
+        more = more or after < size
         *complete, rest = (follower.partial.pop(path, b"") + data).split(b"\n")
         if len(rest) >= MAX_LINE:
             complete.append(rest)
@@ -349,7 +356,4 @@ def _take(follower: Follower, name: str, line: bytes, out: list[bytes]) -> bool:
 
 
 def _size(path: str) -> int:
-    try:
-        return os.stat(path).st_size
-    except OSError:
-        return 0
+    return logical_size(path)

@@ -24,6 +24,7 @@ import sys
 import threading
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, TypedDict
 
@@ -58,6 +59,26 @@ CLAIM_GRACE_SECONDS = 10.0
 RUNNER_PATH = "/usr/local/bin:/usr/bin:/bin"
 
 
+@dataclass(frozen=True)
+class TaskLogLimits:
+    """How much of a task's output its log keeps (runner.py's ``LogSink`` writes it): the first
+    ``head_bytes``, then a tail of at most ``tail_bytes`` rotated in two segments; nothing while
+    the log directory's disk has under ``min_free_bytes`` free (the store's disk, when the logs
+    share it, keeps its room)."""
+
+    head_bytes: int = 8 << 20
+    tail_bytes: int = 16 << 20
+    min_free_bytes: int = 256 << 20
+
+    def launch_spec(self, path: Path) -> dict[str, object]:
+        return {
+            "path": str(path),
+            "head": self.head_bytes,
+            "segment": max(1, self.tail_bytes // 2),
+            "min_free": self.min_free_bytes,
+        }
+
+
 class LocalOptions(TypedDict, total=False):
     """What a server's settings decide about its local backend (make_backend passes it on)."""
 
@@ -66,6 +87,7 @@ class LocalOptions(TypedDict, total=False):
     dataset_cache: DatasetCacheConfig
     #: fake GPUs to offer when NVML finds none (the demo cluster: fake_gpus.py)
     fake_gpus: int
+    task_logs: TaskLogLimits
 
 
 class LocalBackend(LocalDatasetCaches):  # datasets: backends/local/datasets.py
@@ -86,6 +108,7 @@ class LocalBackend(LocalDatasetCaches):  # datasets: backends/local/datasets.py
         nvml: object | None = None,
         dataset_cache: DatasetCacheConfig | None = None,
         fake_gpus: int = 0,
+        task_logs: TaskLogLimits | None = None,
     ) -> None:
         """Args (beyond the machine's description, which tests give):
         isolation: who tasks run as and where; the server passes the policy of its settings.
@@ -95,6 +118,7 @@ class LocalBackend(LocalDatasetCaches):  # datasets: backends/local/datasets.py
         nvml: the NVML module (default pynvml); tests pass a fake.
         fake_gpus: when NVML finds no GPU, offer this many fake ones (the demo cluster of
             `aipaas up`, fake_gpus.py): tasks given them run for real and are told so.
+        task_logs: how much of each task's output its log keeps (a default cap if None).
         """
         self.run_dir = run_dir.resolve()  # tasks run elsewhere: paths must be absolute
         self.run_dir.mkdir(parents=True, exist_ok=True)
@@ -108,6 +132,7 @@ class LocalBackend(LocalDatasetCaches):  # datasets: backends/local/datasets.py
         self._memory_mib = memory_mib or machine.memory_mib()
         self._nvml = nvml
         self._fake_count = max(fake_gpus, 0)
+        self.task_logs = task_logs or TaskLogLimits()
         self.fake = False  # whether the GPUs offered now are fake ones
         self._dataset_config = dataset_cache or DatasetCacheConfig()
         self._discovery_seconds = gpu_discovery_seconds
@@ -175,8 +200,11 @@ class LocalBackend(LocalDatasetCaches):  # datasets: backends/local/datasets.py
             "cwd": request.working_dir or str(identity.home),
             "uid": identity.uid,
             "gid": identity.gid,
+            "log": self.task_logs.launch_spec(log_path),  # the runner writes it, capped
         }
         _write_private(directory / LAUNCH_FILE, json.dumps(launch))
+        # Opened here all the same: the log exists (0600) from the start, and the runner's own
+        # few lines (it cannot start the command) go to it.
         with _open_log(log_path) as log_file:
             try:
                 child = subprocess.Popen(

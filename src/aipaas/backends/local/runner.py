@@ -9,6 +9,16 @@ refused by the system), forwards SIGTERM/SIGINT to it and, when it ends, writes 
 DIR/exit atomically. A directory with a pid but no exit file and no live runner is a task that
 was lost.
 
+The task's output (stdout and stderr) comes to the runner through a pipe, and the runner writes
+it to the task's log within a cap (``LogSink``, when launch.json has ``log``): the first
+``head`` bytes go to the log file itself, then a rotated tail of segment files in the directory
+``<log>.tail/``, each named ``from-<offset>`` after the offset of its first byte in the whole
+output; the two newest segments are kept, older ones deleted. While the log's disk has less than
+``min_free`` bytes free, output is dropped rather than written. Readers (server/logs.py) see the
+offsets missing between the pieces and say there how many bytes were dropped. A write error
+(the disk full anyway) drops that output too: the runner never dies of its task's output, or
+the task would be taken for lost.
+
 The runner's own environment is the backend's minimal one, not the task's: a job's variables
 (PYTHONPATH, LD_PRELOAD...) never reach a process that runs as root. It is run as a file, not
 as a module of the package, and imports the standard library only: it starts in tens of
@@ -18,11 +28,14 @@ without its signal handlers.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import select
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -31,6 +44,132 @@ LAUNCH_FILE = "launch.json"  # written by backend.py into DIR
 
 UMASK = 0o077
 EXIT_NOT_STARTED = 127
+TAIL_SUFFIX = ".tail"  # <log>.tail/from-<offset>: the rotated tail (server/logs.py reads it)
+SEGMENT_PREFIX = "from-"
+KEEP_SEGMENTS = 2
+READ_SIZE = 1 << 16
+#: after the task ended, how long output still coming (a child it left behind holding the
+#: pipe) is copied before the exit code is written: the task's end is not held up by it
+DRAIN_SECONDS = 2.0
+
+
+class LogSink:
+    """The task's output into its log, within ``head`` bytes plus a tail of two segments of
+    ``segment`` bytes, and nothing while the log's disk has under ``min_free`` bytes free."""
+
+    def __init__(self, path: str, head: int, segment: int, min_free: int) -> None:
+        self.path = path
+        self.head = head
+        self.segment = max(segment, 1)
+        self.min_free = min_free
+        self.tail_dir = path + TAIL_SUFFIX
+        self._head_fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        self.offset = os.fstat(self._head_fd).st_size  # bytes of output so far, dropped or not
+        self._head_whole = True  # the head file holds every byte up to ``offset``
+        self._current: tuple[int, int] | None = None  # the open segment: (descriptor, size)
+        self.dropped = 0
+
+    def write(self, data: bytes) -> None:
+        if not self._room():
+            self._drop(len(data))
+            return
+        while data:
+            if self._head_whole and self.offset < self.head:
+                size = min(len(data), self.head - self.offset)
+                written = self._put(self._head_fd, data[:size])
+                if written < size:
+                    self._head_whole = False  # a gap now: the rest goes to the tail
+            else:
+                self._head_whole = False
+                if self._current is None or self._current[1] >= self.segment:
+                    self._rotate()
+                if self._current is None:  # could not open a segment: dropped
+                    self._drop(len(data))
+                    return
+                descriptor, filled = self._current
+                size = min(len(data), self.segment - filled)
+                written = self._put(descriptor, data[:size])
+                self._current = (descriptor, filled + written)
+                if written < size:
+                    self._close_segment()  # the next write starts a segment after the gap
+            self.offset += written
+            if written < size:
+                self._drop(size - written)
+            data = data[size:]
+
+    def close(self) -> None:
+        self._close_segment()
+        os.close(self._head_fd)
+
+    def _put(self, descriptor: int, data: bytes) -> int:
+        """Write all of ``data``; how much was written before an error (the disk full)."""
+        done = 0
+        while done < len(data):
+            try:
+                done += os.write(descriptor, data[done:])
+            except InterruptedError:
+                continue
+            except OSError:
+                return done
+        return done
+
+    def _drop(self, count: int) -> None:
+        self.offset += count
+        self.dropped += count
+        self._head_whole = False
+        self._close_segment()
+
+    def _room(self) -> bool:
+        if self.min_free <= 0:
+            return True
+        try:
+            stat = os.statvfs(os.path.dirname(self.path) or ".")
+        except OSError:
+            return True  # cannot tell: the write says
+        return stat.f_bavail * stat.f_frsize >= self.min_free
+
+    def _rotate(self) -> None:
+        self._close_segment()
+        try:
+            os.makedirs(self.tail_dir, mode=0o700, exist_ok=True)
+            name = os.path.join(self.tail_dir, f"{SEGMENT_PREFIX}{self.offset}")
+            descriptor = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        except OSError:
+            return
+        self._current = (descriptor, 0)
+        segments = sorted(
+            (int(entry[len(SEGMENT_PREFIX) :]), entry)
+            for entry in os.listdir(self.tail_dir)
+            if entry.startswith(SEGMENT_PREFIX) and entry[len(SEGMENT_PREFIX) :].isdigit()
+        )
+        for _start, entry in segments[:-KEEP_SEGMENTS]:  # the oldest: its bytes are dropped
+            with contextlib.suppress(OSError):
+                os.unlink(os.path.join(self.tail_dir, entry))
+
+    def _close_segment(self) -> None:
+        if self._current is not None:
+            os.close(self._current[0])
+            self._current = None
+
+
+def copy_output(source: int, sink: LogSink, child: subprocess.Popen[bytes]) -> None:
+    """Copy the task's output from the pipe ``source`` to ``sink`` until the pipe ends, or
+    ``DRAIN_SECONDS`` after the task ended (what it left behind may hold the pipe)."""
+    drain_until: float | None = None
+    while True:
+        if drain_until is None and child.poll() is not None:
+            drain_until = time.monotonic() + DRAIN_SECONDS
+        # The pipe's end comes with the task's in the common case: the timeout only matters
+        # when something the task left behind keeps the pipe open.
+        wait = 1.0 if drain_until is None else max(0.0, drain_until - time.monotonic())
+        ready, _, _ = select.select([source], [], [], wait)
+        if ready:
+            data = os.read(source, READ_SIZE)
+            if not data:
+                return
+            sink.write(data)
+        elif drain_until is not None and time.monotonic() >= drain_until:
+            return
 
 
 def main(argv: list[str]) -> int:
@@ -68,9 +207,23 @@ def main(argv: list[str]) -> int:
             os.write(2, f"aipaas: cannot enter the working directory {cwd}: {err}\n".encode())
             os._exit(EXIT_NOT_STARTED)
 
+    log = spec.get("log")
+    sink = None
+    reader = writer = None
+    if isinstance(log, dict):  # else (a launch.json of an older server) the runner's stdio
+        try:
+            sink = LogSink(
+                str(log["path"]), int(log["head"]), int(log["segment"]), int(log["min_free"])
+            )
+            reader, writer = os.pipe()
+        except OSError as err:  # the task runs all the same, its output to the runner's stdio
+            print(f"aipaas: the log cannot be capped: {err}", file=sys.stderr, flush=True)
+            sink = None
     try:
-        child = subprocess.Popen(  # stdio are the runner's own (the task's log)
+        child = subprocess.Popen(  # stdio: the pipe to the log sink, or the runner's own
             command,
+            stdout=writer,
+            stderr=subprocess.STDOUT if writer is not None else None,
             env={str(k): str(v) for k, v in spec["env"].items()},
             user=uid,
             group=gid,
@@ -84,6 +237,10 @@ def main(argv: list[str]) -> int:
         return EXIT_NOT_STARTED
     if stopped:  # the stop came while it was being started
         child.send_signal(stopped[0])
+    if sink is not None and reader is not None and writer is not None:
+        os.close(writer)  # the task holds the only write end: its end ends the pipe
+        copy_output(reader, sink, child)
+        sink.close()
     code = child.wait()
     if code < 0:
         code = 128 - code  # killed by signal N -> 128+N, as a shell reports it
