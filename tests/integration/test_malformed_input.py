@@ -85,6 +85,14 @@ def _json(data: Any) -> bytes:
     return json.dumps(data).encode()
 
 
+def _nested(depth: int) -> Any:
+    """``{"a": {"a": ... "x"}}``, ``depth`` objects deep."""
+    value: Any = "x"
+    for _ in range(depth):
+        value = {"a": value}
+    return value
+
+
 def _apply(id: str, body: str | bytes, field: str | None, status: int = 422) -> Case:
     raw = body.encode() if isinstance(body, str) else body
     return Case(id, "POST", "/api/v1/apply", raw, status, field)
@@ -312,7 +320,18 @@ CASES: list[Case] = [
     _apply(
         "json duplicate name",
         b'{"apiVersion": "aipaas/v1", "kind": "Tenant", "metadata": {"name": "d", "name": "e"}}',
-        "name",
+        "metadata.name",
+    ),
+    _apply(
+        "json labels nested 40 deep",
+        _json(
+            {
+                "apiVersion": "aipaas/v1",
+                "kind": "Tenant",
+                "metadata": {"name": "d", "labels": _nested(40)},
+            }
+        ),
+        "metadata.labels.a",
     ),
     _apply(
         "json NaN",
@@ -838,3 +857,25 @@ def _parse_answer(data: bytes) -> tuple[int, dict[str, Any]]:
     head, _, body = data.partition(b"\r\n\r\n")
     assert head.startswith(b"HTTP/1.1 "), data[:200]
     return int(head.split()[1]), json.loads(body)
+
+
+def test_yaml_in_flow_style_is_applied_not_refused_as_json(
+    world: tuple[ServerProcess, str],
+) -> None:
+    """A document written in YAML's flow style starts with ``{`` as JSON does; it is valid
+    YAML and is applied as such (a JSON body that is neither still gets JSON's complaint)."""
+    server, _ = world
+    headers = {"Authorization": f"Bearer {ADMIN}", "Content-Type": "application/yaml"}
+    flow = b"{apiVersion: aipaas/v1, kind: Queue, metadata: {name: flowq, tenant: acme}, spec: {}}"
+    with httpx.Client(base_url=server.url, timeout=60, headers=headers) as client:
+        answer = client.post("/api/v1/apply", content=flow)
+        assert answer.status_code == 200, answer.text
+        assert answer.json()["items"][0]["action"] == "created"
+        assert client.get("/api/v1/queues/flowq", params={"tenant": "acme"}).status_code == 200
+        broken = client.post("/api/v1/apply", content=b'{"apiVersion": "aipaas/v1", "kind"')
+        assert broken.status_code == 422
+        assert "not valid JSON" in broken.text
+        assert client.delete("/api/v1/queues/flowq", params={"tenant": "acme"}).status_code in (
+            200,
+            202,
+        )

@@ -65,7 +65,19 @@ def load_documents(text: str | bytes) -> list[Any]:
         except UnicodeDecodeError as err:
             raise InvalidObject([FieldError("", f"not UTF-8: {err}")]) from err
     if text.lstrip().startswith("{"):
-        return [load_json(text)]  # JSON, the SDK's wire form: no aliases, a fast parser
+        try:
+            return [load_json(text)]  # JSON, the SDK's wire form: no aliases, a fast parser
+        except _NotJson as err:
+            # YAML's flow style (``{apiVersion: aipaas/v1, kind: Queue}``) starts the same way:
+            # read as YAML; when that fails too, JSON's complaint is the one to show.
+            try:
+                return _load_yaml(text)
+            except InvalidObject:
+                raise err from None
+    return _load_yaml(text)
+
+
+def _load_yaml(text: str) -> list[Any]:
     scan_yaml(text)
     try:
         return [doc for doc in yaml.load_all(text, Loader=_Loader) if doc is not None]
@@ -85,6 +97,16 @@ class _DuplicateKey(ValueError):
         self.key = key
 
 
+class _NotJson(InvalidObject):
+    """The text is no JSON at all (``load_documents`` then tries it as YAML)."""
+
+
+class _PairsWithDuplicate(dict[str, Any]):
+    """An object whose ``duplicate`` key was given twice (the path finder's marker)."""
+
+    duplicate: str = ""
+
+
 def load_json(text: str) -> Any:
     """One JSON value; duplicate keys, NaN, infinities and deep nesting refused."""
     check_json_depth(text)
@@ -96,12 +118,51 @@ def load_json(text: str) -> Any:
             parse_float=_finite_float,
         )
     except _DuplicateKey as err:
-        raise InvalidObject([FieldError(err.key, "key given twice in one object")]) from err
+        path = _duplicate_path(text) or err.key
+        raise InvalidObject([FieldError(path, "key given twice in one object")]) from err
     except (ValueError, RecursionError) as err:
         refused = _refused_number(text)
         if refused is not None:
             raise InvalidObject([refused]) from err
-        raise InvalidObject([FieldError("", f"not valid JSON: {err}")]) from err
+        raise _NotJson([FieldError("", f"not valid JSON: {err}")]) from err
+
+
+def _duplicate_path(text: str) -> str | None:
+    """The path of the first key given twice in one object of a JSON text (``metadata.name``,
+    not ``name``); only after a refusal, as ``_refused_number``."""
+
+    def pairs(found: list[tuple[str, Any]]) -> dict[str, Any]:
+        mapping = _PairsWithDuplicate(found)
+        if len(mapping) != len(found):
+            seen: set[str] = set()
+            for key, _value in found:
+                if key in seen and not mapping.duplicate:
+                    mapping.duplicate = key
+                seen.add(key)
+        return mapping
+
+    try:
+        value = json.loads(text, object_pairs_hook=pairs)
+    except (ValueError, RecursionError):
+        return None
+    return _find_duplicate(value, "")
+
+
+def _find_duplicate(value: Any, path: str) -> str | None:
+    """Depth-first, in document order (the depth was checked: at most ``MAX_DEPTH`` calls)."""
+    if isinstance(value, _PairsWithDuplicate) and value.duplicate:
+        return f"{path}.{value.duplicate}" if path else value.duplicate
+    if isinstance(value, dict):
+        items: Any = ((f"{path}.{k}" if path else str(k), v) for k, v in value.items())
+    elif isinstance(value, list):
+        items = ((f"{path}[{i}]", v) for i, v in enumerate(value))
+    else:
+        return None
+    for inner_path, inner in items:
+        found = _find_duplicate(inner, inner_path)
+        if found is not None:
+            return found
+    return None
 
 
 @dataclass(frozen=True)
@@ -180,6 +241,8 @@ def _too_deep_at(text: str) -> str:
         if string is not None or bare is not None:
             if frame is not None and frame[0]:
                 frame[3] = string[1:-1] if string is not None else bare  # escapes as sent
+        elif bracket is None:
+            continue  # a string value: no key, no bracket
         elif bracket in "[{":
             if frame is None:
                 path = ""

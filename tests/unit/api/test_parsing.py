@@ -116,7 +116,7 @@ def test_yaml_kept(text: str, want: object) -> None:
     ("text", "path", "reason"),
     [
         pytest.param('{"a": 1, "a": 2}', "a", "key given twice", id="duplicate"),
-        pytest.param('{"a": {"b": 1, "b": 1}}', "b", "key given twice", id="nested duplicate"),
+        pytest.param('{"a": {"b": 1, "b": 1}}', "a.b", "key given twice", id="nested duplicate"),
         pytest.param('{"a": NaN}', "a", "NaN is not a number", id="NaN"),
         pytest.param('{"a": -Infinity}', "a", "-Infinity is not a number", id="infinity"),
         pytest.param('{"a": 1e400}', "a", "out of range", id="overflow"),
@@ -221,3 +221,25 @@ def test_trailing_newlines_are_refused_with_the_field(manifest: str) -> None:
     with pytest.raises(InvalidObject) as caught:
         load_objects(manifest)
     assert any(f.path.startswith("metadata") for f in caught.value.fields), caught.value.fields
+
+
+def test_yaml_in_flow_style_is_read_as_yaml() -> None:
+    """It starts with ``{`` as JSON does, and is valid YAML all the same."""
+    text = "{apiVersion: aipaas/v1, kind: Queue, metadata: {name: q, tenant: acme}}"
+    assert load_documents(text) == [
+        {"apiVersion": "aipaas/v1", "kind": "Queue", "metadata": {"name": "q", "tenant": "acme"}}
+    ]
+
+
+def test_a_text_neither_json_nor_yaml_gets_jsons_complaint() -> None:
+    with pytest.raises(InvalidObject, match="not valid JSON"):
+        load_documents('{"apiVersion": "aipaas/v1", "kind"')
+
+
+def test_json_nested_too_deep_with_string_values_names_its_path() -> None:
+    value: object = "x"
+    for _ in range(40):
+        value = {"a": value}
+    with pytest.raises(InvalidObject) as refused:
+        load_documents(json.dumps({"metadata": {"labels": value}}))
+    assert refused.value.fields[0].path.startswith("metadata.labels.a.a")
