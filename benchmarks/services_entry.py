@@ -3,10 +3,18 @@ latency (direct to a replica vs through /services/...), the time a load takes to
 service from 1 to N replicas and back, and a cold start from zero.
 
     .venv/bin/python benchmarks/services_entry.py [--requests 300] [--workers 12]
+    .venv/bin/python benchmarks/services_entry.py --model [--steps 1,2,4,2,1,0] [--step-seconds 30]
 
 Prints a markdown table. The replica is a standard-library ThreadingHTTPServer; the load is
 ``--workers`` threads each sending GET /slow (0.2 s of work) in a loop, against a target of 2
 requests in flight per replica. Numbers depend on the machine's load: say what ran beside.
+
+``--model``: the real embedding model (examples/embedding_server.py, its packages in the tests'
+virtual environment, tests/integration/model_venv.py, made when absent) under a stepped load
+(``--steps`` client threads, each step ``--step-seconds``), autoscaled from zero (target 1 in
+flight per replica) beside the same load on a static service at the peak's count: cold start,
+p50/p95/p99 latency, the share of requests within ``--slo-ms``, replica-seconds, and the
+replicas at the end of each step.
 """
 
 from __future__ import annotations
@@ -100,11 +108,157 @@ def percentile(values: list[float], share: float) -> float:
     return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
 
 
+def model_run(
+    server: Server, name: str, spec: dict[str, Any], steps: list[int], step_seconds: float
+) -> dict[str, Any]:
+    """One service of the model under the stepped load: latencies, codes, replicas sampled."""
+    body: dict[str, Any] = {
+        "apiVersion": "aipaas/v1",
+        "kind": "Service",
+        "metadata": {"name": name, "tenant": "acme"},
+        "spec": spec,
+    }
+    server.client.post("/apply", content=json.dumps(body)).raise_for_status()
+    url = f"{server.url}/services/acme/{name}/v1/embeddings"
+    headers = {"Authorization": f"Bearer {TOKEN}"}
+    if spec.get("minReplicas", 1) == 0:
+        wait(lambda: status(server, name).get("phase") == "Idle", 120)
+    else:
+        wait(lambda: status(server, name).get("readyReplicas", 0) >= spec["minReplicas"], 600)
+    started = time.monotonic()
+    httpx.post(url, json={"input": ["wake up"]}, headers=headers, timeout=330).raise_for_status()
+    cold = time.monotonic() - started
+    latencies: list[float] = []
+    codes: list[int] = []
+    samples: list[int] = []
+    at_step_end: list[int] = []
+    done = threading.Event()
+
+    def watch() -> None:
+        while not done.is_set():
+            samples.append(int(status(server, name).get("replicas", 0)))
+            time.sleep(1.0)
+
+    def post(until: float, number: int) -> None:
+        with httpx.Client(headers=headers, timeout=330) as client:
+            while time.monotonic() < until:
+                began = time.monotonic()
+                try:
+                    answer = client.post(
+                        url, json={"input": [f"sentence {number} {i}" for i in range(8)]}
+                    )
+                    codes.append(answer.status_code)
+                except httpx.HTTPError:
+                    codes.append(0)
+                latencies.append(time.monotonic() - began)
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    try:
+        for count in steps:
+            until = time.monotonic() + step_seconds
+            threads = [threading.Thread(target=post, args=(until, n)) for n in range(count)]
+            for thread in threads:
+                thread.start()
+            if not threads:
+                time.sleep(step_seconds)
+            for thread in threads:
+                thread.join()
+            at_step_end.append(int(status(server, name).get("replicas", 0)))
+    finally:
+        done.set()
+        watcher.join()
+    return {
+        "cold": cold,
+        "latencies": latencies,
+        "codes": codes,
+        "replica_seconds": float(sum(samples)),
+        "at_step_end": at_step_end,
+    }
+
+
+def model_main(args: argparse.Namespace) -> None:
+    sys.path.insert(0, str(Path(__file__).parents[1] / "tests" / "integration"))
+    import model_venv
+
+    python = model_venv.ensure()
+    steps = [int(part) for part in args.steps.split(",")]
+    shared = Path(tempfile.mkdtemp(prefix="aipaas-model-bench-"))
+    shared.chmod(0o1777)
+    script = shared / "embedding_server.py"
+    shutil.copy(Path(__file__).parents[1] / "examples" / "embedding_server.py", script)
+    script.chmod(0o644)
+    (shared / "data").mkdir()
+    server = Server(shared / "data", "local", []).start()
+    peak = max(steps)
+    template = {
+        "command": [str(python), str(script)],
+        "env": {"HF_HUB_OFFLINE": "1", "THREADS": "1"},
+        "resources": {"cpu": "500m", "memory": "1Gi"},
+        "startupProbe": {
+            "httpGet": {"path": "/ready"},
+            "periodSeconds": 1,
+            "failureThreshold": 300,
+        },
+        "readinessProbe": {"httpGet": {"path": "/ready"}, "periodSeconds": 1},
+        "livenessProbe": {"httpGet": {"path": "/healthz"}, "periodSeconds": 5},
+    }
+    common = {"queue": "research", "drainSeconds": 2, "template": template}
+    autoscaled = {
+        **common,
+        "minReplicas": 0,
+        "maxReplicas": peak,
+        "autoscaling": {
+            "target": 1,
+            "stableWindowSeconds": 20,
+            "panicWindowSeconds": 4,
+            "scaleDown": {"stabilizationWindowSeconds": 20},
+        },
+    }
+    static = {**common, "minReplicas": peak, "maxReplicas": peak}
+    runs: dict[str, dict[str, Any]] = {}
+    try:
+        server.setup()
+        runs["autoscaled"] = model_run(server, "embed-auto", autoscaled, steps, args.step_seconds)
+        server.client.delete("/services/embed-auto", params={"tenant": "acme"})
+        runs["static at peak"] = model_run(server, "embed-static", static, steps, args.step_seconds)
+    finally:
+        server.stop()
+        shutil.rmtree(shared, ignore_errors=True)
+    print(
+        f"Stepped load {args.steps} client threads, {args.step_seconds:g} s a step, each request "
+        f"8 sentences; SLO {args.slo_ms} ms.\n"
+    )
+    print(
+        "| run | cold start (s) | requests | non-2xx | p50 / p95 / p99 (ms) | within SLO "
+        "| replica-seconds | replicas at each step's end |"
+    )
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
+    for label, run in runs.items():
+        values = [v * 1000 for v in run["latencies"]]
+        within = sum(v <= args.slo_ms for v in values) / max(len(values), 1)
+        bad = sum(not 200 <= c < 300 for c in run["codes"])
+        cold = f"{run['cold']:.1f}" if label == "autoscaled" else "-"
+        print(
+            f"| {label} | {cold} | {len(values)} | {bad} | {percentile(values, 0.5):.0f} / "
+            f"{percentile(values, 0.95):.0f} / {percentile(values, 0.99):.0f} | "
+            f"{within:.1%} | {run['replica_seconds']:.0f} | "
+            f"{' '.join(str(n) for n in run['at_step_end'])} |"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=300)
     parser.add_argument("--workers", type=int, default=12)
+    parser.add_argument("--model", action="store_true", help="the real embedding model")
+    parser.add_argument("--steps", default="1,2,4,2,1,0")
+    parser.add_argument("--step-seconds", type=float, default=30.0)
+    parser.add_argument("--slo-ms", type=float, default=1000.0)
     args = parser.parse_args()
+    if args.model:
+        model_main(args)
+        return
     shared = Path(tempfile.mkdtemp(prefix="aipaas-services-bench-"))
     shared.chmod(0o1777)
     script = shared / "replica.py"

@@ -172,27 +172,30 @@ def test_from_zero_the_first_request_is_answered_and_no_replica_is_killed_while_
 
 @dataclass
 class Load:
-    """``threads`` clients posting embeddings for ``seconds``; status codes and latencies."""
+    """``threads`` clients posting embeddings for ``seconds`` (or until ``stop``); status
+    codes and latencies."""
 
     server: ServerProcess
     threads: int
     seconds: float
     codes: list[int] = field(default_factory=list)
     latencies: list[float] = field(default_factory=list)
+    ends: float = 0.0
 
     def run(self) -> None:
-        ends = time.monotonic() + self.seconds
-        workers = [
-            threading.Thread(target=self._client, args=(ends, n)) for n in range(self.threads)
-        ]
+        self.ends = time.monotonic() + self.seconds
+        workers = [threading.Thread(target=self._post, args=(n,)) for n in range(self.threads)]
         for worker in workers:
             worker.start()
         for worker in workers:
             worker.join()
 
-    def _client(self, ends: float, number: int) -> None:
+    def stop(self) -> None:
+        self.ends = 0.0
+
+    def _post(self, number: int) -> None:
         with client_of(self.server, timeout=330) as client:
-            while time.monotonic() < ends:
+            while time.monotonic() < self.ends:
                 began = time.monotonic()
                 try:
                     code = embed(client, [f"client {number} sentence {i}" for i in range(8)])
@@ -240,6 +243,42 @@ def test_a_bounded_load_scales_up_and_back_to_zero_with_only_2xx(world: World) -
     assert status(server, MODEL).get("readyReplicas", 0) == 0
     reasons = [e["reason"] for e in events(server, MODEL)]
     assert "ReplicaUnhealthy" not in reasons and "BackOff" not in reasons, reasons
+
+
+def test_a_rolling_update_under_load_answers_every_request(world: World) -> None:
+    server = world.server
+    spec = model_spec(world.python, world.script)
+    apply(server, MODEL, {**spec, "minReplicas": 2})
+    wait_for("two ready replicas", lambda: status(server, MODEL).get("readyReplicas", 0) >= 2, 330)
+    before = status(server, MODEL)["revision"]
+    load = Load(server, threads=2, seconds=3600)
+    runner = threading.Thread(target=load.run)
+    runner.start()
+    began = time.monotonic()
+    try:
+        time.sleep(3)
+        template = {**spec["template"], "env": {**spec["template"]["env"], "VERSION": "2"}}
+        apply(server, MODEL, {**spec, "minReplicas": 2, "template": template})
+
+        def rolled() -> bool:
+            found = status(server, MODEL)
+            count = found.get("replicas", 0)
+            return (
+                found.get("revision") != before
+                and count >= 2
+                and found.get("updatedReplicas") == found.get("readyReplicas") == count
+            )
+
+        wait_for("the update rolled out", rolled, 330)
+        world.figures["rolling_update_seconds"] = round(time.monotonic() - began - 3, 1)
+        time.sleep(3)
+    finally:
+        load.stop()
+        runner.join()
+    bad = [code for code in load.codes if not 200 <= code < 300]
+    world.figures["rolling_update_requests"] = len(load.codes)
+    assert load.codes and bad == [], f"{len(bad)} of {len(load.codes)} answers not 2xx: {bad[:5]}"
+    apply(server, MODEL, spec)  # back to scaling from zero
 
 
 def test_a_replica_that_exits_at_once_is_backed_off_and_shows_crash_loop_back_off(
