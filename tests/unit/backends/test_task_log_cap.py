@@ -68,11 +68,14 @@ def test_output_is_dropped_not_written_while_the_disk_is_short_of_room(tmp_path:
     sink = LogSink(str(path), head=1 << 20, segment=1 << 20, min_free=1 << 62)
     write_all(sink, lines(0, 100))
     sink.close()
-    assert path.stat().st_size == 0
-    assert sink.dropped == 1200 and logical_size(str(path)) == 0  # nothing on disk to say so
-    joined = Joined(str(path))
-    assert joined.size == 0
-    assert [p.path for p in pieces(str(path))] == [str(path)]
+    assert path.stat().st_size == 0 and sink.dropped == 1200
+    # An empty piece at the output's end: readers see what is missing before it.
+    assert [(p.start, p.size) for p in pieces(str(path))] == [(0, 0), (1200, 0)]
+    assert logical_size(str(path)) == 1200
+    assert Joined(str(path)).read(0, 1 << 20) == (
+        b"[aipaas: 1200 bytes of this task's output were dropped here: its log keeps the"
+        b" beginning and a rotated end, and writes nothing while the log disk is nearly full]\n"
+    )
 
 
 def test_output_after_room_came_back_follows_a_note(tmp_path: Path) -> None:

@@ -65,6 +65,7 @@ class LogSink:
         self.tail_dir = path + TAIL_SUFFIX
         self._head_fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         self.offset = os.fstat(self._head_fd).st_size  # bytes of output so far, dropped or not
+        self._written = self.offset  # the end of what is on disk
         self._head_whole = True  # the head file holds every byte up to ``offset``
         self._current: tuple[int, int] | None = None  # the open segment: (descriptor, size)
         self.dropped = 0
@@ -93,13 +94,22 @@ class LogSink:
                 if written < size:
                     self._close_segment()  # the next write starts a segment after the gap
             self.offset += written
+            if written:
+                self._written = self.offset
             if written < size:
                 self._drop(size - written)
             data = data[size:]
 
     def close(self) -> None:
+        """The last output was dropped (the disk short of room): an empty segment at the
+        output's end, so that readers see the gap before it and say how much is missing."""
         self._close_segment()
         os.close(self._head_fd)
+        if self.offset > self._written:
+            with contextlib.suppress(OSError):
+                os.makedirs(self.tail_dir, mode=0o700, exist_ok=True)
+                name = os.path.join(self.tail_dir, f"{SEGMENT_PREFIX}{self.offset}")
+                os.close(os.open(name, os.O_WRONLY | os.O_CREAT, 0o600))
 
     def _put(self, descriptor: int, data: bytes) -> int:
         """Write all of ``data``; how much was written before an error (the disk full)."""
