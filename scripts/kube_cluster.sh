@@ -14,15 +14,17 @@
 #
 # Started: etcd 3.6 and kube-apiserver 1.37 (RBAC; resource.k8s.io/v1 served: DRA is GA and on
 # by default). No controller manager runs, so two admission plugins are off: ServiceAccount
-# (nothing makes each namespace's default service account) and TaintNodesByCondition (only
-# the node lifecycle controller would lift its not-ready taint). With --scheduler, kube-scheduler (its own
-# identity, system:kube-scheduler, and the default profile). With --kwok, the kwok controller
-# playing the kubelet for the nodes annotated kwok.x-k8s.io/node=fake, with the stages in
-# deploy/kube-build/kwok-stages.yaml (a node turns Ready, a bound pod Running, a deleted pod
-# goes). PodTemplates (which nothing here uses) are served without the watch cache, straight
-# from etcd, so that a test can watch from a version etcd compacted and get 410 Gone. With --audit, every request is written to DIR/audit.log (who, verb, resource), which
-# the side-by-side benchmark counts. No controller manager: namespaces are not emptied on
-# delete and ResourceClaimTemplates are not turned into claims.
+# (nothing makes each namespace's default service account) and TaintNodesByCondition (only the
+# node lifecycle controller would lift its not-ready taint); namespaces are not emptied on
+# delete and ResourceClaimTemplates are not turned into claims. PodTemplates (which nothing here
+# uses) are served without the watch cache, straight from etcd, so that a test can watch from a
+# version etcd compacted and get 410 Gone. With --scheduler, kube-scheduler (its own identity,
+# system:kube-scheduler, and the default profile). With --kwok, the kwok controller playing the
+# kubelet of the nodes annotated kwok.x-k8s.io/node=fake, with the stages in
+# deploy/kube-build/kwok-stages.yaml (a node turns Ready, a bound pod runs, a pod labelled
+# kwok-complete=true succeeds, a deleted pod ends and goes). With --audit, every request is
+# written to DIR/audit.log (who, verb, resource; a binding's body), which the tests and the
+# side-by-side benchmark read.
 #
 # Identities (client certificates, each with a kubeconfig in DIR): admin.kubeconfig
 # (system:masters), aipaas.kubeconfig (user "aipaas", bound to deploy/kubernetes/rbac.yaml's

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -31,13 +32,28 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.xdist_group("kube"))
 
 
-def pytest_report_header() -> str:
-    bin_dir = subprocess.run(
+def _bin_dir() -> Path:
+    found = subprocess.run(
         ["bash", str(ROOT / "scripts" / "kube_build.sh"), "--print-dir"],
         capture_output=True,
         text=True,
     ).stdout.strip()
-    apiserver = Path(bin_dir) / "kube-apiserver"
+    return Path(found)
+
+
+#: where the session's cluster says which version it is (read back by the terminal summary,
+#: which runs in the main process while the cluster ran in a worker)
+SEEN = _bin_dir().parent / "last-test-server-version"
+STARTED = time.time()
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if SEEN.exists() and SEEN.stat().st_mtime >= STARTED:
+        terminalreporter.write_line(f"kubernetes: the tests' API server was {SEEN.read_text()}")
+
+
+def pytest_report_header() -> str:
+    apiserver = _bin_dir() / "kube-apiserver"
     if not apiserver.exists():
         return f"kubernetes: {apiserver} is not built yet (the first kube test builds it)"
     version = subprocess.run([str(apiserver), "--version"], capture_output=True, text=True)
@@ -46,7 +62,9 @@ def pytest_report_header() -> str:
 
 @pytest.fixture(scope="session")
 def kube(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    yield from start(tmp_path_factory.mktemp("kube-cluster"))
+    for cluster in start(tmp_path_factory.mktemp("kube-cluster")):
+        SEEN.write_text(f"kube-apiserver {cluster.version} (GET /version)")
+        yield cluster
 
 
 @pytest.fixture
