@@ -21,6 +21,9 @@ MAX_REPLICAS = 1000
 PRIORITY_NAMES = BUILT_IN_VALUES
 CANCEL_ANNOTATION = "aipaas.dev/cancel-requested"
 SIM_DURATION_ANNOTATION = "sim.aipaas.dev/duration"
+#: ``spec.terminationGracePeriodSeconds`` when a job does not say (Kubernetes' default)
+DEFAULT_GRACE_SECONDS = 30
+MAX_GRACE_SECONDS = 3600
 #: where a short topology level (``rack``) lives as a node label (``topology.aipaas.dev/rack``)
 TOPOLOGY_PREFIX = "topology.aipaas.dev/"
 _LABEL_KEY_RE = re.compile(
@@ -250,6 +253,11 @@ class JobSpec(Model):
     # rather than empty, so that a job without them is written as before.
     datasets: Annotated[list[DatasetMount] | None, AfterValidator(check_mounts)] = None
     outputs: list[OutputLocation] | None = Field(default=None, max_length=16)
+    # A stop sends one SIGTERM, then SIGKILL this many seconds later (Kubernetes' field of the
+    # same name); None: DEFAULT_GRACE_SECONDS (kept None so that a job without it is unchanged).
+    termination_grace_period_seconds: int | None = Field(
+        default=None, ge=0, le=MAX_GRACE_SECONDS, strict=True
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -297,6 +305,12 @@ class JobSpec(Model):
     @property
     def gang_size(self) -> int:
         return self.min_available or self.total_replicas
+
+    @property
+    def grace_seconds(self) -> int:
+        """How long a stopped task has between its SIGTERM and its SIGKILL."""
+        given = self.termination_grace_period_seconds
+        return DEFAULT_GRACE_SECONDS if given is None else given
 
     @property
     def time_limit_seconds(self) -> int | None:

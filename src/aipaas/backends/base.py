@@ -24,6 +24,10 @@ from typing import Any, Protocol, cast
 from aipaas.api.devices import ResourceSlice
 from aipaas.backends.datasets import DatasetMount, OutputUpload
 
+#: where a job's MASTER_PORT is chosen: below the service replicas' ports (30000-32767) and
+#: the kernel's ephemeral ports (32768 on)
+MASTER_PORTS = range(20000, 30000)
+
 
 @dataclass(frozen=True)
 class NodeInfo:
@@ -106,6 +110,15 @@ class LaunchRequest:
     datasets: tuple[DatasetMount, ...] = ()
     #: directories the task writes, uploaded when it ends (backends/datasets.py)
     outputs: tuple[OutputUpload, ...] = ()
+    #: a stop's SIGTERM is followed by SIGKILL this many seconds later (the job's
+    #: ``terminationGracePeriodSeconds``); None: the ``grace_seconds`` the stop is given
+    grace_seconds: float | None = None
+    #: names the task's working directory across its attempts (the same for every restart of
+    #: one task of one job): a backend that keeps it gives each attempt on the node the same
+    #: directory, in ``AIPAAS_WORKDIR``; None: a directory of the attempt's own
+    work_key: str | None = None
+    #: the job's uid (names what the tasks of one job share on a node: the chosen MASTER_PORT)
+    job_uid: str = ""
 
 
 class TaskState(StrEnum):

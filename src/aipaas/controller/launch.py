@@ -1,4 +1,10 @@
-"""What a task is started with: the environment a distributed job expects, its log file."""
+"""What a task is started with: the environment a distributed job expects, its log file.
+
+Who calls it: the controller's cycle, for each attempt it starts (``make_request``). Every
+backend gets the same variables from here: RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE,
+NODE_RANK, MASTER_ADDR, MASTER_PORT and AIPAAS_*; ``$(VAR)`` in the command is expanded with
+them and the job's env as Kubernetes does (``expand``). Pure.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from aipaas.api.job import SIM_DURATION_ANNOTATION, Job, TaskPhase, TaskSpec
-from aipaas.backends.base import ClaimDevice, LaunchRequest
+from aipaas.backends.base import MASTER_PORTS, ClaimDevice, LaunchRequest
 from aipaas.backends.gang import GANG_ANNOTATION, Gang, GangMember
 from aipaas.store import TaskRecord
 
@@ -27,8 +33,41 @@ def log_path(log_dir: Path, job: Job, task_name: str) -> str:
 
 
 def master_port(job_uid: str) -> int:
-    """A port for rank 0's rendezvous, spread by job so concurrent jobs rarely collide."""
-    return 20000 + int(hashlib.sha256(job_uid.encode()).hexdigest()[:8], 16) % 20000
+    """A port for rank 0's rendezvous, spread by job so concurrent jobs rarely collide (a
+    backend that can see the node's ports moves it to a free one: backends/local)."""
+    digest = int(hashlib.sha256(job_uid.encode()).hexdigest()[:8], 16)
+    return MASTER_PORTS.start + digest % len(MASTER_PORTS)
+
+
+def expand(text: str, env: Mapping[str, str]) -> str:
+    """``$(VAR)`` replaced by ``env[VAR]`` as Kubernetes expands a container's command and
+    args: ``$$`` is one ``$`` (so ``$$(VAR)`` stays ``$(VAR)``), a name not in ``env`` and an
+    unclosed ``$(`` stay as written; ``$VAR`` is not touched (a shell's business)."""
+    out: list[str] = []
+    index = 0
+    while index < len(text):
+        char = text[index]
+        if char != "$" or index + 1 == len(text):
+            out.append(char)
+            index += 1
+            continue
+        following = text[index + 1]
+        if following == "$":
+            out.append("$")
+            index += 2
+        elif following == "(":
+            close = text.find(")", index + 2)
+            if close == -1:
+                out.append("$(")
+                index += 2
+                continue
+            name = text[index + 2 : close]
+            out.append(env.get(name, f"$({name})"))
+            index = close + 1
+        else:
+            out.append("$" + following)
+            index += 2
+    return "".join(out)
 
 
 def wants_simulated(job: Job) -> bool:
@@ -72,6 +111,11 @@ def make_request(
     master_node = master.node or record.node or ""
     master_addr = "127.0.0.1" if node_backends.get(master_node) == "local" else master_node
     same_node = sorted(r.rank for r in records if r.node == record.node)
+    # Nodes in the order of their lowest rank: rank 0's node is node 0 (torchrun's node_rank).
+    nodes: list[str] = []
+    for other in sorted(records, key=lambda r: r.rank):
+        if other.node and other.node not in nodes:
+            nodes.append(other.node)
     env = dict(spec.env)
     env.update(
         {
@@ -79,6 +123,7 @@ def make_request(
             "WORLD_SIZE": str(max(size, 1)),
             "LOCAL_RANK": str(same_node.index(record.rank) if record.rank in same_node else 0),
             "LOCAL_WORLD_SIZE": str(len(same_node)),
+            "NODE_RANK": str(nodes.index(record.node) if record.node in nodes else 0),
             "MASTER_ADDR": master_addr,
             "MASTER_PORT": str(master_port(job.metadata.uid or job.name)),
             "AIPAAS_JOB": job.name,
@@ -100,7 +145,7 @@ def make_request(
         job=job.name,
         tenant=job.tenant,
         node=record.node or "",
-        command=tuple(spec.command),
+        command=tuple(expand(part, env) for part in spec.command),
         env=env,
         working_dir=spec.working_dir,
         gpus=record.gpus,
@@ -115,6 +160,9 @@ def make_request(
         memory_mib=spec.resources.amounts().memory_mib,
         claims=claims,
         labels=dict(job.metadata.labels),
+        grace_seconds=float(job.spec.grace_seconds),
+        work_key=f"{record.job_uid}.{record.name}",
+        job_uid=record.job_uid,
     )
 
 

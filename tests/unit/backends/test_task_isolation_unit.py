@@ -152,6 +152,7 @@ def test_the_environment_is_built_from_nothing(backend: LocalBackend, tmp_path: 
         "LOGNAME": pwd.getpwuid(os.geteuid()).pw_name,
         "MINE": "1",
         "CUDA_VISIBLE_DEVICES": "",
+        "AIPAAS_WORKDIR": str(home),  # the working directory that outlives restarts
         "PYTHONUNBUFFERED": "1",
     }
 

@@ -82,14 +82,16 @@ class TestLocalJobs:
         controller = local(world, stop_grace_seconds=1)
         out = tmp_path / "pids"
         out.mkdir()
-        # Each task records its own pid and ignores SIGTERM: only the kill after the grace
-        # period ends it, so the stop takes a second.
+        # Each task records its own pid and ignores SIGTERM: only the kill after the job's
+        # grace period (terminationGracePeriodSeconds) ends it, so the stop takes a second.
         script = (
             "import os, signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
             f"open(os.path.join({str(out)!r}, os.environ['RANK']), 'w').write(str(os.getpid()));"
             " time.sleep(60)"
         )
-        world.submit("long", python_task(script, replicas=2))
+        world.submit(
+            "long", python_task(script, replicas=2), extra="  terminationGracePeriodSeconds: 1\n"
+        )
         cycle_until(
             controller, lambda: world.phase("long") == "Running" and len(list(out.iterdir())) == 2
         )

@@ -30,7 +30,7 @@ from typing import BinaryIO, TypedDict
 
 from aipaas.api.devices import ResourceSlice
 from aipaas.backends.base import Inventory, LaunchRequest, NodeInfo, TaskState, TaskStatus
-from aipaas.backends.local import fake_gpus, listeners, machine, runner
+from aipaas.backends.local import fake_gpus, listeners, machine, runner, task_env
 from aipaas.backends.local.datasets import DatasetCacheConfig, LocalDatasetCaches
 from aipaas.backends.local.gpu_usage import read_utilization
 from aipaas.backends.local.isolation import (
@@ -57,6 +57,11 @@ ANNOTATION_MAX = 1024  # an annotation holds 4096 characters; many failing GPUs 
 CLAIM_GRACE_SECONDS = 10.0
 #: The runner's own environment (it runs as the server's user): nothing of the job's.
 RUNNER_PATH = "/usr/local/bin:/usr/bin:/bin"
+#: after a task's grace period, how long its runner has to SIGKILL it and write its exit code
+#: before the backend SIGKILLs the runner's group itself
+KILL_MARGIN_SECONDS = 5.0
+#: in a task's run directory: why the backend refused to start it (the status says it)
+REFUSED_FILE = "refused"
 
 
 @dataclass(frozen=True)
@@ -174,7 +179,9 @@ class LocalBackend(LocalDatasetCaches):  # datasets: backends/local/datasets.py
         log_path = Path(request.log_path)
         _private_dir(log_path.parent)
         try:
-            identity = self.placer.prepare(request.tenant, request.request_id)
+            # The working directory outlives the attempt: a restart on this node finds what
+            # the last one wrote there (a checkpoint at a relative path); AIPAAS_WORKDIR names it.
+            identity = self.placer.prepare(request.tenant, request.work_key or request.request_id)
             # A task sees only its GPUs; one that asked for none sees none ("" hides them all).
             visible = visible_devices(request, self.slice)
         except (IsolationError, ValueError) as err:
@@ -182,6 +189,25 @@ class LocalBackend(LocalDatasetCaches):  # datasets: backends/local/datasets.py
             return
         env = self.placer.environment(identity, request.env, self.base_env)
         env["CUDA_VISIBLE_DEVICES"] = visible
+        env["AIPAAS_WORKDIR"] = str(identity.home)
+        if request.job_uid and "MASTER_PORT" in request.env:  # one free port per job here
+            proposed = (
+                int(request.env["MASTER_PORT"]) if request.env["MASTER_PORT"].isdigit() else 0
+            )
+            env["MASTER_PORT"] = str(
+                task_env.master_port(self.run_dir / "ports", request.job_uid, proposed)
+            )
+        cwd = request.working_dir or str(identity.home)
+        problem = task_env.program_problem(
+            request.command[0],
+            env["PATH"],
+            os.geteuid() if identity.uid is None else identity.uid,
+            os.getegid() if identity.gid is None else identity.gid,
+            cwd,
+        )
+        if problem is not None:
+            self._not_started(directory, log_path, problem)
+            return
         if self.fake and visible:
             # Said where the user looks: the log's first line, the status (``_status``).
             env["AIPAAS_FAKE_GPUS"] = visible
@@ -197,10 +223,13 @@ class LocalBackend(LocalDatasetCaches):  # datasets: backends/local/datasets.py
         launch = {
             "command": list(request.command),
             "env": env,
-            "cwd": request.working_dir or str(identity.home),
+            "cwd": cwd,
             "uid": identity.uid,
             "gid": identity.gid,
             "log": self.task_logs.launch_spec(log_path),  # the runner writes it, capped
+            "grace": runner.DEFAULT_GRACE_SECONDS
+            if request.grace_seconds is None
+            else request.grace_seconds,
         }
         _write_private(directory / LAUNCH_FILE, json.dumps(launch))
         # Opened here all the same: the log exists (0600) from the start, and the runner's own
@@ -249,15 +278,22 @@ class LocalBackend(LocalDatasetCaches):  # datasets: backends/local/datasets.py
         return run_probe(self._dir(request_id), command, timeout)
 
     def stop(self, request_id: str, grace_seconds: float = 5.0) -> None:
+        """SIGTERM to the runner alone, once: the runner passes it on to the task's group
+        once and SIGKILLs the group after the task's grace period (runner.py). Another stop of
+        the same task sends nothing (a checkpoint-on-SIGTERM handler is not interrupted); the
+        backend's own SIGKILL comes only if the runner has not ended by the grace plus
+        ``KILL_MARGIN_SECONDS``."""
         pid = self._pid(request_id)
-        if pid is None or (self._dir(request_id) / "exit").exists():
+        directory = self._dir(request_id)
+        if pid is None or (directory / "exit").exists() or (directory / "stop").exists():
             return
-        (self._dir(request_id) / "stop").touch()
+        (directory / "stop").touch()
         try:
-            os.killpg(pid, signal.SIGTERM)
+            os.kill(pid, signal.SIGTERM)
         except ProcessLookupError:
             return
-        timer = threading.Timer(grace_seconds, self._kill, (request_id, pid))
+        grace = _launch_grace(directory, grace_seconds) + KILL_MARGIN_SECONDS
+        timer = threading.Timer(grace, self._kill, (request_id, pid))
         timer.daemon = True
         timer.start()
 
@@ -273,6 +309,8 @@ class LocalBackend(LocalDatasetCaches):  # datasets: backends/local/datasets.py
     def _not_started(self, directory: Path, log_path: Path, reason: str) -> None:
         with _open_log(log_path) as log_file:
             log_file.write(f"aipaas: cannot start the task: {reason}\n".encode())
+        # The reason in the task's status too, not only "exit code 127" (``_status``).
+        _write_private(directory / REFUSED_FILE, reason[:ANNOTATION_MAX])
         (directory / "exit").write_text("127\n")
 
     def _read_nvml(self) -> None:
@@ -347,6 +385,9 @@ class LocalBackend(LocalDatasetCaches):  # datasets: backends/local/datasets.py
             except ValueError:
                 return TaskStatus(request_id, TaskState.LOST, None, "unreadable exit code")
             state = TaskState.SUCCEEDED if code == 0 else TaskState.FAILED
+            with contextlib.suppress(OSError):
+                refused = (directory / REFUSED_FILE).read_text()
+                return TaskStatus(request_id, state, code, f"not started: {refused}")
             return TaskStatus(request_id, state, code, f"exit code {code}" + _fake_note(directory))
         pid = self._pid(request_id)
         if pid is None:
@@ -402,6 +443,15 @@ class LocalBackend(LocalDatasetCaches):  # datasets: backends/local/datasets.py
             finished = [rid for rid, child in self._children.items() if child.poll() is not None]
             for rid in finished:
                 del self._children[rid]
+
+
+def _launch_grace(directory: Path, default: float) -> float:
+    """The grace period the task was started with (launch.json), else ``default``."""
+    try:
+        grace = json.loads((directory / LAUNCH_FILE).read_text()).get("grace")
+    except (OSError, ValueError):
+        return default
+    return float(grace) if isinstance(grace, int | float) else default
 
 
 def _fake_note(directory: Path) -> str:

@@ -5,9 +5,11 @@ tasks are isolated: it must write the exit record in the root-only run directory
 what to start from DIR/launch.json (written by the backend: command, environment, working
 directory, uid and gid), starts the command as that user with no supplementary group, umask
 077, in that directory (entered as the user, so a working directory the user may not enter is
-refused by the system), forwards SIGTERM/SIGINT to it and, when it ends, writes its exit code to
-DIR/exit atomically. A directory with a pid but no exit file and no live runner is a task that
-was lost.
+refused by the system), passes a stop's SIGTERM (or SIGINT) on to the task's process group once
+(a second stop, and the runner's own copy of the signal, are not passed on), SIGKILLs the group
+``grace`` seconds later (launch.json; the job's terminationGracePeriodSeconds) if anything of it
+is left and, when the task ends, writes its exit code to DIR/exit atomically. A directory
+with a pid but no exit file and no live runner is a task that was lost.
 
 The task's output (stdout and stderr) comes to the runner through a pipe, and the runner writes
 it to the task's log within a cap (``LogSink``, when launch.json has ``log``): the first
@@ -43,6 +45,8 @@ from typing import Any
 LAUNCH_FILE = "launch.json"  # written by backend.py into DIR
 
 UMASK = 0o077
+#: between a stop's SIGTERM and its SIGKILL, when launch.json does not say (``grace``)
+DEFAULT_GRACE_SECONDS = 30.0
 EXIT_NOT_STARTED = 127
 TAIL_SUFFIX = ".tail"  # <log>.tail/from-<offset>: the rotated tail (server/logs.py reads it)
 SEGMENT_PREFIX = "from-"
@@ -192,14 +196,31 @@ def main(argv: list[str]) -> int:
     uid, gid = spec.get("uid"), spec.get("gid")
     cwd = str(spec["cwd"])
 
+    grace = float(spec.get("grace", DEFAULT_GRACE_SECONDS))
     stopped: list[int] = []
     child: subprocess.Popen[bytes] | None = None
 
+    def stop_task(signum: int) -> None:
+        # The task's group (the runner's: the task and whatever it started) gets the signal
+        # once; the runner's own copy of it is ignored (``forward``). SIGKILL follows after
+        # the grace period (``kill_group``), whatever the task does with the signal.
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(0, signum)
+        signal.signal(signal.SIGALRM, kill_group)
+        signal.setitimer(signal.ITIMER_REAL, max(grace, 0.001))
+
     def forward(signum: int, _frame: FrameType | None) -> None:
-        if child is None:
-            stopped.append(signum)  # not started yet: it will not be, or be stopped at once
-        elif child.poll() is None:
-            child.send_signal(signum)
+        if stopped:
+            return  # one stop, one signal: a second stop (or the runner's own) is not passed on
+        stopped.append(signum)
+        if child is not None and child.poll() is None:
+            stop_task(signum)
+        # not started yet: it will not be, or be stopped at once (below)
+
+    def kill_group(_signum: int, _frame: FrameType | None) -> None:
+        if child is not None and child.poll() is None:
+            os.write(2, f"aipaas: still running {grace:g}s after SIGTERM: SIGKILL\n".encode())
+        kill_others_in_group()
 
     signal.signal(signal.SIGTERM, forward)
     signal.signal(signal.SIGINT, forward)
@@ -246,7 +267,7 @@ def main(argv: list[str]) -> int:
         _write_exit(directory, EXIT_NOT_STARTED)
         return EXIT_NOT_STARTED
     if stopped:  # the stop came while it was being started
-        child.send_signal(stopped[0])
+        stop_task(stopped[0])
     if sink is not None and reader is not None and writer is not None:
         os.close(writer)  # the task holds the only write end: its end ends the pipe
         copy_output(reader, sink, child)
@@ -256,6 +277,23 @@ def main(argv: list[str]) -> int:
         code = 128 - code  # killed by signal N -> 128+N, as a shell reports it
     _write_exit(directory, code)
     return 0
+
+
+def kill_others_in_group() -> None:
+    """SIGKILL every process of the runner's group but the runner (it must write the exit)."""
+    me = os.getpid()
+    group = os.getpgid(0)
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == me:
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as handle:
+                fields = handle.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == group:  # fields: state, ppid, pgrp
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(int(entry), signal.SIGKILL)
 
 
 def _write_exit(directory: Path, code: int) -> None:
