@@ -81,7 +81,7 @@ def kueue_section(full: bool) -> str:
             "there instead of walking it, enqueue judges a group at once and allocate orders a "
             "group as one run (batch/ordering_groups.py), so a cycle costs what changed and the "
             "groups, not the pending jobs; the decisions are those of a session that walks "
-            "every job (tests/unit/scheduler/batch/test_batch_k_book.py). "
+            "every job (tests/unit/scheduler/batch/test_backlog_book_same_decisions.py). "
             "`kueue_scale.py --profile FILE` with `holdForHead: false` in the "
             "profile's `spec.batch` runs the old behaviour.",
         ]

@@ -3,7 +3,7 @@ every request is answered 4xx in the one error shape, naming the field where the
 nothing is stored; the server stays up and its memory comes back to where it was. Bodies over
 the limit are refused on every route, with a token and without, before they are read.
 
-Dependency cycles and dangling dependencies are tested with the job rules (helper E's part).
+Dependency cycles and dangling dependencies are tested with the job rules (tests/unit/api).
 """
 
 from __future__ import annotations

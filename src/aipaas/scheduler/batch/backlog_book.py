@@ -17,7 +17,7 @@ walk is most of a run's cost, although the backlog barely changes between two cy
 The caller tells the book every change it makes or sees: ``add`` a submitted job, ``sync`` one
 a cycle started or evicted, ``remove`` one that ended. A session given the book takes the idle
 part from it (``Session(..., book=...)``) instead of walking it; what it decides is what a
-session without the book decides (tests/unit/scheduler/batch/test_batch_k_book.py).
+session without the book decides (tests/unit/scheduler/batch/test_backlog_book_same_decisions.py).
 """
 
 from __future__ import annotations

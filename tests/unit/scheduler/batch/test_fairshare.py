@@ -331,8 +331,8 @@ def test_memory_is_divided_in_mib() -> None:
 
 def test_cpu_halves_where_demands_come_in_half_cores() -> None:
     # 2.5 cores of demand each over 3 cores: the demands come in half cores, so the unit of
-    # division is half a core and equal weights get 1.5/1.5 (the lead's decision on fractional
-    # shares, X-to-K #1: whole units would give 2/1, one queue a core short of its equal share,
+    # division is half a core and equal weights get 1.5/1.5 (the decision on fractional
+    # shares: whole units would give 2/1, one queue a core short of its equal share,
     # as a 0.5-GPU queue got 0 of one shared GPU). Whole-core demands keep whole cores (below).
     queues = tree(T1, ("t/a", "t", {}), ("t/b", "t", {}))
     demand = {"t/a": g(0, cpu=2.5), "t/b": g(0, cpu=2.5)}

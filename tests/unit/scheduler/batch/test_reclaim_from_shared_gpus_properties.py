@@ -132,7 +132,7 @@ def test_sliver_reclaim_takes_lower_shares_within_fair_share_and_never_loops(wor
 
 
 def test_the_property_sees_the_rule_at_work() -> None:
-    """The worked case of test_batch_o_slivers.py in this module's world: the property's
+    """The worked case of test_reclaim_from_shared_gpus.py in this module's world: the property's
     filter finds its cross-queue eviction (so the checks above are not vacuous)."""
     nodes = [Node("n1", 1, 16_000, 64 * 1024), Node("n2", 1, 16_000, 64 * 1024)]
     queues: dict[str, QueueNode] = {"": QueueNode("", None, "", quota=NO_LIMIT)}
