@@ -25,8 +25,7 @@ from server_process import free_port
 
 from aipaas.api.data import Dataset
 from aipaas.backends.base import Backend
-from aipaas.backends.datasets import dataset_caches
-from aipaas.backends.local.datasets import CACHE_ANNOTATION, CACHE_STATE_SECONDS
+from aipaas.backends.datasets import CACHE_ANNOTATION, CACHE_STATE_SECONDS, dataset_caches
 from aipaas.backends.ray.registry import ray_backend
 from aipaas.clock import isoformat
 from aipaas.controller.cycle import Controller

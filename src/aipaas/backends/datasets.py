@@ -10,9 +10,20 @@ backend copies (data/copier.py) and never evicts what a task reads.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, cast
+
+#: the Node annotation a node's dataset cache state is published under
+CACHE_ANNOTATION = "aipaas.dev/dataset-cache"
+#: how often a node's cache state is published
+CACHE_STATE_SECONDS = 5.0
+
+
+def env_name(dataset: str) -> str:
+    """The variable that tells a task where a dataset is (every engine sets the same)."""
+    return "AIPAAS_DATASET_" + re.sub(r"[^A-Z0-9]", "_", dataset.upper()) + "_PATH"
 
 
 @dataclass(frozen=True)

@@ -28,8 +28,7 @@ from typing import Any
 
 from aipaas.backends import node_runner
 from aipaas.backends.base import Inventory, LaunchRequest
-from aipaas.backends.datasets import CachedDataset
-from aipaas.backends.local.datasets import CACHE_ANNOTATION, CACHE_STATE_SECONDS, env_name
+from aipaas.backends.datasets import CACHE_ANNOTATION, CACHE_STATE_SECONDS, CachedDataset, env_name
 from aipaas.data.cache import NodeCache
 from aipaas.data.entry import LOAD, Entry
 from aipaas.data.stage import STAGE_FILE

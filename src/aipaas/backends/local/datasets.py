@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import subprocess
 import sys
 import time
@@ -23,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from aipaas.backends.base import LaunchRequest, NodeInfo
-from aipaas.backends.datasets import CachedDataset
+from aipaas.backends.datasets import CACHE_ANNOTATION, CACHE_STATE_SECONDS, CachedDataset, env_name
 from aipaas.backends.local.isolation import TaskIdentity, TaskIsolation
 from aipaas.data.cache import NodeCache
 from aipaas.data.entry import LOAD
@@ -31,8 +30,6 @@ from aipaas.data.stage import STAGE_FILE
 
 DEFAULT_CAPACITY = 100 << 30
 #: the Node annotation with the cache's state (JSON), and how often it is read again
-CACHE_ANNOTATION = "aipaas.dev/dataset-cache"
-CACHE_STATE_SECONDS = 5.0
 
 
 @dataclass(frozen=True)
@@ -41,10 +38,6 @@ class DatasetCacheConfig:
     capacity_bytes: int = DEFAULT_CAPACITY
     #: where file:// datasets may be read from (nowhere unless a platform admin says)
     file_roots: tuple[str, ...] = field(default_factory=tuple)
-
-
-def env_name(dataset: str) -> str:
-    return "AIPAAS_DATASET_" + re.sub(r"[^A-Z0-9]", "_", dataset.upper()) + "_PATH"
 
 
 class LocalDatasetCaches:

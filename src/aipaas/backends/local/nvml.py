@@ -26,10 +26,11 @@ import pynvml
 from aipaas.api.devices import ResourceSlice
 from aipaas.backends.base import LaunchRequest
 from aipaas.backends.local.machine import short_model
+from aipaas.devices.drivers import NVIDIA_GPU
 
 __all__ = ["DRIVER", "Discovery", "discover", "pcie_root", "publish_slice", "visible_devices"]
 
-DRIVER: Final = "gpu.nvidia.com"
+DRIVER: Final = NVIDIA_GPU
 _ARCHITECTURES: Final = {
     2: "Kepler", 3: "Maxwell", 4: "Pascal", 5: "Volta", 6: "Turing", 7: "Ampere",
     8: "Ada Lovelace", 9: "Hopper", 10: "Blackwell", 13: "Rubin",

@@ -42,7 +42,6 @@ from ray import cloudpickle
 
 from aipaas.backends.base import Inventory, LaunchRequest, TaskState, TaskStatus
 from aipaas.backends.gang import gang_of
-from aipaas.backends.local.nvml import DRIVER
 from aipaas.backends.ray import runner as runner_module
 from aipaas.backends.ray import supervisor as supervisor_module
 from aipaas.backends.ray.datasets_driver import RayNodeLoads
@@ -50,6 +49,7 @@ from aipaas.backends.ray.groups import Groups
 from aipaas.backends.ray.inventory import RayNode, node_name, nodes_of, slices_of
 from aipaas.backends.ray.records import GONE, TaskRecords
 from aipaas.backends.ray.supervisors import UNKNOWN, Supervisors
+from aipaas.devices.drivers import NVIDIA_GPU as DRIVER
 
 log = logging.getLogger(__name__)
 
