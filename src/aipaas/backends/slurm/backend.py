@@ -148,7 +148,8 @@ class SlurmBackend(SlurmPowerPool, SlurmDatasetCaches):  # datasets: slurm/datas
         if master_node is not None:
             env["MASTER_ADDR"] = master_node.address  # Slurm's NodeAddr: what resolves
         script = directory / "job.sh"
-        _write(script, jobs.batch_script(request, env, str(directory / jobs.EXIT_FILE)), 0o700)
+        exit_file = str(directory / jobs.EXIT_FILE)
+        _write(script, jobs.batch_script(request, env, exit_file, str(directory)), 0o700)
         log_path = Path(request.log_path) if request.log_path else directory / "output.log"
         _private_dir(log_path.parent)
         options = jobs.sbatch_options(

@@ -4,7 +4,8 @@ record of it (``squeue --json``) means for the controller.
 The job's name is ``aipaas.<request id>`` (its comment says tenant/job/task): Slurm itself
 remembers which attempt a job runs, so a restarted server finds its jobs by name and never
 submits an attempt twice. The script exports the task's environment (RANK, WORLD_SIZE,
-MASTER_ADDR, ...; CUDA_VISIBLE_DEVICES is Slurm's own, from the GRES it bound), enters the
+MASTER_ADDR, ..., the SLURM_* rank variables that match them, a HOME and PATH of the task's
+own; CUDA_VISIBLE_DEVICES is Slurm's own, from the GRES it bound), enters the
 working directory, runs the command and writes its exit code beside the backend's record (read
 when Slurm has forgotten the job: it keeps finished jobs MinJobAge seconds, and sacct needs
 slurmdbd).
@@ -78,10 +79,36 @@ def sbatch_options(
     return options
 
 
-def batch_script(request: LaunchRequest, env: Mapping[str, str], exit_file: str | None) -> str:
+#: Slurm's names for what the platform's variables say (one batch job per task: Slurm's own
+#: values would be SLURM_PROCID=0 and SLURM_NTASKS=1 in every task, and PyTorch Lightning or
+#: submitit, which read these, would take every task for rank 0 of a job of one)
+SLURM_RANK_VARIABLES = {
+    "SLURM_PROCID": "RANK",
+    "SLURM_NTASKS": "WORLD_SIZE",
+    "SLURM_LOCALID": "LOCAL_RANK",
+    "SLURM_NODEID": "NODE_RANK",
+    "SLURM_NTASKS_PER_NODE": "LOCAL_WORLD_SIZE",  # Lightning refuses SLURM_NTASKS without it
+}
+#: a task's PATH when its job does not set one (sbatch --export=NIL gives it slurmd's)
+TASK_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+
+def task_environment(env: Mapping[str, str], home: str | None) -> dict[str, str]:
+    """The task's variables: the platform's, the SLURM_* rank variables that match them, and
+    a HOME (the task's directory) and PATH of its own unless the job sets them."""
+    result = {"PATH": TASK_PATH} | ({"HOME": home} if home else {}) | dict(env)
+    for slurm_name, name in SLURM_RANK_VARIABLES.items():
+        if name in env:
+            result[slurm_name] = env[name]
+    return result
+
+
+def batch_script(
+    request: LaunchRequest, env: Mapping[str, str], exit_file: str | None, home: str | None = None
+) -> str:
     """The job's script: the task's variables, its directory, its command, its exit code."""
     lines = ["#!/bin/bash", f"# aipaas task {request.tenant}/{request.job}/{request.task}"]
-    for key, value in sorted(env.items()):
+    for key, value in sorted(task_environment(env, home).items()):
         if key.isidentifier():
             lines.append(f"export {key}={shlex.quote(value)}")
     if not (request.devices or request.gpus or request.gpu_milli):
