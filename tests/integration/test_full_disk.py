@@ -182,3 +182,29 @@ def test_readiness_follows_the_room_on_the_store_disk(tmp_path: Path) -> None:
             )
         finally:
             server.close()
+
+
+def test_logs_in_a_directory_of_their_own_stay_off_the_store_disk(tmp_path: Path) -> None:
+    with (
+        small_disk(tmp_path / "store", DISK_BYTES) as store_disk,
+        small_disk(tmp_path / "logs", 16 * MIB) as log_disk,
+    ):
+        env = {**LIMITS, "AIPAAS_TASK_LOG_DIR": str(log_disk / "tasks")}
+        server = ServerProcess(store_disk / "data", env=env).start()
+        try:
+            server.cli("apply", "-f", "-", input=SETUP + "---\n" + BETA)
+            store_free = free_bytes(store_disk)
+            server.cli("apply", "-f", "-", input=FLOOD.format(python=TASK_PYTHON))
+            server.wait_phase("flood", "Running")
+            time.sleep(3)
+            codes, _ = beta_writes(server, 10)
+            assert set(codes) <= {200, 201}, codes
+            assert not (store_disk / "data" / "logs").exists()
+            assert 1 * MIB <= used_bytes(log_disk) <= 4 * MIB
+            # The store's disk lost only what the store wrote (a few pages), nothing of the log.
+            assert store_free - free_bytes(store_disk) < 1 * MIB
+            last = server.cli("logs", "job/flood", "-t", "acme", "--tail", "1").stdout
+            assert last.startswith("w-0 | ")
+            server.cli("cancel", "job/flood", "-t", "acme")
+        finally:
+            server.close()
