@@ -19,14 +19,25 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Protocol
 
 from aipaas.api.duration import seconds
 from aipaas.api.pool import NodePool
 from aipaas.metering.attribution import parse
-from aipaas.store.ledger import LedgerEntry
 
 #: who is credited when a pool names no lender
 PLATFORM: str = "(platform)"
+
+
+class LedgerLine(Protocol):
+    """What lending reads of a usage ledger entry (store/ledger.py's LedgerEntry has it)."""
+
+    @property
+    def reason(self) -> str: ...
+    @property
+    def tenant(self) -> str: ...
+    @property
+    def gpu_hours(self) -> float: ...
 
 
 @dataclass(frozen=True)
@@ -87,7 +98,7 @@ class LendingLine:
 
 
 def lending_lines(
-    entries: Iterable[LedgerEntry], terms: Mapping[str, LendingTerms]
+    entries: Iterable[LedgerLine], terms: Mapping[str, LendingTerms]
 ) -> list[LendingLine]:
     """Spot GPU-hours on lending pools, per (pool, borrower). A lender's own spot work on its
     own pool is not lent (no line)."""

@@ -1,4 +1,4 @@
-"""GET /api/v1/lending: lent GPUs as metered, for both sides (autoscale/lending_ledger.py).
+"""GET /api/v1/lending: lent GPUs as metered, for both sides (metering/lending_report.py).
 
 Each line is one borrower's spot GPU-hours on one lending pool, what it is charged at the
 pool's spot price and what the lender is credited. A platform admin sees every line; anyone
@@ -13,7 +13,7 @@ from fastapi import APIRouter, Depends, Request
 from starlette.concurrency import run_in_threadpool
 
 from aipaas.autoscale.lending import balances
-from aipaas.autoscale.lending_ledger import lending_report
+from aipaas.metering.lending_report import lending_report
 from aipaas.server.auth import principal_of
 from aipaas.store import Store
 from aipaas.tenancy.principal import Principal

@@ -10,7 +10,7 @@ from ctl_world import World
 
 from aipaas.api.pool import NodePool
 from aipaas.autoscale.lending import balances, reclaim_problem, reclaim_seconds, terms_of
-from aipaas.autoscale.lending_ledger import lending_report
+from aipaas.metering.lending_report import lending_report
 from aipaas.backends.base import NodeInfo
 from aipaas.backends.sim import SimBackend
 from aipaas.clock import VirtualClock
