@@ -118,14 +118,22 @@ def _last_byte(piece: Piece) -> bytes:
 
 class Joined:
     """A task's log as one sequence of bytes (its pieces up to output offset ``end``, and the
-    notes where bytes were dropped), read at positions in that sequence."""
+    notes where bytes were dropped), read at positions in that sequence. Every piece is opened
+    at once: a segment rotated away while it is read stays readable (an open file outlives its
+    name), so a reader never sees a piece vanish under it. ``close`` when done."""
 
     def __init__(self, log_path: str, end: int | None = None) -> None:
         self.parts: list[Piece | bytes] = []
+        self._handles: dict[str, BinaryIO] = {}
         at = 0
         for piece in pieces(log_path):
             if end is not None and piece.start >= end:
                 break
+            try:
+                handle = open(piece.path, "rb")  # noqa: SIM115 (closed by close())
+            except OSError:
+                continue  # rotated away since it was listed: part of the gap before the next
+            self._handles[piece.path] = handle
             size = piece.size if end is None else min(piece.size, end - piece.start)
             if piece.start > at:
                 ended = not self.parts or self._ends_line()
@@ -133,13 +141,12 @@ class Joined:
             self.parts.append(Piece(piece.path, piece.start, size, piece.mtime))
             at = piece.start + size
         self.size = sum(p.size if isinstance(p, Piece) else len(p) for p in self.parts)
-        self._handles: dict[str, BinaryIO] = {}
 
     def _ends_line(self) -> bool:
         last = self.parts[-1]
         if isinstance(last, bytes):
             return last.endswith(b"\n")
-        return last.size == 0 or _last_byte(last) == b"\n"
+        return last.size == 0 or self._read_piece(last, last.size - 1, 1) == b"\n"
 
     def read(self, position: int, count: int) -> bytes:
         out: list[bytes] = []
@@ -161,15 +168,11 @@ class Joined:
         return b"".join(out)
 
     def _read_piece(self, piece: Piece, skip: int, take: int) -> bytes:
-        handle = self._handles.get(piece.path)
-        if handle is None:
-            try:
-                handle = open(piece.path, "rb")  # noqa: SIM115 (closed by close())
-            except OSError:
-                return b"\0" * take  # rotated away while read: the same length, no shift
-            self._handles[piece.path] = handle
+        handle = self._handles[piece.path]
         handle.seek(skip)
         data = handle.read(take)
+        # A piece's bytes up to the size listed stay (files only grow; a rotated one is open):
+        # a short read would be a file cut by hand, padded so that positions hold.
         return data + b"\0" * (take - len(data))
 
     def close(self) -> None:

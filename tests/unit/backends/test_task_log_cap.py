@@ -94,3 +94,17 @@ def test_output_after_room_came_back_follows_a_note(tmp_path: Path) -> None:
         b" beginning and a rotated end, and writes nothing while the log disk is nearly full]\n"
         + lines(15, 5)
     )
+
+
+def test_a_segment_rotated_away_during_a_read_is_read_whole(tmp_path: Path) -> None:
+    path = tmp_path / "w-0.log"
+    sink = LogSink(str(path), head=120, segment=120, min_free=0)
+    write_all(sink, lines(0, 30))  # the head and two segments of ten lines
+    joined = Joined(str(path))
+    expected = lines(0, 30)
+    write_all(sink, lines(30, 20))  # two more: the first two segments are deleted
+    sink.close()
+    try:
+        assert joined.read(0, 1 << 20) == expected
+    finally:
+        joined.close()
