@@ -99,7 +99,7 @@ kind: Service
 metadata: {{name: svc, tenant: {tenant}}}
 spec:
   queue: research
-  requestTimeoutSeconds: 0.05
+  queueTimeoutSeconds: 0.05
   template: {{command: ["true"]}}
 """
         for tenant in ("acme", "globex")
@@ -263,7 +263,7 @@ MATRIX: dict[tuple[str, str], Row] = {
         ]
     },
     # The entry point: any role of the service's tenant reaches it (503: no replica within its
-    # requestTimeoutSeconds); a metrics reader is refused (403); bad tokens are 401.
+    # queueTimeoutSeconds); a metrics reader is refused (403); bad tokens are 401.
     **{
         (method, route): Row(
             Call(method, path),
