@@ -338,6 +338,8 @@ class LocalBackend(LocalDatasetCaches):  # datasets: backends/local/datasets.py
                 log.warning("local backend: %s", text)
         elif found.problem is not None:
             text = f"no NVIDIA driver here ({found.problem}): CPU only"
+            if self._fake_count:  # the demo: said as what the node offers instead
+                text = fake_gpus.annotation(self._fake_count, "no NVIDIA GPU here")
             if text != self._problem:
                 log.info("local backend: %s", text)
         else:
