@@ -17,6 +17,7 @@ import typer
 import yaml
 
 from aipaas.api.devices import load_device_documents
+from aipaas.api.yaml_errors import yaml_error_line
 from aipaas.devices.inventory import InventoryError
 from aipaas.devices.whatif import what_if
 from aipaas.errors import InvalidObject
@@ -65,6 +66,9 @@ def allocate(
         try:
             objects.extend(load_device_documents(text, source=source))
         except InvalidObject as err:
+            cause = err.__cause__
+            if isinstance(cause, yaml.YAMLError):  # PyYAML's four lines, said in one
+                _fail(f"{source}: not valid YAML: {yaml_error_line(cause)}")
             _fail(str(err))
     try:
         answer = what_if(objects, best=not first_fit)

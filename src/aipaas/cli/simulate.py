@@ -7,6 +7,7 @@ import contextlib
 import gc
 import json
 import statistics
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
@@ -53,7 +54,9 @@ def _seeds(text: str) -> list[int]:
 
 
 def _fail(message: str) -> NoReturn:
-    console.print(f"[red]error:[/red] {message}")
+    # One line, as every command's error: rich would wrap it at the terminal's width and read
+    # brackets in the message as markup.
+    print(f"error: {' '.join(message.split())}", file=sys.stderr)
     raise typer.Exit(2)
 
 
