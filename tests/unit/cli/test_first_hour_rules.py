@@ -6,6 +6,8 @@ line naming the variable or the option, YAML errors in one line with their posit
 from __future__ import annotations
 
 import multiprocessing
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -102,3 +104,19 @@ def test_a_second_up_on_one_data_dir_is_refused_and_servers_share(tmp_path: Path
     other.start()
     other.join(60)
     assert "already serves data directory" in answers.get(timeout=5)
+
+
+@pytest.mark.parametrize(
+    "command",
+    [["allocate", "--dry-run", "-f"], ["simulate", "cycle", "-f"]],
+    ids=["allocate", "simulate"],
+)
+def test_a_file_that_is_not_yaml_is_said_in_one_line(tmp_path: Path, command: list[str]) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("kind: [\n")
+    aipaas = str(Path(sys.executable).parent / "aipaas")
+    ran = subprocess.run([aipaas, *command, str(bad)], capture_output=True, text=True, timeout=60)
+    assert ran.returncode == 2
+    lines = ran.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), ran.stderr
+    assert "line 2, column 1" in lines[0]
