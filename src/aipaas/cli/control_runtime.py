@@ -72,6 +72,9 @@ def serve(settings: Settings, *, log_level: str = "info", announce: bool = False
         kept = f"kept in {settings.token_file}, owner-only"
         print(f"token: {admin} ({kept})" if admin else f"token: ({kept})", flush=True)
         print(f"the CLI is configured ({config_path(os.environ)}); try:", flush=True)
+        for variable in ("AIPAAS_URL", "AIPAAS_TOKEN"):
+            if variable in os.environ:  # it wins over the config just written (client.py)
+                print(f"  (unset {variable} first: set in this shell, it wins)", flush=True)
         for line in try_lines(Path.cwd(), os.environ.get("PATH", "")):
             print(f"  {line}", flush=True)
     else:
