@@ -24,6 +24,8 @@ SIM_DURATION_ANNOTATION = "sim.aipaas.dev/duration"
 #: ``spec.terminationGracePeriodSeconds`` when a job does not say (Kubernetes' default)
 DEFAULT_GRACE_SECONDS = 30
 MAX_GRACE_SECONDS = 3600
+#: the name of an uploaded working directory: its archive's digest
+WORKDIR_PATTERN = r"^sha256-[0-9a-f]{64}$"
 #: where a short topology level (``rack``) lives as a node label (``topology.aipaas.dev/rack``)
 TOPOLOGY_PREFIX = "topology.aipaas.dev/"
 _LABEL_KEY_RE = re.compile(
@@ -258,6 +260,9 @@ class JobSpec(Model):
     termination_grace_period_seconds: int | None = Field(
         default=None, ge=0, le=MAX_GRACE_SECONDS, strict=True
     )
+    # An uploaded working directory (``POST /api/v1/workdirs``, what ``aipaas run --workdir``
+    # does): unpacked into each task's working directory before the task starts.
+    workdir: str | None = Field(default=None, pattern=WORKDIR_PATTERN)
 
     @model_validator(mode="before")
     @classmethod

@@ -119,6 +119,9 @@ class LaunchRequest:
     work_key: str | None = None
     #: the job's uid (names what the tasks of one job share on a node: the chosen MASTER_PORT)
     job_uid: str = ""
+    #: the job's uploaded working directory (``spec.workdir``: ``sha256-<hex>``), unpacked
+    #: into the task's working directory before it starts; None: nothing to unpack
+    workdir_archive: str | None = None
 
 
 class TaskState(StrEnum):

@@ -12,7 +12,7 @@ import typer
 from typer._click.exceptions import NoArgsIsHelpError, UsageError
 
 from aipaas import __version__
-from aipaas.cli import allocate, control, datasets, finops, pools, services, simulate
+from aipaas.cli import allocate, control, datasets, finops, pools, run, services, simulate
 from aipaas.cli.failure import EXIT_GENERIC, EXIT_USAGE
 
 app = typer.Typer(
@@ -56,6 +56,7 @@ def _options(
 
 for module in (simulate, control, allocate, pools, services, finops, datasets):
     module.register(app)
+run.register(app)  # aipaas run: a job from the command line (cli/run.py)
 
 
 def main() -> None:

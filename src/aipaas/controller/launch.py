@@ -163,6 +163,7 @@ def make_request(
         grace_seconds=float(job.spec.grace_seconds),
         work_key=f"{record.job_uid}.{record.name}",
         job_uid=record.job_uid,
+        workdir_archive=job.spec.workdir,
     )
 
 

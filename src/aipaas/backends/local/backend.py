@@ -60,6 +60,9 @@ RUNNER_PATH = "/usr/local/bin:/usr/bin:/bin"
 #: after a task's grace period, how long its runner has to SIGKILL it and write its exit code
 #: before the backend SIGKILLs the runner's group itself
 KILL_MARGIN_SECONDS = 5.0
+#: uploaded workdirs, in the data directory (the run directory's parent):
+#: ``workdirs/<tenant>/<name>.tar.gz``, written by the API (server/workdir_routes.py)
+WORKDIRS_DIR = "workdirs"
 #: in a task's run directory: why the backend refused to start it (the status says it)
 REFUSED_FILE = "refused"
 
@@ -198,6 +201,18 @@ class LocalBackend(LocalDatasetCaches):  # datasets: backends/local/datasets.py
                 task_env.master_port(self.run_dir / "ports", request.job_uid, proposed)
             )
         cwd = request.working_dir or str(identity.home)
+        archive = None
+        if request.workdir_archive is not None:
+            archive = self.run_dir.parent / WORKDIRS_DIR / request.tenant
+            archive = archive / f"{request.workdir_archive}.tar.gz"
+            if not archive.is_file():
+                self._not_started(
+                    directory,
+                    log_path,
+                    f"spec.workdir: {request.workdir_archive} was not uploaded to this server "
+                    "(aipaas run --workdir uploads it)",
+                )
+                return
         problem = task_env.program_problem(
             request.command[0],
             env["PATH"],
@@ -224,6 +239,8 @@ class LocalBackend(LocalDatasetCaches):  # datasets: backends/local/datasets.py
             "command": list(request.command),
             "env": env,
             "cwd": cwd,
+            # the uploaded workdir, unpacked by the runner as the task's user into its directory
+            **({"unpack": str(archive), "unpack_into": str(identity.home)} if archive else {}),
             "uid": identity.uid,
             "gid": identity.gid,
             "log": self.task_logs.launch_spec(log_path),  # the runner writes it, capped
@@ -398,7 +415,7 @@ class LocalBackend(LocalDatasetCaches):  # datasets: backends/local/datasets.py
                 starting = request_id in self._children
             found = None if starting else _runner_of(request_id)
             if found is not None:
-                # Started by a process killed before it recorded the pid (helper C's edit):
+                # Started by a process killed before it recorded the pid:
                 # the runner lives on; record it, so it is stopped and waited for, not lost.
                 (directory / "pid").write_text(f"{found}\n")
                 return TaskStatus(request_id, TaskState.RUNNING)

@@ -250,6 +250,14 @@ def main(argv: list[str]) -> int:
         except OSError as err:  # the task runs all the same, its output to the runner's stdio
             print(f"aipaas: the log cannot be capped: {err}", file=sys.stderr, flush=True)
             sink = None
+    archive = spec.get("unpack")
+    if isinstance(archive, str):  # the job's uploaded workdir, unpacked by the task's user
+        if not unpack(archive, str(spec.get("unpack_into") or cwd), uid, gid):
+            _write_exit(directory, EXIT_NOT_STARTED)
+            return EXIT_NOT_STARTED
+        if stopped:
+            _write_exit(directory, 128 + stopped[0])
+            return 0
     try:
         child = subprocess.Popen(  # stdio: the pipe to the log sink, or the runner's own
             command,
@@ -277,6 +285,56 @@ def main(argv: list[str]) -> int:
         code = 128 - code  # killed by signal N -> 128+N, as a shell reports it
     _write_exit(directory, code)
     return 0
+
+
+def unpack(archive: str, into: str, uid: int | None, gid: int | None) -> bool:
+    """Unpack the tar.gz ``archive`` (opened here, as root) into ``into`` in a child process
+    that is the task's user (``uid``/``gid``; None: the runner's own): what it writes is the
+    user's, and a path the archive names can reach nothing that user could not. tarfile's
+    ``data`` filter refuses absolute paths, ``..``, links that leave ``into`` and device
+    files (the server refused them at upload already). False, said in the log, on failure."""
+    # Imported here, not at the top (the runner's start stays fast, see above), and before the
+    # fork: the task's user may not be able to read this Python's library (pyenv under /root).
+    import gzip
+    import tarfile
+
+    assert gzip.GzipFile is not None  # tarfile opens .gz through it, imported lazily
+
+    try:
+        source = os.open(archive, os.O_RDONLY)
+    except OSError as err:
+        print(f"aipaas: cannot read the job's workdir {archive}: {err}", file=sys.stderr)
+        return False
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:  # the child: the task's user from here on, never back
+        code = 0
+        try:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            signal.signal(signal.SIGINT, signal.SIG_DFL)
+            if uid is not None and gid is not None:
+                os.setgroups([])
+                os.setgid(gid)
+                os.setuid(uid)
+            os.umask(UMASK)
+            os.chdir(into)
+            with (
+                os.fdopen(source, "rb") as handle,
+                tarfile.open(fileobj=handle, mode="r:gz") as tar,
+            ):
+                tar.extractall(".", filter="data")
+        except BaseException as err:  # the child must end here, whatever happened
+            os.write(2, f"aipaas: cannot unpack the job's workdir: {err}\n".encode())
+            code = 1
+        os._exit(code)
+    os.close(source)
+    while True:
+        try:
+            _, status = os.waitpid(pid, 0)
+            break
+        except ChildProcessError:
+            return False
+    return os.waitstatus_to_exitcode(status) == 0
 
 
 def kill_others_in_group() -> None:

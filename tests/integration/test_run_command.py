@@ -1,0 +1,167 @@
+"""`aipaas run` through a real root server (local backend): the code of a folder only root can
+read runs as the tenant's unprivileged user, from the uploaded workdir; ``--dry-run`` prints
+the manifest and submits nothing; unsafe archives are refused at upload naming the member."""
+
+from __future__ import annotations
+
+import io
+import os
+import shutil
+import tarfile
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+from server_process import SETUP, ServerProcess
+
+pytestmark = pytest.mark.skipif(
+    os.geteuid() != 0, reason="tasks run as the tenant's own user only under a root server"
+)
+
+TRAIN = """
+import os
+import helper
+print("trained on", open("data/input.txt").read().strip(), "as", os.environ["USER"])
+print("workdir", os.environ["AIPAAS_WORKDIR"], "cwd", os.getcwd())
+"""
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    process = ServerProcess(tmp_path_factory.mktemp("run-command")).start()
+    with process.http() as client:
+        client.post("/apply", content=SETUP).raise_for_status()
+    try:
+        yield process
+    finally:
+        process.close()
+
+
+@pytest.fixture
+def private_folder() -> Iterator[Path]:
+    """A project folder as a user has it in their home: only its owner (root) can read it."""
+    folder = Path(tempfile.mkdtemp(prefix="aipaas-project-"))
+    (folder / "train.py").write_text(TRAIN)
+    (folder / "helper.py").write_text("VALUE = 1\n")
+    (folder / "data").mkdir()
+    (folder / "data" / "input.txt").write_text("the-folders-data\n")
+    (folder / ".git").mkdir()
+    (folder / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
+    folder.chmod(0o700)
+    yield folder
+    shutil.rmtree(folder)
+
+
+def test_run_with_a_workdir_runs_the_folders_code_as_the_tenants_user(
+    server: ServerProcess, private_folder: Path
+) -> None:
+    done = server.cli(
+        "run",
+        "--workdir",
+        str(private_folder),
+        "--name",
+        "train",
+        "--queue",
+        "research",
+        "--cpu",
+        "100m",
+        "--memory",
+        "64Mi",
+        "-t",
+        "acme",
+        "--",
+        "python3",
+        "train.py",
+    )
+    assert "job/train submitted" in done.stdout
+    server.wait_phase("train", "Succeeded", timeout=90)
+    log = server.cli("logs", "job/train", "-t", "acme").stdout
+    assert "trained on the-folders-data as aipaas-t-acme" in log, log
+    words = log.split("workdir", 1)[1].split()
+    assert words[0] == words[2]  # it ran in its working directory
+    assert not Path(words[0], ".git").exists()  # a repository's history stays home
+
+
+def test_dry_run_prints_the_manifest_and_submits_nothing(
+    server: ServerProcess, private_folder: Path
+) -> None:
+    printed = server.cli(
+        "run",
+        "--dry-run",
+        "-o",
+        "yaml",
+        "--name",
+        "dry",
+        "--gpus",
+        "2",
+        "--nodes",
+        "3",
+        "--workdir",
+        str(private_folder),
+        "--",
+        "python3",
+        "train.py",
+        "--lr",
+        "0.1",
+    ).stdout
+    manifest = yaml.safe_load(printed)
+    assert manifest["kind"] == "Job" and manifest["metadata"]["name"] == "dry"
+    task = manifest["spec"]["tasks"][0]
+    assert task["command"] == ["python3", "train.py", "--lr", "0.1"]
+    assert task["replicas"] == 3 and task["resources"]["gpu"] == 2
+    assert manifest["spec"]["workdir"].startswith("sha256-")
+    with server.http() as client:
+        assert client.get("/jobs/dry", params={"tenant": "acme"}).status_code == 404
+
+
+def archive(*members: tuple[str, str, str]) -> bytes:
+    """A tar.gz of (name, kind, link target or content) members."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
+        for name, kind, value in members:
+            info = tarfile.TarInfo(name)
+            if kind == "link":
+                info.type, info.linkname = tarfile.SYMTYPE, value
+                tar.addfile(info)
+            else:
+                info.size = len(value)
+                tar.addfile(info, io.BytesIO(value.encode()))
+    return buffer.getvalue()
+
+
+@pytest.mark.parametrize(
+    ("body", "said"),
+    [
+        (archive(("../evil.py", "file", "x")), "'../evil.py': has a '..' component"),
+        (archive(("/etc/cron.d/x", "file", "x")), "'/etc/cron.d/x': is an absolute path"),
+        (archive(("out", "link", "../../etc")), "'out': links to ../../etc, outside the workdir"),
+        (archive(("abs", "link", "/etc/passwd")), "'abs': links to /etc/passwd"),
+        (
+            archive(("d", "link", "sub"), ("d/x.py", "file", "x")),
+            "'d/x.py': is written through the link d",
+        ),
+        (b"not a tar at all", "not a gzip-compressed tar archive"),
+    ],
+)
+def test_an_unsafe_workdir_is_refused_naming_the_member(
+    server: ServerProcess, body: bytes, said: str
+) -> None:
+    with server.http() as client:
+        answer = client.post("/workdirs", params={"tenant": "acme"}, content=body)
+    assert answer.status_code == 422, answer.text
+    assert said in answer.json()["message"], answer.text
+
+
+def test_a_job_naming_a_workdir_never_uploaded_fails_saying_so(server: ServerProcess) -> None:
+    missing = "sha256-" + "0" * 64
+    manifest = (
+        "apiVersion: aipaas/v1\nkind: Job\nmetadata: {name: nocode, tenant: acme}\n"
+        f"spec:\n  queue: research\n  workdir: {missing}\n  tasks:\n"
+        "    - {name: worker, command: [python3, train.py], resources: {cpu: 100m}}\n"
+    )
+    with server.http() as client:
+        client.post("/apply", content=manifest).raise_for_status()
+    status = server.wait_phase("nocode", "Failed")["status"]
+    assert f"spec.workdir: {missing} was not uploaded" in status["tasks"][0]["message"]
