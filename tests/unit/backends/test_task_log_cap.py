@@ -108,3 +108,21 @@ def test_a_segment_rotated_away_during_a_read_is_read_whole(tmp_path: Path) -> N
         assert joined.read(0, 1 << 20) == expected
     finally:
         joined.close()
+
+
+def test_lines_the_runner_writes_to_the_log_file_itself_keep_the_offsets(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "w-0.log"
+    sink = LogSink(str(path), head=120, segment=120, min_free=0)
+    write_all(sink, lines(0, 5))
+    with path.open("ab") as runner_stderr:  # while the head is open: counted as output
+        runner_stderr.write(b"aipaas: a note\n")
+    write_all(sink, lines(5, 20))
+    with path.open("ab") as runner_stderr:  # after the head closed: beyond its end, not read
+        runner_stderr.write(b"aipaas: a late note\n")
+    sink.close()
+    output = lines(0, 5) + b"aipaas: a note\n" + lines(5, 20)
+    assert logical_size(str(path)) == len(output)
+    whole = b"\n".join(stream_lines(str(path))) + b"\n"
+    assert whole == output

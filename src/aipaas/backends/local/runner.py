@@ -79,6 +79,10 @@ class LogSink:
             self._drop(len(data))
             return
         while data:
+            if self._head_whole:
+                # The runner's own lines (a stop's SIGKILL notice) go to the log file directly:
+                # counted as output here, so that offsets stay those of the file.
+                self.offset = max(self.offset, os.fstat(self._head_fd).st_size)
             if self._head_whole and self.offset < self.head:
                 size = min(len(data), self.head - self.offset)
                 written = self._put(self._head_fd, data[:size])
