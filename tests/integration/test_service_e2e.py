@@ -680,3 +680,24 @@ def test_a_request_waits_up_to_the_queue_bound_then_503_with_retry_after_and_is_
     assert found["reason"] == "NotReady" and "readiness probe" in found["message"], found
     with server.http() as client:
         client.delete("/services/stuck", params={"tenant": "acme"}).raise_for_status()
+
+
+def test_a_failing_health_check_takes_a_replica_out_of_the_endpoints_but_never_restarts_it(
+    world: tuple[ServerProcess, Path],
+) -> None:
+    server, script = world
+    check = {"path": "/live", "periodSeconds": 0.3, "failureThreshold": 2}
+    apply_service(server, script, "checked", template={"healthCheck": check})
+    wait_for("a ready replica", lambda: status(server, "checked").get("readyReplicas") == 1)
+    first = status(server, "checked")["endpoints"][0]["replica"]
+    with entry(server) as client:
+        client.get("/checked/sicken").raise_for_status()
+    wait_for("out of the endpoints", lambda: status(server, "checked").get("endpoints") == [])
+    time.sleep(3)  # a liveness probe failing this long would have restarted it
+    found = status(server, "checked")
+    assert [r["job"] for r in found["replicaJobs"]] == [first]
+    assert found["reason"] == "NotReady" and "HTTP 500" in found["message"], found
+    reasons = [e["reason"] for e in events(server, "checked")]
+    assert "ReplicaUnhealthy" not in reasons and "BackOff" not in reasons, reasons
+    with server.http() as client:
+        client.delete("/services/checked", params={"tenant": "acme"}).raise_for_status()
