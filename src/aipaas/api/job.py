@@ -14,7 +14,15 @@ from aipaas.api.duration import PositiveDuration
 from aipaas.api.duration import seconds as duration_seconds
 from aipaas.api.meta import LenientModel, Model, Name, Object
 from aipaas.api.priority import BUILT_IN_VALUES, MAX_PRIORITY, MIN_PRIORITY
-from aipaas.api.resources import Amounts, TaskResources
+from aipaas.api.quantity import QuantityStr
+from aipaas.api.resources import (
+    Amounts,
+    TaskResources,
+    _check_cpu,
+    _check_memory,
+    cpu_milli,
+    memory_mib,
+)
 
 MAX_REPLICAS = 1000
 # The older names of ``spec.priority``: the built-in priority classes (api/priority.py).
@@ -77,6 +85,14 @@ def _check_env(value: dict[str, str]) -> dict[str, str]:
     return value
 
 
+def _limit_cpu(value: str | None) -> str | None:
+    return None if value is None else _check_cpu(value)
+
+
+def _limit_memory(value: str | None) -> str | None:
+    return None if value is None else _check_memory(value)
+
+
 def _check_command(value: list[str]) -> list[str]:
     for index, arg in enumerate(value):
         if len(arg) > 65536:
@@ -84,6 +100,24 @@ def _check_command(value: list[str]) -> list[str]:
         if "\x00" in arg:
             raise ValueError(f"argument {index} contains a NUL byte")
     return value
+
+
+class TaskLimits(Model):
+    """The most a task may use, enforced where the backend can (the local one: cgroups): over
+    ``memory`` it is killed (OOMKilled), over ``cpu`` it is throttled. Unset: no limit."""
+
+    cpu: QuantityStr | None = None
+    memory: QuantityStr | None = None
+
+    _cpu = field_validator("cpu")(_limit_cpu)
+    _memory = field_validator("memory")(_limit_memory)
+
+    def amounts(self) -> tuple[int, int]:
+        """(millicores, MiB), 0 for what is not limited."""
+        return (
+            cpu_milli(self.cpu) if self.cpu else 0,
+            memory_mib(self.memory) if self.memory else 0,
+        )
 
 
 class TaskSpec(Model):
@@ -97,6 +131,7 @@ class TaskSpec(Model):
     resources: TaskResources = Field(default_factory=TaskResources)
     restart_policy: RestartPolicy = RestartPolicy.NEVER
     backoff_limit: int = Field(default=3, ge=0, le=100, strict=True)
+    limits: TaskLimits | None = None
 
     @field_validator("working_dir")
     @classmethod

@@ -122,6 +122,9 @@ class LaunchRequest:
     #: the job's uploaded working directory (``spec.workdir``: ``sha256-<hex>``), unpacked
     #: into the task's working directory before it starts; None: nothing to unpack
     workdir_archive: str | None = None
+    #: the task's ``limits`` (0: none): a backend that can enforces them (local: cgroups)
+    limit_cpu_milli: int = 0
+    limit_memory_mib: int = 0
 
 
 class TaskState(StrEnum):

@@ -135,6 +135,7 @@ def make_request(
     )
     if membership_file is not None:
         env["AIPAAS_MEMBERSHIP_FILE"] = membership_file
+    limits = spec.limits.amounts() if spec.limits is not None else (0, 0)
     duration = job.metadata.annotations.get(SIM_DURATION_ANNOTATION)
     annotations = dict(job.metadata.annotations)
     if gang:
@@ -164,6 +165,8 @@ def make_request(
         work_key=f"{record.job_uid}.{record.name}",
         job_uid=record.job_uid,
         workdir_archive=job.spec.workdir,
+        limit_cpu_milli=limits[0],
+        limit_memory_mib=limits[1],
     )
 
 

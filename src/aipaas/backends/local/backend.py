@@ -30,7 +30,7 @@ from typing import BinaryIO, TypedDict
 
 from aipaas.api.devices import ResourceSlice
 from aipaas.backends.base import Inventory, LaunchRequest, NodeInfo, TaskState, TaskStatus
-from aipaas.backends.local import fake_gpus, listeners, machine, runner, task_env
+from aipaas.backends.local import fake_gpus, limits, listeners, machine, runner, task_env
 from aipaas.backends.local.datasets import DatasetCacheConfig, LocalDatasetCaches
 from aipaas.backends.local.gpu_usage import read_utilization
 from aipaas.backends.local.isolation import (
@@ -223,6 +223,13 @@ class LocalBackend(LocalDatasetCaches):  # datasets: backends/local/datasets.py
         if problem is not None:
             self._not_started(directory, log_path, problem)
             return
+        try:  # the task's limits: cgroups the runner starts it in (limits.py)
+            groups = limits.make_groups(
+                request.request_id, request.limit_cpu_milli, request.limit_memory_mib
+            )
+        except limits.LimitError as err:
+            self._not_started(directory, log_path, str(err))
+            return
         if self.fake and visible:
             # Said where the user looks: the log's first line, the status (``_status``).
             env["AIPAAS_FAKE_GPUS"] = visible
@@ -239,6 +246,7 @@ class LocalBackend(LocalDatasetCaches):  # datasets: backends/local/datasets.py
             "command": list(request.command),
             "env": env,
             "cwd": cwd,
+            **({"cgroups": groups} if groups else {}),
             # the uploaded workdir, unpacked by the runner as the task's user into its directory
             **({"unpack": str(archive), "unpack_into": str(identity.home)} if archive else {}),
             "uid": identity.uid,
@@ -407,6 +415,9 @@ class LocalBackend(LocalDatasetCaches):  # datasets: backends/local/datasets.py
             with contextlib.suppress(OSError):
                 refused = (directory / REFUSED_FILE).read_text()
                 return TaskStatus(request_id, state, code, f"not started: {refused}")
+            if (directory / runner.OOM_FILE).exists():
+                said = f"OOMKilled: over its memory limit (exit code {code})"
+                return TaskStatus(request_id, state, code, said)
             return TaskStatus(request_id, state, code, f"exit code {code}" + _fake_note(directory))
         pid = self._pid(request_id)
         if pid is None:

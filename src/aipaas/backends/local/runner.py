@@ -45,6 +45,8 @@ from typing import Any
 LAUNCH_FILE = "launch.json"  # written by backend.py into DIR
 
 UMASK = 0o077
+#: in DIR: the task was killed by the OOM killer of its memory limit (backend.py reads it)
+OOM_FILE = "oom"
 #: between a stop's SIGTERM and its SIGKILL, when launch.json does not say (``grace``)
 DEFAULT_GRACE_SECONDS = 30.0
 EXIT_NOT_STARTED = 127
@@ -262,6 +264,11 @@ def main(argv: list[str]) -> int:
         if stopped:
             _write_exit(directory, 128 + stopped[0])
             return 0
+    groups = [str(g) for g in spec.get("cgroups") or []]  # the task's limits (limits.py)
+    homes = join_groups(groups)  # the child is made in them; the runner leaves them after
+    if homes is None:
+        _write_exit(directory, EXIT_NOT_STARTED)
+        return EXIT_NOT_STARTED
     try:
         child = subprocess.Popen(  # stdio: the pipe to the log sink, or the runner's own
             command,
@@ -276,8 +283,12 @@ def main(argv: list[str]) -> int:
         )
     except (OSError, subprocess.SubprocessError) as err:
         print(f"aipaas: cannot start {command[0]!r}: {err}", file=sys.stderr, flush=True)
+        leave_groups(groups, homes)
         _write_exit(directory, EXIT_NOT_STARTED)
         return EXIT_NOT_STARTED
+    if groups:  # the task over its memory limit is the one the OOM killer takes, not the runner
+        with contextlib.suppress(OSError):
+            Path("/proc/self/oom_score_adj").write_text("-1000")
     if stopped:  # the stop came while it was being started
         stop_task(stopped[0])
     if sink is not None and reader is not None and writer is not None:
@@ -287,8 +298,66 @@ def main(argv: list[str]) -> int:
     code = child.wait()
     if code < 0:
         code = 128 - code  # killed by signal N -> 128+N, as a shell reports it
+    if oom_killed(groups):  # said in the task's status (backend.py reads the mark)
+        print("aipaas: OOMKilled: the task went over its memory limit", file=sys.stderr)
+        with contextlib.suppress(OSError):
+            (directory / OOM_FILE).write_text("OOMKilled\n")
+    leave_groups(groups, homes)
     _write_exit(directory, code)
     return 0
+
+
+def join_groups(groups: list[str]) -> dict[str, str] | None:
+    """Move the runner into the task's cgroups (its task, started next, is made in them);
+    the groups it came from, by controller directory, to go back to. None (said) on failure."""
+    homes: dict[str, str] = {}
+    for group in groups:
+        mount = "/".join(group.split("/")[:5])  # /sys/fs/cgroup/<controller>
+        controller = mount.rsplit("/", 1)[1]
+        homes[group] = mount + _own_group(controller)
+        try:
+            Path(group, "cgroup.procs").write_text(str(os.getpid()))
+        except OSError as err:
+            print(f"aipaas: cannot join the cgroup {group}: {err}", file=sys.stderr, flush=True)
+            leave_groups(groups, homes)
+            return None
+    return homes
+
+
+def leave_groups(groups: list[str], homes: dict[str, str]) -> None:
+    """Back to the runner's own groups, and the task's removed (left if something of the
+    task still lives in one: removing it then fails, harmlessly)."""
+    for group in groups:
+        with contextlib.suppress(OSError):
+            Path(homes.get(group, ""), "cgroup.procs").write_text(str(os.getpid()))
+        with contextlib.suppress(OSError):
+            os.rmdir(group)
+
+
+def oom_killed(groups: list[str]) -> bool:
+    """Whether the kernel's OOM killer killed a process in the task's memory group."""
+    for group in groups:
+        try:
+            control = Path(group, "memory.oom_control").read_text()
+        except OSError:
+            continue
+        for line in control.splitlines():
+            key, _, value = line.partition(" ")
+            if key == "oom_kill" and value.strip().isdigit() and int(value) > 0:
+                return True
+    return False
+
+
+def _own_group(controller: str) -> str:
+    try:
+        lines = Path("/proc/self/cgroup").read_text().splitlines()
+    except OSError:
+        return "/"
+    for line in lines:
+        _, names, path = line.split(":", 2)
+        if controller in names.split(","):
+            return path.rstrip("/") or ""
+    return ""
 
 
 def unpack(archive: str, into: str, uid: int | None, gid: int | None) -> bool:
