@@ -10,12 +10,14 @@ the SIGKILL came after the controller's 5 s, whatever the job said.
 from __future__ import annotations
 
 import json
+import os
+import signal
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from server_process import SETUP, TASK_PYTHON, ServerProcess, shared_dir
+from server_process import SETUP, TASK_PYTHON, ServerProcess, live_runners, shared_dir
 
 # Counts the SIGTERMs it receives (one line each), spends 2 s writing a checkpoint on the
 # first, then says it finished and exits 0.
@@ -89,6 +91,12 @@ def test_a_stopped_task_gets_exactly_one_sigterm_and_finishes_its_checkpoint(
         for _ in range(3):
             client.post("/jobs/ckpt/cancel", params={"tenant": "acme"}).raise_for_status()
             time.sleep(0.5)
+    # A stop sent again to the runner itself (what a restarted server's stop does) is not
+    # passed on either.
+    wait_for(out / "checkpointing")
+    for pids in live_runners(server.data_dir.resolve() / "run").values():
+        for pid in pids:
+            os.kill(pid, signal.SIGTERM)
     server.wait_phase("ckpt", "Cancelled", timeout=60)
     assert (out / "terms").read_text() == "TERM\n"
     assert (out / "checkpoint").read_text() == "complete"

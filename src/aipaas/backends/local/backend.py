@@ -161,6 +161,7 @@ class LocalBackend(LocalDatasetCaches):  # datasets: backends/local/datasets.py
             self._read_nvml()
         self.base_env = dict(os.environ if environ is None else environ)
         self._children: dict[str, subprocess.Popen[bytes]] = {}
+        self._kills_armed: set[str] = set()  # stops whose SIGKILL timer runs (``stop``)
         self._lock = threading.Lock()
 
     def inventory(self) -> Inventory:
@@ -303,20 +304,25 @@ class LocalBackend(LocalDatasetCaches):  # datasets: backends/local/datasets.py
         return run_probe(self._dir(request_id), command, timeout)
 
     def stop(self, request_id: str, grace_seconds: float = 5.0) -> None:
-        """SIGTERM to the runner alone, once: the runner passes it on to the task's group
-        once and SIGKILLs the group after the task's grace period (runner.py). Another stop of
-        the same task sends nothing (a checkpoint-on-SIGTERM handler is not interrupted); the
-        backend's own SIGKILL comes only if the runner has not ended by the grace plus
-        ``KILL_MARGIN_SECONDS``."""
+        """SIGTERM to the runner alone: the runner passes the first it gets on to the task's
+        group, once, ignores any other (a stop asked again, by this process or by a server
+        started after one that died mid-stop, never interrupts a checkpoint-on-SIGTERM
+        handler), and SIGKILLs the group after the task's grace period (runner.py). The
+        backend's own SIGKILL of the runner's group, armed once per process, comes only if the
+        runner has not ended by the grace plus ``KILL_MARGIN_SECONDS``."""
         pid = self._pid(request_id)
         directory = self._dir(request_id)
-        if pid is None or (directory / "exit").exists() or (directory / "stop").exists():
+        if pid is None or (directory / "exit").exists():
             return
         (directory / "stop").touch()
         try:
             os.kill(pid, signal.SIGTERM)
         except ProcessLookupError:
             return
+        with self._lock:
+            if request_id in self._kills_armed:
+                return
+            self._kills_armed.add(request_id)
         grace = _launch_grace(directory, grace_seconds) + KILL_MARGIN_SECONDS
         timer = threading.Timer(grace, self._kill, (request_id, pid))
         timer.daemon = True
@@ -463,6 +469,8 @@ class LocalBackend(LocalDatasetCaches):  # datasets: backends/local/datasets.py
         return TaskStatus(request_id, TaskState.UNKNOWN, None, "never started")
 
     def _kill(self, request_id: str, pid: int) -> None:
+        with self._lock:
+            self._kills_armed.discard(request_id)
         if (self._dir(request_id) / "exit").exists():
             return
         with contextlib.suppress(ProcessLookupError):
