@@ -15,6 +15,7 @@ prints its Python.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import stat
@@ -66,14 +67,23 @@ def base_python() -> str:
 
 def ensure(log: Path | None = None, timeout: float = 1800) -> Path:
     """The environment's Python, installing it first when absent; ``Unavailable`` when pip
-    fails (its last lines say why)."""
+    fails (its last lines say why). Test processes running at once (pytest-xdist) install it
+    once: the others wait on a lock beside it."""
     venv = venv_dir()
     if (venv / DONE).exists():
         return python_of(venv)
-    if venv.exists():
-        shutil.rmtree(venv)  # a half-made one (an install that was stopped)
     venv.parent.mkdir(parents=True, exist_ok=True)
     venv.parent.chmod(0o755)
+    with open(venv.parent / f"{venv.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if (venv / DONE).exists():
+            return python_of(venv)  # made by another process while this one waited
+        return _install(venv, log, timeout)
+
+
+def _install(venv: Path, log: Path | None, timeout: float) -> Path:
+    if venv.exists():
+        shutil.rmtree(venv)  # a half-made one (an install that was stopped)
     cache = venv.parent / "pip-cache"
     out = open(log, "ab") if log is not None else subprocess.DEVNULL  # noqa: SIM115
     started = time.monotonic()

@@ -10,7 +10,8 @@ CrashLoopBackOff with its exit code and the end of its log.
 
 Cost: the model's packages (PyTorch from PyPI, about 3 GB with its CUDA libraries; it runs on
 the CPU) go into a virtual environment of the tests' own (tests/integration/model_venv.py),
-made when absent: a few minutes the first time, nothing after. The module then takes about 4
+made when absent: about 4 minutes the first time on the build machine, nothing after
+(test_elastic_doc.py's model block uses the same environment; a lock makes one install). The module then takes about 4
 minutes (the 3-minute crash-loop window runs beside the other tests). It is skipped only when
 pip cannot install the packages, and says so. Figures measured are printed (run with -s).
 """
