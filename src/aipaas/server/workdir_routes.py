@@ -11,7 +11,8 @@ through, a hard link to anything but an earlier file, a device, FIFO or other sp
 more than ``MAX_FILES`` members or ``MAX_UNPACKED_BYTES`` unpacked (a gzip bomb), and an upload
 that is not a gzip-compressed tar. The body is bounded by the server's request limit
 (``max_body_bytes``) and ``MAX_ARCHIVE_BYTES``; a tenant's uploads together by
-``MAX_TENANT_BYTES`` (413 past it).
+``MAX_TENANT_BYTES``: past it the least recently uploaded archives that no unfinished job names
+are removed, and only when those that are named leave no room is the upload refused (413).
 
 Where they are kept: ``workdirs/<tenant>/<name>.tar.gz`` in the data directory (the SQLite
 database's directory), 0600, which only the server reads; the local backend finds them there
@@ -33,6 +34,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Query, Request
 from starlette.concurrency import run_in_threadpool
 
+from aipaas.api.job import Job
 from aipaas.errors import FieldError, Forbidden, InvalidObject, NotFound, PayloadTooLarge
 from aipaas.server.auth import principal_of
 from aipaas.server.body_limit import read_body
@@ -68,7 +70,7 @@ async def upload_workdir(
     root = workdir_root(store)
     limit = min(MAX_ARCHIVE_BYTES, request.app.state.max_body_bytes)
     body = await read_body(request, limit)
-    return await run_in_threadpool(_keep, root, wanted, body)
+    return await run_in_threadpool(_keep, store, root, wanted, body)
 
 
 def workdir_root(store: Store) -> Path:
@@ -146,20 +148,49 @@ def _bad(member: str, reason: str) -> InvalidObject:
     return InvalidObject([FieldError(where, reason)])
 
 
-def _keep(root: Path, tenant: str, body: bytes) -> dict[str, Any]:
+def make_room(directory: Path, needed: int, limit: int, keep: set[str]) -> None:
+    """Remove the tenant's least recently uploaded archives that no unfinished job names
+    (``keep``) until ``needed`` more bytes fit under ``limit``; PayloadTooLarge when the
+    archives that must be kept leave no room."""
+    archives = sorted(directory.glob("*.tar.gz"), key=lambda entry: entry.stat().st_mtime)
+    used = sum(entry.stat().st_size for entry in archives)
+    for entry in archives:
+        if used + needed <= limit:
+            return
+        if entry.name.removesuffix(".tar.gz") in keep:
+            continue
+        size = entry.stat().st_size
+        entry.unlink(missing_ok=True)
+        used -= size
+    if used + needed > limit:
+        raise PayloadTooLarge(
+            f"the tenant's workdirs named by unfinished jobs take {used} bytes; this one "
+            f"({needed} bytes) would pass the limit of {limit}"
+        )
+
+
+def _in_use(store: Store, tenant: str) -> set[str]:
+    """The workdirs that the tenant's unfinished jobs name."""
+    names: set[str] = set()
+    for job in store.list_objects("Job", tenant):
+        if not isinstance(job, Job) or job.spec.workdir is None:
+            continue
+        if job.status is None or not job.status.phase.finished:
+            names.add(job.spec.workdir)
+    return names
+
+
+def _keep(store: Store, root: Path, tenant: str, body: bytes) -> dict[str, Any]:
     files, unpacked = check_archive(body)
     name = "sha256-" + hashlib.sha256(body).hexdigest()
     directory = root / tenant
     directory.mkdir(mode=0o700, parents=True, exist_ok=True)
     os.chmod(root, 0o700)
     target = directory / f"{name}.tar.gz"
-    if not target.exists():
-        used = sum(entry.stat().st_size for entry in directory.glob("*.tar.gz"))
-        if used + len(body) > MAX_TENANT_BYTES:
-            raise PayloadTooLarge(
-                f"tenant {tenant} keeps {used} bytes of workdirs; this one would pass the "
-                f"limit of {MAX_TENANT_BYTES}"
-            )
+    if target.exists():
+        os.utime(target)  # uploaded again: the most recent, the last to make room
+    else:
+        make_room(directory, len(body), MAX_TENANT_BYTES, _in_use(store, tenant))
         temporary = directory / f".{name}.{secrets.token_hex(4)}"
         descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(descriptor, "wb") as handle:
