@@ -4,16 +4,18 @@ examples/embedding_server.py, which listens at once and needs several seconds to
 
 What is checked: from zero replicas the first request through the entry point is answered; no
 replica is restarted while it loads (its startup probe allows for it); a bounded load (threads
-for 60 s) scales the service up and back to zero with no answer other than 2xx; a replica that
-exits at once is backed off (at most 6 starts in 3 minutes) and the service's status says
-CrashLoopBackOff with its exit code and the end of its log.
+for 60 s) scales the service up and back to zero with no answer other than 2xx; a rolling
+update under load answers every request; a replica that exits at once is backed off (at most 6
+starts in 3 minutes) and the service's status says CrashLoopBackOff with its exit code and the
+end of its log.
 
 Cost: the model's packages (PyTorch from PyPI, about 3 GB with its CUDA libraries; it runs on
 the CPU) go into a virtual environment of the tests' own (tests/integration/model_venv.py),
 made when absent: about 4 minutes the first time on the build machine, nothing after
-(test_elastic_doc.py's model block uses the same environment; a lock makes one install). The module then takes about 4
-minutes (the 3-minute crash-loop window runs beside the other tests). It is skipped only when
-pip cannot install the packages, and says so. Figures measured are printed (run with -s).
+(test_elastic_doc.py's model block uses the same environment; a lock makes one install). The
+module then takes about 4 minutes (the 3-minute crash-loop window runs beside the other
+tests). It is skipped only when pip cannot install the packages, and says so. Figures measured
+are printed (run with -s).
 """
 
 from __future__ import annotations
