@@ -82,6 +82,7 @@ class KubernetesBackend:
         self._released: set[str] = set()  # ended pods whose claims were released
         self._stopped: set[str] = set()  # tasks this process asked to stop
         self._log_reads_left = LOG_READS_PER_CALL
+        self._log_failures: dict[str, int] = {}
 
     @property
     def api(self) -> KubeApi:
@@ -337,16 +338,17 @@ class KubernetesBackend:
 
     def _copy_log(self, rid: str, pod: Mapping[str, Any], ended: bool) -> None:
         """The pod's log into the task's log file (the server reads logs from files): when
-        it ends, and every ``log_seconds`` while it runs (a few running pods per call, those
-        read longest ago first as the calls go round). A read that fails (no container yet, a
-        node without a kubelet) is tried again ``log_seconds`` later, not at once."""
+        it ends, and every ``log_seconds`` while it runs (at most ``LOG_READS_PER_CALL``
+        running pods per call). A read that fails (no container yet, a
+        node without a kubelet) is tried again ``log_seconds`` later, not at once; an ended
+        pod's at each call, three times at most."""
         meta = pod["metadata"]
         path = (meta.get("annotations") or {}).get(m.LOG_ANNOTATION)
         last = self._log_copied.get(rid)
         if not path or not pod["spec"].get("nodeName") or last == float("inf"):
             return
         now = time.monotonic()
-        if last is not None and now - last < self.options.log_seconds:
+        if not ended and last is not None and now - last < self.options.log_seconds:
             return
         if not ended:
             if self._log_reads_left <= 0:
@@ -356,7 +358,10 @@ class KubernetesBackend:
             text = self.api.log(meta["name"], meta["namespace"])
         except Exception as err:  # a pod whose container has not started has no log yet
             log.debug("no log for %s yet: %s", meta["name"], err)
-            self._log_copied[rid] = now
+            failures = self._log_failures.get(rid, 0) + 1
+            self._log_failures[rid] = failures
+            # an ended pod's log is tried a few times more, then given up (no kubelet has it)
+            self._log_copied[rid] = float("inf") if ended and failures >= 3 else now
             return
         target = Path(path)
         target.parent.mkdir(parents=True, exist_ok=True)
