@@ -265,12 +265,9 @@ def test_a_rolling_update_under_load_answers_every_request(world: World) -> None
 
         def rolled() -> bool:
             found = status(server, MODEL)
-            count = found.get("replicas", 0)
-            return (
-                found.get("revision") != before
-                and count >= 2
-                and found.get("updatedReplicas") == found.get("readyReplicas") == count
-            )
+            count = int(found.get("replicas", 0))
+            updated, ready = found.get("updatedReplicas"), found.get("readyReplicas")
+            return found.get("revision") != before and count >= 2 and updated == ready == count
 
         wait_for("the update rolled out", rolled, 330)
         world.figures["rolling_update_seconds"] = round(time.monotonic() - began - 3, 1)

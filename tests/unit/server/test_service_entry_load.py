@@ -68,3 +68,26 @@ def test_each_process_writes_its_own_sample_and_old_ones_are_dropped(store: Stor
     found = store.get("ServiceLoad", "acme", "echo")
     assert isinstance(found, ServiceLoad) and found.status is not None
     assert list(found.status.samples) == [two.process]  # one's sample is a minute old
+
+
+def test_a_request_waiting_for_a_replica_is_in_the_sample_until_it_is_sent(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ticks = Ticks()
+    monkeypatch.setattr("aipaas.server.entry_load.time.monotonic", ticks)
+    meter = LoadMeter(store)
+    meter._ensure_writer = lambda: None  # type: ignore[method-assign]  # no event loop here
+    key = ("acme", "cold")
+    meter._last_write = ticks.now
+    meter.began(key)
+    meter.wait_began(key)  # no replica ready: it waits (and would wake the writer)
+    ticks.now += 0.5
+    waiting = meter._take_samples()[key]
+    assert (waiting.waiting, waiting.in_flight, waiting.rate) == (1, 1, 0.0)
+    assert waiting.concurrency == pytest.approx(1.0)
+    meter.wait_ended(key)  # a replica is ready: sent
+    ticks.now += 0.5
+    assert meter._take_samples()[key].waiting == 0
+    meter.ended(key)
+    meter.wait_ended(key)  # a second end changes nothing
+    assert meter.waiting(key) == 0
