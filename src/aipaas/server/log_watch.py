@@ -10,8 +10,9 @@ woken to look at the sizes of their tasks' log files (local I/O, no database) an
 was appended. The number of followers is bounded: one
 more is refused with 429 (TooManyRequests) rather than served slowly. So are one caller's
 (``max_followers // 8``) and one tenant's (``max_followers // 2``, counted by the tenant whose
-logs are followed): one caller opening followers until the bound, or one tenant's many users
-together, leave places for every other tenant.
+logs are followed), never fewer than ``SHARE_FLOOR`` (or the process bound, when smaller): one
+caller opening followers until the bound, or one tenant's many users together, leave places
+for every other tenant.
 
 Who calls it: server/routes.py's logs route (``join``, then ``stream``); cli/control_runtime.py
 wakes it when the controller wrote jobs (``notify``).
@@ -53,6 +54,8 @@ K = TypeVar("K")
 #: a caller's and a tenant's share of the process's followers (divisors of max_followers)
 CALLER_SHARE = 8
 TENANT_SHARE = 2
+#: the fewest followers a caller or a tenant may hold, however small the process bound
+SHARE_FLOOR = 4
 
 
 @dataclass(frozen=True)
@@ -100,8 +103,9 @@ class LogWatch:
     ) -> None:
         self.read_jobs = read_jobs
         self.max_followers = max_followers
-        self.max_per_caller = max_per_caller or max(1, max_followers // CALLER_SHARE)
-        self.max_per_tenant = max_per_tenant or max(1, max_followers // TENANT_SHARE)
+        least = min(max_followers, SHARE_FLOOR)
+        self.max_per_caller = max_per_caller or max(least, max_followers // CALLER_SHARE)
+        self.max_per_tenant = max_per_tenant or max(least, max_followers // TENANT_SHARE)
         self._by_caller: dict[tuple[str, str], int] = {}
         self._by_tenant: dict[str, int] = {}
         self.tick = tick
