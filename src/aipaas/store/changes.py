@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 
 from sqlalchemy import select
 
@@ -77,7 +77,7 @@ def changed_since(store: Store, kind: str, since: datetime) -> tuple[list[Object
     )
     with store.transaction(write=False) as tx:
         rows = tx.execute(query).mappings().all()
-    newest = max((_aware(row["updated_at"]) for row in rows), default=since)
+    newest = max((row["updated_at"] for row in rows), default=since)
     return [row_object(row) for row in rows], newest
 
 
@@ -138,7 +138,7 @@ def events_after(
             type=row["type"],
             reason=row["reason"],
             message=row["message"],
-            timestamp=isoformat(_aware(row["created_at"])),
+            timestamp=isoformat(row["created_at"]),
         )
         for row in rows
     ]
@@ -151,8 +151,3 @@ def last_event_id(store: Store) -> int:
     with store.transaction(write=False) as tx:
         value = tx.execute(select(events.c.id).order_by(events.c.id.desc()).limit(1)).scalar()
     return int(value or 0)
-
-
-def _aware(moment: datetime) -> datetime:
-    """SQLite gives back naive datetimes (stored in UTC)."""
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)

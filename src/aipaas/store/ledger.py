@@ -12,7 +12,7 @@ usage routes (``entries_page``, ``add_correction``).
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, Final
 
 from sqlalchemy import Connection, case, func, insert, select
@@ -215,12 +215,5 @@ def entry_of(row: Any) -> LedgerEntry:
 
 
 def _entry(row: Any) -> LedgerEntry:
-    values = {column: _utc(row[column]) for column in _COLUMNS}
+    values = {column: row[column] for column in _COLUMNS}
     return LedgerEntry(**values, id=row["id"])
-
-
-def _utc(value: Any) -> Any:
-    """SQLite hands datetimes back without their zone (they are stored in UTC)."""
-    if isinstance(value, datetime) and value.tzinfo is None:
-        return value.replace(tzinfo=UTC)
-    return value

@@ -12,7 +12,7 @@ import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, TypeVar, cast
 
 from sqlalchemy import (
@@ -811,17 +811,8 @@ def _token(row: Any) -> TokenRecord:
         owner_uid=row["owner_uid"],
         user=row["user"],
         tenant=row["tenant"],
-        created_at=_aware(row["created_at"]),
-        expires_at=_aware_or_none(row["expires_at"]),
-        last_used_at=_aware_or_none(row["last_used_at"]),
-        revoked_at=_aware_or_none(row["revoked_at"]),
+        created_at=row["created_at"],
+        expires_at=row["expires_at"],
+        last_used_at=row["last_used_at"],
+        revoked_at=row["revoked_at"],
     )
-
-
-def _aware(moment: datetime) -> datetime:
-    """SQLite gives back naive datetimes; every one the store writes is UTC."""
-    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
-
-
-def _aware_or_none(moment: datetime | None) -> datetime | None:
-    return None if moment is None else _aware(moment)

@@ -9,7 +9,6 @@ from sqlalchemy import (
     BigInteger,
     Boolean,
     Column,
-    DateTime,
     Float,
     Index,
     Integer,
@@ -20,6 +19,8 @@ from sqlalchemy import (
     UniqueConstraint,
     false,
 )
+
+from aipaas.store.types import UtcDateTime
 
 metadata = MetaData()
 
@@ -37,8 +38,8 @@ objects = Table(
     Column("phase", String(32), nullable=False, server_default=""),
     Column("body", Text, nullable=False),
     Column("status", Text, nullable=True),
-    Column("created_at", DateTime(timezone=True), nullable=False),
-    Column("updated_at", DateTime(timezone=True), nullable=False),
+    Column("created_at", UtcDateTime(), nullable=False),
+    Column("updated_at", UtcDateTime(), nullable=False),
     UniqueConstraint("kind", "tenant", "name", name="uq_objects_kind_tenant_name"),
     Index("ix_objects_kind_phase", "kind", "phase"),
     # Store.kind_marks reads these columns of every object of a kind, each controller cycle.
@@ -58,7 +59,7 @@ events = Table(
     Column("type", String(16), nullable=False),
     Column("reason", String(64), nullable=False),
     Column("message", Text, nullable=False),
-    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("created_at", UtcDateTime(), nullable=False),
     Index("ix_events_object", "kind", "tenant", "name"),
 )
 
@@ -75,10 +76,10 @@ tokens = Table(
     Column("owner_uid", String(36), nullable=False, server_default=""),
     Column("user", String(63), nullable=False),
     Column("tenant", String(63), nullable=False),
-    Column("created_at", DateTime(timezone=True), nullable=False),
-    Column("expires_at", DateTime(timezone=True), nullable=True),
-    Column("last_used_at", DateTime(timezone=True), nullable=True),
-    Column("revoked_at", DateTime(timezone=True), nullable=True),
+    Column("created_at", UtcDateTime(), nullable=False),
+    Column("expires_at", UtcDateTime(), nullable=True),
+    Column("last_used_at", UtcDateTime(), nullable=True),
+    Column("revoked_at", UtcDateTime(), nullable=True),
     Index("ix_tokens_public_id", "public_id", unique=True),
     Index("ix_tokens_owner_uid", "owner_uid"),
     Index("ix_tokens_tenant", "tenant"),
@@ -105,11 +106,11 @@ tasks = Table(
     Column("request_id", String(160), nullable=True),
     Column("exit_code", Integer, nullable=True),
     # When a task may restart, in UTC: a wall-clock time, valid on any host and after a reboot.
-    Column("restart_after", DateTime(timezone=True), nullable=True),
+    Column("restart_after", UtcDateTime(), nullable=True),
     Column("log_path", Text, nullable=True),
     Column("message", Text, nullable=False, server_default=""),
-    Column("started_at", DateTime(timezone=True), nullable=True),
-    Column("finished_at", DateTime(timezone=True), nullable=True),
+    Column("started_at", UtcDateTime(), nullable=True),
+    Column("finished_at", UtcDateTime(), nullable=True),
     # Asked to stop, not yet confirmed stopped by the backend: no replacement starts until then.
     Column("stopping", Boolean, nullable=False, server_default=false()),
     # Attempts ended by preemption or reclaim: they do not count against backoffLimit.
@@ -151,14 +152,14 @@ usage_ledger = Table(
     Column("gpu_milli", Integer, nullable=False),  # GPUs x their share, in thousandths
     Column("cpu_milli", Integer, nullable=False),
     Column("memory_mib", BigInteger, nullable=False),
-    Column("started_at", DateTime(timezone=True), nullable=True),
-    Column("ended_at", DateTime(timezone=True), nullable=True),
+    Column("started_at", UtcDateTime(), nullable=True),
+    Column("ended_at", UtcDateTime(), nullable=True),
     Column("gpu_hours", Float, nullable=False),
     Column("cpu_hours", Float, nullable=False),
     Column("memory_gib_hours", Float, nullable=False),
     Column("corrects", Integer, nullable=True),  # the id of the entry a correction corrects
     Column("reason", Text, nullable=False, server_default=""),
     Column("recorded_by", String(63), nullable=False),
-    Column("recorded_at", DateTime(timezone=True), nullable=False),
+    Column("recorded_at", UtcDateTime(), nullable=False),
     Index("ix_usage_ledger_tenant", "tenant", "id"),
 )

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Connection, bindparam, delete, select
@@ -221,7 +221,7 @@ def _record(row: Any) -> TaskRecord:
         gpu_milli=row["gpu_milli"],
         request_id=row["request_id"],
         exit_code=row["exit_code"],
-        restart_after=_utc(row["restart_after"]),
+        restart_after=row["restart_after"],
         log_path=row["log_path"],
         message=row["message"],
         started_at=row["started_at"],
@@ -236,7 +236,6 @@ def _record_of_fields(row: Sequence[Any]) -> TaskRecord:
     ``TaskRecord.with_``): the controller reads every unfinished job's records each cycle."""
     values = dict(zip(_FIELD_ORDER, row, strict=True))
     values["gpus"] = tuple(int(g) for g in values["gpus"].split(",") if g)
-    values["restart_after"] = _utc(values["restart_after"])
     values["stopping"] = bool(values["stopping"])
     record = object.__new__(TaskRecord)
     record.__dict__.update(values)
@@ -244,10 +243,3 @@ def _record_of_fields(row: Sequence[Any]) -> TaskRecord:
 
 
 _FIELD_ORDER = tuple(f.name for f in fields(TaskRecord))
-
-
-def _utc(value: datetime | None) -> datetime | None:
-    """SQLite gives naive datetimes back: they were written in UTC."""
-    if value is not None and value.tzinfo is None:
-        return value.replace(tzinfo=UTC)
-    return value
