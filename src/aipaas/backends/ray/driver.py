@@ -284,11 +284,15 @@ class RayDriver(RayNodeLoads):  # dataset loads: ray/datasets_driver.py
         self._connected = True
 
     def _spec(self, request: LaunchRequest) -> dict[str, Any]:
-        cwd = request.working_dir or f"{self.task_root}/{request.request_id}"
+        # The task's own directory is the same for all its attempts (``work_key``): a restart
+        # finds what the last attempt wrote (on one machine, or a task root the nodes share).
+        home = request.working_dir or f"{self.task_root}/{request.work_key or request.request_id}"
+        cwd = home
         env = {
             "PATH": os.environ.get("PATH") or TASK_PATH,
             "LANG": os.environ.get("LANG") or "C.UTF-8",
-            "HOME": cwd,
+            "HOME": home,
+            "AIPAAS_WORKDIR": home,
         }
         env.update(request.env)
         env["PYTHONUNBUFFERED"] = "1"
