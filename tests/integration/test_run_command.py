@@ -84,6 +84,33 @@ def test_run_with_a_workdir_runs_the_folders_code_as_the_tenants_user(
     assert not Path(words[0], ".git").exists()  # a repository's history stays home
 
 
+def test_a_program_that_comes_with_the_workdir_runs(
+    server: ServerProcess, private_folder: Path
+) -> None:
+    script = private_folder / "run.sh"
+    script.write_text("#!/bin/sh\necho started by run.sh from $(pwd)\n")
+    script.chmod(0o755)
+    server.cli(
+        "run",
+        "--workdir",
+        str(private_folder),
+        "--name",
+        "script",
+        "--queue",
+        "research",
+        "--cpu",
+        "100m",
+        "--memory",
+        "64Mi",
+        "-t",
+        "acme",
+        "--",
+        "./run.sh",
+    )
+    server.wait_phase("script", "Succeeded", timeout=90)
+    assert "started by run.sh from /" in server.cli("logs", "job/script", "-t", "acme").stdout
+
+
 def test_dry_run_prints_the_manifest_and_submits_nothing(
     server: ServerProcess, private_folder: Path
 ) -> None:

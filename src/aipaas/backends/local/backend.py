@@ -214,13 +214,19 @@ class LocalBackend(LocalDatasetCaches):  # datasets: backends/local/datasets.py
                     "(aipaas run --workdir uploads it)",
                 )
                 return
-        problem = task_env.program_problem(
-            request.command[0],
-            env["PATH"],
-            os.geteuid() if identity.uid is None else identity.uid,
-            os.getegid() if identity.gid is None else identity.gid,
-            cwd,
-        )
+        program = request.command[0]
+        # A relative program (./train.sh) may come with the workdir, unpacked only by the
+        # runner: the system's own refusal says then what is wrong.
+        from_archive = archive is not None and "/" in program and not program.startswith("/")
+        problem = None
+        if not from_archive:
+            problem = task_env.program_problem(
+                program,
+                env["PATH"],
+                os.geteuid() if identity.uid is None else identity.uid,
+                os.getegid() if identity.gid is None else identity.gid,
+                cwd,
+            )
         if problem is not None:
             self._not_started(directory, log_path, problem)
             return
