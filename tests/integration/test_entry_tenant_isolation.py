@@ -167,13 +167,15 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     recorder = Recorder()
     listener = ThreadingHTTPServer(("127.0.0.1", 0), recorder.handler())
     threading.Thread(target=listener.serve_forever, daemon=True).start()
-    hanging, stop_hanging, held_at_most = _silent_replica(drip=False)
+    hanging, stop_hanging, _ = _silent_replica(drip=False)
+    # The storm's own silent replica: what it counts is the storm's connections alone.
+    holding, stop_holding, held_at_most = _silent_replica(drip=False)
     dripping, stop_dripping, _ = _silent_replica(drip=True)
     ports = {
         ("acme", "app"): int(listener.server_address[1]),
         ("globex", "open"): int(listener.server_address[1]),
         ("globex", "stuck"): int(hanging.getsockname()[1]),
-        ("globex", "hold"): int(hanging.getsockname()[1]),
+        ("globex", "hold"): int(holding.getsockname()[1]),
         ("globex", "drip"): int(dripping.getsockname()[1]),
     }
     public = {("globex", "open"), ("globex", "drip")}
@@ -214,6 +216,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
         server.stop()
         listener.shutdown()
         stop_hanging.set()
+        stop_holding.set()
         stop_dripping.set()
 
 
