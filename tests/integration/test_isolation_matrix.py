@@ -218,6 +218,10 @@ MATRIX: dict[tuple[str, str], Row] = {
         Call("POST", "/api/v1/usage/corrections", json={"corrects": 999999, "reason": "test"}),
         api(404, 403, 403, 403),
     ),
+    # A workdir upload is a job submitter's: the body (no tar.gz) is judged only after the role.
+    ("POST", "/api/v1/workdirs"): Row(
+        Call("POST", "/api/v1/workdirs", ACME, content="not a tar"), api(422, 422, 422, 403)
+    ),
     ("POST", "/api/v1/tokens"): Row(
         Call("POST", "/api/v1/tokens", json={"user": "alice", "tenant": "acme"}),
         api(201, 201, 403, 403),
