@@ -54,7 +54,19 @@ Caller = Annotated[Principal, Depends(principal_of)]
 TenantQuery = Annotated[str | None, Query(max_length=63, description="Tenant (admins)")]
 
 
-@router.post("/workdirs", status_code=201, summary="Upload a working directory (tar.gz)")
+_ARCHIVE_BODY: dict[str, Any] = {
+    "required": True,
+    "description": "A gzip-compressed tar of the folder, at most the server's body limit.",
+    "content": {"application/gzip": {"schema": {"type": "string", "format": "binary"}}},
+}
+
+
+@router.post(
+    "/workdirs",
+    status_code=201,
+    summary="Upload a working directory (tar.gz)",
+    openapi_extra={"requestBody": _ARCHIVE_BODY},
+)
 async def upload_workdir(
     request: Request, caller: Caller, tenant: TenantQuery = None
 ) -> dict[str, Any]:
