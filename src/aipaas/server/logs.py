@@ -72,8 +72,8 @@ def pieces(log_path: str) -> list[Piece]:
     if len(found) > 1 and found[0].end > found[1].start:
         # Lines the runner itself wrote to the log file after its head was closed (a stop's
         # notice) overlap the tail: the file counts up to where the tail begins.
-        head = found[0]
-        found[0] = Piece(head.path, 0, found[1].start, head.mtime)
+        first = found[0]
+        found[0] = Piece(first.path, 0, found[1].start, first.mtime)
     return found
 
 
