@@ -32,6 +32,10 @@ def log_path(log_dir: Path, job: Job, task_name: str) -> str:
     )
 
 
+#: backends whose engine expands ``$(VAR)`` in a command itself (the pod's kubelet)
+EXPANDS_ITSELF = frozenset({"kubernetes"})
+
+
 def master_port(job_uid: str) -> int:
     """A port for rank 0's rendezvous, spread by job so concurrent jobs rarely collide (a
     backend that can see the node's ports moves it to a free one: backends/local)."""
@@ -136,6 +140,10 @@ def make_request(
     if membership_file is not None:
         env["AIPAAS_MEMBERSHIP_FILE"] = membership_file
     limits = spec.limits.amounts() if spec.limits is not None else (0, 0)
+    # Kubernetes expands $(VAR) in a pod's command itself, by the same rules: expanded twice,
+    # a $$(VAR) written to keep $(VAR) would be expanded after all.
+    native = node_backends.get(record.node or "") in EXPANDS_ITSELF
+    command = tuple(spec.command) if native else tuple(expand(p, env) for p in spec.command)
     duration = job.metadata.annotations.get(SIM_DURATION_ANNOTATION)
     annotations = dict(job.metadata.annotations)
     if gang:
@@ -146,7 +154,7 @@ def make_request(
         job=job.name,
         tenant=job.tenant,
         node=record.node or "",
-        command=tuple(expand(part, env) for part in spec.command),
+        command=command,
         env=env,
         working_dir=spec.working_dir,
         gpus=record.gpus,

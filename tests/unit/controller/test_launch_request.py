@@ -58,6 +58,12 @@ def test_the_command_is_expanded_with_the_tasks_variables() -> None:
     assert request.command == ("train", "--rank=3", "--nodes=1", "$(RANK)")
 
 
+def test_a_pod_gets_its_command_as_written_for_kubernetes_to_expand() -> None:
+    placed = records(["k", "k", "k", "k"])
+    request = make_request(job(), placed[3], placed, {"k": "kubernetes"})
+    assert request.command == ("train", "--rank=$(RANK)", "--nodes=$(NODE_RANK)", "$$(RANK)")
+
+
 def test_the_grace_period_defaults_to_thirty_seconds_and_follows_the_job() -> None:
     placed = records(["a"] * 4)
     assert make_request(job(), placed[0], placed, {}).grace_seconds == DEFAULT_GRACE_SECONDS
