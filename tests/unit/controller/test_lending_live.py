@@ -10,12 +10,12 @@ from ctl_world import World
 
 from aipaas.api.pool import NodePool
 from aipaas.autoscale.lending import balances, reclaim_problem, reclaim_seconds, terms_of
-from aipaas.metering.lending_report import lending_report
 from aipaas.backends.base import NodeInfo
 from aipaas.backends.sim import SimBackend
 from aipaas.clock import VirtualClock
 from aipaas.controller.cycle import Controller
 from aipaas.controller.pools import PoolController
+from aipaas.metering.lending_report import lending_report
 
 SETUP = """
 apiVersion: aipaas/v1
