@@ -6,6 +6,7 @@ The pure rule is checked on its own too."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from datetime import UTC, datetime
 
@@ -17,6 +18,7 @@ from aipaas.api.registry import parse_object
 from aipaas.api.service import SERVICE_LABEL, Service, ServiceSpec
 from aipaas.autoscale.replicas import Load, ScalerMemory, decide
 from aipaas.backends.base import NodeInfo
+from aipaas.backends.local.gpu_usage import read_utilization
 from aipaas.backends.sim import SimBackend
 from aipaas.clock import VirtualClock
 from aipaas.controller.cycle import Controller
@@ -174,3 +176,26 @@ def test_a_gpu_target_above_100_percent_is_refused() -> None:
         )
     reasons = {e.path: e.reason for e in caught.value.fields}
     assert any("more than 100" in r for r in reasons.values()), reasons
+
+
+@pytest.mark.gpu
+def test_a_real_gpus_reading_drives_the_rule() -> None:
+    """On a machine with an NVIDIA GPU: the local backend's NVML reader gives each GPU's
+    utilisation in percent, and one replica on GPU 0 at that reading is scaled by the rule
+    (scale-up at once, scale-down only after its window)."""
+    reading = read_utilization("here")
+    if not reading:
+        pytest.skip("no NVIDIA GPU visible through NVML on this machine")
+    assert all(0.0 <= value <= 100.0 for value in reading.values()), reading
+    used = reading[("here", 0)]
+    decision = decide(
+        spec(),
+        ScalerMemory(),
+        load=Load(0.0, 0.0, 0.0, gpu_utilization=used),
+        now=0.0,
+        wall=NOON,
+        current=1,
+        ready=1,
+    )
+    wanted = min(8, math.ceil(used / 60))
+    assert wanted <= decision.desired <= max(1, wanted), (used, decision.desired)
