@@ -121,9 +121,10 @@ def test_live_gang_runs_and_is_adopted(world: World, live: KubernetesBackend) ->
             # aipaas made it for the task: released and deleted once the pod ended
             assert live.api.get("ResourceClaim", name["resourceClaimName"], NAMESPACE) is None
     # a new process adopts the pods by label: same answers, no new pod
-    again = KubernetesBackend(live.api, live.options)
+    again = KubernetesBackend(KubeApi.connect(live.options), live.options)
     ids = [p["metadata"]["annotations"]["aipaas.dev/request-id"] for p in pods]
     assert {s.state.value for s in again.status(ids).values()} == {"Succeeded"}
+    again.close()
 
 
 def test_live_foreign_pods_run_as_one_gang(world: World, live: KubernetesBackend) -> None:

@@ -16,7 +16,9 @@ start to finish first, so no pod is made after its task was stopped. The steps:
   4. POST the pods/binding to the node, and a ``Scheduled`` event (events.py).
 Status is read from the pods carrying aipaas's label: level-triggered and crash-safe, a
 restarted server adopts its pods by label and creates no duplicates; a pod left unbound by a
-crash between 2 and 4 is bound by the next status call. A pod on a node that no longer exists
+crash between 2 and 4 is bound by the next status call when it has no claims, and otherwise
+reads as unknown so that the controller asks for its start again (which writes the claims'
+allocation before the binding). A pod on a node that no longer exists
 is LOST. Stop deletes the pod and releases its claims (reservedFor; a claim no one holds any
 more is deallocated, and deleted when aipaas created it).
 Pods that others created (kubectl, Helm, operators) are bound through ``place`` (take.py); their
@@ -40,7 +42,7 @@ from aipaas.backends.base import Inventory, LaunchRequest, TaskState, TaskStatus
 from aipaas.backends.foreign_pods import IMPORTED_ANNOTATION, ForeignPod
 from aipaas.backends.kubernetes import manifests as m
 from aipaas.backends.kubernetes.api import Conflict, KubeApi
-from aipaas.backends.kubernetes.claims import release_claims, reserve_claim
+from aipaas.backends.kubernetes.claims import pod_claim_names, release_claims, reserve_claim
 from aipaas.backends.kubernetes.events import EventSink
 from aipaas.backends.kubernetes.foreign import IMPORTED_BY, foreign_pod, is_pending_foreign
 from aipaas.backends.kubernetes.informer import Informer, start_all
@@ -83,6 +85,9 @@ class KubernetesBackend:
         self._stopped: set[str] = set()  # tasks this process asked to stop
         self._log_reads_left = LOG_READS_PER_CALL
         self._log_failures: dict[str, int] = {}
+        #: pods this process bound (uid -> node), for as long as the watch may still bring an
+        #: older copy of them without their node
+        self._bound: dict[str, str] = {}
 
     @property
     def api(self) -> KubeApi:
@@ -181,7 +186,7 @@ class KubernetesBackend:
     ) -> None:
         """Allocate the pod's claims (as aipaas allocated them) and bind it to ``node``; what
         is done already is skipped (a claim reserved for it, a pod bound)."""
-        if (pod.get("spec") or {}).get("nodeName"):
+        if (pod.get("spec") or {}).get("nodeName") or pod["metadata"].get("uid") in self._bound:
             return
         namespace = pod["metadata"]["namespace"]
         cache = self.informers["ResourceClaim"]
@@ -196,7 +201,9 @@ class KubernetesBackend:
             self.api.bind(m.binding(pod, node))
         except Conflict:
             log.info("pod %s/%s was bound already", meta["namespace"], meta["name"])
+            self._bound[str(meta.get("uid"))] = node
             return False
+        self._bound[str(meta.get("uid"))] = node
         bound = copy.deepcopy(dict(pod))
         bound["spec"]["nodeName"] = node
         self.remember(bound)
@@ -287,7 +294,12 @@ class KubernetesBackend:
             if pod is None:
                 out[rid] = TaskStatus(rid, TaskState.UNKNOWN)
                 continue
-            pod = self._finish_binding(pod)
+            finished = self._finish_binding(pod, rid)
+            if finished is None:
+                message = "its claims are not allocated yet: the start is asked again"
+                out[rid] = TaskStatus(rid, TaskState.UNKNOWN, None, message)
+                continue
+            pod = finished
             answer = task_status(rid, pod, nodes)
             out[rid] = answer
             over = answer.state in (TaskState.SUCCEEDED, TaskState.FAILED, TaskState.LOST)
@@ -323,11 +335,25 @@ class KubernetesBackend:
             else:
                 self.remember(written)
 
-    def _finish_binding(self, pod: dict[str, Any]) -> dict[str, Any]:
-        """A pod a crashed start created but did not bind: bind it where aipaas chose."""
+    def _finish_binding(self, pod: dict[str, Any], rid: str) -> dict[str, Any] | None:
+        """A pod a crashed start created but did not bind: bind it where aipaas chose. One
+        with claims is not bound here (their allocation is the start's to write, before the
+        binding): None, so that the task reads as unknown and the controller asks for the
+        start again. A pod whose start is under way is left to it."""
         meta = pod["metadata"]
         node = (meta.get("annotations") or {}).get(m.NODE_ANNOTATION)
+        if pod["spec"].get("nodeName"):
+            self._bound.pop(meta.get("uid"), None)  # the cache says so itself now
+        elif meta.get("uid") in self._bound:
+            pod = copy.deepcopy(pod)  # bound by this process; the watch has not said so yet
+            pod["spec"]["nodeName"] = self._bound[meta["uid"]]
+            return pod
+        under_way = self._starting.get(rid)
+        if under_way is not None and not under_way.done():
+            return pod
         if node and not pod["spec"].get("nodeName") and not meta.get("deletionTimestamp"):
+            if pod_claim_names(pod):
+                return None
             if not self._bind(pod, node):
                 pod = self.api.get("Pod", meta["name"], meta["namespace"]) or pod
                 self.remember(pod)

@@ -156,7 +156,10 @@ class Informer:
             if kind == "DELETED":
                 self._objects.pop(key, None)
             else:
-                self._objects[key] = obj
+                held = self._objects.get(key)
+                # a copy this process wrote may be newer than an event still on its way
+                if held is None or _version(held) <= _version(obj):
+                    self._objects[key] = obj
         self._changed()
 
     def _run(self) -> None:
@@ -201,7 +204,9 @@ class Informer:
             except Exception as err:  # a connection cut, the server restarting
                 if self._stopped.is_set():
                     return
-                log.warning("%s watch: %s: %s", self.kind, type(err).__name__, err)
+                # said once, not at every retry while the server is away
+                say = log.warning if pause <= 0.2 else log.debug
+                say("%s watch: %s: %s", self.kind, type(err).__name__, err)
                 if self._stopped.wait(pause):
                     return
                 pause = min(pause * 2, 5.0)
