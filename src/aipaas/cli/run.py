@@ -100,7 +100,7 @@ def run(
                 "/workdirs",
                 params={"tenant": tenant} if tenant else None,
                 content=archive,
-                headers={"Content-Type": "application/gzip"},
+                headers={"Content-Type": "application/octet-stream"},
             )
             manifest["spec"]["workdir"] = uploaded["workdir"]
         client.apply(json.dumps(manifest))

@@ -57,7 +57,9 @@ TenantQuery = Annotated[str | None, Query(max_length=63, description="Tenant (ad
 _ARCHIVE_BODY: dict[str, Any] = {
     "required": True,
     "description": "A gzip-compressed tar of the folder, at most the server's body limit.",
-    "content": {"application/gzip": {"schema": {"type": "string", "format": "binary"}}},
+    # Declared as octet-stream (what the CLI sends, what API tools and the fuzzing of the
+    # document can produce); the bytes must be a gzip-compressed tar whatever the type says.
+    "content": {"application/octet-stream": {"schema": {"type": "string", "format": "binary"}}},
 }
 
 
