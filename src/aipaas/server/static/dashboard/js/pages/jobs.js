@@ -75,6 +75,9 @@ function jobList(go) {
   const editor = h("textarea", { id: "submit-text", spellcheck: "false" }, example(null));
   let edited = false;
   let templated = false;
+  // Once the user is in the editor, the template never changes under them: a template that
+  // arrived between a select-all and the typing would have the typed text appended to it.
+  editor.addEventListener("focus", () => { edited = true; });
   editor.addEventListener("input", () => { edited = true; });
   const result = h("p", { id: "submit-result", role: "status" });
   const said = h("p", { id: "job-action-result", role: "status" });
