@@ -43,11 +43,17 @@ spec:
         - {python}
         - -c
         - |
-          import os
+          import os, time
           text = open(os.environ["AIPAAS_MEMBERSHIP_FILE"]).read()
           name = "member-" + os.environ["RANK"]
           with open(os.path.join({out!r}, name), "w") as handle:
               handle.write(os.environ["WORLD_SIZE"] + "\\n" + text)
+          # Stay a member until the other has read its file: a rank that ended first would
+          # leave the other a membership of one (the file follows who runs).
+          for _ in range(600):
+              if all(os.path.exists(os.path.join({out!r}, f"member-{{r}}")) for r in (0, 1)):
+                  break
+              time.sleep(0.1)
       resources: {{cpu: 1, memory: 128Mi}}
 """
 
