@@ -650,21 +650,29 @@ def test_a_request_waits_up_to_the_queue_bound_then_503_with_retry_after_and_is_
     seen: list[float] = []
 
     def scrape() -> None:
-        time.sleep(3)
-        text = httpx.get(
-            server.url + "/metrics", headers={"Authorization": f"Bearer {ADMIN}"}, timeout=10
-        ).text
-        for family in text_string_to_metric_families(text):
-            for sample in family.samples:
-                labels = sample.labels
-                if labels.get("service") == "stuck" and (
-                    sample.name == "aipaas_service_queue_length"
-                    or (
-                        sample.name == "aipaas_service_requests"
-                        and labels.get("state") == "waiting"
-                    )
-                ):
-                    seen.append(sample.value)
+        # Scraped while the request waits (it waits 6 s), until both series show it: a single
+        # scrape at a fixed moment could come before the request was counted.
+        time.sleep(1)
+        for _ in range(8):
+            text = httpx.get(
+                server.url + "/metrics", headers={"Authorization": f"Bearer {ADMIN}"}, timeout=10
+            ).text
+            found = []
+            for family in text_string_to_metric_families(text):
+                for sample in family.samples:
+                    labels = sample.labels
+                    if labels.get("service") == "stuck" and (
+                        sample.name == "aipaas_service_queue_length"
+                        or (
+                            sample.name == "aipaas_service_requests"
+                            and labels.get("state") == "waiting"
+                        )
+                    ):
+                        found.append(sample.value)
+            seen[:] = found
+            if found and min(found) >= 1:
+                return
+            time.sleep(0.5)
 
     scraper = threading.Thread(target=scrape)
     scraper.start()
