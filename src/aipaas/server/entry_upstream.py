@@ -139,11 +139,6 @@ class UpstreamClients:
     def release(self, tenant: str) -> None:
         self._tenant(tenant).slots.release()
 
-    async def aclose(self) -> None:
-        tenants, self._tenants = list(self._tenants.values()), {}
-        for held in tenants:
-            await held.client.aclose()
-
 
 @dataclass
 class SingleFlight:

@@ -123,7 +123,3 @@ class ChangeFeed:
         feed = self._kinds.get(kind)
         if feed is not None:
             feed.subscribers.discard(subscription)
-
-    def readers(self) -> int:
-        """Readers running now (a test counts them)."""
-        return sum(1 for f in self._kinds.values() if f.task is not None and not f.task.done())
