@@ -31,6 +31,9 @@ _PERCENT_RE = re.compile(r"(\d{1,3})%")
 SERVICE_LABEL = "aipaas.dev/service"
 REVISION_LABEL = "aipaas.dev/service-revision"
 PORT_ANNOTATION = "aipaas.dev/service-port"
+#: on a replica's job: an eviction (preemption, a lending pool's reclaim) takes the replica out
+#: of the endpoints at once and sends its SIGTERM this many seconds later (controller/stop_drain.py)
+EVICTION_DRAIN_ANNOTATION = "aipaas.dev/eviction-drain-seconds"
 
 
 class HttpHeader(Model):
@@ -249,6 +252,11 @@ class ServiceSpec(Model):
     queue_timeout_seconds: float = Field(default=300.0, gt=0, le=3600)
     #: a replica taken out of the endpoints is stopped this much later (its requests finish)
     drain_seconds: float = Field(default=5.0, ge=0, le=3600)
+    #: what an eviction of a preemptible replica does (a preemptor, or a lending pool's owner
+    #: taking its GPUs back): Drain takes it out of the endpoints at once and stops it
+    #: ``drainSeconds`` later (at most its grace period), so its requests in flight finish;
+    #: Stop stops it at once, as any evicted task
+    on_eviction: Literal["Drain", "Stop"] = "Drain"
 
     @model_validator(mode="before")
     @classmethod

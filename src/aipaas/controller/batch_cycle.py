@@ -40,6 +40,7 @@ from aipaas.api.meta import Object
 from aipaas.controller.batch_engine import PlacerEngine
 from aipaas.controller.batch_snapshot import Built, Templates, build, is_held, job_key
 from aipaas.controller.placement import Placer, Slot
+from aipaas.controller.stop_drain import eviction_drain_seconds
 from aipaas.controller.work import ACTIVE, JobWork
 from aipaas.metering.usage import aware
 from aipaas.scheduler.batch.from_api import queue_tree
@@ -280,7 +281,7 @@ def evict(ctl: Controller, item: JobWork, record: TaskRecord, eviction: Eviction
             finished_at=record.finished_at or ctl.clock.now(),
             evictions=record.evictions + 1,
         )
-        ctl.ask_stop(record.request_id)
+        ctl.ask_stop(record.request_id, eviction_drain_seconds(item.job))
     else:  # waiting to restart on its node: nothing runs, the node is free at once
         changed = changed.with_(node=None, node_index=None, gpus=(), gpu_milli=0)
     item.set(changed)

@@ -78,6 +78,7 @@ from aipaas.controller.quiet import (
     special,
     unclean,
 )
+from aipaas.controller.stop_drain import HeldStops
 from aipaas.controller.task_devices import claim_devices
 from aipaas.controller.work import ACTIVE, FactsCache, JobWork
 from aipaas.controller.workload import DEFAULT_SIZE, Workload
@@ -142,6 +143,8 @@ class Controller:
         # stopping attempts never seen running that the backend said once it did not know
         self._unknown_once: set[str] = set()
         self._stops: list[str] = []  # asked to stop this cycle, not yet sent (send_stops)
+        #: evicted service replicas draining before their SIGTERM (controller/stop_drain.py)
+        self.held_stops = HeldStops()
         #: jobs (uid, resourceVersion) whose status matched their records at the last write-back
         self._verified: set[tuple[str, str]] = set()
         #: what each cycle reads of a job, kept while its version stays (controller/work.py)
@@ -340,7 +343,11 @@ class Controller:
                 continue  # nothing is known: nothing is concluded
             if record.stopping:
                 if not self._stopped(answer, record):
-                    if answer.state is TaskState.RUNNING and rid not in self._stop_asked:
+                    if (
+                        answer.state is TaskState.RUNNING
+                        and rid not in self._stop_asked
+                        and not self.held_stops.holds(rid)
+                    ):
                         self._ask_stop(rid)
                     continue
                 record = record.with_(stopping=False)  # confirmed: no longer runs
@@ -420,18 +427,27 @@ class Controller:
         item.set(changed)
         return changed
 
-    def ask_stop(self, request_id: str) -> None:
-        """Queue a stop; ``send_stops`` sends it once the lease is confirmed."""
+    def ask_stop(self, request_id: str, drain_seconds: float = 0.0) -> None:
+        """Queue a stop; ``send_stops`` sends it once the lease is confirmed and, with a drain,
+        no sooner than ``drain_seconds`` from now (an evicted service replica)."""
+        if drain_seconds > 0 and request_id not in self._stops:
+            self.held_stops.hold(request_id, self.clock.now().timestamp() + drain_seconds)
+            return
         self._ask_stop(request_id)
 
     def _ask_stop(self, request_id: str) -> None:
         """Queue a stop; ``send_stops`` sends it once the lease is confirmed."""
+        self.held_stops.release(request_id)  # a stop at once (a cancel) ends any drain
         if request_id not in self._stops:
             self._stops.append(request_id)
 
     def send_stops(self) -> None:
-        """Send the stops queued so far, right after a fenced transaction has confirmed (and
-        renewed) the lease: ``LeaseLost``, and none is sent, when this controller lost it."""
+        """Send the stops queued so far and those whose drain is over, right after a fenced
+        transaction has confirmed (and renewed) the lease: ``LeaseLost``, and none is sent,
+        when this controller lost it."""
+        if self.held_stops:
+            for rid in self.held_stops.take_due(self.clock.now().timestamp()):
+                self._ask_stop(rid)
         if not self._stops:
             return
         if self.lease is not None:

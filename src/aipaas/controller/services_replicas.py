@@ -20,6 +20,7 @@ from aipaas.api.job import CANCEL_ANNOTATION, Job, JobSpec, JobStatus, TaskSpec
 from aipaas.api.meta import ObjectMeta
 from aipaas.api.priority import DEFAULT_CLASS, PriorityClass, resolve_priority
 from aipaas.api.service import (
+    EVICTION_DRAIN_ANNOTATION,
     PORT_ANNOTATION,
     REVISION_LABEL,
     SERVICE_LABEL,
@@ -82,14 +83,17 @@ def replica_job(
     )
     priority, preemptible = resolve_priority(job_spec, classes, default_class)
     job_spec = job_spec.model_copy(update={"priority": priority, "preemptible": preemptible})
+    annotations = {
+        PORT_ANNOTATION: str(port),
+        SUBMITTER_ANNOTATION: f"service/{service.name}"[:63],
+    }
+    if preemptible and spec.on_eviction == "Drain" and spec.drain_seconds > 0:
+        annotations[EVICTION_DRAIN_ANNOTATION] = f"{spec.drain_seconds:g}"
     meta = ObjectMeta(
         name=name,
         tenant=service.tenant,
         labels={SERVICE_LABEL: service.name, REVISION_LABEL: spec.revision()},
-        annotations={
-            PORT_ANNOTATION: str(port),
-            SUBMITTER_ANNOTATION: f"service/{service.name}"[:63],
-        },
+        annotations=annotations,
     )
     return Job(metadata=meta, spec=job_spec, status=JobStatus(reason="Submitted"))
 
