@@ -32,6 +32,8 @@ SIM_DURATION_ANNOTATION = "sim.aipaas.dev/duration"
 #: ``spec.terminationGracePeriodSeconds`` when a job does not say (Kubernetes' default)
 DEFAULT_GRACE_SECONDS = 30
 MAX_GRACE_SECONDS = 3600
+#: ``backoffLimit`` of a task, and of a job that restarts as a gang, when it does not say
+DEFAULT_BACKOFF_LIMIT = 3
 #: the name of an uploaded working directory: its archive's digest
 WORKDIR_PATTERN = r"^sha256-[0-9a-f]{64}$"
 #: where a short topology level (``rack``) lives as a node label (``topology.aipaas.dev/rack``)
@@ -41,6 +43,13 @@ _LABEL_KEY_RE = re.compile(
     r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
 )
 _ENV_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+#: an image reference: [registry[:port]/]path[:tag][@sha256:digest] (what podman and the
+#: kubelet accept); it never starts with "-", so it can never be read as a podman option
+_IMAGE_RE = re.compile(
+    r"^[A-Za-z0-9][A-Za-z0-9.-]*(:[0-9]+)?(/[a-z0-9]+([._-]+[a-z0-9]+)*)*"
+    r"(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(@sha256:[0-9a-f]{64})?$"
+)
+MAX_SETUP_COMMANDS = 32
 
 
 class JobPhase(StrEnum):
@@ -102,6 +111,26 @@ def _check_command(value: list[str]) -> list[str]:
     return value
 
 
+def _check_image(value: str | None) -> str | None:
+    if value is not None and (len(value) > 512 or not _IMAGE_RE.fullmatch(value)):
+        raise ValueError(
+            f"must be an image reference like localhost/train:1.0 or "
+            f"registry.example.com/team/train@sha256:<digest>, got {value!r}"
+        )
+    return value
+
+
+def _check_setup(value: list[str] | None) -> list[str] | None:
+    for index, line in enumerate(value or []):
+        if not line.strip():
+            raise ValueError(f"command {index} is empty")
+        if len(line) > 8192:
+            raise ValueError(f"command {index} is longer than 8192 characters")
+        if "\x00" in line:
+            raise ValueError(f"command {index} contains a NUL byte")
+    return value
+
+
 class TaskLimits(Model):
     """The most a task may use, enforced where the backend can (the local one: cgroups): over
     ``memory`` it is killed (OOMKilled), over ``cpu`` it is throttled. Unset: no limit."""
@@ -130,8 +159,11 @@ class TaskSpec(Model):
     working_dir: str | None = Field(default=None, min_length=1, max_length=4096)
     resources: TaskResources = Field(default_factory=TaskResources)
     restart_policy: RestartPolicy = RestartPolicy.NEVER
-    backoff_limit: int = Field(default=3, ge=0, le=100, strict=True)
+    backoff_limit: int = Field(default=DEFAULT_BACKOFF_LIMIT, ge=0, le=100, strict=True)
     limits: TaskLimits | None = None
+    # The container image the task runs in (podman on the local and Slurm backends, the pod's
+    # image on Kubernetes); None: on the host, as the task's user (backends/containers.py).
+    image: Annotated[str | None, AfterValidator(_check_image)] = None
 
     @field_validator("working_dir")
     @classmethod
@@ -295,9 +327,23 @@ class JobSpec(Model):
     termination_grace_period_seconds: int | None = Field(
         default=None, ge=0, le=MAX_GRACE_SECONDS, strict=True
     )
+    # Shell commands run once per node before the job's tasks start there, in the task's
+    # working directory with $AIPAAS_SETUP_DIR a directory kept for them (a per-job virtualenv:
+    # ``python3 -m venv $AIPAAS_SETUP_DIR/venv``); done once per node for the same commands,
+    # workdir and image (backends/setup.py). None rather than empty: a job without it is as before.
+    setup: Annotated[list[str] | None, AfterValidator(_check_setup)] = Field(
+        default=None, min_length=1, max_length=MAX_SETUP_COMMANDS
+    )
     # An uploaded working directory (``POST /api/v1/workdirs``, what ``aipaas run --workdir``
     # does): unpacked into each task's working directory before the task starts.
     workdir: str | None = Field(default=None, pattern=WORKDIR_PATTERN)
+    # The gang's restarts (JobSet's failurePolicy.maxRestarts, PyTorchJob's runPolicy):
+    # OnFailure restarts every task of the job together when one fails past its own policy, at
+    # most ``backoffLimit`` times for the whole job (controller/gang_restart.py); None or Never:
+    # each task's own restartPolicy decides alone. None rather than Never, so that a job
+    # without them is written as before.
+    restart_policy: RestartPolicy | None = None
+    backoff_limit: int | None = Field(default=None, ge=0, le=100, strict=True)
 
     @model_validator(mode="before")
     @classmethod
@@ -336,6 +382,12 @@ class JobSpec(Model):
             raise ValueError(
                 f"minAvailable: {self.min_available} is more than the {total} replicas of the job"
             )
+        if self.backoff_limit is not None and self.restart_policy is not RestartPolicy.ON_FAILURE:
+            _raise_at(
+                ("backoffLimit",),
+                self.backoff_limit,
+                "counts the gang's restarts: it needs spec.restartPolicy OnFailure",
+            )
         return self
 
     @property
@@ -345,6 +397,16 @@ class JobSpec(Model):
     @property
     def gang_size(self) -> int:
         return self.min_available or self.total_replicas
+
+    @property
+    def restarts_as_gang(self) -> bool:
+        """A failed task restarts the whole job (``spec.restartPolicy: OnFailure``)."""
+        return self.restart_policy is RestartPolicy.ON_FAILURE
+
+    @property
+    def gang_backoff_limit(self) -> int:
+        """How many times the whole job may restart (the tasks' default, 3, when unsaid)."""
+        return DEFAULT_BACKOFF_LIMIT if self.backoff_limit is None else self.backoff_limit
 
     @property
     def grace_seconds(self) -> int:
@@ -371,6 +433,8 @@ class TaskStatus(LenientModel):
     exit_code: int | None = None
     restarts: int = 0
     message: str = ""
+    #: a GPU share's enforcement on the device: "enforced by MPS ...", "not enforced: ..."
+    gpu_share: str | None = None
 
 
 class JobStatus(LenientModel):
@@ -378,6 +442,8 @@ class JobStatus(LenientModel):
     reason: str = ""
     message: str = ""
     tasks: list[TaskStatus] = Field(default_factory=list)
+    #: the whole job's restarts (``spec.restartPolicy: OnFailure``); None: none yet
+    restarts: int | None = None
     start_time: str | None = None
     completion_time: str | None = None
 
@@ -407,3 +473,12 @@ class Job(Object):
                 ],
             )
         return self
+
+
+def _raise_at(loc: tuple[str | int, ...], value: object, message: str) -> None:
+    """A validation error at ``loc`` (below the model that raises it), so that its path names
+    the field at fault: a ValueError in a model validator names only the model."""
+    error = PydanticCustomError("invalid_field", message)
+    raise ValidationError.from_exception_data(
+        "JobSpec", [InitErrorDetails(type=error, loc=loc, input=value)]
+    )

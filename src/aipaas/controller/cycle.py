@@ -4,7 +4,8 @@
    an inventory that cannot be read leaves the last known nodes, not ready (unknown);
 2. observe: ask the backend what became of every started task, and whether the attempts asked
    to stop have stopped; a status call that fails tells nothing (no task is given up on it);
-3. advance: per job, carry out cancellation, restarts with backoff, failure and completion;
+3. advance: per job, carry out cancellation, restarts with backoff (a task's own, or the whole
+   gang's: controller/gang_restart.py), failure and completion;
 4. admit, place and evict: the batch session (scheduler/batch, the profile's actions: queue
    tree, fair share, quotas at every level, preemption, reclaim, backfill) decides over a
    snapshot of the cycle; records are committed before the backend is asked to start anything
@@ -57,10 +58,17 @@ from sqlalchemy import Connection
 
 from aipaas.api.devices import ResourceSlice
 from aipaas.api.job import CANCEL_ANNOTATION, Job, JobPhase, TaskPhase
-from aipaas.backends.base import Backend, FencingRefused, NodeInfo, TaskState, TaskStatus
+from aipaas.backends.base import (
+    Backend,
+    FencingRefused,
+    LaunchRequest,
+    NodeInfo,
+    TaskState,
+    TaskStatus,
+)
 from aipaas.backends.gang import places_gangs
 from aipaas.clock import Clock, SystemClock
-from aipaas.controller import admission, membership
+from aipaas.controller import admission, gang_restart, membership
 from aipaas.controller.batch_cycle import BatchState
 from aipaas.controller.claims import ClaimBook
 from aipaas.controller.datasets_launch import with_datasets
@@ -79,7 +87,7 @@ from aipaas.controller.quiet import (
     unclean,
 )
 from aipaas.controller.stop_drain import HeldStops
-from aipaas.controller.task_devices import claim_devices
+from aipaas.controller.task_devices import claim_devices, with_share_enforcement
 from aipaas.controller.work import ACTIVE, FactsCache, JobWork
 from aipaas.controller.workload import DEFAULT_SIZE, Workload
 from aipaas.controller.write_back import OnWritten, publish_metrics, write_back
@@ -494,6 +502,8 @@ class Controller:
         now = self.clock.now()  # restart times are wall-clock: stored, read by any host
         if self._past_time_limit(item, now):
             return
+        if job.spec.restarts_as_gang and not self._restart_gang(item, now):
+            return
         for record in list(item.records):
             if record.phase in (TaskPhase.FAILED.value, TaskPhase.LOST.value):
                 spec = task_spec(job, record.group_name)
@@ -549,6 +559,38 @@ class Controller:
             self.finish(
                 item, JobPhase.SUCCEEDED, "Succeeded", f"all {len(item.records)} tasks succeeded"
             )
+
+    def _restart_gang(self, item: JobWork, now: datetime) -> bool:
+        """A job with ``spec.restartPolicy: OnFailure``: a task failed past its own policy
+        restarts the whole gang, or fails the job once the gang's backoffLimit is spent
+        (controller/gang_restart.py); False when the job ends here."""
+        job = item.job
+        failed = gang_restart.failed_past_own_policy(job, item.records)
+        restarts = item.restarts
+        if restarts is None:
+            restarts = (job.status.restarts if job.status is not None else None) or 0
+        if failed and restarts >= job.spec.gang_backoff_limit:
+            why = gang_restart.gang_failure(failed, restarts, job.spec.gang_backoff_limit)
+            self.finish(item, JobPhase.FAILED, "TaskFailed", why)
+            return False
+        if failed:
+            plan = gang_restart.restart(
+                item.records,
+                failed,
+                restarts=restarts,
+                now=now,
+                backoff_seconds=self.backoff_seconds,
+                backoff_max_seconds=self.backoff_max_seconds,
+            )
+            for record in plan.records:
+                item.set(record)
+            for rid in plan.stops:
+                self.ask_stop(rid)
+            item.restarts = plan.restarts
+            item.event("GangRestarting", plan.message, True)
+        for record in gang_restart.held(item.records, now, self.backoff_seconds):
+            item.set(record)
+        return True
 
     def _past_time_limit(self, item: JobWork, now: datetime) -> bool:
         """A job running longer than its ``timeLimit`` (since the first start of its current
@@ -650,6 +692,7 @@ class Controller:
             claims=self.claims.allocated_claims(item.job, record) if devices else (),
             gang=places_gangs(self.backend),  # Ray reserves a gang as one placement group
         )
+        request = self.enforce_share(item, record, request)
         try:
             request = with_datasets(self.store, item.job, request)  # controller/datasets_launch
             self.backend.start(request)
@@ -661,6 +704,20 @@ class Controller:
         except Exception as err:  # the backend could not start it: lost, and stopped
             log.warning("starting %s of job %s failed: %s", record.name, item.job.name, err)
             self.give_up(item, record, TaskPhase.LOST, f"start failed: {err}")
+
+    def enforce_share(
+        self, item: JobWork, record: TaskRecord, request: LaunchRequest
+    ) -> LaunchRequest:
+        """A GPU share's limits in the task's environment where its node enforces them (MPS,
+        HAMi-core); the task's status says which, or that nothing does (task_devices.py)."""
+        node = next((n for n in self.nodes if n.name == record.node), None)
+        gpu = task_spec(item.job, record.group_name).resources.gpu
+        request, found = with_share_enforcement(request, gpu, node)
+        if found is not None:
+            item.share_notes[record.name] = found.note
+            reason = "GpuShareEnforced" if found.enforced else "GpuShareNotEnforced"
+            item.event(reason, f"{record.name}: {found.note}", not found.enforced)
+        return request
 
     def save_records(self, item: JobWork) -> None:
         """Make the job's changed records durable now, before the backend is asked."""
