@@ -95,6 +95,18 @@ class Settings(BaseModel):
     gpu_discovery_seconds: float = Field(
         default=30, gt=0, le=3600, description="How often the local backend reads NVML again."
     )
+    gpu_share_mps: bool = Field(
+        default=False,
+        description="NVIDIA MPS runs on this machine (its operator started the control daemon):"
+        " GPU shares of local tasks get MPS's thread and memory limits.",
+    )
+    hami_core_library: str | None = Field(
+        default=None,
+        max_length=1024,
+        description="Path of HAMi-core's libvgpu.so on this machine: GPU shares of local tasks"
+        " are held to their memory and SMs by it (when MPS is not enabled). Unset, and MPS"
+        " off: a share is a scheduling promise only, and the task's status says so.",
+    )
     controller: bool = Field(default=True, description="Run the controller loop in this process.")
     controller_stall_seconds: float = Field(
         default=60,

@@ -273,6 +273,8 @@ def local_options(settings: Settings) -> LocalOptions:
             settings.task_log_tail_bytes,
             settings.task_log_min_free_bytes,
         ),
+        "gpu_share_mps": settings.gpu_share_mps,
+        "hami_core_library": settings.hami_core_library,
     }
 
 

@@ -1,20 +1,23 @@
-"""A task's devices: the claim its ``resources.gpu`` short form compiles to, and the devices
-its claims were given (what the backend pins the task to).
+"""A task's devices: the claim its ``resources.gpu`` short form compiles to, the devices its
+claims were given (what the backend pins the task to), and the variables that enforce a GPU
+share on its node (``with_share_enforcement``).
 
 Pure: no store, no backend. Who calls it: controller/claims.py (claims) and controller/cycle.py
-(the devices a task starts with).
+(the devices a task starts with, and its share's enforcement).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import replace
 from functools import lru_cache
 from typing import Any, Final
 
 from aipaas.api.devices import AllocationResult, ResourceClaim
 from aipaas.api.job import Job
 from aipaas.api.resources import SHORT_FORM_CLAIM, GpuRequest
-from aipaas.backends.base import ClaimDevice
+from aipaas.backends.base import ClaimDevice, LaunchRequest, NodeInfo
+from aipaas.devices.share_enforcement import Enforcement, enforce, node_mechanism, share_limits
 from aipaas.devices.shortform import gpu_claim
 from aipaas.scheduler.framework.types import MILLI_PER_GPU
 
@@ -56,3 +59,26 @@ def claim_devices(allocations: Iterable[AllocationResult]) -> tuple[ClaimDevice,
             if not result.admin_access:
                 seen.setdefault((result.driver, result.pool, result.device), None)
     return tuple(ClaimDevice(*key) for key in seen)
+
+
+def with_share_enforcement(
+    request: LaunchRequest, gpu: GpuRequest | None, node: NodeInfo | None
+) -> tuple[LaunchRequest, Enforcement | None]:
+    """``request`` with the variables that hold a GPU share to its memory and cores on
+    ``node`` (devices/share_enforcement.py: MPS, else HAMi-core, else none), and what the
+    task's status says about it; a task that asks no share (or whose node is not known) is
+    left as it is (None)."""
+    if gpu is None or not gpu.is_share or node is None:
+        return request, None
+    mechanism, library = node_mechanism(node.labels, node.annotations)
+    found = enforce(
+        share_limits(gpu, node.gpu_memory_mib),
+        mechanism,
+        node=node.name,
+        library=library,
+        attempt_key=request.request_id,
+        preload=request.env.get("LD_PRELOAD", ""),
+    )
+    if not found.env:
+        return request, found
+    return replace(request, env={**request.env, **found.env}), found

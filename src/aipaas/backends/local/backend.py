@@ -43,6 +43,10 @@ from aipaas.backends.local.machine import gpus_of
 from aipaas.backends.local.nvml import Discovery, discover, visible_devices
 from aipaas.backends.local.probe_exec import run_probe
 from aipaas.backends.local.runner import LAUNCH_FILE
+from aipaas.devices.share_enforcement import (
+    HAMI_CORE_LIBRARY_ANNOTATION,
+    share_enforcement_labels,
+)
 
 # The runner runs as a file (not ``-m``): it needs nothing of the package, so it starts fast.
 RUNNER = str(Path(runner.__file__).resolve())
@@ -96,6 +100,10 @@ class LocalOptions(TypedDict, total=False):
     #: fake GPUs to offer when NVML finds none (the demo cluster: fake_gpus.py)
     fake_gpus: int
     task_logs: TaskLogLimits
+    #: the operator runs NVIDIA MPS here: GPU shares are held to their limits by it
+    gpu_share_mps: bool
+    #: HAMi-core's library (libvgpu.so) installed here: shares are held by it (after MPS)
+    hami_core_library: str | None
 
 
 class LocalBackend(LocalDatasetCaches):  # datasets: backends/local/datasets.py
@@ -117,6 +125,8 @@ class LocalBackend(LocalDatasetCaches):  # datasets: backends/local/datasets.py
         dataset_cache: DatasetCacheConfig | None = None,
         fake_gpus: int = 0,
         task_logs: TaskLogLimits | None = None,
+        gpu_share_mps: bool = False,
+        hami_core_library: str | None = None,
     ) -> None:
         """Args (beyond the machine's description, which tests give):
         isolation: who tasks run as and where; the server passes the policy of its settings.
@@ -127,6 +137,8 @@ class LocalBackend(LocalDatasetCaches):  # datasets: backends/local/datasets.py
         fake_gpus: when NVML finds no GPU, offer this many fake ones (the demo cluster of
             `aipaas up`, fake_gpus.py): tasks given them run for real and are told so.
         task_logs: how much of each task's output its log keeps (a default cap if None).
+        gpu_share_mps, hami_core_library: what enforces GPU shares on this machine, as its
+            operator set it up (devices/share_enforcement.py); neither: shares are not enforced.
         """
         self.run_dir = run_dir.resolve()  # tasks run elsewhere: paths must be absolute
         self.run_dir.mkdir(parents=True, exist_ok=True)
@@ -147,6 +159,9 @@ class LocalBackend(LocalDatasetCaches):  # datasets: backends/local/datasets.py
         self._discovered_at: float | None = None
         self._problem: str | None = None
         self._annotations = {ISOLATION_ANNOTATION: self.isolation.describe()}
+        self._share_labels = share_enforcement_labels(gpu_share_mps, hami_core_library)
+        if hami_core_library and not gpu_share_mps:
+            self._annotations[HAMI_CORE_LIBRARY_ANNOTATION] = hami_core_library
         if not self.isolation.separate:
             log.warning("local backend: %s", self.isolation.describe())
         # This machine's GPUs as a DRA ResourceSlice (nvml.py); no GPU or no NVML: CPU-only.
@@ -398,7 +413,8 @@ class LocalBackend(LocalDatasetCaches):  # datasets: backends/local/datasets.py
             gpu_model=gpus[0].model if gpus else "",
             gpu_memory_mib=gpus[0].memory_mib if gpus else 0,
             labels={"aipaas.dev/backend": "local"}
-            | ({fake_gpus.FAKE_LABEL: "true"} if self.fake else {}),
+            | ({fake_gpus.FAKE_LABEL: "true"} if self.fake else {})
+            | (self._share_labels if gpus and not self.fake else {}),
             annotations=dict(self._annotations),
         )
 
