@@ -396,6 +396,8 @@ class TaskStatus(LenientModel):
     exit_code: int | None = None
     restarts: int = 0
     message: str = ""
+    #: a GPU share's enforcement on the device: "enforced by MPS ...", "not enforced: ..."
+    gpu_share: str | None = None
 
 
 class JobStatus(LenientModel):

@@ -58,7 +58,14 @@ from sqlalchemy import Connection
 
 from aipaas.api.devices import ResourceSlice
 from aipaas.api.job import CANCEL_ANNOTATION, Job, JobPhase, TaskPhase
-from aipaas.backends.base import Backend, FencingRefused, NodeInfo, TaskState, TaskStatus
+from aipaas.backends.base import (
+    Backend,
+    FencingRefused,
+    LaunchRequest,
+    NodeInfo,
+    TaskState,
+    TaskStatus,
+)
 from aipaas.backends.gang import places_gangs
 from aipaas.clock import Clock, SystemClock
 from aipaas.controller import admission, gang_restart, membership
@@ -80,7 +87,7 @@ from aipaas.controller.quiet import (
     unclean,
 )
 from aipaas.controller.stop_drain import HeldStops
-from aipaas.controller.task_devices import claim_devices
+from aipaas.controller.task_devices import claim_devices, with_share_enforcement
 from aipaas.controller.work import ACTIVE, FactsCache, JobWork
 from aipaas.controller.workload import DEFAULT_SIZE, Workload
 from aipaas.controller.write_back import OnWritten, publish_metrics, write_back
@@ -685,6 +692,7 @@ class Controller:
             claims=self.claims.allocated_claims(item.job, record) if devices else (),
             gang=places_gangs(self.backend),  # Ray reserves a gang as one placement group
         )
+        request = self.enforce_share(item, record, request)
         try:
             request = with_datasets(self.store, item.job, request)  # controller/datasets_launch
             self.backend.start(request)
@@ -696,6 +704,20 @@ class Controller:
         except Exception as err:  # the backend could not start it: lost, and stopped
             log.warning("starting %s of job %s failed: %s", record.name, item.job.name, err)
             self.give_up(item, record, TaskPhase.LOST, f"start failed: {err}")
+
+    def enforce_share(
+        self, item: JobWork, record: TaskRecord, request: LaunchRequest
+    ) -> LaunchRequest:
+        """A GPU share's limits in the task's environment where its node enforces them (MPS,
+        HAMi-core); the task's status says which, or that nothing does (task_devices.py)."""
+        node = next((n for n in self.nodes if n.name == record.node), None)
+        gpu = task_spec(item.job, record.group_name).resources.gpu
+        request, found = with_share_enforcement(request, gpu, node)
+        if found is not None:
+            item.share_notes[record.name] = found.note
+            reason = "GpuShareEnforced" if found.enforced else "GpuShareNotEnforced"
+            item.event(reason, f"{record.name}: {found.note}", not found.enforced)
+        return request
 
     def save_records(self, item: JobWork) -> None:
         """Make the job's changed records durable now, before the backend is asked."""

@@ -147,6 +147,9 @@ class JobWork:
     touched: bool = False
     #: the job's gang restarts, when this cycle changed them (controller/gang_restart.py)
     restarts: int | None = None
+    #: task -> what enforces its GPU share on its node, said when it started in this cycle
+    #: (controller/task_devices.py); the status keeps it while the attempt stays
+    share_notes: dict[str, str] = field(default_factory=dict)
     #: the job's facts when already known (``FactsCache``); else read from ``job``
     known: InitVar[JobFacts | None] = None
     facts: JobFacts = field(init=False)
@@ -180,6 +183,7 @@ def job_status(item: JobWork, now_text: str) -> JobStatus:
     job = item.job
     old = job.status or JobStatus()
     now = now_text
+    kept = {t.name: t for t in old.tasks}
     tasks = [
         TaskStatus(
             name=r.name,
@@ -189,6 +193,7 @@ def job_status(item: JobWork, now_text: str) -> JobStatus:
             exit_code=r.exit_code,
             restarts=r.attempt,
             message=r.message,
+            gpu_share=item.share_notes.get(r.name) or _kept_share(kept.get(r.name), r),
         )
         for r in item.records
     ]
@@ -204,11 +209,18 @@ def job_status(item: JobWork, now_text: str) -> JobStatus:
     )
 
 
+def _kept_share(old: TaskStatus | None, record: TaskRecord) -> str | None:
+    """The stored note on a task's GPU share, while the attempt it was said of goes on."""
+    if old is None or old.node != record.node or old.restarts != record.attempt:
+        return None
+    return old.gpu_share
+
+
 def status_unchanged(item: JobWork) -> bool:
     """Whether ``job_status`` would give the job's stored status back, decided without building
     it: the controller asks this of every unfinished job every cycle, and most have not moved."""
     old = item.job.status
-    if old is None or old.model_extra:
+    if old is None or old.model_extra or item.share_notes:
         return False
     phase, reason, message = _phase_and_reason(item, old)
     if (phase, reason, message) != (old.phase, old.reason, old.message):
