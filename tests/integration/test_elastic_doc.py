@@ -143,3 +143,8 @@ def test_the_block_runs_as_written(server: ServerProcess, block: Block) -> None:
     assert ran.returncode == 0, f"{block.id}: {ran.stdout[-1500:]}\n{ran.stderr[-1500:]}"
     if "embeddings" in block.text:
         assert "384 dimensions" in ran.stdout, ran.stdout
+    if "chat/completions" in block.text:  # the answer the page shows, then the stream's end
+        lines = ran.stdout.strip().splitlines()
+        page = PAGE.read_text().replace("\n", " ")
+        assert lines[-1] == "data: [DONE]", ran.stdout
+        assert any("to zero" in line and f"`{line}`" in page for line in lines), ran.stdout
