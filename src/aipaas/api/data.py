@@ -264,7 +264,10 @@ class DatasetMount(Model):
 
 
 class OutputLocation(Model):
-    """A directory the task writes (``path``), uploaded to ``destination`` when it ends."""
+    """A directory the task writes (``path``), uploaded to ``destination`` when it ends:
+    ``uploadOn: Success`` (the default) after an exit with code 0 only, ``Always`` at the end
+    of every attempt, a failed or stopped one too (a stopped one within its grace period), so
+    that what a failed attempt wrote (its checkpoints, its logs) is kept."""
 
     path: AbsolutePath
     destination: Url
@@ -272,6 +275,8 @@ class OutputLocation(Model):
         default=None, max_length=2048
     )
     secret_ref: Name | None = None
+    # None (Success) rather than a default value, so that a job without it is written as before
+    upload_on: Literal["Success", "Always"] | None = None
 
 
 def check_mounts(value: list[DatasetMount] | None) -> list[DatasetMount] | None:

@@ -45,6 +45,8 @@ class OutputUpload:
     path: str
     #: data/source.py SourceSpec.to_json() of the destination: url, endpoint, credentials
     destination: Mapping[str, Any]
+    #: uploaded at the end of every attempt (``uploadOn: Always``), not only after exit code 0
+    always: bool = False
 
 
 @dataclass(frozen=True)

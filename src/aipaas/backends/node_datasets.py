@@ -205,7 +205,7 @@ class NodeDatasetCaches:
             if index == 0:
                 env["AIPAAS_OUTPUT_PATH"] = str(path)
             destination = self.with_file_roots(output.destination)
-            outputs.append({"path": str(path), "destination": destination})
+            outputs.append({"path": str(path), "destination": destination, "always": output.always})
         stage = {
             "cache_root": str(cache.root),
             "capacity": cache.capacity_bytes,

@@ -65,7 +65,9 @@ def _outputs(store: Store, job: Job) -> tuple[OutputUpload, ...]:
             endpoint=out.endpoint,
             credentials=_credentials(store, job.tenant, out.secret_ref, where),
         )
-        uploads.append(OutputUpload(out.path, destination.to_json()))
+        uploads.append(
+            OutputUpload(out.path, destination.to_json(), always=out.upload_on == "Always")
+        )
     return tuple(uploads)
 
 

@@ -8,7 +8,8 @@ Then it removes stage.json (the credentials) and becomes the runner (exec, same 
 backend's records see one process from start to end. A dataset that cannot be had ends the
 task with EXIT_NO_DATA and says why in the task's log. A task with outputs (``spec.outputs``)
 gets its empty output directories, runs under a runner of its own, and its outputs are
-uploaded before its exit code is written (``run_then_upload``).
+uploaded before its exit code is written (``run_then_upload``): after exit code 0, or after
+any end for an output with ``uploadOn: Always``.
 """
 
 from __future__ import annotations
@@ -80,8 +81,11 @@ def _output_dirs(spec: dict[str, Any]) -> None:
 
 def run_then_upload(directory: Path, spec: dict[str, Any]) -> int:
     """Run the task under a runner of its own (DIR/task), then upload its outputs and only
-    then write DIR/exit: the backend sees the task end once its results are stored. A stopped
-    task uploads nothing; a failed upload fails the task (EXIT_UPLOAD, said in its log)."""
+    then write DIR/exit: the backend sees the task end once its results are stored. A failed
+    or stopped task uploads only its outputs marked ``always`` (``uploadOn: Always``; a stopped
+    one within its grace period, after which the whole group is killed). A failed upload fails
+    a task that succeeded (EXIT_UPLOAD, said in its log); a task that failed keeps its own
+    exit code, the upload's failure said in its log."""
     inner = directory / "task"
     inner.mkdir(mode=0o700, exist_ok=True)
     shutil.copy2(directory / LAUNCH_FILE, inner / LAUNCH_FILE)
@@ -101,16 +105,20 @@ def run_then_upload(directory: Path, spec: dict[str, Any]) -> int:
         code = int((inner / "exit").read_text().strip())
     except (OSError, ValueError):
         code = EXIT_UPLOAD
-    if code == 0 and not stopped and not (directory / "stop").exists():
-        for output in spec.get("outputs") or ():
-            destination = SourceSpec.from_json(output["destination"])
-            try:
-                sent = upload(Path(output["path"]), destination, owner=spec.get("uid"))
-            except Exception as err:
-                print(f"aipaas: uploading {output['path']} failed: {err}", flush=True)
+    succeeded = code == 0 and not stopped and not (directory / "stop").exists()
+    for output in spec.get("outputs") or ():
+        if not (succeeded or output.get("always")):
+            continue
+        destination = SourceSpec.from_json(output["destination"])
+        try:
+            sent = upload(Path(output["path"]), destination, owner=spec.get("uid"))
+        except Exception as err:
+            print(f"aipaas: uploading {output['path']} failed: {err}", flush=True)
+            if succeeded:
                 code = EXIT_UPLOAD
                 break
-            print(f"aipaas: uploaded {sent} bytes of {output['path']}", flush=True)
+            continue
+        print(f"aipaas: uploaded {sent} bytes of {output['path']}", flush=True)
     write_atomic(directory / "exit", f"{code}\n")
     return 0
 

@@ -153,7 +153,8 @@ class LocalDatasetCaches:
             env[f"AIPAAS_OUTPUT_{index}_PATH"] = str(path)
             if index == 0:
                 env["AIPAAS_OUTPUT_PATH"] = str(path)
-            outputs.append({"path": str(path), "destination": self._with_roots(output.destination)})
+            destination = self._with_roots(output.destination)
+            outputs.append({"path": str(path), "destination": destination, "always": output.always})
         spec = {
             "cache_root": str(cache.root),
             "capacity": cache.capacity_bytes,
