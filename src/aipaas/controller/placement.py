@@ -17,6 +17,7 @@ from aipaas.backends.composite import ON_REQUEST_LABEL
 from aipaas.controller.workload import pool_of
 from aipaas.data.affinity import DataView
 from aipaas.data.affinity_profile import with_data_affinity
+from aipaas.devices.gpu_health import GPU_UUIDS_ANNOTATION, parse_uuids
 from aipaas.devices.inventory import Inventory, InventoryError
 from aipaas.devices.ledger import DeviceLedger
 from aipaas.scheduler.framework.cluster import ClusterState, NodeSpec
@@ -151,6 +152,7 @@ class _Pool:
                     taints=parse_taints(n.annotations.get(TAINTS_ANNOTATION, "")),
                     gpu_memory_mib=n.gpu_memory_mib,
                     unhealthy_gpus=parse_indices(n.annotations.get(UNHEALTHY_GPUS_ANNOTATION, "")),
+                    gpu_uuids=parse_uuids(n.annotations.get(GPU_UUIDS_ANNOTATION, "")),
                 )
                 for n in self.nodes
             ],

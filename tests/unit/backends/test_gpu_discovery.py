@@ -95,12 +95,15 @@ class TestDiscover:
         found = discover("box", nvml, devices_dir=tmp_path)
         assert (found.quiet, found.problem) == (False, "NVML could not start: Unknown Error")
 
-    def test_a_failing_gpu_is_named_and_the_others_kept(self, tmp_path: Path) -> None:
+    def test_a_failing_gpu_is_named_kept_at_its_index_and_tainted(self, tmp_path: Path) -> None:
         nvml = Nvml(count=3)
         nvml.broken = {1}
         found = discover("box", nvml, devices_dir=tmp_path)
-        assert names(found) == ["gpu-0", "gpu-2"]
+        # gpu-1 stays gpu-1 (gpu-2 keeps index 2), but takes nothing new
+        assert names(found) == ["gpu-0", "gpu-1", "gpu-2"]
         assert found.problem == "NVML failed: GPU 1: GPU is lost"
+        taints = [[(t.key, t.value, t.effect) for t in d.taints] for d in found.slice.spec.devices]
+        assert taints == [[], [("gpu.nvidia.com/unhealthy", "NVML-GPU-is-lost", "NoSchedule")], []]
 
     def test_all_well(self, tmp_path: Path) -> None:
         found = discover("box", Nvml(), devices_dir=tmp_path)

@@ -21,6 +21,7 @@ from pydantic import ValidationError
 from aipaas.api.devices import ResourceSlice
 from aipaas.api.quantity import parse_quantity
 from aipaas.backends.base import Inventory, NodeInfo
+from aipaas.devices.gpu_health import gpu_annotations, slice_gpus
 from aipaas.devices.topology_files import DRIVER
 
 log = logging.getLogger("aipaas.backends.kubernetes")
@@ -143,7 +144,12 @@ def inventory(
 
 def _with_dra_gpus(node: NodeInfo, slices: list[ResourceSlice]) -> NodeInfo:
     """A node whose GPUs a DRA driver publishes (and no device plugin counts): its GPU count,
-    model and memory from the slices' GPU devices, as the scheduler counts GPUs."""
+    model and memory from the slices' GPU devices, as the scheduler counts GPUs, and their
+    UUIDs and health (a device tainted NoSchedule or NoExecute takes nothing new) in the
+    node's annotations (devices/gpu_health.py)."""
+    facts = slice_gpus(slices, node.name, DRIVER)
+    if facts and not node.gpu_count:
+        node = replace(node, annotations={**node.annotations, **gpu_annotations(facts)})
     gpus = [
         d
         for s in slices

@@ -40,9 +40,10 @@ from aipaas.backends.local.isolation import (
     TaskPlacer,
 )
 from aipaas.backends.local.machine import gpus_of
-from aipaas.backends.local.nvml import Discovery, discover, visible_devices
+from aipaas.backends.local.nvml import DRIVER, Discovery, discover, visible_devices
 from aipaas.backends.local.probe_exec import run_probe
 from aipaas.backends.local.runner import LAUNCH_FILE
+from aipaas.devices.gpu_health import gpu_annotations, slice_gpus
 from aipaas.devices.share_enforcement import (
     HAMI_CORE_LIBRARY_ANNOTATION,
     share_enforcement_labels,
@@ -404,18 +405,25 @@ class LocalBackend(LocalDatasetCaches):  # datasets: backends/local/datasets.py
     def _set_gpus(self, published: ResourceSlice | None, gpus: list[machine.Gpu]) -> None:
         self.slice: ResourceSlice | None = published
         self.gpus = gpus
+        # model and memory of the first GPU NVML could read (one it cannot read has neither)
+        known = next((g for g in gpus if g.model), None)
+        health = (
+            gpu_annotations(slice_gpus([published], self.name_of_node, DRIVER))
+            if published is not None and not self.fake
+            else {}
+        )
         self.node = NodeInfo(
             name=self.name_of_node,
             backend=self.name,
             cpu_milli=self._cpu_milli,
             memory_mib=self._memory_mib,
             gpu_count=len(gpus),
-            gpu_model=gpus[0].model if gpus else "",
-            gpu_memory_mib=gpus[0].memory_mib if gpus else 0,
+            gpu_model=known.model if known else ("GPU" if gpus else ""),
+            gpu_memory_mib=known.memory_mib if known else 0,
             labels={"aipaas.dev/backend": "local"}
             | ({fake_gpus.FAKE_LABEL: "true"} if self.fake else {})
             | (self._share_labels if gpus and not self.fake else {}),
-            annotations=dict(self._annotations),
+            annotations=dict(self._annotations) | health,
         )
 
     def _dir(self, request_id: str) -> Path:

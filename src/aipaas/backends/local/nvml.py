@@ -10,6 +10,9 @@ cudaComputeCapability and driverVersion (versions), migEnabled, pciBusID, numaNo
 standard ``resource.kubernetes.io/pcieRoot``; capacity ``memory``. A GPU with MIG enabled is
 published as the MIG devices that exist on it (``gpu-<index>-mig-<n>``, type mig, with their
 profile and parent), not as a whole GPU.
+A GPU NVML cannot read, or whose memory waits for a reset (row remapping failed or pending,
+retired pages pending), is published with the taint ``gpu.nvidia.com/unhealthy`` (NoSchedule):
+it keeps its index and takes nothing new (devices/gpu_health.py).
 NVLink domains are not read yet (see docs/devices.md).
 """
 
@@ -27,6 +30,7 @@ from aipaas.api.devices import ResourceSlice
 from aipaas.backends.base import LaunchRequest
 from aipaas.backends.local.machine import short_model
 from aipaas.devices.drivers import NVIDIA_GPU
+from aipaas.devices.gpu_health import UNHEALTHY_TAINT_KEY, taint_value
 
 __all__ = ["DRIVER", "Discovery", "discover", "pcie_root", "publish_slice", "visible_devices"]
 
@@ -86,11 +90,17 @@ def discover(node: str, nvml: Any = None, devices_dir: Path = Path("/dev")) -> D
                 if device["attributes"]["migEnabled"]["bool"]:
                     # CUDA cannot run on a MIG-enabled GPU whole: only its MIG devices are
                     # offered, so no claim gets the GPU while another holds a partition.
-                    devices.extend(_mig_devices(library, handle, index, device["attributes"]))
+                    parts = _mig_devices(library, handle, index, device["attributes"])
+                    for part in parts:  # a sick GPU's partitions are as sick
+                        part.update({"taints": device["taints"]} if "taints" in device else {})
+                    devices.extend(parts)
                 else:
                     devices.append(device)
             except library.NVMLError as err:
                 problems.append(f"GPU {index}: {_reason(err)}")
+                # Offered as unhealthy rather than left out: its index stays its own, so the
+                # GPUs after it keep theirs (CUDA_VISIBLE_DEVICES names NVML's indices).
+                devices.append(_unreadable_gpu(index, _reason(err)))
     except library.NVMLError as err:
         problems.append(_reason(err))
     finally:
@@ -156,10 +166,44 @@ def _gpu(library: Any, handle: Any, index: int, driver_version: str | None) -> d
     with contextlib.suppress(library.NVMLError, AttributeError):
         attributes["numaNode"] = {"int": int(library.nvmlDeviceGetNumaNodeId(handle))}
     memory = int(library.nvmlDeviceGetMemoryInfo(handle).total)
-    return {
+    device: dict[str, Any] = {
         "name": f"gpu-{index}",
         "attributes": attributes,
         "capacity": {"memory": {"value": str(memory)}},
+    }
+    sick = _sickness(library, handle)
+    if sick:
+        device["taints"] = [_unhealthy_taint(sick)]
+    return device
+
+
+def _sickness(library: Any, handle: Any) -> str:
+    """Why NVML says the GPU needs attention before it takes new work ("" when it does not):
+    a row remapping that failed or waits for a reset (A100 and later), or retired pages that
+    wait for one (older GPUs). A query the GPU does not support says nothing."""
+    with contextlib.suppress(library.NVMLError, AttributeError, TypeError, ValueError):
+        _corrected, _uncorrected, pending, failed = library.nvmlDeviceGetRemappedRows(handle)
+        if failed:
+            return "row remapping failed"
+        if pending:
+            return "row remapping pending a reset"
+    with contextlib.suppress(library.NVMLError, AttributeError, TypeError, ValueError):
+        if int(library.nvmlDeviceGetRetiredPagesPendingStatus(handle)) == 1:
+            return "retired pages pending a reset"
+    return ""
+
+
+def _unhealthy_taint(why: str) -> dict[str, Any]:
+    return {"key": UNHEALTHY_TAINT_KEY, "value": taint_value(why), "effect": "NoSchedule"}
+
+
+def _unreadable_gpu(index: int, why: str) -> dict[str, Any]:
+    """A GPU NVML cannot read: its index, and a taint that keeps new work off it."""
+    return {
+        "name": f"gpu-{index}",
+        "attributes": {"type": {"string": "gpu"}, "index": {"int": index}},
+        "capacity": {"memory": {"value": "0"}},
+        "taints": [_unhealthy_taint(f"NVML {why}")],
     }
 
 

@@ -4,6 +4,12 @@ A node is named by its ``aipaas.dev/node`` label when it has one (an operator's 
 else ``ray-`` and the start of its Ray node id (a node that restarts gets a new id: a new node
 to aipaas, as it is to Ray). Ray's labels become the node's labels; the custom resources,
 which aipaas does not schedule, are shown in an annotation.
+
+Ray knows neither a GPU's memory nor its health nor its UUID: a node says its GPUs' memory with
+the label ``aipaas.dev/gpu-memory`` (else DEFAULT_GPU_MEMORY), and the GPUs that take nothing
+new with ``aipaas.dev/unhealthy-gpus`` (``0.3`` or ``0_3``: a label value holds no comma),
+which become the node's annotation and a taint on those devices of its slice
+(devices/gpu_health.py). UUIDs are not reported.
 """
 
 from __future__ import annotations
@@ -17,6 +23,13 @@ from typing import Any
 from aipaas.api.devices import ResourceSlice
 from aipaas.api.quantity import parse_quantity
 from aipaas.backends.base import NodeInfo
+from aipaas.devices.gpu_health import (
+    UNHEALTHY_GPUS_ANNOTATION,
+    GpuFacts,
+    gpu_annotations,
+    parse_index_list,
+    taint_unhealthy,
+)
 from aipaas.devices.topology_files import GpuShape, gpu_node_slices
 
 BACKEND = "ray"
@@ -69,7 +82,9 @@ def slices_of(nodes: Iterable[RayNode]) -> list[ResourceSlice]:
             model = info.gpu_model or "GPU"
             memory = f"{info.gpu_memory_mib}Mi"
             shape = GpuShape(count=info.gpu_count, model=model, productName=model, memory=memory)
-            slices.extend(gpu_node_slices(info.name, shape))
+            sick = parse_index_list(info.annotations.get(UNHEALTHY_GPUS_ANNOTATION, ""))
+            reason = dict.fromkeys(sick, "ray-node-label")
+            slices.extend(taint_unhealthy(s, reason) for s in gpu_node_slices(info.name, shape))
     return slices
 
 
@@ -90,6 +105,9 @@ def _node(entry: Mapping[str, Any]) -> RayNode:
     labels["aipaas.dev/backend"] = BACKEND
     gpu_memory = labels.get(GPU_MEMORY_LABEL) or DEFAULT_GPU_MEMORY
     annotations = {NODE_ID_ANNOTATION: node_id}
+    gpu_count = int(float(resources.get("GPU", 0)))
+    sick = parse_index_list(str((entry.get("Labels") or {}).get(UNHEALTHY_GPUS_ANNOTATION, "")))
+    annotations |= gpu_annotations([GpuFacts(i, healthy=False) for i in sick if i < gpu_count])
     if custom:
         annotations[RESOURCES_ANNOTATION] = json.dumps(custom, sort_keys=True)
     info = NodeInfo(
@@ -97,7 +115,7 @@ def _node(entry: Mapping[str, Any]) -> RayNode:
         backend=BACKEND,
         cpu_milli=int(float(resources.get("CPU", 0)) * 1000),
         memory_mib=int(float(resources.get("memory", 0)) // 2**20),
-        gpu_count=int(float(resources.get("GPU", 0))),
+        gpu_count=gpu_count,
         gpu_model=models[0] if models else "",
         gpu_memory_mib=_mib(gpu_memory),
         labels=labels,

@@ -6,9 +6,13 @@ only stopped answering (NOT_RESPONDING, not yet DOWN) is kept but reported unkno
 goes there and its tasks are not given up before Slurm decides.
 
 GPUs are the node's ``gpu`` GRES (``gpu:a100:4`` -> 4 GPUs of model A100); their memory is not
-in Slurm's node record: ``gpu_memory`` (an option) stands for it. Partitions and features become
-labels: ``slurm.aipaas.dev/partition-<name>: "true"``, ``slurm.aipaas.dev/feature-<name>: "true"``
-(a node selector picks them).
+in Slurm's node record: a node feature ``gpumem_<quantity>`` says it per node (``gpumem_80Gi``),
+else ``gpu_memory`` (an option) stands for it. Per-GPU health is not in Slurm's record either: a
+node that is drained or down is left out whole (above), and a feature ``gpu_unhealthy_<index>``
+(which a health check sets with ``scontrol update``) marks one GPU that takes nothing new
+(devices/gpu_health.py: annotated, and tainted in the node's slice). Slurm knows no GPU UUIDs.
+Partitions and features become labels: ``slurm.aipaas.dev/partition-<name>: "true"``,
+``slurm.aipaas.dev/feature-<name>: "true"`` (a node selector picks them).
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from typing import Any
 from aipaas.api.devices import ResourceSlice
 from aipaas.api.quantity import parse_quantity
 from aipaas.backends.base import NodeInfo
+from aipaas.devices.gpu_health import GpuFacts, gpu_annotations, taint_unhealthy
 from aipaas.devices.topology_files import GpuShape, gpu_node_slices
 
 BACKEND = "slurm"
@@ -34,6 +39,9 @@ DOWN_FLAGS = frozenset({"DRAIN", "DRAINING", "DRAINED", "FAIL", "POWERED_DOWN", 
 UNKNOWN_FLAGS = frozenset({"NOT_RESPONDING"})
 
 _LABEL_CHARS = re.compile(r"[^A-Za-z0-9_.-]+")
+#: node features an operator sets: each GPU's memory, and one GPU that takes nothing new
+GPU_MEMORY_FEATURE = "gpumem_"
+UNHEALTHY_FEATURE = "gpu_unhealthy_"
 
 
 @dataclass(frozen=True)
@@ -63,10 +71,12 @@ def read_nodes(raw: Iterable[Mapping[str, Any]], gpu_memory: str = "80Gi") -> Sl
         nodes.append(node)
         if node.healthy and node.info.gpu_count:
             model = node.info.gpu_model or "GPU"
+            memory = f"{node.info.gpu_memory_mib}Mi"
             shape = GpuShape(
-                count=node.info.gpu_count, model=model, productName=model, memory=gpu_memory
+                count=node.info.gpu_count, model=model, productName=model, memory=memory
             )
-            slices.extend(gpu_node_slices(node.info.name, shape))
+            sick = dict.fromkeys(_unhealthy(node.info.labels), "slurm-node-feature")
+            slices.extend(taint_unhealthy(s, sick) for s in gpu_node_slices(node.info.name, shape))
     return SlurmInventory(tuple(nodes), tuple(slices), {n.info.name: n for n in nodes})
 
 
@@ -85,6 +95,7 @@ def _node(item: Mapping[str, Any], gpu_memory: str) -> SlurmNode:
     labels = {"aipaas.dev/backend": BACKEND}
     labels.update({_label("partition", p): "true" for p in partitions})
     labels.update({_label("feature", f): "true" for f in features if f})
+    memory = _feature_memory(features) or gpu_memory
     state = "+".join([base.upper(), *sorted(flags)])
     reason = str(item.get("reason") or "")
     why = f"{state}{': ' + reason if reason else ''}"
@@ -95,12 +106,33 @@ def _node(item: Mapping[str, Any], gpu_memory: str) -> SlurmNode:
         memory_mib=int(item.get("real_memory") or 0),
         gpu_count=count,
         gpu_model=model,
-        gpu_memory_mib=int(parse_quantity(gpu_memory) // 2**20) if count else 0,
+        gpu_memory_mib=int(parse_quantity(memory) // 2**20) if count else 0,
         labels=labels,
-        annotations={STATE_ANNOTATION: why[:1024]},
+        annotations={STATE_ANNOTATION: why[:1024]}
+        | gpu_annotations([GpuFacts(i, healthy=False) for i in _unhealthy(labels) if i < count]),
     )
     address = str(item.get("address") or item.get("hostname") or name)
     return SlurmNode(info, address, partitions, healthy, responding, why)
+
+
+def _feature_memory(features: list[str]) -> str | None:
+    """``gpumem_80Gi`` -> "80Gi" (the first such feature that is a quantity)."""
+    for feature in features:
+        if feature.startswith(GPU_MEMORY_FEATURE):
+            text = feature[len(GPU_MEMORY_FEATURE) :]
+            try:
+                if parse_quantity(text) > 0:
+                    return text
+            except ValueError:
+                continue  # a mistyped feature must not hide the node
+    return None
+
+
+def _unhealthy(labels: Mapping[str, str]) -> list[int]:
+    """The GPU indices that ``gpu_unhealthy_<index>`` features name (as labels here)."""
+    prefix = _label("feature", UNHEALTHY_FEATURE)
+    found = {k[len(prefix) :] for k in labels if k.startswith(prefix)}
+    return sorted(int(i) for i in found if i.isdigit())
 
 
 def gpus_of(gres: str) -> tuple[int, str]:
