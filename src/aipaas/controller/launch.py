@@ -2,7 +2,8 @@
 
 Who calls it: the controller's cycle, for each attempt it starts (``make_request``). Every
 backend gets the same variables from here: RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE,
-NODE_RANK, MASTER_ADDR, MASTER_PORT and AIPAAS_*; ``$(VAR)`` in the command is expanded with
+NODE_RANK, MASTER_ADDR, MASTER_PORT and AIPAAS_* (an elastic job also its rendezvous endpoint,
+backends/rendezvous.py); ``$(VAR)`` in the command is expanded with
 them and the job's env as Kubernetes does (``expand``). Pure.
 """
 
@@ -14,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from aipaas.api.job import SIM_DURATION_ANNOTATION, Job, TaskPhase, TaskSpec
+from aipaas.backends import rendezvous
 from aipaas.backends.base import MASTER_PORTS, ClaimDevice, LaunchRequest
 from aipaas.backends.gang import GANG_ANNOTATION, Gang, GangMember
 from aipaas.store import TaskRecord
@@ -102,7 +104,8 @@ def make_request(
     """The request that starts ``record``'s attempt. WORLD_SIZE is the job's size: all its
     replicas, or for an elastic job (minAvailable below the replicas) the tasks starting or
     running now, this one included; an elastic job's tasks also get AIPAAS_MEMBERSHIP_FILE
-    (controller/membership.py) when the backend keeps one. ``gang``: the backend reserves a
+    (controller/membership.py) when the backend keeps one, and torchrun's rendezvous
+    variables (backends/rendezvous.py). ``gang``: the backend reserves a
     gang at once (backends/gang.py): the tasks starting with this one go in its annotations."""
     spec = task_spec(job, record.group_name)
     elastic = job.spec.min_available is not None and job.spec.min_available < len(records)
@@ -139,6 +142,10 @@ def make_request(
     )
     if membership_file is not None:
         env["AIPAAS_MEMBERSHIP_FILE"] = membership_file
+    if elastic:  # torchrun's c10d rendezvous (backends/rendezvous.py); the job's env wins
+        low, port = job.spec.min_available or 1, int(env["MASTER_PORT"])
+        found = rendezvous.variables(master_addr, port, record.job_uid, low, len(records))
+        env.update({k: v for k, v in found.items() if k not in spec.env})
     limits = spec.limits.amounts() if spec.limits is not None else (0, 0)
     # Kubernetes expands $(VAR) in a pod's command itself, by the same rules: expanded twice,
     # a $$(VAR) written to keep $(VAR) would be expanded after all.

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import BinaryIO, TypedDict
 
 from aipaas.api.devices import ResourceSlice
+from aipaas.backends import rendezvous
 from aipaas.backends.base import Inventory, LaunchRequest, NodeInfo, TaskState, TaskStatus
 from aipaas.backends.local import fake_gpus, limits, listeners, machine, runner, task_env
 from aipaas.backends.local.datasets import DatasetCacheConfig, LocalDatasetCaches
@@ -217,6 +218,7 @@ class LocalBackend(LocalDatasetCaches):  # datasets: backends/local/datasets.py
             env["MASTER_PORT"] = str(
                 task_env.master_port(self.run_dir / "ports", request.job_uid, proposed)
             )
+            rendezvous.follow_master(env)  # an elastic job's endpoint: the port chosen here
         cwd = request.working_dir or str(identity.home)
         archive = None
         if request.workdir_archive is not None:

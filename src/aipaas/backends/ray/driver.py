@@ -40,6 +40,7 @@ from typing import Any
 import ray
 from ray import cloudpickle
 
+from aipaas.backends import rendezvous
 from aipaas.backends.base import Inventory, LaunchRequest, TaskState, TaskStatus
 from aipaas.backends.gang import gang_of
 from aipaas.backends.ray import runner as runner_module
@@ -299,6 +300,7 @@ class RayDriver(RayNodeLoads):  # dataset loads: ray/datasets_driver.py
         master = self._nodes.get(env.get("MASTER_ADDR", ""))
         if master is not None and master.address:
             env["MASTER_ADDR"] = master.address  # a node's name is not an address
+            rendezvous.follow_master(env)  # an elastic job's endpoint: the same address
         return {
             "command": list(request.command),
             "env": env,

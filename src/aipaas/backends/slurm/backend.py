@@ -25,6 +25,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Literal
 
+from aipaas.backends import rendezvous
 from aipaas.backends.base import Inventory, LaunchRequest, TaskState, TaskStatus
 from aipaas.backends.slurm import accounting, jobs
 from aipaas.backends.slurm.commands import SlurmCommands, SlurmError
@@ -147,6 +148,7 @@ class SlurmBackend(SlurmPowerPool, SlurmDatasetCaches):  # datasets: slurm/datas
         master_node = self._node(master) if master and self.mode == "pinned" else None
         if master_node is not None:
             env["MASTER_ADDR"] = master_node.address  # Slurm's NodeAddr: what resolves
+            rendezvous.follow_master(env)  # an elastic job's endpoint: the same address
         script = directory / "job.sh"
         exit_file = str(directory / jobs.EXIT_FILE)
         _write(script, jobs.batch_script(request, env, exit_file, str(directory)), 0o700)

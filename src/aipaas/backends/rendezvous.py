@@ -1,0 +1,53 @@
+"""The rendezvous endpoint of an elastic job, in the names torchrun reads.
+
+An elastic job (minAvailable below its replicas) gets, in every task's environment
+(controller/launch.py): ``AIPAAS_RDZV_ENDPOINT`` and torchrun's own ``PET_RDZV_ENDPOINT``
+(``HOST:PORT``), ``PET_RDZV_BACKEND=c10d``, ``PET_RDZV_ID`` (the job's uid), ``PET_NNODES``
+(``MIN:MAX``, the job's minAvailable and replicas) and ``PET_MAX_RESTARTS``; torchrun takes
+every ``PET_<OPTION>`` for its ``--<option>`` when the command line does not give it (as
+Kubeflow's PyTorchJob sets them for its elastic jobs). The endpoint is rank 0's address and
+the job's MASTER_PORT: the first task's node, a port chosen free there once per job (the local
+backend) and kept, so every member, present or later, reads the same while the job's size
+changes. torchrun's c10d rendezvous hosts its store there on the agent that can bind it: rank
+0's, which an elastic job's shrink never takes away (the newest extra goes first).
+
+A backend that moves MASTER_ADDR (Slurm, Ray: a node's address, not its name) or MASTER_PORT
+(local: a port free on the machine) calls ``follow_master`` afterwards, so that the endpoint
+names the same place. Pure; who calls it: controller/launch.py and the backends' starts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import MutableMapping
+
+#: the variables that name the endpoint as ``HOST:PORT``
+ENDPOINT_VARIABLES = ("AIPAAS_RDZV_ENDPOINT", "PET_RDZV_ENDPOINT")
+#: how often torchrun may restart its workers: each shrink of the job costs one (the workers of
+#: the tasks that stay fail with their peer gone), a growth none
+MAX_RESTARTS = 100
+
+
+def variables(
+    master_addr: str, master_port: int, job_uid: str, low: int, high: int
+) -> dict[str, str]:
+    """The rendezvous variables of an elastic job of ``low`` to ``high`` tasks."""
+    endpoint = f"{master_addr}:{master_port}"
+    return {
+        "AIPAAS_RDZV_ENDPOINT": endpoint,
+        "PET_RDZV_ENDPOINT": endpoint,
+        "PET_RDZV_BACKEND": "c10d",
+        "PET_RDZV_ID": job_uid,
+        "PET_NNODES": f"{low}:{high}",
+        "PET_MAX_RESTARTS": str(MAX_RESTARTS),
+    }
+
+
+def follow_master(env: MutableMapping[str, str]) -> None:
+    """Point the endpoint variables at MASTER_ADDR:MASTER_PORT as ``env`` now has them (a job
+    without an endpoint is left as it is)."""
+    if "AIPAAS_RDZV_ENDPOINT" not in env:
+        return
+    endpoint = f"{env.get('MASTER_ADDR', '')}:{env.get('MASTER_PORT', '')}"
+    for name in ENDPOINT_VARIABLES:
+        if name in env:
+            env[name] = endpoint
