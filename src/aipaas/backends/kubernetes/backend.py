@@ -47,6 +47,9 @@ from aipaas.backends.kubernetes.events import EventSink
 from aipaas.backends.kubernetes.foreign import IMPORTED_BY, foreign_pod, is_pending_foreign
 from aipaas.backends.kubernetes.informer import Informer, start_all
 from aipaas.backends.kubernetes.inventory import inventory
+from aipaas.backends.kubernetes.job_services import ensure as ensure_service
+from aipaas.backends.kubernetes.job_services import headless_service, is_multi_pod, with_job_dns
+from aipaas.backends.kubernetes.job_services import reconcile as reconcile_services
 from aipaas.backends.kubernetes.options import KubeOptions
 from aipaas.backends.kubernetes.pod_status import task_status, tasks_by_request
 from aipaas.backends.kubernetes.podgroups import PodGroups
@@ -88,6 +91,11 @@ class KubernetesBackend:
         #: pods this process bound (uid -> node), for as long as the watch may still bring an
         #: older copy of them without their node
         self._bound: dict[str, str] = {}
+        #: headless Services (namespace, name) whose pods starts are making now (how many)
+        self._service_starts: dict[tuple[str, str], int] = {}
+        #: headless Services this process made (or a start is making) and did not delete
+        self._services_made: set[tuple[str, str]] = set()
+        self._lock = threading.Lock()
 
     @property
     def api(self) -> KubeApi:
@@ -106,6 +114,8 @@ class KubernetesBackend:
         """The informers, started (and listed once) on first use."""
         if self._informers is None:
             made = {kind: Informer(self.api, kind) for kind in WATCHED}
+            # only the headless Services aipaas made (job_services.py), not every Service
+            made["Service"] = Informer(self.api, "Service", labels={m.MANAGED_LABEL: "true"})
             start_all(made)
             self._informers = made
         return self._informers
@@ -169,6 +179,32 @@ class KubernetesBackend:
             with contextlib.suppress(Conflict):
                 self.remember(self.api.create(m.claim_manifest(document, namespace)))
         manifest = m.pod_manifest(request, self.options, names, request.labels)
+        if not is_multi_pod(request.env):
+            self._create_pod(request, manifest)
+            return
+        # its ranks find rank 0 by name (job_services.py); the Service is made before the pod
+        # and kept while a start makes its pods
+        manifest = with_job_dns(manifest, request, namespace, self.options.cluster_domain)
+        service = headless_service(request.job, request.tenant, namespace)
+        key = (namespace, str(service["metadata"]["name"]))
+        with self._lock:
+            self._service_starts[key] = self._service_starts.get(key, 0) + 1
+            # one create per Service, though the job's starts run in parallel threads
+            known = set(_keys(self.cached("Service"))) | self._services_made
+            self._services_made.add(key)
+        try:
+            made = ensure_service(self.api, service, known)
+            if made is not None:
+                self.remember(made)
+            self._create_pod(request, manifest)
+        finally:
+            with self._lock:
+                self._service_starts[key] -= 1
+                if not self._service_starts[key]:
+                    del self._service_starts[key]
+
+    def _create_pod(self, request: LaunchRequest, manifest: dict[str, Any]) -> None:
+        namespace = manifest["metadata"]["namespace"]
         try:
             pod = self.api.create(manifest)
             self.remember(pod)
@@ -306,7 +342,25 @@ class KubernetesBackend:
             self._copy_log(rid, pod, over)
             if over:
                 self._after_end(rid, pod)
+        self._reconcile_services()
         return out
+
+    def _reconcile_services(self) -> None:
+        """The headless Services of multi-pod jobs: made for live pods, deleted after."""
+        try:
+            with self._lock:
+                starting = set(self._service_starts)
+            pods, services = self.cached("Pod"), self.cached("Service")
+            made, gone = reconcile_services(self.api, pods, services, starting)
+        except Exception as err:  # tried again at the next status call
+            log.warning("the jobs' headless Services could not be reconciled: %s", err)
+            return
+        for service in made:
+            self.remember(service)
+        for namespace, name in gone:
+            self.informers["Service"].forget(namespace, name)
+            with self._lock:
+                self._services_made.discard((namespace, name))
 
     def _after_end(self, rid: str, pod: dict[str, Any]) -> None:
         """An ended pod's claims are released; a deleted one keeps aipaas's finalizer until
@@ -424,3 +478,7 @@ class KubernetesBackend:
             informer.stop()
         self.events.close()
         self.api.close()
+
+
+def _keys(objects: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    return [(o["metadata"]["namespace"], o["metadata"]["name"]) for o in objects]

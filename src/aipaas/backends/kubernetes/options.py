@@ -27,6 +27,9 @@ class KubeOptions:
     #: as kube-scheduler binds in goroutines of their own; 0: each start in the caller's
     #: thread, done when ``start`` returns
     start_workers: int = 8
+    #: the cluster's DNS domain: a multi-pod job's ranks are ``rank-N.<job>.<namespace>.svc.``
+    #: followed by it (backends/kubernetes/job_services.py)
+    cluster_domain: str = "cluster.local"
 
     def namespace(self, tenant: str) -> str:
         return self.namespaces.get(tenant, tenant)
