@@ -1,5 +1,6 @@
-"""The resource.k8s.io/v1 kinds as stored objects: DeviceClass, ResourceSlice, ResourceClaim and
-ResourceClaimTemplate, applied with ``aipaas apply -f`` and kept in the store like other kinds.
+"""The resource.k8s.io/v1 kinds as stored objects: DeviceClass, ResourceSlice, ResourceClaim,
+ResourceClaimTemplate and DeviceTaintRule, applied with ``aipaas apply -f`` and kept in the store
+like other kinds.
 
 Each is validated by :func:`aipaas.api.devices.parse_device_object` (the Kubernetes shape, CEL
 selectors compiled), then wrapped here with aipaas metadata so that the store, the routes and the
@@ -92,6 +93,16 @@ class ResourceSliceObject(DeviceKind):
     kind: Literal["ResourceSlice"] = "ResourceSlice"
 
 
+class DeviceTaintRuleObject(DeviceKind):
+    """Taints the devices its ``spec.deviceSelector`` names (driver, pool, device), without
+    changing their slices: the controller's allocator reads the stored rules every cycle.
+    Applied as resource.k8s.io/v1beta2 (Kubernetes 1.35/1.36) or v1; stored as v1."""
+
+    namespaced: ClassVar[bool] = False
+    plural: ClassVar[str] = "devicetaintrules"
+    kind: Literal["DeviceTaintRule"] = "DeviceTaintRule"
+
+
 class ClaimStatus(LenientModel):
     """The controller's: ``allocation`` (resource.k8s.io/v1 AllocationResult) and
     ``reservedFor`` (the tasks that use the claim)."""
@@ -123,6 +134,7 @@ DEVICE_KINDS: dict[str, type[DeviceKind]] = {
         ResourceSliceObject,
         ResourceClaimObject,
         ResourceClaimTemplateObject,
+        DeviceTaintRuleObject,
     )
 }
 

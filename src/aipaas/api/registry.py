@@ -12,6 +12,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from aipaas.api.device_taints import TAINT_RULE_VERSIONS
 from aipaas.api.devices import API_VERSION as DEVICE_API_VERSION
 from aipaas.api.dra import DEVICE_KINDS, parse_device_kind
 from aipaas.api.errors import invalid
@@ -78,7 +79,9 @@ def parse_object(data: Any, *, index: int | None = None) -> Object:
         )
     check_depth(data)
     api_version = data.get("apiVersion")
-    if api_version == DEVICE_API_VERSION:
+    if api_version == DEVICE_API_VERSION or (
+        api_version in TAINT_RULE_VERSIONS and data.get("kind") == "DeviceTaintRule"
+    ):
         return parse_device_kind(data, where=where)
     if api_version != API_VERSION:
         raise InvalidObject(

@@ -227,6 +227,7 @@ def _fingerprint(
         for o in (*quotas.tenants.values(), *quotas.queues.values())
     )
     nodes = tuple(n.name for n in placer.nodes)
+    nodes += (f"devices@{placer.ledger.inventory.generation}",)  # a slice or taint rule changed
     chosen = len(eligible)
     return hash((jobs, objects, nodes, chosen, tuple(sorted(waiting.items()))))
 

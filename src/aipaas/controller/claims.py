@@ -20,6 +20,7 @@ from typing import Any
 from aipaas.api.devices import (
     AllocationResult,
     DeviceClass,
+    DeviceTaintRule,
     ResourceClaim,
     ResourceSlice,
     parse_device_object,
@@ -27,6 +28,7 @@ from aipaas.api.devices import (
 from aipaas.api.dra import (
     ClaimStatus,
     DeviceClassObject,
+    DeviceTaintRuleObject,
     ResourceClaimObject,
     ResourceClaimTemplateObject,
     ResourceSliceObject,
@@ -122,6 +124,12 @@ class ClaimBook:
             if isinstance(c, DeviceClassObject)
         ]
         published = [s for s in slices if isinstance(s, ResourceSlice)]
+        rules = [
+            r.device()
+            for r in self.store.list_objects("DeviceTaintRule", "")
+            if isinstance(r, DeviceTaintRuleObject)
+        ]
+        self.slice_index.set_taint_rules([r for r in rules if isinstance(r, DeviceTaintRule)])
         refused_before = dict(self.slice_index.refused)
         inventory = self.slice_index.update(published)
         for name, reason in self.slice_index.refused.items():

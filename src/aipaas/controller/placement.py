@@ -10,7 +10,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from aipaas.api.devices import AllocationResult, DeviceClass, ResourceClaim, ResourceSlice
+from aipaas.api.devices import (
+    AllocationResult,
+    DeviceClass,
+    DeviceTaintRule,
+    ResourceClaim,
+    ResourceSlice,
+)
 from aipaas.api.resources import Amounts
 from aipaas.backends.base import NodeInfo
 from aipaas.backends.composite import ON_REQUEST_LABEL
@@ -95,6 +101,18 @@ class SliceIndex:
         self.inventory = Inventory()
         self._indexed: dict[str, ResourceSlice] = {}
         self.refused: dict[str, str] = {}
+        self._rules: list[DeviceTaintRule] = []
+
+    def set_taint_rules(self, rules: Sequence[DeviceTaintRule]) -> None:
+        """The stored DeviceTaintRules: their taints go on the devices they select. Every
+        device is tainted again only when the rules changed (stored objects are parsed once
+        per resourceVersion, so unchanged rules are the very same models)."""
+        if len(rules) == len(self._rules) and all(
+            a is b for a, b in zip(rules, self._rules, strict=True)
+        ):
+            return
+        self._rules = list(rules)
+        self.inventory.set_taint_rules(self._rules)
 
     def update(self, slices: Sequence[ResourceSlice]) -> Inventory:
         wanted = {s.metadata.name or "": s for s in slices}

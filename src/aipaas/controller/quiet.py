@@ -35,7 +35,16 @@ from aipaas.controller.placement import Placer
 from aipaas.controller.work import JobFacts, JobWork
 
 #: the kinds whose marks a kept placement depends on (``Job`` first: the listing's)
-WATCHED_KINDS = ("Job", "Tenant", "Queue", "User", "ResourceClaim", "ResourceSlice", "DeviceClass")
+WATCHED_KINDS = (
+    "Job",
+    "Tenant",
+    "Queue",
+    "User",
+    "ResourceClaim",
+    "ResourceSlice",
+    "DeviceClass",
+    "DeviceTaintRule",  # a rule added or deleted changes which devices take new work
+)
 #: a cycle lists the jobs again at least this often, whatever the marks say
 FRESH_SECONDS = 5.0
 

@@ -115,6 +115,9 @@ class Inventory:
         """Node key -> how many of its published devices allow multiple allocations."""
         self.counter_sets: dict[CounterSetKey, dict[str, Decimal]] = {}
         self._counter_owner: dict[CounterSetKey, str] = {}
+        self.generation = 0
+        """Counts the changes of what may be allocated (a slice put or removed, the taint
+        rules set): a scheduler that skips unchanged cycles reads it."""
         for item in slices:
             self.put_slice(item)
 
@@ -127,6 +130,7 @@ class Inventory:
         pool is usable (see :meth:`_publish_pool`).
         """
         name = slice_name(item)
+        self.generation += 1
         if name in self._slices:
             self.remove_slice(name)
         records = [device_record(item, name, index) for index in range(len(item.spec.devices))]
@@ -145,6 +149,7 @@ class Inventory:
             KeyError: no slice of that name.
         """
         item = self._slices.pop(name)
+        self.generation += 1
         del self._devices_by_slice[name]
         pool = (item.spec.driver, item.spec.pool.name)
         self._pool_slices[pool].remove(name)
@@ -203,6 +208,7 @@ class Inventory:
     def set_taint_rules(self, rules: Iterable[DeviceTaintRule]) -> None:
         """Taint the devices the rules select, besides the taints their slices publish."""
         self._taint_rules = list(rules)
+        self.generation += 1
         for records in self._devices_by_slice.values():
             for record in records:
                 record.taints = self._taints_for(record)

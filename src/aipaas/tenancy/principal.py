@@ -24,7 +24,8 @@ class Verb(StrEnum):
     WRITE = "write"
 
 
-# DeviceClass and ResourceSlice (the cluster's devices) are the platform admin's alone.
+# DeviceClass, ResourceSlice and DeviceTaintRule (the cluster's devices) are the platform
+# admin's alone.
 _CLAIM_KINDS = frozenset({"ResourceClaim", "ResourceClaimTemplate"})
 # A tenant's budgets and invitations are its admins' (issue 15).
 _TENANT_ADMIN_KINDS = frozenset({"Budget", "Invitation"})
@@ -35,6 +36,7 @@ _TENANT_ADMIN_KINDS |= {"Service"}
 _WRITABLE: dict[Role, frozenset[str]] = {
     Role.PLATFORM_ADMIN: frozenset(
         {"Tenant", "User", "Queue", "Job", "Token", "DeviceClass", "ResourceSlice"}
+        | {"DeviceTaintRule"}
         | _CLAIM_KINDS
         | _TENANT_ADMIN_KINDS
     ),
