@@ -57,6 +57,7 @@ _SLURM_MODULES = (
     "test_slurm_accounting.py",
     "test_multi_backend.py",
     "test_data_slurm.py",
+    "test_task_images_slurm.py",
 )
 
 

@@ -43,6 +43,13 @@ _LABEL_KEY_RE = re.compile(
     r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
 )
 _ENV_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+#: an image reference: [registry[:port]/]path[:tag][@sha256:digest] (what podman and the
+#: kubelet accept); it never starts with "-", so it can never be read as a podman option
+_IMAGE_RE = re.compile(
+    r"^[A-Za-z0-9][A-Za-z0-9.-]*(:[0-9]+)?(/[a-z0-9]+([._-]+[a-z0-9]+)*)*"
+    r"(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(@sha256:[0-9a-f]{64})?$"
+)
+MAX_SETUP_COMMANDS = 32
 
 
 class JobPhase(StrEnum):
@@ -104,6 +111,26 @@ def _check_command(value: list[str]) -> list[str]:
     return value
 
 
+def _check_image(value: str | None) -> str | None:
+    if value is not None and (len(value) > 512 or not _IMAGE_RE.fullmatch(value)):
+        raise ValueError(
+            f"must be an image reference like localhost/train:1.0 or "
+            f"registry.example.com/team/train@sha256:<digest>, got {value!r}"
+        )
+    return value
+
+
+def _check_setup(value: list[str] | None) -> list[str] | None:
+    for index, line in enumerate(value or []):
+        if not line.strip():
+            raise ValueError(f"command {index} is empty")
+        if len(line) > 8192:
+            raise ValueError(f"command {index} is longer than 8192 characters")
+        if "\x00" in line:
+            raise ValueError(f"command {index} contains a NUL byte")
+    return value
+
+
 class TaskLimits(Model):
     """The most a task may use, enforced where the backend can (the local one: cgroups): over
     ``memory`` it is killed (OOMKilled), over ``cpu`` it is throttled. Unset: no limit."""
@@ -134,6 +161,9 @@ class TaskSpec(Model):
     restart_policy: RestartPolicy = RestartPolicy.NEVER
     backoff_limit: int = Field(default=DEFAULT_BACKOFF_LIMIT, ge=0, le=100, strict=True)
     limits: TaskLimits | None = None
+    # The container image the task runs in (podman on the local and Slurm backends, the pod's
+    # image on Kubernetes); None: on the host, as the task's user (backends/containers.py).
+    image: Annotated[str | None, AfterValidator(_check_image)] = None
 
     @field_validator("working_dir")
     @classmethod
@@ -296,6 +326,13 @@ class JobSpec(Model):
     # same name); None: DEFAULT_GRACE_SECONDS (kept None so that a job without it is unchanged).
     termination_grace_period_seconds: int | None = Field(
         default=None, ge=0, le=MAX_GRACE_SECONDS, strict=True
+    )
+    # Shell commands run once per node before the job's tasks start there, in the task's
+    # working directory with $AIPAAS_SETUP_DIR a directory kept for them (a per-job virtualenv:
+    # ``python3 -m venv $AIPAAS_SETUP_DIR/venv``); done once per node for the same commands,
+    # workdir and image (backends/setup.py). None rather than empty: a job without it is as before.
+    setup: Annotated[list[str] | None, AfterValidator(_check_setup)] = Field(
+        default=None, min_length=1, max_length=MAX_SETUP_COMMANDS
     )
     # An uploaded working directory (``POST /api/v1/workdirs``, what ``aipaas run --workdir``
     # does): unpacked into each task's working directory before the task starts.

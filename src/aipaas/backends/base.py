@@ -125,6 +125,11 @@ class LaunchRequest:
     #: the task's ``limits`` (0: none): a backend that can enforces them (local: cgroups)
     limit_cpu_milli: int = 0
     limit_memory_mib: int = 0
+    #: the task's container image (``spec.tasks[].image``): a backend that runs containers runs
+    #: the task in it (backends/containers.py), one that cannot refuses the task; None: the host
+    image: str | None = None
+    #: the job's ``spec.setup`` commands, run once per node before its tasks (backends/setup.py)
+    setup: tuple[str, ...] = ()
 
 
 class TaskState(StrEnum):

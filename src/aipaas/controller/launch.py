@@ -182,6 +182,8 @@ def make_request(
         workdir_archive=job.spec.workdir,
         limit_cpu_milli=limits[0],
         limit_memory_mib=limits[1],
+        image=spec.image,
+        setup=tuple(job.spec.setup or ()),
     )
 
 

@@ -90,7 +90,8 @@ def pod_manifest(
         resources["claims"] = [{"name": f"claim-{i}"} for i in range(len(claim_names))]
     container: dict[str, Any] = {
         "name": CONTAINER,
-        "image": request.annotations.get(IMAGE_ANNOTATION, options.default_image),
+        # the task's own image (spec.tasks[].image), else the job's annotation, else the default
+        "image": request.image or request.annotations.get(IMAGE_ANNOTATION, options.default_image),
         "command": list(request.command),
         "env": [{"name": k, "value": v} for k, v in sorted(request.env.items())],
         "resources": {k: v for k, v in resources.items() if v},

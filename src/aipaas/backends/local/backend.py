@@ -26,17 +26,26 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO, TypedDict
+from typing import Any, BinaryIO, TypedDict
 
 from aipaas.api.devices import ResourceSlice
-from aipaas.backends import rendezvous
+from aipaas.backends import containers, rendezvous
 from aipaas.backends.base import Inventory, LaunchRequest, NodeInfo, TaskState, TaskStatus
-from aipaas.backends.local import fake_gpus, limits, listeners, machine, runner, task_env
+from aipaas.backends.local import (
+    container_launch,
+    fake_gpus,
+    limits,
+    listeners,
+    machine,
+    runner,
+    task_env,
+)
 from aipaas.backends.local.datasets import DatasetCacheConfig, LocalDatasetCaches
 from aipaas.backends.local.gpu_usage import read_utilization
 from aipaas.backends.local.isolation import (
     ISOLATION_ANNOTATION,
     IsolationError,
+    TaskIdentity,
     TaskIsolation,
     TaskPlacer,
 )
@@ -44,6 +53,7 @@ from aipaas.backends.local.machine import gpus_of
 from aipaas.backends.local.nvml import DRIVER, Discovery, discover, visible_devices
 from aipaas.backends.local.probe_exec import run_probe
 from aipaas.backends.local.runner import LAUNCH_FILE
+from aipaas.backends.setup import SETUP_DIR_VARIABLE, failure_message, setup_key
 from aipaas.devices.gpu_health import gpu_annotations, slice_gpus
 from aipaas.devices.share_enforcement import (
     HAMI_CORE_LIBRARY_ANNOTATION,
@@ -237,7 +247,7 @@ class LocalBackend(LocalDatasetCaches):  # datasets: backends/local/datasets.py
         # runner: the system's own refusal says then what is wrong.
         from_archive = archive is not None and "/" in program and not program.startswith("/")
         problem = None
-        if not from_archive:
+        if not from_archive and request.image is None:  # in an image: the image's program
             problem = task_env.program_problem(
                 program,
                 env["PATH"],
@@ -250,11 +260,17 @@ class LocalBackend(LocalDatasetCaches):  # datasets: backends/local/datasets.py
             return
         try:  # the task's limits: cgroups the runner starts it in (limits.py)
             groups = limits.make_groups(
-                request.request_id, request.limit_cpu_milli, request.limit_memory_mib
+                request.request_id,
+                # in an image: podman's --cpus; the memory group is the container's parent
+                0 if request.image else request.limit_cpu_milli,
+                request.limit_memory_mib,
             )
-        except limits.LimitError as err:
+            setup_dir = self._setup_dir(request, identity)
+        except (limits.LimitError, IsolationError) as err:
             self._not_started(directory, log_path, str(err))
             return
+        if setup_dir is not None:
+            env[SETUP_DIR_VARIABLE] = str(setup_dir)
         if self.fake and visible:
             # Said where the user looks: the log's first line, the status (``_status``).
             env["AIPAAS_FAKE_GPUS"] = visible
@@ -281,6 +297,8 @@ class LocalBackend(LocalDatasetCaches):  # datasets: backends/local/datasets.py
             if request.grace_seconds is None
             else request.grace_seconds,
         }
+        if request.setup or request.image:
+            launch.update(self._container_and_setup(request, identity, env, cwd, groups, setup_dir))
         _write_private(directory / LAUNCH_FILE, json.dumps(launch))
         # Opened here all the same: the log exists (0600) from the start, and the runner's own
         # few lines (it cannot start the command) go to it.
@@ -302,6 +320,50 @@ class LocalBackend(LocalDatasetCaches):  # datasets: backends/local/datasets.py
         (directory / "pid").write_text(f"{child.pid}\n")
         with self._lock:
             self._children[request.request_id] = child
+
+    def _setup_dir(self, request: LaunchRequest, identity: TaskIdentity) -> Path | None:
+        """The directory the job's setup runs once in, the tenant user's (backends/setup.py)."""
+        if not request.setup:
+            return None
+        key = setup_key(request.setup, request.workdir_archive, request.image)
+        return self.placer.prepare(request.tenant, key).home
+
+    def _container_and_setup(
+        self,
+        request: LaunchRequest,
+        identity: TaskIdentity,
+        env: Mapping[str, str],
+        cwd: str,
+        groups: Sequence[str],
+        setup_dir: Path | None,
+    ) -> dict[str, Any]:
+        """launch.json's entries for a task in an image and for the job's setup."""
+        conf = container_launch.write_conf(self.run_dir)
+        entries: dict[str, Any] = {}
+        if setup_dir is not None:
+            entries["setup"] = container_launch.setup_launch(
+                request, identity, env, cwd, setup_dir, conf
+            )
+        if request.image is not None:
+            memory = next((g for g in groups if "/memory/" in g), None)
+            binds = [containers.Bind(str(setup_dir), str(setup_dir))] if setup_dir else []
+            task = container_launch.container_task(
+                request,
+                identity,
+                env,
+                cwd,
+                memory,
+                name=containers.container_name(request.request_id),
+                command=request.command,
+                extra_binds=binds,
+            )
+            grace = request.grace_seconds
+            entries.update(
+                container_launch.container_launch(
+                    task, conf, runner.DEFAULT_GRACE_SECONDS if grace is None else grace
+                )
+            )
+        return entries
 
     def membership_file(self, node: str, tenant: str, job: str) -> str | None:
         """Elastic jobs' membership: in the tenant's task directory, where its tasks (running
@@ -453,6 +515,8 @@ class LocalBackend(LocalDatasetCaches):  # datasets: backends/local/datasets.py
             with contextlib.suppress(OSError):
                 refused = (directory / REFUSED_FILE).read_text()
                 return TaskStatus(request_id, state, code, f"not started: {refused}")
+            if (directory / runner.SETUP_FAILED_FILE).exists():
+                return TaskStatus(request_id, state, code, failure_message(code))
             if (directory / runner.OOM_FILE).exists():
                 said = f"OOMKilled: over its memory limit (exit code {code})"
                 return TaskStatus(request_id, state, code, said)

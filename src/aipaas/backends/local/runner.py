@@ -21,6 +21,16 @@ offsets missing between the pieces and say there how many bytes were dropped. A 
 (the disk full anyway) drops that output too: the runner never dies of its task's output, or
 the task would be taken for lost.
 
+A task with an image (launch.json ``container``) is a ``podman run`` the runner starts as
+itself (root: podman needs it; the container runs as the task's user): a stop is the
+``container.stop`` command (``podman stop -t GRACE``: one SIGTERM to the task, SIGKILL after
+the grace), not a signal to the group; the podman client is SIGKILLed ``CONTAINER_MARGIN``
+seconds after the grace if it is still there, and ``container.remove`` removes the container
+when the client ends. The memory group the container is made under (``cgroups``) is not joined:
+its counters say whether the limit was hit (``limit_hit``). A job's ``spec.setup``
+(launch.json ``setup``: backends/setup.py) runs before the task, its output in the task's log;
+if it fails, the task is not started and DIR/setup-failed says so.
+
 The runner's own environment is the backend's minimal one, not the task's: a job's variables
 (PYTHONPATH, LD_PRELOAD...) never reach a process that runs as root. It is run as a file, not
 as a module of the package, and imports the standard library only: it starts in tens of
@@ -47,6 +57,11 @@ LAUNCH_FILE = "launch.json"  # written by backend.py into DIR
 UMASK = 0o077
 #: in DIR: the task was killed by the OOM killer of its memory limit (backend.py reads it)
 OOM_FILE = "oom"
+#: in DIR: the job's setup failed, the task never started (backend.py reads it)
+SETUP_FAILED_FILE = "setup-failed"
+#: after a container's grace period, how long its podman client has to end before it is
+#: SIGKILLed (the container is then removed: ``container.remove``)
+CONTAINER_MARGIN = 3.0
 #: between a stop's SIGTERM and its SIGKILL, when launch.json does not say (``grace``)
 DEFAULT_GRACE_SECONDS = 30.0
 EXIT_NOT_STARTED = 127
@@ -205,15 +220,32 @@ def main(argv: list[str]) -> int:
     grace = float(spec.get("grace", DEFAULT_GRACE_SECONDS))
     stopped: list[int] = []
     child: subprocess.Popen[bytes] | None = None
+    container = spec.get("container")  # a task in an image: podman, run as the runner itself
+    run_uid, run_gid = (None, None) if isinstance(container, dict) else (uid, gid)
+    #: the command a stop runs instead of a signal (the running container's ``podman stop``)
+    stopper: list[list[str]] = []
 
     def stop_task(signum: int) -> None:
         # The task's group (the runner's: the task and whatever it started) gets the signal
         # once; the runner's own copy of it is ignored (``forward``). SIGKILL follows after
         # the grace period (``kill_group``), whatever the task does with the signal.
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(0, signum)
+        delay = grace
+        if stopper and isinstance(container, dict):  # the container's stop sends the SIGTERM
+            with contextlib.suppress(OSError):
+                subprocess.Popen(
+                    stopper[-1],
+                    env={str(k): str(v) for k, v in container["env"].items()},
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                    start_new_session=True,  # not in the group the SIGKILL below reaches
+                )
+            delay = grace + CONTAINER_MARGIN
+        else:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(0, signum)
         signal.signal(signal.SIGALRM, kill_group)
-        signal.setitimer(signal.ITIMER_REAL, max(grace, 0.001))
+        signal.setitimer(signal.ITIMER_REAL, max(delay, 0.001))
 
     def forward(signum: int, _frame: FrameType | None) -> None:
         if stopped:
@@ -264,29 +296,70 @@ def main(argv: list[str]) -> int:
         if stopped:
             _write_exit(directory, 128 + stopped[0])
             return 0
+    setup = spec.get("setup")
+    if isinstance(setup, dict):  # the job's spec.setup, once per node (backends/setup.py)
+        # a pipe of its own, read while it runs (pip's output would fill the task's pipe)
+        setup_reader, setup_writer = os.pipe() if sink is not None else (None, None)
+        try:
+            child = subprocess.Popen(
+                [str(part) for part in setup["command"]],
+                stdout=setup_writer,
+                stderr=subprocess.STDOUT if setup_writer is not None else None,
+                env={str(k): str(v) for k, v in setup["env"].items()},
+                user=run_uid,
+                group=run_gid,
+                extra_groups=[] if run_uid is not None else None,
+                umask=UMASK,
+                preexec_fn=None if isinstance(container, dict) else enter,
+            )
+        except (OSError, subprocess.SubprocessError) as err:
+            print(f"aipaas: setup failed: cannot start it: {err}", file=sys.stderr, flush=True)
+            return _setup_failed(directory, EXIT_NOT_STARTED)
+        if isinstance(setup.get("stop"), list):
+            stopper.append([str(part) for part in setup["stop"]])
+        if stopped:
+            stop_task(stopped[0])
+        if sink is not None and setup_reader is not None and setup_writer is not None:
+            os.close(setup_writer)
+            copy_output(setup_reader, sink, child)
+            os.close(setup_reader)
+        code = child.wait()
+        stopper.clear()
+        if stopped:
+            _write_exit(directory, 128 + stopped[0])
+            return 0
+        if code != 0:
+            if sink is not None:
+                sink.close()
+            return _setup_failed(directory, code if code > 0 else 128 - code)
+        child = None
     groups = [str(g) for g in spec.get("cgroups") or []]  # the task's limits (limits.py)
-    homes = join_groups(groups)  # the child is made in them; the runner leaves them after
+    # the child is made in them (the runner leaves them after); a container is made in a group
+    # of its own under them by podman (``--cgroup-parent``): they are not joined then
+    homes = {} if isinstance(container, dict) else join_groups(groups)
     if homes is None:
         _write_exit(directory, EXIT_NOT_STARTED)
         return EXIT_NOT_STARTED
+    if isinstance(container, dict):
+        stopper.append([str(part) for part in container["stop"]])
     try:
         child = subprocess.Popen(  # stdio: the pipe to the log sink, or the runner's own
             command,
             stdout=writer,
             stderr=subprocess.STDOUT if writer is not None else None,
             env={str(k): str(v) for k, v in spec["env"].items()},
-            user=uid,
-            group=gid,
-            extra_groups=[] if uid is not None else None,
+            user=run_uid,
+            group=run_gid,
+            extra_groups=[] if run_uid is not None else None,
             umask=UMASK,
-            preexec_fn=enter,  # the runner is single-threaded: the hook is safe here
+            preexec_fn=None if isinstance(container, dict) else enter,  # single-threaded: safe
         )
     except (OSError, subprocess.SubprocessError) as err:
         print(f"aipaas: cannot start {command[0]!r}: {err}", file=sys.stderr, flush=True)
         leave_groups(groups, homes)
         _write_exit(directory, EXIT_NOT_STARTED)
         return EXIT_NOT_STARTED
-    if groups:  # the task over its memory limit is the one the OOM killer takes, not the runner
+    if groups and not isinstance(container, dict):  # the OOM killer takes the task, not the runner
         with contextlib.suppress(OSError):
             Path("/proc/self/oom_score_adj").write_text("-1000")
     if stopped:  # the stop came while it was being started
@@ -298,13 +371,57 @@ def main(argv: list[str]) -> int:
     code = child.wait()
     if code < 0:
         code = 128 - code  # killed by signal N -> 128+N, as a shell reports it
-    if oom_killed(groups):  # said in the task's status (backend.py reads the mark)
+    if isinstance(container, dict):
+        remove_container([str(part) for part in container["remove"]], container["env"])
+        # killed (137), not by a stop, in a group that reached its limit: the OOM killer
+        over = not stopped and code == 128 + signal.SIGKILL and limit_hit(groups)
+        remove_parent_groups(str(container.get("cgroup_parent") or ""))
+    else:
+        over = oom_killed(groups)
+    if over:  # said in the task's status (backend.py reads the mark)
         print("aipaas: OOMKilled: the task went over its memory limit", file=sys.stderr)
         with contextlib.suppress(OSError):
             (directory / OOM_FILE).write_text("OOMKilled\n")
     leave_groups(groups, homes)
     _write_exit(directory, code)
     return 0
+
+
+def remove_container(command: list[str], env: dict[str, Any]) -> None:
+    """The task's container, once its podman client ended (killed, it may still run)."""
+    with contextlib.suppress(OSError, subprocess.SubprocessError):
+        subprocess.run(
+            command,
+            env={str(k): str(v) for k, v in env.items()},
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            timeout=60,
+            check=False,
+        )
+
+
+def limit_hit(groups: list[str]) -> bool:
+    """Whether a container made under the task's memory group reached the group's limit. The
+    kernel counts an OOM kill in the group of the process it killed (the container's own, gone
+    when the container is): the group above keeps its peak and its failed charges."""
+    for group in groups:
+        try:
+            limit = int(Path(group, "memory.limit_in_bytes").read_text())
+            peak = int(Path(group, "memory.max_usage_in_bytes").read_text())
+            failures = int(Path(group, "memory.failcnt").read_text())
+        except (OSError, ValueError):
+            continue
+        if failures > 0 or peak >= limit:
+            return True
+    return False
+
+
+def _setup_failed(directory: Path, code: int) -> int:
+    with contextlib.suppress(OSError):
+        (directory / SETUP_FAILED_FILE).write_text(f"{code}\n")
+    _write_exit(directory, code)
+    return code
 
 
 def join_groups(groups: list[str]) -> dict[str, str] | None:
@@ -328,10 +445,28 @@ def leave_groups(groups: list[str], homes: dict[str, str]) -> None:
     """Back to the runner's own groups, and the task's removed (left if something of the
     task still lives in one: removing it then fails, harmlessly)."""
     for group in groups:
-        with contextlib.suppress(OSError):
-            Path(homes.get(group, ""), "cgroup.procs").write_text(str(os.getpid()))
+        if group in homes:
+            with contextlib.suppress(OSError):
+                Path(homes[group], "cgroup.procs").write_text(str(os.getpid()))
         with contextlib.suppress(OSError):
             os.rmdir(group)
+
+
+def remove_parent_groups(parent: str) -> None:
+    """The groups podman made under a container's ``--cgroup-parent`` in every controller
+    (conmon's, the parent itself): removed bottom-up, each only if empty (rmdir refuses a
+    group with a process in it)."""
+    if not parent.startswith("/"):
+        return
+    with contextlib.suppress(OSError):
+        mounts = [entry.path for entry in os.scandir("/sys/fs/cgroup") if entry.is_dir()]
+    for mount in mounts if parent else []:
+        top = mount + parent
+        if not os.path.isdir(top):
+            continue
+        for root, _dirs, _files in sorted(os.walk(top), key=lambda item: -len(item[0])):
+            with contextlib.suppress(OSError):
+                os.rmdir(root)
 
 
 def oom_killed(groups: list[str]) -> bool:

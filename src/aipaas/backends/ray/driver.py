@@ -63,6 +63,13 @@ SUSPECT_SECONDS = 60.0
 #: how long one ``changed`` call to the supervisor is held before it is made again
 CHANGES_SECONDS = 10.0
 ENDED = (TaskState.SUCCEEDED, TaskState.FAILED, TaskState.LOST)
+#: a task with an image on Ray: refused (Ray's runtime_env container needs podman on every
+#: node and an image with Ray itself in it; neither is checked here), with this reason
+IMAGE_REFUSAL = (
+    "spec.tasks[].image: the Ray backend does not run container images; run the job on a "
+    "local, Slurm or Kubernetes node (spec.nodeSelector aipaas.dev/backend)"
+)
+NOT_STARTED_CODE = 127
 
 
 def gpu_request(request: LaunchRequest) -> float:
@@ -142,6 +149,10 @@ class RayDriver(RayNodeLoads):  # dataset loads: ray/datasets_driver.py
         self.records.dir(rid).mkdir(exist_ok=True)
         if self.records.has(rid, "created") or self.records.has(rid, "exit"):
             return  # already started (by this process or an earlier one)
+        if request.image is not None:  # refused for good: a new attempt would be refused again
+            self.records.mark(rid, "refused", IMAGE_REFUSAL)
+            self.records.mark(rid, "exit", f"{NOT_STARTED_CODE}\n")
+            return
         try:
             self._start(request)
         except ValueError as err:

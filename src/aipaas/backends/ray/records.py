@@ -74,6 +74,10 @@ class TaskRecords:
         if (directory / "stop").exists() and code != 0:
             return TaskStatus(request_id, TaskState.FAILED, code, f"stopped (exit code {code})")
         state = TaskState.SUCCEEDED if code == 0 else TaskState.FAILED
+        with contextlib.suppress(FileNotFoundError):  # never started: why (driver.py)
+            return TaskStatus(
+                request_id, state, code, f"not started: {(directory / 'refused').read_text()}"
+            )
         return TaskStatus(request_id, state, code, f"exit code {code}")
 
     def gone(self, request_id: str) -> TaskStatus:

@@ -27,7 +27,10 @@ from typing import Any, Literal
 
 from aipaas.backends import rendezvous
 from aipaas.backends.base import Inventory, LaunchRequest, TaskState, TaskStatus
+from aipaas.backends.datasets import env_name
+from aipaas.backends.setup import SETUP_DIR_VARIABLE, failure_message, setup_key
 from aipaas.backends.slurm import accounting, jobs
+from aipaas.backends.slurm import containers as slurm_containers
 from aipaas.backends.slurm.commands import SlurmCommands, SlurmError
 from aipaas.backends.slurm.datasets import SlurmDatasetCaches
 from aipaas.backends.slurm.inventory import (
@@ -142,6 +145,23 @@ class SlurmBackend(SlurmPowerPool, SlurmDatasetCaches):  # datasets: slurm/datas
             log.info("adopted Slurm job %s of %s", found.get("job_id"), request.request_id)
             return
         node, partition = self._where(request)
+        # the attempt's directory is its HOME and, unless the job says, where it starts
+        request = replace(request, env={**request.env, "AIPAAS_WORKDIR": str(directory)})
+        setup = setup_dir = None
+        if request.setup:  # once per node before the task (backends/setup.py)
+            key = setup_key(request.setup, request.workdir_archive, request.image)
+            setup_dir = str(self.run_dir / "setup" / key)
+            setup = slurm_containers.setup_lines(
+                request, directory, setup_dir, _passed_names(request, str(directory))
+            )
+        if request.image is not None:  # in its image, started by the staged command
+            request = slurm_containers.container_request(
+                request,
+                directory,
+                _passed_names(request, str(directory)),
+                slurm_containers.conf_path(self.run_dir),
+                setup_dir,
+            )
         request = self.stage_job(request, directory)  # its datasets first (slurm/datasets.py)
         env = dict(request.env)
         master = env.get("MASTER_ADDR", "")
@@ -151,7 +171,8 @@ class SlurmBackend(SlurmPowerPool, SlurmDatasetCaches):  # datasets: slurm/datas
             rendezvous.follow_master(env)  # an elastic job's endpoint: the same address
         script = directory / "job.sh"
         exit_file = str(directory / jobs.EXIT_FILE)
-        _write(script, jobs.batch_script(request, env, exit_file, str(directory)), 0o700)
+        text = jobs.batch_script(request, env, exit_file, str(directory), setup=setup)
+        _write(script, text, 0o700)
         log_path = Path(request.log_path) if request.log_path else directory / "output.log"
         _private_dir(log_path.parent)
         options = jobs.sbatch_options(
@@ -256,7 +277,7 @@ class SlurmBackend(SlurmPowerPool, SlurmDatasetCaches):  # datasets: slurm/datas
         directory = self._dir(request_id)
         stopped = (directory / "stop").exists()
         if job is not None:
-            return jobs.status_of(request_id, job, stopped=stopped)
+            return _with_marks(directory, jobs.status_of(request_id, job, stopped=stopped))
         if not directory.exists():
             return TaskStatus(request_id, TaskState.UNKNOWN)
         if self._submitter.in_flight(request_id):
@@ -271,7 +292,7 @@ class SlurmBackend(SlurmPowerPool, SlurmDatasetCaches):  # datasets: slurm/datas
             except ValueError:
                 return TaskStatus(request_id, TaskState.LOST, None, "unreadable exit code")
             state = TaskState.SUCCEEDED if code == 0 else TaskState.FAILED
-            return TaskStatus(request_id, state, code, f"exit code {code}")
+            return _with_marks(directory, TaskStatus(request_id, state, code, f"exit code {code}"))
         job_file = directory / "job"
         if job_file.exists():
             job_id = job_file.read_text().strip()
@@ -353,3 +374,26 @@ def _private_dir(path: Path) -> None:
         if not directory.exists():
             with contextlib.suppress(FileExistsError):
                 directory.mkdir(mode=0o700)
+
+
+def _passed_names(request: LaunchRequest, home: str) -> list[str]:
+    """The variables a task in an image is given (by name: the batch script exports them):
+    the task's, Slurm's rank variables, its datasets' and outputs' and its setup's."""
+    names = set(jobs.task_environment(request.env, home))
+    names |= {env_name(mount.name) for mount in request.datasets}
+    names |= {"AIPAAS_DATASETS", "AIPAAS_OUTPUT_PATH", SETUP_DIR_VARIABLE}
+    names |= {f"AIPAAS_OUTPUT_{index}_PATH" for index in range(len(request.outputs))}
+    return sorted(name for name in names if name.isidentifier())
+
+
+def _with_marks(directory: Path, status: TaskStatus) -> TaskStatus:
+    """The status with what the batch script marked: its setup failed, or the container was
+    killed over its memory limit (slurm/containers.py)."""
+    if status.state != TaskState.FAILED or status.exit_code is None:
+        return status
+    code = status.exit_code
+    if (directory / slurm_containers.SETUP_FAILED_MARK).exists():
+        return replace(status, message=failure_message(code))
+    if (directory / slurm_containers.OOM_MARK).exists():
+        return replace(status, message=f"OOMKilled: over its memory limit (exit code {code})")
+    return status

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 import shlex
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from aipaas.backends.base import LaunchRequest, TaskState, TaskStatus
@@ -104,9 +104,15 @@ def task_environment(env: Mapping[str, str], home: str | None) -> dict[str, str]
 
 
 def batch_script(
-    request: LaunchRequest, env: Mapping[str, str], exit_file: str | None, home: str | None = None
+    request: LaunchRequest,
+    env: Mapping[str, str],
+    exit_file: str | None,
+    home: str | None = None,
+    *,
+    setup: Sequence[str] | None = None,
 ) -> str:
-    """The job's script: the task's variables, its directory, its command, its exit code."""
+    """The job's script: the task's variables, its directory, its setup's lines (if the job
+    has ``spec.setup``: slurm/containers.py), its command, its exit code."""
     lines = ["#!/bin/bash", f"# aipaas task {request.tenant}/{request.job}/{request.task}"]
     for key, value in sorted(task_environment(env, home).items()):
         if key.isidentifier():
@@ -120,6 +126,10 @@ def batch_script(
             f"cd {where} || {{ echo 'aipaas: cannot enter the working directory "
             f"'{where}; code=127; }}"
         )
+    if setup:
+        lines.append('if [ -z "${code:-}" ]; then')
+        lines.extend("  " + line for line in setup)
+        lines.append("fi")
     lines.append(f'[ -n "${{code:-}}" ] || {{ {shlex.join(request.command)}; code=$?; }}')
     if exit_file is not None:
         target = shlex.quote(exit_file)

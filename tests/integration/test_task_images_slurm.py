@@ -1,0 +1,108 @@
+"""Tasks in container images on the Slurm backend: a real `aipaas server --backend slurm`, a
+real Slurm cluster (slurm_cluster.py) and podman on its nodes (this host). A job whose task
+names an image built in the test runs in it, sees the GPUs Slurm gave it, its dataset at
+mountPath and its working directory; a task over its memory limit ends OOMKilled; a job's
+setup runs before its tasks and a failing one fails the task saying setup."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from server_process import ServerProcess
+from slurm_cluster import SlurmCluster, slurm_cluster
+from task_images import (
+    DATA,
+    IMAGE,
+    build_image,
+    dataset_root,
+    hog_job,
+    seeing_job,
+    seen,
+    setup_objects,
+    skip_unless_available,
+)
+
+__all__ = ["slurm_cluster"]  # the fixture, used by name
+
+pytestmark = skip_unless_available()
+
+
+@pytest.fixture
+def slurm_server(tmp_path: Path, slurm_cluster: SlurmCluster) -> Iterator[ServerProcess]:
+    build_image()
+    root = dataset_root()
+    server = ServerProcess(
+        tmp_path / "data",
+        backend="slurm",
+        extra=["--slurm-conf", str(slurm_cluster.conf)],
+        env={"AIPAAS_DATASET_FILE_ROOTS": str(root)},
+    ).start()
+    with server.http() as client:
+        client.post("/apply", content=setup_objects(root)).raise_for_status()
+    yield server
+    server.stop()
+
+
+def apply(server: ServerProcess, text: str) -> None:
+    with server.http() as client:
+        answer = client.post("/apply", content=text)
+        assert answer.status_code < 300, answer.text
+
+
+def test_slurm_tasks_in_an_image_see_gpus_dataset_workdir_and_end_oomkilled_over_limit(
+    slurm_server: ServerProcess,
+) -> None:
+    # One cluster for the module's checks: starting one takes seconds on a loaded machine.
+    apply(slurm_server, seeing_job("sees", gpus=2))
+    apply(slurm_server, hog_job("hog"))
+    slurm_server.wait_phase("sees", "Succeeded", timeout=120)
+    env = seen(slurm_server.cli("logs", "job/sees", "-t", "acme").stdout)
+    assert sorted(env["gpus"].split(",")) == ["0", "1"], env  # the two Slurm bound
+    assert env["data"] == DATA.strip()
+    assert env["datavar"] == "/data/corpus"
+    assert env["pwd"] == env["workdir"] and env["workdir"].startswith("/"), env
+    assert env["wrote"] == "written"
+    assert env["rank"] == "0"
+    task = slurm_server.wait_phase("hog", "Failed", timeout=120)["status"]["tasks"][0]
+    assert task["exitCode"] == 137
+    assert task["message"].startswith("OOMKilled: over its memory limit"), task
+
+    prepared = {
+        "apiVersion": "aipaas/v1",
+        "kind": "Job",
+        "metadata": {"name": "prepared", "tenant": "acme"},
+        "spec": {
+            "queue": "research",
+            "setup": ['echo ran >> "$AIPAAS_SETUP_DIR/runs"'],
+            "tasks": [
+                {
+                    "name": "w",
+                    "image": IMAGE,
+                    "command": ["sh", "-c", 'echo "runs=$(wc -l < "$AIPAAS_SETUP_DIR/runs")"'],
+                    "resources": {"cpu": 1, "memory": "32Mi"},
+                },
+                {
+                    "name": "broken",
+                    "command": ["sh", "-c", "echo never"],
+                    "resources": {"cpu": 1, "memory": "32Mi"},
+                },
+            ],
+        },
+    }
+    apply(slurm_server, json.dumps(prepared))
+    slurm_server.wait_phase("prepared", "Succeeded", timeout=120)
+    log = slurm_server.cli("logs", "job/prepared", "-t", "acme").stdout
+    assert "runs=1" in log, log  # the setup's directory, seen in the image
+
+    failing = json.loads(json.dumps(prepared))
+    failing["metadata"]["name"] = "unprepared"
+    failing["spec"]["setup"] = ["exit 4"]
+    failing["spec"]["tasks"] = failing["spec"]["tasks"][1:]
+    apply(slurm_server, json.dumps(failing))
+    task = slurm_server.wait_phase("unprepared", "Failed", timeout=120)["status"]["tasks"][0]
+    assert task["message"].startswith("setup failed"), task
+    log = slurm_server.cli("logs", "job/unprepared", "-t", "acme").stdout
+    assert "setup failed: command 1/1 (exit 4) exited with code 4" in log, log
