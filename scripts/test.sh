@@ -60,6 +60,25 @@ if ! command -v prometheus >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v a
     || echo "prometheus could not be installed: the Prometheus scrape test will skip" >&2
 fi
 # --- end Prometheus ---------------------------------------------------------------------------
+# --- podman for the tests of tasks in images (issue 27) ---------------------------------------
+# tests/integration/test_task_images*.py import an image from a root filesystem of
+# busybox-static's applets and run tasks in it through Debian's podman with runc (crun refuses
+# the hybrid cgroup layout of these machines); installed here when absent (about 10 s of apt);
+# without them those tests skip, saying so.
+podman_packages=""
+command -v podman >/dev/null 2>&1 || podman_packages="podman"
+command -v runc >/dev/null 2>&1 || podman_packages="$podman_packages runc"
+# a static busybox: the image has no C library (ldd fails on a static program)
+if ! command -v busybox >/dev/null 2>&1 || ldd "$(command -v busybox)" >/dev/null 2>&1; then
+  podman_packages="$podman_packages busybox-static"
+fi
+if [ -n "$podman_packages" ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  # shellcheck disable=SC2086 # a list of package names
+  (apt-get install -y -qq $podman_packages >/dev/null 2>&1 \
+    || (apt-get update -qq && apt-get install -y -qq $podman_packages >/dev/null)) \
+    || echo "$podman_packages could not be installed: the image tests will skip" >&2
+fi
+# --- end podman -------------------------------------------------------------------------------
 # --- Kubernetes for the kube tests (issue 26) -------------------------------------------------
 # tests/kube start a throwaway control plane once per run (scripts/kube_cluster.sh: etcd,
 # kube-apiserver 1.37 and kwok on loopback, certificates made with openssl). Its binaries are

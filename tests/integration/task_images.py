@@ -33,6 +33,12 @@ def unavailable_reason() -> str | None:
             f"{', '.join(missing)} missing: scripts/test.sh installs podman, runc and "
             "busybox-static with apt when run as root"
         )
+    busybox = shutil.which("busybox") or "busybox"
+    if subprocess.run(["ldd", busybox], capture_output=True, check=False).returncode == 0:
+        return (
+            f"{busybox} is linked dynamically and the test image has no C library: "
+            "scripts/test.sh installs busybox-static with apt when run as root"
+        )
     return None
 
 

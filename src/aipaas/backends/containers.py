@@ -99,7 +99,7 @@ def run_command(task: ContainerTask) -> list[str]:
         "--workdir",
         task.workdir,
         "--pull",
-        "never",  # no registry is reachable from these machines: an image must be here
+        "missing",  # pulled from its registry once, when the node does not have it
     ]
     if task.user is not None:
         argv += ["--user", task.user]

@@ -43,7 +43,12 @@ def run(
         typer.Option("--workdir", help="A folder uploaded into each task's working directory."),
     ] = None,
     image: Annotated[
-        str | None, typer.Option("--image", help="A container image (not supported yet).")
+        str | None,
+        typer.Option("--image", help="The container image the tasks run in (podman, the pod's)."),
+    ] = None,
+    setup: Annotated[
+        list[str] | None,
+        typer.Option("--setup", help="A shell command run once per node first; repeatable."),
     ] = None,
     gpus: Annotated[int, typer.Option("--gpus", min=0, help="GPUs of each task.")] = 0,
     nodes: Annotated[
@@ -68,8 +73,6 @@ def run(
 ) -> None:
     """Submit COMMAND as a job, with the code of --workdir: aipaas run --workdir . -- python
     train.py"""
-    if image is not None:
-        failure.fail("--image: running tasks in container images is not supported yet")
     if output not in ("yaml", "json"):
         failure.fail(f"--output: yaml or json, got {output!r}")
     variables = _variables(env or [])
@@ -86,6 +89,8 @@ def run(
         memory=memory,
         env=variables,
         workdir=None if archive is None else "sha256-" + hashlib.sha256(archive).hexdigest(),
+        image=image,
+        setup=setup or [],
     )
     if dry_run:
         if output == "json":
@@ -120,12 +125,16 @@ def build_manifest(
     memory: str,
     env: dict[str, str],
     workdir: str | None,
+    image: str | None = None,
+    setup: list[str] | None = None,
 ) -> dict[str, Any]:
     """The Job that ``aipaas run`` submits."""
     resources: dict[str, Any] = {"cpu": cpu, "memory": memory}
     if gpus:
         resources["gpu"] = gpus
     task: dict[str, Any] = {"name": "worker", "replicas": replicas, "command": list(command)}
+    if image is not None:
+        task["image"] = image
     if env:
         task["env"] = env
     task["resources"] = resources
@@ -135,6 +144,8 @@ def build_manifest(
     spec: dict[str, Any] = {"queue": queue}
     if workdir is not None:
         spec["workdir"] = workdir
+    if setup:
+        spec["setup"] = list(setup)
     spec["tasks"] = [task]
     return {"apiVersion": "aipaas/v1", "kind": "Job", "metadata": metadata, "spec": spec}
 
