@@ -1,14 +1,25 @@
 #!/usr/bin/env bash
 # Every test: install, lint, type-check, check import boundaries, then run the test suite.
+# `scripts/test.sh --fast`: the same checks, then the unit tests only (tests/unit: no server
+# process, cluster or browser; a few minutes), for the loop of a change. Other arguments go to
+# pytest. The full run prints the 30 slowest tests (docs/results/tests.md keeps a copy).
 set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
 cd "$(dirname "$0")/.."
+fast=""
+if [ "${1:-}" = "--fast" ]; then
+  fast=1
+  shift
+fi
 bash scripts/setup.sh
 export PATH="$PWD/.venv/bin:$PATH"
 ruff check src tests benchmarks
 mypy
 bash scripts/mypy_tests.sh
 lint-imports
+if [ -n "$fast" ]; then
+  exec pytest -n 2 -q tests/unit "$@"
+fi
 # --- PostgreSQL for the store and server tests (issue 3, control plane) ---------------------
 # Those tests start a throwaway cluster themselves (src/aipaas/store/pgtest.py: initdb + pg_ctl
 # on a free port, as the postgres user when run as root) and stop it at the end. They need
@@ -94,4 +105,4 @@ bash scripts/kube_build.sh >/dev/null || echo "scripts/kube_build.sh failed: the
 # --- end Kubernetes ---------------------------------------------------------------------------
 # --dist loadgroup: an integration module's tests share one worker (its cluster or server
 # starts once), and the modules that start Slurm clusters share one (tests/integration/conftest.py).
-pytest -n 2 --dist loadgroup "$@"
+pytest -n 2 --dist loadgroup --durations=30 "$@"
