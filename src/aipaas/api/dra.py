@@ -104,11 +104,13 @@ class DeviceTaintRuleObject(DeviceKind):
 
 
 class ClaimStatus(LenientModel):
-    """The controller's: ``allocation`` (resource.k8s.io/v1 AllocationResult) and
-    ``reservedFor`` (the tasks that use the claim)."""
+    """The controller's: ``allocation`` (resource.k8s.io/v1 AllocationResult),
+    ``reservedFor`` (the tasks that use the claim) and ``devices`` (one entry per allocated
+    device: driver, pool, device, shareID, conditions; devices/binding.py)."""
 
     allocation: dict[str, Any] | None = None
     reserved_for: list[dict[str, Any]] = Field(default_factory=list)
+    devices: list[dict[str, Any]] = Field(default_factory=list)
 
 
 class ResourceClaimObject(DeviceKind):

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from typing import Any
 
 from aipaas.api.devices import (
@@ -36,6 +37,7 @@ from aipaas.api.dra import (
 )
 from aipaas.api.job import Job
 from aipaas.api.resources import TaskClaim
+from aipaas.clock import isoformat
 from aipaas.controller.launch import task_spec, wants_simulated
 from aipaas.controller.placement import Devices, Pod, SliceIndex
 from aipaas.controller.task_devices import (
@@ -45,6 +47,7 @@ from aipaas.controller.task_devices import (
     short_form_claim_name,
 )
 from aipaas.controller.work import FINISHED_TASK, JobWork
+from aipaas.devices.binding import BindingWait, binding_wait, device_statuses
 from aipaas.devices.shortform import DEFAULT_CLASS, default_class
 from aipaas.devices.topology_files import DRIVER
 from aipaas.scheduler.batch.from_api import gpu_share, node_constraints
@@ -104,7 +107,12 @@ class ClaimBook:
             if len(users) != len(obj.status.reserved_for):
                 # Consumers that ended leave reservedFor; the others keep the devices.
                 obj = self.store.update_status(
-                    obj, ClaimStatus(allocation=obj.status.allocation, reserved_for=users)
+                    obj,
+                    ClaimStatus(
+                        allocation=obj.status.allocation,
+                        reserved_for=users,
+                        devices=obj.status.devices,
+                    ),
                 )
                 assert isinstance(obj, ResourceClaimObject)
             if SHORT_FORM_ANNOTATION in obj.metadata.annotations:
@@ -216,6 +224,28 @@ class ClaimBook:
                 out.append(AllocationResult.model_validate(status.allocation))
         return out
 
+    def binding_wait(self, job: Job, record: TaskRecord) -> BindingWait | None:
+        """Why a placed task may not start yet, or why its devices' binding failed: a device
+        of its claims published with binding conditions that are not all True in the claim's
+        status.devices (devices/binding.py); None: it may start."""
+        now = self.store.clock.now()
+        for name in task_claim_names(job, record):
+            stored = self.store.find("ResourceClaim", job.tenant, name)
+            status = stored.status if isinstance(stored, ResourceClaimObject) else None
+            if status is None or not status.allocation:
+                continue
+            allocation = AllocationResult.model_validate(status.allocation)
+            if not any(
+                r.binding_conditions or r.binding_failure_conditions
+                for r in allocation.devices.results
+            ):
+                continue
+            since = _parse_time(allocation.allocation_timestamp) or now
+            found = binding_wait(name, allocation, status.devices, (now - since).total_seconds())
+            if found is not None:
+                return found
+        return None
+
     def held_allocations(self, job: Job, record: TaskRecord) -> dict[str, AllocationResult]:
         """status.allocation by claim name of the claims a placed task holds, as this cycle's
         ``devices`` read them (no store reads): what the Placer gives the task to own, so that
@@ -311,7 +341,10 @@ class ClaimBook:
                 # A shared claim: allocated once; each consumer is added to reservedFor.
                 users = [r for r in before.reserved_for if r != consumer] + [consumer]
                 self.store.update_status(
-                    stored, ClaimStatus(allocation=before.allocation, reserved_for=users)
+                    stored,
+                    ClaimStatus(
+                        allocation=before.allocation, reserved_for=users, devices=before.devices
+                    ),
                 )
                 self.store.record_event(
                     stored,
@@ -319,9 +352,12 @@ class ClaimBook:
                     f"shared with job {job.name} task {task} ({len(users)} tasks use it)",
                 )
                 continue
+            now = isoformat(self.store.clock.now())
+            stamped = result.model_copy(update={"allocation_timestamp": now})
             status = ClaimStatus(
-                allocation=result.model_dump(mode="json", by_alias=True, exclude_none=True),
+                allocation=stamped.model_dump(mode="json", by_alias=True, exclude_none=True),
                 reserved_for=[consumer],
+                devices=device_statuses(result, now),
             )
             self.store.update_status(stored, status)
             self._waiting.pop((job.tenant, name), None)
@@ -369,6 +405,16 @@ class ClaimBook:
         )
         assert isinstance(made, ResourceClaim)
         return made
+
+
+def _parse_time(text: str | None) -> datetime | None:
+    if not text:
+        return None
+    try:
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
 
 
 def task_claim_names(job: Job, record: TaskRecord) -> list[str]:

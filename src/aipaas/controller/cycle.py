@@ -91,6 +91,7 @@ from aipaas.controller.task_devices import claim_devices, with_share_enforcement
 from aipaas.controller.work import ACTIVE, FactsCache, JobWork
 from aipaas.controller.workload import DEFAULT_SIZE, Workload
 from aipaas.controller.write_back import OnWritten, publish_metrics, write_back
+from aipaas.devices.binding import BindingWait
 from aipaas.metering.metrics import Metrics
 from aipaas.metering.usage import aware
 from aipaas.store import Store, TaskRecord, TaskRepository
@@ -678,6 +679,10 @@ class Controller:
         lease's fencing token; a start that fails at once marks the task lost (and asks the
         backend to stop whatever it may have begun), so the restart policy decides what
         follows. A start refused for a stale fencing token ends the cycle (``LeaseLost``)."""
+        waits = self.claims.binding_wait(item.job, record)
+        if waits is not None:
+            self.wait_for_binding(item, record, waits)
+            return
         backends = {n.name: n.backend for n in self.nodes}
         devices = claim_devices(self.claims.allocations(item.job, record))
         membership.sync(self, item)  # an elastic job's file names the new member first
@@ -704,6 +709,29 @@ class Controller:
         except Exception as err:  # the backend could not start it: lost, and stopped
             log.warning("starting %s of job %s failed: %s", record.name, item.job.name, err)
             self.give_up(item, record, TaskPhase.LOST, f"start failed: {err}")
+
+    def wait_for_binding(self, item: JobWork, record: TaskRecord, waits: BindingWait) -> None:
+        """A task whose devices' binding conditions are not all True does not start: it
+        waits (asked again each cycle, as any start the backend does not know), or, when the
+        binding failed (a failure condition, the timeout), goes back to Pending without its
+        node, so that its claims' devices are freed and it is placed again (devices/binding.py).
+        """
+        if waits.failed:
+            item.set(
+                record.with_(
+                    phase=TaskPhase.PENDING.value,
+                    node=None,
+                    node_index=None,
+                    gpus=(),
+                    gpu_milli=0,
+                    message=waits.message,
+                )
+            )
+            item.event("BindingFailed", f"{record.name}: {waits.message}", True)
+            return
+        if record.message != waits.message:
+            item.set(record.with_(message=waits.message))
+            item.event("WaitingForBinding", f"{record.name}: {waits.message}")
 
     def enforce_share(
         self, item: JobWork, record: TaskRecord, request: LaunchRequest
