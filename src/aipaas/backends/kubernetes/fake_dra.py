@@ -3,7 +3,12 @@ nodes when asked, which the kwok controller keeps Ready) and publishes each node
 resource.k8s.io/v1 ResourceSlice, with the names NVIDIA's DRA driver (gpu.nvidia.com) uses:
 attributes ``type`` ("gpu"), ``uuid``, ``productName``, ``brand``, ``architecture``,
 ``index``, ``minor``, ``cudaComputeCapability``, ``driverVersion`` and the capacity
-``memory``; and the DeviceClass ``gpu.nvidia.com`` that selects them. No device exists: the
+``memory``; and the DeviceClass ``gpu.nvidia.com`` that selects them. A node made ``shared``
+publishes its GPUs as shareable devices (DRA consumable capacity, KEP-5075):
+``allowMultipleAllocations: true``, capacity ``compute`` (100, in percent of the GPU; a request
+that names none takes 0) and ``memory`` (taken in steps of 1Gi, 1Gi when not named), the form
+aipaas's own topology files give shared GPUs (devices/topology_files.py), so a claim asks a
+fraction as ``capacity.requests.compute: "46"`` and a whole GPU as ``compute: "100"``. No device exists: the
 slices say what a real driver would publish, so that a scheduler (kube-scheduler's DRA plugin or
 aipaas) allocates them.
 
@@ -54,6 +59,10 @@ class FakeNode:
     cpu: str = "64"
     node_memory: str = "512Gi"
     labels: dict[str, str] = field(default_factory=dict)
+    #: GPUs published as shareable devices (consumable capacity), see the module's docstring
+    shared: bool = False
+    #: the pods the node takes (the kubelet's maxPods)
+    max_pods: int = 110
 
 
 def node_document(node: FakeNode, *, kwok: bool) -> dict[str, Any]:
@@ -68,7 +77,7 @@ def node_document(node: FakeNode, *, kwok: bool) -> dict[str, Any]:
     if kwok:
         meta["annotations"] = {KWOK_ANNOTATION: "fake"}
         labels["type"] = "kwok"
-    resources = {"cpu": node.cpu, "memory": node.node_memory, "pods": "110"}
+    resources = {"cpu": node.cpu, "memory": node.node_memory, "pods": str(node.max_pods)}
     return {
         "apiVersion": "v1",
         "kind": "Node",
@@ -98,7 +107,7 @@ def slice_document(node: FakeNode) -> dict[str, Any]:
                 "cudaComputeCapability": {"version": node.compute_capability},
                 "driverVersion": {"version": "570.124.6"},
             },
-            "capacity": {"memory": {"value": node.memory}},
+            **_capacity(node),
         }
         for i in range(node.gpus)
     ]
@@ -111,6 +120,25 @@ def slice_document(node: FakeNode) -> dict[str, Any]:
             "nodeName": node.name,
             "pool": {"name": node.name, "generation": 1, "resourceSliceCount": 1},
             "devices": devices,
+        },
+    }
+
+
+def _capacity(node: FakeNode) -> dict[str, Any]:
+    """A GPU's capacity entries; a shared one also allows multiple allocations."""
+    if not node.shared:
+        return {"capacity": {"memory": {"value": node.memory}}}
+    return {
+        "allowMultipleAllocations": True,
+        "capacity": {
+            "memory": {
+                "value": node.memory,
+                "requestPolicy": {"default": "1Gi", "validRange": {"min": "1Gi", "step": "1Gi"}},
+            },
+            "compute": {
+                "value": "100",
+                "requestPolicy": {"default": "0", "validRange": {"min": "0", "max": "100"}},
+            },
         },
     }
 
@@ -142,8 +170,10 @@ def withdraw(api: KubeApi, names: Iterable[str]) -> None:
         api.delete("Node", name)
 
 
-def uniform(count: int, gpus: int, prefix: str = "gpu-node") -> list[FakeNode]:
-    return [FakeNode(f"{prefix}-{i:04d}", gpus) for i in range(count)]
+def uniform(
+    count: int, gpus: int, prefix: str = "gpu-node", *, shared: bool = False
+) -> list[FakeNode]:
+    return [FakeNode(f"{prefix}-{i:04d}", gpus, shared=shared) for i in range(count)]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -153,9 +183,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--gpus", type=int, default=8)
     parser.add_argument("--prefix", default="gpu-node")
     parser.add_argument("--kwok", action="store_true", help="annotate the nodes for kwok")
+    parser.add_argument(
+        "--shared", action="store_true", help="shareable GPUs (consumable capacity)"
+    )
     args = parser.parse_args(argv)
     api = KubeApi.connect(KubeOptions(kubeconfig=args.kubeconfig))
-    publish(api, uniform(args.nodes, args.gpus, args.prefix), kwok=args.kwok)
+    nodes = uniform(args.nodes, args.gpus, args.prefix, shared=args.shared)
+    publish(api, nodes, kwok=args.kwok)
     print(f"published {args.nodes} nodes with {args.gpus} GPUs each")
     api.close()
     return 0
