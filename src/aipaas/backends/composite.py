@@ -27,6 +27,7 @@ from aipaas.backends.gang import places_gangs
 from aipaas.backends.gpu_utilization import gpu_utilization_of
 from aipaas.backends.probe_exec import NOT_HERE, probe_exec_of
 from aipaas.backends.service_endpoints import endpoint_owners
+from aipaas.backends.task_exec import ExecResult, task_exec_of
 
 log = logging.getLogger("aipaas.backends")
 
@@ -111,6 +112,17 @@ class CompositeBackend:
         for backend in self.backends:
             member = endpoint_owners(backend)
             answer = member.endpoint_owner(request_id, port) if member is not None else None
+            if answer is not None:
+                return answer
+        return None
+
+    def exec_task(
+        self, request_id: str, command: Sequence[str], timeout: float
+    ) -> ExecResult | None:
+        """The answer of the member that runs the task (the others say None)."""
+        for backend in self.backends:
+            member = task_exec_of(backend)
+            answer = member.exec_task(request_id, command, timeout) if member else None
             if answer is not None:
                 return answer
         return None

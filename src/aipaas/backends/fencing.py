@@ -26,6 +26,7 @@ from aipaas.backends.base import (
 )
 from aipaas.backends.probe_exec import probe_exec_of
 from aipaas.backends.service_endpoints import endpoint_owners
+from aipaas.backends.task_exec import ExecResult, task_exec_of
 
 log = logging.getLogger("aipaas.backends")
 
@@ -125,6 +126,13 @@ class Fenced:
     def endpoint_owner(self, request_id: str, port: int) -> bool | None:
         inner = endpoint_owners(self.inner)
         return inner.endpoint_owner(request_id, port) if inner is not None else None
+
+    def exec_task(
+        self, request_id: str, command: Sequence[str], timeout: float
+    ) -> ExecResult | None:
+        # not fenced: a command in a running task changes nothing the controller decides
+        inner = task_exec_of(self.inner)
+        return inner.exec_task(request_id, command, timeout) if inner is not None else None
 
     def probe_exec(self, request_id: str, command: Sequence[str], timeout: float) -> str | None:
         inner = probe_exec_of(self.inner)

@@ -13,6 +13,7 @@ from typer._click.exceptions import NoArgsIsHelpError, UsageError
 
 from aipaas import __version__
 from aipaas.cli import allocate, control, datasets, finops, pools, run, services, simulate
+from aipaas.cli import exec as exec_command
 from aipaas.cli.failure import EXIT_GENERIC, EXIT_USAGE
 
 app = typer.Typer(
@@ -57,6 +58,7 @@ def _options(
 for module in (simulate, control, allocate, pools, services, finops, datasets):
     module.register(app)
 run.register(app)  # aipaas run: a job from the command line (cli/run.py)
+exec_command.register(app)  # aipaas exec: a command in a running task (cli/exec.py)
 
 
 def main() -> None:

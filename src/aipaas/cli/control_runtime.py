@@ -23,6 +23,7 @@ from aipaas.backends.local.datasets import DatasetCacheConfig
 from aipaas.backends.local.isolation import default_task_root
 from aipaas.backends.node_datasets import NodeCachesConfig, configure_node_caches
 from aipaas.backends.registry import make_backend
+from aipaas.backends.task_exec import task_exec_of
 from aipaas.cli.worker_pool import serve_in_processes
 from aipaas.client import config_path
 from aipaas.controller.cycle import Controller
@@ -32,6 +33,7 @@ from aipaas.metering.metrics import Metrics, prepare_multiprocess
 from aipaas.server import reads
 from aipaas.server.app import create_app
 from aipaas.server.bootstrap import ensure_admin_token
+from aipaas.server.exec_routes import TaskExecutor
 from aipaas.server.log_watch import LogWatch
 from aipaas.settings import Settings
 from aipaas.store import Store
@@ -167,6 +169,7 @@ def make_app(settings: Settings) -> FastAPI:
     store = Store(make_engine(settings.database_url))
     metrics = Metrics()
     loop: ControllerLoop | None = None
+    executor: TaskExecutor | None = None
     if settings.controller:
         backend = make_backend(
             settings.backend,
@@ -182,6 +185,7 @@ def make_app(settings: Settings) -> FastAPI:
             kube=kube_options(settings),
         )
         configure_node_caches(backend, node_caches_config(settings))  # Slurm's, Ray's nodes
+        executor = task_executor(backend)  # aipaas exec (server/exec_routes.py)
         controller = Controller(
             store,
             backend,
@@ -219,9 +223,24 @@ def make_app(settings: Settings) -> FastAPI:
         max_body_bytes=settings.max_body_bytes,
         metrics_public=settings.metrics_public,
         on_write=loop.wake if loop else None,
+        task_exec=executor,
     )
     reads.configure(app, reads.ReadLimits(settings.log_max_bytes, settings.log_max_followers))
     return app
+
+
+def task_executor(backend: object) -> TaskExecutor | None:
+    """What the API calls to run a command in a task (backends/task_exec.py), when the
+    backend can."""
+    found = task_exec_of(backend)
+    if found is None:
+        return None
+
+    def run(request_id: str, command: Sequence[str], timeout: float) -> tuple[int, bytes] | None:
+        result = found.exec_task(request_id, command, timeout)
+        return None if result is None else (result.exit_code, result.output)
+
+    return run
 
 
 def _check_database(settings: Settings) -> None:

@@ -53,7 +53,9 @@ from aipaas.backends.local.machine import gpus_of
 from aipaas.backends.local.nvml import DRIVER, Discovery, discover, visible_devices
 from aipaas.backends.local.probe_exec import run_probe
 from aipaas.backends.local.runner import LAUNCH_FILE
+from aipaas.backends.local.task_exec import exec_in_task
 from aipaas.backends.setup import SETUP_DIR_VARIABLE, failure_message, setup_key
+from aipaas.backends.task_exec import ExecResult
 from aipaas.devices.gpu_health import gpu_annotations, slice_gpus
 from aipaas.devices.share_enforcement import (
     HAMI_CORE_LIBRARY_ANNOTATION,
@@ -388,6 +390,12 @@ class LocalBackend(LocalDatasetCaches):  # datasets: backends/local/datasets.py
     def probe_exec(self, request_id: str, command: Sequence[str], timeout: float) -> str | None:
         """A service replica's exec probe (backends/local/probe_exec.py)."""
         return run_probe(self._dir(request_id), command, timeout)
+
+    def exec_task(
+        self, request_id: str, command: Sequence[str], timeout: float
+    ) -> ExecResult | None:
+        """``aipaas exec`` into a running task (backends/local/task_exec.py)."""
+        return exec_in_task(self._dir(request_id), command, timeout)
 
     def stop(self, request_id: str, grace_seconds: float = 5.0) -> None:
         """SIGTERM to the runner alone: the runner passes the first it gets on to the task's

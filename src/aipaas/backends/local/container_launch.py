@@ -85,6 +85,7 @@ def container_launch(task: containers.ContainerTask, conf: Path, grace: float) -
         "command": containers.run_command(task),
         "env": podman_env,
         "container": {
+            "name": task.name,  # ``aipaas exec`` enters it (local/task_exec.py)
             "stop": containers.stop_command(task.name, grace),
             "remove": containers.remove_command(task.name),
             "env": podman_env,

@@ -43,6 +43,7 @@ from aipaas.backends.slurm.inventory import (
 from aipaas.backends.slurm.partitions import partition_nodes
 from aipaas.backends.slurm.power import SlurmPowerPool
 from aipaas.backends.slurm.submitter import SUBMIT_ERROR, Submitter
+from aipaas.backends.task_exec import ExecResult
 
 log = logging.getLogger("aipaas.backends")
 
@@ -155,6 +156,7 @@ class SlurmBackend(SlurmPowerPool, SlurmDatasetCaches):  # datasets: slurm/datas
                 request, directory, setup_dir, _passed_names(request, str(directory))
             )
         if request.image is not None:  # in its image, started by the staged command
+            (directory / slurm_containers.CONTAINER_MARK).touch()  # aipaas exec enters it
             request = slurm_containers.container_request(
                 request,
                 directory,
@@ -201,6 +203,21 @@ class SlurmBackend(SlurmPowerPool, SlurmDatasetCaches):  # datasets: slurm/datas
         return node.info.name, node.partitions[0] if node.partitions else None
 
     # stop, status -------------------------------------------------------------------------
+
+    def exec_task(
+        self, request_id: str, command: Sequence[str], timeout: float
+    ) -> ExecResult | None:
+        """``aipaas exec``: a step of the task's job beside its batch step (``srun --overlap``),
+        in the task's directory; in its container (``podman exec``) when it has an image."""
+        directory = self._dir(request_id)
+        try:
+            job_id = int((directory / "job").read_text().strip())
+        except (OSError, ValueError):
+            return None
+        if (directory / jobs.EXIT_FILE).exists():
+            return None
+        launch = slurm_containers.exec_launch(directory, request_id, command)
+        return self.commands.step(job_id, launch, cwd=str(directory), timeout=timeout)
 
     def stop(self, request_id: str, grace_seconds: float = 5.0) -> None:
         """scancel: Slurm sends SIGTERM, then SIGKILL after its KillWait (not ``grace_seconds``:

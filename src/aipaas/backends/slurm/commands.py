@@ -16,8 +16,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from aipaas.backends.task_exec import TIMED_OUT_CODE, ExecResult, capped
+
 #: a controller cycle waits for these calls: slurmctld answers in milliseconds when healthy
 DEFAULT_TIMEOUT_SECONDS = 15.0
+#: the PATH of an ``aipaas exec`` step (none of the server's variables reach it)
+STEP_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 #: what ``jobs`` reads of each job, in squeue's ``--Format`` names and this order; the name
 #: last, since a name (not one of ours) may hold the separator
 SQUEUE_FIELDS = ("JobID", "State", "Reason", "StartTime", "EndTime", "exit_code", "Name")
@@ -64,6 +68,38 @@ class SlurmCommands:
                 + (problem[-1] if problem else "no message")
             )
         return done.stdout
+
+    def step(self, job_id: int, command: Sequence[str], *, cwd: str, timeout: float) -> ExecResult:
+        """``command`` as a step of the running job ``job_id`` beside its batch step (``srun
+        --overlap``: it takes none of the job's resources), in ``cwd``, with a PATH and none of
+        the server's variables; killed after ``timeout`` seconds (TIMED_OUT_CODE)."""
+        args = [
+            "srun",
+            "--overlap",
+            f"--jobid={job_id}",
+            "--nodes=1",
+            "--ntasks=1",
+            f"--chdir={cwd}",
+            f"--export=PATH={STEP_PATH}",
+            "--quiet",
+            "--",
+            *command,
+        ]
+        try:
+            done = subprocess.run(
+                args,
+                env=self._env,
+                capture_output=True,
+                timeout=timeout,
+                check=False,
+                stdin=subprocess.DEVNULL,
+            )
+        except FileNotFoundError as err:
+            raise SlurmError("srun not found: is Slurm installed here?") from err
+        except subprocess.TimeoutExpired as err:
+            output = (err.stdout or b"") + f"aipaas: still running after {timeout:g}s\n".encode()
+            return ExecResult(TIMED_OUT_CODE, capped(output))
+        return ExecResult(done.returncode, capped(done.stdout + done.stderr))
 
     def _json(self, args: Sequence[str], key: str) -> list[dict[str, Any]]:
         text = self.run(args)

@@ -20,8 +20,9 @@ processes, the wrapper among them.
 
 from __future__ import annotations
 
+import os
 import shlex
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -31,6 +32,8 @@ from aipaas.backends.datasets import env_name
 from aipaas.backends.setup import SETUP_DIR_VARIABLE, setup_script
 
 OOM_MARK = "oom"
+#: in the attempt's directory: the task runs in a container (``aipaas exec`` enters it)
+CONTAINER_MARK = "container"
 SETUP_FAILED_MARK = "setup-failed"
 CONF_FILE = "containers.conf"
 #: the wrapper's arguments: name, grace seconds, the attempt's directory, memory limit in MiB
@@ -160,6 +163,17 @@ def setup_lines(
         f'{command}; setup_code=$?; [ "$setup_code" = 0 ] || {{ code=$setup_code; : > {mark}; }}'
     )
     return lines
+
+
+def exec_launch(directory: Path, request_id: str, command: Sequence[str]) -> list[str]:
+    """What a step of the task's job runs for ``aipaas exec``: the command, or ``podman exec``
+    into the task's container as the step's user, in the container's working directory."""
+    if not (directory / CONTAINER_MARK).exists():
+        return list(command)
+    name = containers.container_name(request_id)
+    argv = containers.exec_command(name, command, user="0:0", workdir=str(directory), env={})
+    argv[argv.index("--user") + 1] = f"{os.getuid()}:{os.getgid()}"
+    return argv
 
 
 def conf_path(run_dir: Path) -> Path:

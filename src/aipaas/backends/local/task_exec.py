@@ -1,0 +1,74 @@
+"""``aipaas exec`` on the local backend (backends/task_exec.py): the command runs as the task's
+user, with its environment, in its working directory, read from the launch file the backend
+wrote for the task's runner (runner.py); in the task's container (``podman exec``) when it
+has an image. Called by ``LocalBackend.exec_task`` from the API's worker threads.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+from collections.abc import Sequence
+from pathlib import Path
+
+from aipaas.backends import containers
+from aipaas.backends.local.runner import LAUNCH_FILE, UMASK
+from aipaas.backends.task_exec import TIMED_OUT_CODE, ExecResult, capped
+
+ENV = "/usr/bin/env"
+
+
+def exec_in_task(directory: Path, command: Sequence[str], timeout: float) -> ExecResult | None:
+    """The command's result; None when the task is not running here (never, or ended)."""
+    if (directory / "exit").exists():
+        return None
+    try:
+        launch = json.loads((directory / LAUNCH_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+    uid, gid = launch.get("uid"), launch.get("gid")
+    container = launch.get("container")
+    if isinstance(container, dict) and container.get("name"):
+        user = f"{uid}:{gid}" if uid is not None else "0:0"
+        argv = containers.exec_command(
+            str(container["name"]), command, user=user, workdir=str(launch["cwd"]), env={}
+        )
+        return _run(
+            argv, {str(k): str(v) for k, v in container["env"].items()}, None, None, timeout
+        )
+    argv = [ENV, "--chdir", str(launch["cwd"]), "--", *command]
+    return _run(argv, {str(k): str(v) for k, v in launch["env"].items()}, uid, gid, timeout)
+
+
+def _run(
+    argv: list[str], env: dict[str, str], uid: int | None, gid: int | None, timeout: float
+) -> ExecResult:
+    try:
+        child = subprocess.Popen(
+            argv,
+            env=env,
+            user=uid,
+            group=gid,
+            extra_groups=[] if uid is not None else None,
+            umask=UMASK,
+            cwd="/",
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    except (OSError, subprocess.SubprocessError) as err:
+        return ExecResult(127, f"aipaas: cannot run {argv[0]!r}: {err}\n".encode())
+    try:
+        out, _ = child.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(child.pid, signal.SIGKILL)
+        out, _ = child.communicate()
+        note = f"aipaas: still running after {timeout:g}s: killed\n".encode()
+        return ExecResult(TIMED_OUT_CODE, capped(out + note))
+    code = child.returncode
+    return ExecResult(128 - code if code < 0 else code, capped(out))

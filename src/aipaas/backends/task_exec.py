@@ -1,0 +1,49 @@
+"""An optional capability: run a command in a running task, as ``aipaas exec`` asks.
+
+The backend that runs the task runs the command beside it as the task's user, in its working
+directory, with its environment, and inside its container when it has an image (``podman
+exec``); on Slurm it is a step of the task's job (``srun --overlap``). The API (server/
+exec_routes.py) is given a function that reaches this capability (cli/control_runtime.py wires
+it): the server itself never imports a backend.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol, cast
+
+#: how much of the command's output is kept (the rest is dropped, and said)
+MAX_OUTPUT_BYTES = 1 << 20
+#: the exit code of a command that ran past its timeout (as timeout(1) says it)
+TIMED_OUT_CODE = 124
+
+
+@dataclass(frozen=True)
+class ExecResult:
+    exit_code: int
+    output: bytes
+
+
+class TaskExec(Protocol):
+    def exec_task(
+        self, request_id: str, command: Sequence[str], timeout: float
+    ) -> ExecResult | None:
+        """The command's exit code and output (stdout and stderr together, at most
+        MAX_OUTPUT_BYTES), killed after ``timeout`` seconds (TIMED_OUT_CODE); None when the
+        task does not run on this backend (not here, or not running any more)."""
+        ...
+
+
+def task_exec_of(backend: object) -> TaskExec | None:
+    """The backend, when it can run commands in its tasks."""
+    if hasattr(backend, "exec_task"):
+        return cast(TaskExec, backend)
+    return None
+
+
+def capped(output: bytes) -> bytes:
+    if len(output) <= MAX_OUTPUT_BYTES:
+        return output
+    dropped = len(output) - MAX_OUTPUT_BYTES
+    return output[:MAX_OUTPUT_BYTES] + f"\n[aipaas: {dropped} bytes more dropped]\n".encode()
