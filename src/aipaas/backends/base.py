@@ -57,6 +57,11 @@ class Inventory:
     #: False when part of the backend could not be read at all: a node missing from ``nodes``
     #: may still exist (a composite whose member failed before it ever answered)
     complete: bool = True
+    #: (driver, pool, device) -> the conditions its driver set on it in a claim's
+    #: status.devices (a Kubernetes DRA driver's binding conditions: devices/binding.py)
+    device_conditions: Mapping[tuple[str, str, str], tuple[Mapping[str, Any], ...]] = field(
+        default_factory=dict
+    )
 
 
 class FencingRefused(Exception):

@@ -14,7 +14,7 @@ it never calls a backend.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -47,7 +47,12 @@ from aipaas.controller.task_devices import (
     short_form_claim_name,
 )
 from aipaas.controller.work import FINISHED_TASK, JobWork
-from aipaas.devices.binding import BindingWait, binding_wait, device_statuses
+from aipaas.devices.binding import (
+    BindingWait,
+    binding_wait,
+    device_statuses,
+    merge_conditions,
+)
 from aipaas.devices.shortform import DEFAULT_CLASS, default_class
 from aipaas.devices.topology_files import DRIVER
 from aipaas.scheduler.batch.from_api import gpu_share, node_constraints
@@ -71,6 +76,8 @@ class ClaimBook:
         self._compiled_stored: set[tuple[str, str]] = set()  # (tenant, name) of such claims
         #: (tenant, name) -> status.allocation of every allocated claim, as ``devices`` read it
         self._allocated: dict[tuple[str, str], AllocationResult] = {}
+        #: the device conditions last copied into claims (``observe``)
+        self._observed: object = None
 
     def devices(self, work: list[JobWork]) -> Devices:
         """Slices, classes and allocated claims; claims whose tasks ended are freed first (a
@@ -223,6 +230,31 @@ class ClaimBook:
             if status is not None and status.allocation:
                 out.append(AllocationResult.model_validate(status.allocation))
         return out
+
+    def observe(
+        self, conditions: Mapping[tuple[str, str, str], Sequence[Mapping[str, Any]]]
+    ) -> None:
+        """Copy the conditions device drivers set (as the backend reports them) into the
+        status.devices of the allocated claims that hold those devices; read again only when
+        the report changed."""
+        if not conditions or conditions is self._observed:
+            return
+        self._observed = conditions
+        for obj in self.store.list_objects("ResourceClaim", None):
+            if not isinstance(obj, ResourceClaimObject) or obj.status is None:
+                continue
+            if not obj.status.allocation or not obj.status.devices:
+                continue
+            merged = merge_conditions(obj.status.devices, conditions)
+            if merged is not None:
+                self.store.update_status(
+                    obj,
+                    ClaimStatus(
+                        allocation=obj.status.allocation,
+                        reserved_for=obj.status.reserved_for,
+                        devices=merged,
+                    ),
+                )
 
     def binding_wait(self, job: Job, record: TaskRecord) -> BindingWait | None:
         """Why a placed task may not start yet, or why its devices' binding failed: a device

@@ -228,6 +228,7 @@ class Controller:
         started = self.clock.monotonic()
         self._stops = []  # a cycle ended by LeaseLost sends none of its stops
         self.inventory.refresh()
+        self.claims.observe(self.inventory.device_conditions)  # drivers' binding conditions
         # Read before the jobs are listed: a write after it changes the next cycle's marks.
         marks = self.store.kind_marks(WATCHED_KINDS)
         token = self.lease.token if self.lease is not None else None

@@ -15,6 +15,8 @@ write-back). It asks the backend only for its inventory, at most every ``invento
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
+from typing import Any
 
 from aipaas.api.devices import ResourceSlice
 from aipaas.api.dra import wrap_device
@@ -48,6 +50,8 @@ class NodeInventory:
         self.complete = False
         self._names: set[str] = set()
         self.slices: list[ResourceSlice] = []
+        #: the conditions device drivers set (binding conditions), as last reported
+        self.device_conditions: Mapping[tuple[str, str, str], tuple[Mapping[str, Any], ...]] = {}
         self._node_objects: dict[str, Object] = {}
         self._node_status: dict[str, NodeStatus] = {}
         self._inventory_at: float | None = None
@@ -78,6 +82,7 @@ class NodeInventory:
             self.version += 1
         self.unknown = set(inventory.unknown)
         self.complete = inventory.complete
+        self.device_conditions = inventory.device_conditions
         self.nodes = list(inventory.nodes)
         self._names = {n.name for n in self.nodes}
         self.slices = list(inventory.slices)

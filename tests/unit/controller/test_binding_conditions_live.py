@@ -6,6 +6,7 @@ task back to Pending and frees the device. (Semantics: devices/binding.py.)"""
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,7 @@ from ctl_world import World, cycle_until
 
 from aipaas.api.devices import ResourceSlice
 from aipaas.api.dra import ClaimStatus, ResourceClaimObject
+from aipaas.backends.base import Inventory
 from aipaas.backends.local import LocalBackend
 from aipaas.controller.cycle import Controller
 
@@ -21,7 +23,19 @@ DRIVER = "gpu.nvidia.com"
 CLAIM = "bound-worker-0-gpu"
 
 
-def local(world: World) -> Controller:
+class DriverReports(LocalBackend):
+    """A local machine whose inventory also reports what a device's driver set (as the
+    Kubernetes backend reports the conditions in its cluster's claims)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.conditions: dict[tuple[str, str, str], tuple[dict[str, Any], ...]] = {}
+
+    def inventory(self) -> Inventory:
+        return replace(super().inventory(), device_conditions=dict(self.conditions))
+
+
+def local(world: World, backend_class: type[LocalBackend] = LocalBackend) -> Controller:
     world.setup("{gpu: 8, cpu: 64, memory: 512Gi}")
     world.service.apply_text((EXAMPLES / "nvidia-classes.yaml").read_text())
     device: dict[str, Any] = {
@@ -49,7 +63,7 @@ def local(world: World) -> Controller:
             },
         }
     )
-    backend = LocalBackend(
+    backend = backend_class(
         world.tmp / "run", node_name="here", cpu_milli=8000, memory_mib=8192, published=published
     )
     return world.controller(backend, inventory_seconds=0)
@@ -127,3 +141,20 @@ def test_a_failure_condition_sends_the_task_back_and_frees_the_device(world: Wor
         ),
     )
     assert world.phase("bound") != "Succeeded"
+
+
+def test_conditions_a_backend_reports_reach_the_claim_and_start_the_task(world: World) -> None:
+    controller = local(world, DriverReports)
+    controller.run_cycle()
+    submit(world)
+    cycle_until(controller, lambda: claim(world) is not None)
+    controller.run_cycle()
+    assert world.phase("bound") == "Pending"
+    backend = controller.backend
+    assert isinstance(backend, DriverReports)
+    backend.conditions = {
+        (DRIVER, "here", "gpu-0"): ({"type": "Attached", "status": "True", "reason": "Ready"},)
+    }
+    cycle_until(controller, lambda: world.phase("bound") == "Succeeded")
+    stored = claim(world)
+    assert stored is None or stored.status is None or not stored.status.devices  # freed

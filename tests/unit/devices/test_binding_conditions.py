@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from aipaas.api.devices import AllocationResult
+from aipaas.backends.kubernetes.inventory import inventory as kube_inventory
 from aipaas.devices.binding import (
     BindingWait,
     binding_wait,
@@ -129,3 +130,25 @@ class TestBindingWait:
     def test_a_shorter_timeout(self) -> None:
         got = binding_wait("c", allocation(ATTACHED), [], 30.0, timeout=30.0)
         assert got is not None and got.failed
+
+
+def test_the_kubernetes_inventory_reports_what_drivers_set_in_claims() -> None:
+    node = {"metadata": {"name": "k1"}, "status": {"allocatable": {"cpu": "8", "memory": "8Gi"}}}
+    claim = {
+        "metadata": {"name": "c", "namespace": "acme"},
+        "status": {
+            "devices": [
+                {"driver": "gpu.example.com", "pool": "p", "device": "d0", "conditions": []},
+                {
+                    "driver": "gpu.example.com",
+                    "pool": "p",
+                    "device": "d1",
+                    "conditions": [{"type": "Attached", "status": "True"}],
+                },
+            ]
+        },
+    }
+    found = kube_inventory([node], [], [], [claim], set())
+    assert found.device_conditions == {
+        ("gpu.example.com", "p", "d1"): ({"type": "Attached", "status": "True"},)
+    }

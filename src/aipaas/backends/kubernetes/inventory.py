@@ -21,6 +21,7 @@ from pydantic import ValidationError
 from aipaas.api.devices import ResourceSlice
 from aipaas.api.quantity import parse_quantity
 from aipaas.backends.base import Inventory, NodeInfo
+from aipaas.devices.binding import DeviceKey
 from aipaas.devices.gpu_health import gpu_annotations, slice_gpus
 from aipaas.devices.topology_files import DRIVER
 
@@ -139,7 +140,20 @@ def inventory(
     ]
     infos = tuple(_with_dra_gpus(n, kept) for n in infos)
     features = frozenset({"containers"} | ({"gpu"} if any(n.gpu_count for n in infos) else set()))
-    return Inventory(infos, features, tuple(kept), unknown)
+    return Inventory(infos, features, tuple(kept), unknown, device_conditions=_conditions(claims))
+
+
+def _conditions(claims: Iterable[Mapping[str, Any]]) -> dict[DeviceKey, tuple[dict[str, Any], ...]]:
+    """The conditions drivers set in the claims' status.devices, per device (the binding
+    conditions a task waits for: devices/binding.py)."""
+    found: dict[DeviceKey, tuple[dict[str, Any], ...]] = {}
+    for claim in claims:
+        for entry in (claim.get("status") or {}).get("devices") or []:
+            conditions = entry.get("conditions") or []
+            if conditions:
+                key = (str(entry.get("driver")), str(entry.get("pool")), str(entry.get("device")))
+                found[key] = tuple(dict(c) for c in conditions)
+    return found
 
 
 def _with_dra_gpus(node: NodeInfo, slices: list[ResourceSlice]) -> NodeInfo:
