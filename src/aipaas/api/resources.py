@@ -191,6 +191,10 @@ class TaskClaim(Model):
         return self
 
 
+#: the extended resource name of a GPU (a Kubernetes pod's ``nvidia.com/gpu``)
+EXTENDED_GPU = "nvidia.com/gpu"
+
+
 class TaskResources(Model):
     """What one replica of a task needs."""
 
@@ -218,6 +222,22 @@ class TaskResources(Model):
     @classmethod
     def _gpu(cls, value: Any) -> Any:
         return _gpu_short_form(value)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _extended_gpu(cls, data: Any) -> Any:
+        """``nvidia.com/gpu: N``, the extended resource as a pod asks for it, is ``gpu: N``
+        (served by the DeviceClass whose extendedResourceName it is, where one is stored)."""
+        if not isinstance(data, dict) or EXTENDED_GPU not in data:
+            return data
+        data = dict(data)
+        value = data.pop(EXTENDED_GPU)
+        if "gpu" in data:
+            raise ValueError(f"{EXTENDED_GPU} and gpu are two ways to ask for GPUs: give one")
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ValueError(f"{EXTENDED_GPU}: must be a whole number of GPUs, got {value!r}")
+        data["gpu"] = value
+        return data
 
     def amounts(self) -> Amounts:
         gpu = self.gpu

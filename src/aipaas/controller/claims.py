@@ -53,6 +53,7 @@ from aipaas.devices.binding import (
     device_statuses,
     merge_conditions,
 )
+from aipaas.devices.extended import GPU_RESOURCE, serving_class
 from aipaas.devices.shortform import DEFAULT_CLASS, default_class
 from aipaas.devices.topology_files import DRIVER
 from aipaas.scheduler.batch.from_api import gpu_share, node_constraints
@@ -73,6 +74,8 @@ class ClaimBook:
         self.slice_index = SliceIndex()
         self._waiting: dict[tuple[str, str], str] = {}
         self._gpu_devices = False  # the inventory publishes GPU devices: gpu: compiles
+        #: the stored DeviceClass that serves nvidia.com/gpu (extendedResourceName), if any
+        self._gpu_class: str | None = None
         self._compiled_stored: set[tuple[str, str]] = set()  # (tenant, name) of such claims
         #: (tenant, name) -> status.allocation of every allocated claim, as ``devices`` read it
         self._allocated: dict[tuple[str, str], AllocationResult] = {}
@@ -154,14 +157,17 @@ class ClaimBook:
             d.driver == DRIVER and d.short.get("type") == "gpu" for d in inventory.by_id.values()
         )
         kept = [c for c in classes if isinstance(c, DeviceClass)]
+        # KEP-5004: a class whose extendedResourceName is nvidia.com/gpu serves ``gpu:``
+        self._gpu_class = serving_class(kept, GPU_RESOURCE)
         if not any(c.metadata.name == DEFAULT_CLASS for c in kept):
             kept.append(default_class())  # the short form's class, built in
         return Devices(published, kept, allocated, inventory)
 
     @property
     def gpu_devices(self) -> bool:
-        """The inventory publishes GPU devices: ``resources.gpu`` compiles to a claim."""
-        return self._gpu_devices
+        """The inventory publishes GPU devices, or a DeviceClass serves nvidia.com/gpu:
+        ``resources.gpu`` compiles to a claim."""
+        return self._gpu_devices or self._gpu_class is not None
 
     def pod(self, job: Job, record: TaskRecord) -> Pod:
         """What the scheduler is asked to place for one task replica, its claims included."""
@@ -341,7 +347,10 @@ class ClaimBook:
             if name == compiled and spec.resources.gpu is not None:
                 if stored is None:
                     made = wrap_device(
-                        short_form_claim(job, task, spec.resources.gpu), tenant=job.tenant
+                        short_form_claim(
+                            job, task, spec.resources.gpu, self._gpu_class or DEFAULT_CLASS
+                        ),
+                        tenant=job.tenant,
                     )
                     meta = made.metadata.model_copy(
                         update={
@@ -409,9 +418,9 @@ class ClaimBook:
             name = short_form_claim_name(job, record.name)
             if (job.tenant, name) not in self._compiled_stored:
                 return None
-        elif not self._gpu_devices:
+        elif not self._gpu_devices and self._gpu_class is None:
             return None
-        return short_form_claim(job, record.name, gpu)
+        return short_form_claim(job, record.name, gpu, self._gpu_class or DEFAULT_CLASS)
 
     def _claim_for(self, job: Job, task: str, ref: TaskClaim) -> ResourceClaim | None:
         """The claim a task replica uses: the named one, or the one its template makes (stored

@@ -18,7 +18,7 @@ from aipaas.api.job import Job
 from aipaas.api.resources import SHORT_FORM_CLAIM, GpuRequest
 from aipaas.backends.base import ClaimDevice, LaunchRequest, NodeInfo
 from aipaas.devices.share_enforcement import Enforcement, enforce, node_mechanism, share_limits
-from aipaas.devices.shortform import gpu_claim
+from aipaas.devices.shortform import DEFAULT_CLASS, gpu_claim
 from aipaas.scheduler.framework.types import MILLI_PER_GPU
 
 SHORT_FORM_ANNOTATION: Final = "aipaas.dev/from-short-form"  # a claim compiled from gpu:
@@ -35,18 +35,28 @@ def compiles_to_claim(gpu: GpuRequest | None) -> bool:
     return gpu is not None and gpu.count > 0 and gpu.milli >= MILLI_PER_GPU and not gpu.is_share
 
 
-def short_form_claim(job: Job, task: str, gpu: GpuRequest) -> ResourceClaim:
-    """The claim ``gpu:`` compiles to for one replica (namespace: the job's tenant)."""
-    return _compiled(short_form_claim_name(job, task), job.tenant, gpu.count, gpu.model, gpu.memory)
+def short_form_claim(
+    job: Job, task: str, gpu: GpuRequest, device_class: str = DEFAULT_CLASS
+) -> ResourceClaim:
+    """The claim ``gpu:`` compiles to for one replica (namespace: the job's tenant), of
+    ``device_class`` (the class that serves ``nvidia.com/gpu`` where one does: KEP-5004)."""
+    return _compiled(
+        short_form_claim_name(job, task), job.tenant, gpu.count, gpu.model, gpu.memory, device_class
+    )
 
 
 @lru_cache(maxsize=4096)
 def _compiled(
-    name: str, tenant: str, count: int, model: str | None, memory: str | None
+    name: str,
+    tenant: str,
+    count: int,
+    model: str | None,
+    memory: str | None,
+    device_class: str = DEFAULT_CLASS,
 ) -> ResourceClaim:
     # Pending jobs are tried every cycle: compiling (and validating) once per replica is enough.
     options: dict[str, Any] = {"count": count, "model": model, "memory": memory}
-    made = gpu_claim(name, options, field="resources.gpu")
+    made = gpu_claim(name, options, field="resources.gpu", device_class=device_class)
     meta = made.metadata.model_copy(update={"namespace": tenant})
     return made.model_copy(update={"metadata": meta})
 
