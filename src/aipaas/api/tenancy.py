@@ -78,7 +78,7 @@ class UserSpec(Model):
     role: Role = Role.MEMBER
     email: str | None = Field(default=None, max_length=256)
     #: the most the user's running jobs may hold at once inside the tenant (set by its
-    #: tenant admin; enforced at admission like queue quotas: tenancy/user_quotas.py)
+    #: tenant admin; an input of the batch session like queue quotas: Snapshot.users)
     quota: Quota | None = None
 
 

@@ -14,25 +14,20 @@ claims, the clock and the task actions (``finish``, ``start_task``, ``give_up``)
 from __future__ import annotations
 
 import logging
-from collections import defaultdict
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from aipaas.api.job import Job, JobPhase, TaskPhase
 from aipaas.api.queue import Queue
-from aipaas.api.tenancy import Tenant
+from aipaas.api.tenancy import Tenant, User
 from aipaas.controller import batch_cycle
 from aipaas.controller.data_placement import data_view_for
 from aipaas.controller.launch import log_path, request_id
-from aipaas.controller.placement import Placer, Pod, Slot
+from aipaas.controller.placement import Placer, Slot
 from aipaas.controller.work import ACTIVE, FINISHED_TASK, JobWork
 from aipaas.scheduler.framework.types import Placement
 from aipaas.store import TaskRecord
-from aipaas.tenancy.admission_holds import admission_held
-from aipaas.tenancy.quota import Usage, exceeded
-from aipaas.tenancy.user_quotas import UserQuotas
 
 if TYPE_CHECKING:  # the controller calls this module; only its type is needed here
     from aipaas.controller.cycle import Controller
@@ -51,9 +46,6 @@ def place(ctl: Controller, work: list[JobWork]) -> Placer:
         pool_policies=ctl.pool_profiles or None,
         data=data_view_for(ctl.store, (item.job for item in work if item.facts.datasets)),
     )
-    tenant_use: dict[str, Usage] = defaultdict(Usage)
-    users = UserQuotas.load(ctl.store)
-    queue_use: dict[tuple[str, str], Usage] = defaultdict(Usage)
     held: dict[tuple[str, str], Placement] = {}
     for item in work:
         for record in item.records:
@@ -61,11 +53,8 @@ def place(ctl: Controller, work: list[JobWork]) -> Placer:
                 continue
             pod = ctl.claims.pod(item.job, record)
             # Whatever becomes of the hold, the task counts against its quotas while it may
-            # run: on a node whose state is unknown, or while its stop is not yet confirmed.
-            usage = _usage(pod, record.gpus)
-            tenant_use[item.job.tenant] += usage
-            users.take(item.job, usage)
-            queue_use[(item.job.tenant, item.job.spec.queue)] += usage
+            # run (on a node whose state is unknown, or while its stop is not yet confirmed):
+            # the snapshot keeps it in a pseudo job (batch_snapshot.py).
             placement = placer.hold_placement(
                 pod,
                 record.node,
@@ -96,7 +85,8 @@ def place(ctl: Controller, work: list[JobWork]) -> Placer:
     queues = {
         (q.tenant, q.name): q for q in ctl.store.list_objects("Queue", None) if isinstance(q, Queue)
     }
-    quotas = _Quotas(tenants, queues, tenant_use, queue_use, users)
+    users = [u for u in ctl.store.list_objects("User", None) if isinstance(u, User)]
+    admission = Admission(tenants, queues, users)
     eligible = []
     for item in work:
         if item.phase is not None or item.ending:
@@ -111,60 +101,18 @@ def place(ctl: Controller, work: list[JobWork]) -> Placer:
                 continue
         if item.phase is None and not item.ending:
             eligible.append(item)
-    batch_cycle.schedule(ctl, work, eligible, placer, quotas, held)
+    batch_cycle.schedule(ctl, work, eligible, placer, admission, held)
     return placer
 
 
 @dataclass
-class _Quotas:
-    """Tenants and queues, and what each uses in this cycle (added to as tasks are placed)."""
+class Admission:
+    """What the batch session admits against, read once per cycle: tenants and queues (their
+    quotas and budgets' holds become the queue tree) and users with their quotas."""
 
     tenants: dict[str, Tenant]
     queues: dict[tuple[str, str], Queue]
-    tenant_use: dict[str, Usage]
-    queue_use: dict[tuple[str, str], Usage]
-    users: UserQuotas = field(default_factory=UserQuotas)  # per-user quotas in a tenant
-
-    def why_not(self, job: Job, wanted: Usage) -> tuple[str, str] | None:
-        """(reason, message) when ``wanted`` more of ``job`` breaks a quota; None if it fits."""
-        tenant = self.tenants.get(job.tenant)
-        queue = self.queues.get((job.tenant, job.spec.queue))
-        if tenant is None or queue is None:
-            missing = f"tenant {job.tenant}" if tenant is None else f"queue {job.spec.queue}"
-            return "Waiting", f"{missing} does not exist"
-        held = admission_held(tenant, queue)  # a budget's stopAdmission
-        if held is not None:
-            return held
-        why = exceeded(tenant.spec.quota, self.tenant_use[job.tenant], wanted)
-        if why is not None:
-            return "QuotaExceeded", f"tenant {job.tenant} quota: {why}"
-        why = exceeded(queue.spec.quota, self.queue_use[(job.tenant, job.spec.queue)], wanted)
-        if why is not None:
-            return "QuotaExceeded", f"queue {job.spec.queue} quota: {why}"
-        return self.users.why_not(job, wanted)
-
-    def take(self, job: Job, used: Usage) -> None:
-        self.tenant_use[job.tenant] += used
-        self.queue_use[(job.tenant, job.spec.queue)] += used
-        self.users.take(job, used)
-
-
-def usage_of(placed: Sequence[tuple[Pod, tuple[int, ...]]]) -> Usage:
-    """What tasks (pod, GPUs given) count against quotas, together."""
-    total = Usage()
-    for pod, gpus in placed:
-        total += _usage(pod, gpus)
-    return total
-
-
-def _usage(pod: Pod, gpus: tuple[int, ...]) -> Usage:
-    """What one task counts against quotas: its resources, and the whole GPUs that its
-    explicit DRA claims were given (``gpus`` of its slot or record; the ``gpu:`` short form is
-    already in its resources)."""
-    usage = Usage.of(pod.amounts)
-    if pod.claims and not pod.gpu_claim and gpus:
-        usage += Usage(gpu_milli=1000 * len(gpus))
-    return usage
+    users: list[User] = field(default_factory=list)
 
 
 def starting_on(record: TaskRecord, slot: Slot) -> TaskRecord:

@@ -9,11 +9,17 @@ controller's guarantees kept:
   nothing and a later cycle places it again. Its restart does not count against backoffLimit
   (``evictions`` on the record). A gang evicted whole waits until every stop is confirmed and
   starts again whole (batch_snapshot.py).
-- Starts never use what a victim still holds: a job given room on a node where a task was
-  evicted in this cycle does not start now (reason Preempting); it is left out of the sessions
-  that follow until its victims are confirmed stopped, then placed in the room they left.
-- Quotas: every job's starts are checked again against the tenant's and the queue's quotas with
-  what they really take (GPUs of DRA claims included) before anything is recorded.
+- Starts never use what a victim still holds: a start the session pipelined (its room is on a
+  node where a task was evicted before it in this cycle, ``Decisions.pipelined``) is not
+  carried out now (reason Preempting); the job is left out of the sessions that follow until
+  its victims are confirmed stopped, then placed in the room they left. The simulator, whose
+  stops are instant, carries the same decision out at once.
+- Nothing else follows the session: quotas of tenants, queues and users, budgets' holds and
+  the GPUs of DRA claims are inputs of its snapshot (batch_snapshot.py), so what it decides to
+  start is what starts (``aipaas simulate`` decides the same from the same objects).
+- NoExecute taints: the first time this controller sees a node's taint is when it appeared
+  (``BatchState.taints_seen``; a restarted controller starts counting again), from which a
+  toleration's ``tolerationSeconds`` runs (scheduler/batch/actions/taint_eviction.py).
 - Records are committed in one fenced transaction before the backend is asked to start
   anything.
 
@@ -31,7 +37,7 @@ from __future__ import annotations
 import logging
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import TYPE_CHECKING
 
@@ -43,16 +49,16 @@ from aipaas.controller.placement import Placer, Slot
 from aipaas.controller.stop_drain import eviction_drain_seconds
 from aipaas.controller.work import ACTIVE, JobWork
 from aipaas.metering.usage import aware
-from aipaas.scheduler.batch.from_api import queue_tree
-from aipaas.scheduler.batch.model import Decisions, Eviction, Snapshot, Start
+from aipaas.scheduler.batch.from_api import queue_tree, user_quotas
+from aipaas.scheduler.batch.model import Decisions, Eviction, Node, Snapshot, Start
 from aipaas.scheduler.batch.options import BatchOptions
 from aipaas.scheduler.batch.session import run_session
 from aipaas.scheduler.framework.profile import load_profile
-from aipaas.scheduler.framework.types import Placement
+from aipaas.scheduler.framework.types import Placement, Taint
 from aipaas.store import TaskRecord
 
 if TYPE_CHECKING:
-    from aipaas.controller.admission import _Quotas
+    from aipaas.controller.admission import Admission
     from aipaas.controller.cycle import Controller
 
 log = logging.getLogger("aipaas.controller")
@@ -78,6 +84,9 @@ class BatchState:
     templates: Templates = field(default_factory=dict)
     #: elastic jobs' membership last written, by job uid (controller/membership.py)
     membership: dict[str, str] = field(default_factory=dict)
+    #: (node, taint) -> when this controller first saw the taint (epoch seconds): when a
+    #: NoExecute taint appeared, for tolerationSeconds
+    taints_seen: dict[tuple[str, Taint], float] = field(default_factory=dict)
 
 
 def options_of(ctl: Controller) -> BatchOptions:
@@ -92,7 +101,7 @@ def schedule(
     work: list[JobWork],
     eligible: list[JobWork],
     placer: Placer,
-    quotas: _Quotas,
+    admission: Admission,
     held: dict[tuple[str, str], Placement],
 ) -> None:
     """Run the session over the cycle and carry out what it decided."""
@@ -107,13 +116,13 @@ def schedule(
                 item.message = f"waiting for {count} evicted tasks to stop"
         eligible = [i for i in eligible if not waiting.get(job_key(i.job))]
     fingerprint = _fingerprint(
-        ctl.jobs_generation, work, eligible, placer, quotas, waiting, now.timestamp()
+        ctl.jobs_generation, work, eligible, placer, admission, waiting, now.timestamp()
     )
     if fingerprint == state.fingerprint and now.timestamp() < state.due:
         return
     state.fingerprint = fingerprint
     state.sessions += 1
-    tree = queue_tree(quotas.tenants.values(), quotas.queues.values())
+    tree = queue_tree(admission.tenants.values(), admission.queues.values())
     built = build(
         ctl.claims,
         work,
@@ -123,19 +132,13 @@ def schedule(
         [],
         now.timestamp(),
         state.templates,
+        user_quotas(admission.users),
     )
-    wanted = {  # spec.nodeSelector of the jobs that have one (few: not every pod is asked)
-        key: item.job.spec.node_selector
-        for key, item in built.items.items()
-        if item.job.spec.node_selector
+    claims = {  # pods whose explicit claims' GPUs count against quotas once placed
+        pod.name: pod.claims for pod in built.pods.values() if pod.claims and not pod.gpu_claim
     }
-    selectors = (
-        {pod.name: wanted[key] for (key, _), pod in built.pods.items() if key in wanted}
-        if wanted
-        else {}
-    )
-    engine = PlacerEngine(placer, built.on_request, selectors)
-    built.snapshot.nodes = list(engine.nodes)
+    engine = PlacerEngine(placer, built.on_request, claims)
+    built.snapshot.nodes = _taints_dated(list(engine.nodes), state.taints_seen, now.timestamp())
     try:
         decisions = run_session(built.snapshot, engine, options_of(ctl))
     except Exception:
@@ -146,12 +149,12 @@ def schedule(
         return
     state.due = _next_due(built, decisions, work, now.timestamp())
     victims = _evict(ctl, built, decisions.evicted, held)
-    accepted = _check_starts(ctl, built, decisions.started, placer, engine, victims, quotas)
+    accepted = _starts(built, decisions, placer, engine)
     for placement in victims:
         engine.hold(placement)  # they keep their resources until their stops are confirmed
     _commit_and_start(ctl, built, accepted)
     _reasons(ctl, built, decisions, eligible)
-    objects: list[Object] = [*quotas.tenants.values(), *quotas.queues.values()]
+    objects: list[Object] = [*admission.tenants.values(), *admission.queues.values()]
     shown = Snapshot(
         built.snapshot.now,
         built.snapshot.nodes,
@@ -165,6 +168,8 @@ def _next_due(built: Built, decisions: Decisions, work: Sequence[JobWork], now: 
     """The earliest time a session could decide otherwise with nothing else changed."""
     due = [now + RECHECK_SECONDS]
     due += [r.start for r in decisions.reservations.values() if r.start > now]
+    if decisions.due is not None:  # a toleration of a NoExecute taint runs out
+        due.append(decisions.due)
     for job in built.snapshot.jobs:
         queue = built.snapshot.queues.get(job.queue)
         if queue is not None and queue.min_runtime > 0:
@@ -208,7 +213,7 @@ def _fingerprint(
     work: Sequence[JobWork],
     eligible: Sequence[JobWork],
     placer: Placer,
-    quotas: _Quotas,
+    admission: Admission,
     waiting: dict[str, int],
     now: float,
 ) -> int:
@@ -223,8 +228,8 @@ def _fingerprint(
         tuple((i, len(item.changed)) for i, item in enumerate(work) if item.changed),
     )
     objects = tuple(
-        (o.tenant, o.name, o.metadata.resource_version)
-        for o in (*quotas.tenants.values(), *quotas.queues.values())
+        (o.kind, o.tenant, o.name, o.metadata.resource_version)
+        for o in (*admission.tenants.values(), *admission.queues.values(), *admission.users)
     )
     nodes = tuple(n.name for n in placer.nodes)
     nodes += (f"devices@{placer.ledger.inventory.generation}",)  # a slice or taint rule changed
@@ -289,46 +294,48 @@ def evict(ctl: Controller, item: JobWork, record: TaskRecord, eviction: Eviction
     return changed
 
 
-def _check_starts(
-    ctl: Controller,
-    built: Built,
-    starts: Sequence[Start],
-    placer: Placer,
-    engine: PlacerEngine,
-    victims: Sequence[Placement],
-    quotas: _Quotas,
-) -> list[tuple[JobWork, list[tuple[Start, Slot]]]]:
-    """The starts carried out, by job; the others are given back (job by job: a gang starts
-    whole or not at all)."""
-    from aipaas.controller.admission import usage_of
+def _taints_dated(
+    nodes: list[Node], seen: dict[tuple[str, Taint], float], now: float
+) -> list[Node]:
+    """The nodes with each NoExecute taint dated by when this controller first saw it
+    (``seen`` is updated: taints gone are forgotten, so one that comes back is new again)."""
+    present: set[tuple[str, Taint]] = set()
+    out = []
+    for node in nodes:
+        if not any(t.effect == "NoExecute" for t in node.taints):
+            out.append(node)
+            continue
+        dated = []
+        for taint in node.taints:
+            if taint.effect == "NoExecute":
+                key = (node.name, taint)
+                present.add(key)
+                taint = replace(taint, since=seen.setdefault(key, now))
+            dated.append(taint)
+        out.append(replace(node, taints=tuple(dated)))
+    for key in [k for k in seen if k not in present]:
+        del seen[key]
+    return out
 
-    taken = {p.node for p in victims}
+
+def _starts(
+    built: Built, decisions: Decisions, placer: Placer, engine: PlacerEngine
+) -> list[tuple[JobWork, list[tuple[Start, Slot]]]]:
+    """The session's starts to carry out now, by job, with their slots. A pipelined job (its
+    room is still held by victims stopping) is given back and waits (reason Preempting): the
+    decision stands, and a later session places it once the stops are confirmed."""
     by_job: dict[str, list[Start]] = defaultdict(list)
-    for start in starts:
+    for start in decisions.started:
         by_job[start.job].append(start)
     accepted = []
     for key, group in by_job.items():
-        item = built.items.get(key)
-        if item is None or is_held(key):
-            continue
-        pods = [built.pods.get((key, s.task)) for s in group]
-        if any(p is None for p in pods):
-            log.warning("start of unknown task of job %s", key)
-            _give_back(engine, group)
-            continue
-        if any(s.placement.node in taken for s in group):
+        item = built.items[key]
+        if key in decisions.pipelined:
             _give_back(engine, group)
             item.reason = "Preempting"
             item.message = "waiting for the evicted tasks to stop"
             continue
-        slots = [placer.slot(s.placement, p.claims) for s, p in zip(group, pods, strict=True) if p]
-        used = usage_of([(p, slot.gpus) for p, slot in zip(pods, slots, strict=True) if p])
-        refused = quotas.why_not(item.job, used)
-        if refused is not None:
-            _give_back(engine, group)
-            item.reason, item.message = refused
-            continue
-        quotas.take(item.job, used)
+        slots = [placer.slot(s.placement, built.pods[(key, s.task)].claims) for s in group]
         accepted.append((item, list(zip(group, slots, strict=True))))
     return accepted
 

@@ -4,7 +4,9 @@ The session (scheduler/batch) places gangs through a ``PlacementEngine``; here t
 the controller's ``Placer``, so the session sees exactly what runs (the placements held at the
 start of step 4), places with the controller's profile and its DRA device ledger, and keeps
 the on-request rule: a gang whose every pod asks for simulated nodes goes to the on-request
-pool where there is one, every other gang to the ordinary nodes.
+pool where there is one, every other gang to the ordinary nodes. A job's nodeSelector, node
+affinity and tolerations travel on its pods (``PodRequest.constraints``) and are the
+framework's filter here as in ``aipaas simulate``: one path.
 
 Who calls it: controller/batch_cycle.py. Imports the scheduler only through the Placer's
 module (controller/placement.py).
@@ -16,6 +18,7 @@ from collections.abc import Collection, Hashable, Mapping, Sequence
 
 import numpy as np
 
+from aipaas.api.devices import ResourceClaim
 from aipaas.controller.placement import NO_NODE, Placer
 from aipaas.scheduler.batch.cluster import fit_counts, held_again
 from aipaas.scheduler.batch.model import Node, Resources
@@ -29,18 +32,18 @@ NO_NODE_ALLOWED = "no node is left that it may use now (reservations or its doma
 
 class PlacerEngine:
     """A ``PlacementEngine`` over the cycle's Placer. ``on_request``: the names of the pods
-    whose job asks for simulated nodes; ``selectors``: pod name -> the node labels its job
-    requires (``spec.nodeSelector``): a gang goes only to nodes that have them all."""
+    whose job asks for simulated nodes; ``claims``: pod name -> its explicit DRA claims, whose
+    whole GPUs count against quotas once the devices are chosen (``claimed_gpus``)."""
 
     def __init__(
         self,
         placer: Placer,
         on_request: Collection[str] = (),
-        selectors: Mapping[str, Mapping[str, str]] | None = None,
+        claims: Mapping[str, Sequence[ResourceClaim]] | None = None,
     ) -> None:
         self.placer = placer
         self.on_request = set(on_request)
-        self.selectors = selectors or {}
+        self.claims = claims or {}
         self.nodes: Sequence[Node] = [
             Node(
                 name=n.name,
@@ -56,27 +59,25 @@ class PlacerEngine:
         ]
 
     def constraint(self, pods: Sequence[PodRequest]) -> Hashable:
-        """What besides their shapes decides where ``pods`` (one gang) may go: their job's
-        node selector and whether it asks for simulated nodes (the allocate action keys its
-        memo of gangs that found no room on it)."""
-        selector = self.selectors.get(pods[0].name) if pods else None
-        return (
-            tuple(sorted(selector.items())) if selector else (),
-            all(p.name in self.on_request for p in pods),
-        )
+        """What besides their shapes decides where ``pods`` (one gang) may go: whether it
+        asks for simulated nodes (the allocate action keys its memo of gangs that found no
+        room on it; node constraints are part of the shapes, ``PodRequest.fit_key``)."""
+        return all(p.name in self.on_request for p in pods)
+
+    def claimed_gpus(self, placement: Placement) -> int:
+        """How many whole GPUs the explicit DRA claims of a placed pod were given (what it
+        counts against quotas besides its resources; MIG partitions and other devices are
+        not GPUs)."""
+        claims = self.claims.get(placement.pod)
+        if not claims or placement.devices is None:
+            return 0
+        return len(self.placer.slot(placement, claims).gpus)
 
     def place(
         self, pods: Sequence[PodRequest], nodes: Collection[str] | None = None
     ) -> list[Placement] | Unschedulable:
         if not pods:
             return []
-        selector = self.selectors.get(pods[0].name)
-        if selector:
-            chosen = {n.name for n in self.nodes if _matches(n.labels, selector)}
-            nodes = chosen if nodes is None else chosen & set(nodes)
-            if not nodes:
-                wanted = ", ".join(f"{k}={v}" for k, v in sorted(selector.items()))
-                return Unschedulable(pods[0].name, (f"no node has the labels {wanted}",))
         refused = Unschedulable(pods[0].name, (NO_NODE,))
         for pool in self.placer.pools_for(all(p.name in self.on_request for p in pods)):
             if not pool.nodes:
@@ -100,17 +101,12 @@ class PlacerEngine:
 
     def fit_counts(self, pod: PodRequest, nodes: Collection[str] | None = None) -> dict[str, int]:
         """How many copies of ``pod`` each node it may use could take now (topology packing)."""
-        selector = self.selectors.get(pod.name)
         counts: dict[str, int] = {}
         for pool in self.placer.pools_for(pod.name in self.on_request):
             if not pool.nodes:
                 continue
             mask = np.array(
-                [
-                    (nodes is None or n.name in nodes)
-                    and (not selector or _matches(n.labels, selector))
-                    for n in pool.state.nodes
-                ],
+                [nodes is None or n.name in nodes for n in pool.state.nodes],
                 dtype=np.bool_,
             )
             found = fit_counts(pool.state, pool.scheduler, pod, mask)
@@ -154,6 +150,3 @@ class PlacerEngine:
         total = self.placer.capacity()
         return Resources(total.gpu_milli, total.cpu_milli, total.memory_mib)
 
-
-def _matches(labels: Mapping[str, str], selector: Mapping[str, str]) -> bool:
-    return all(labels.get(key) == value for key, value in selector.items())

@@ -12,7 +12,12 @@ replicas of admitted jobs that hold nothing (elastic extras, evicted tasks once 
 confirmed, restarts whose backoff passed and whose node no longer holds them).
 
 One pass over the cycle's jobs and records (linear); pods are built with their DRA claims
-(``ClaimBook.pod``), and a task counts what it really takes (GPUs of claims included).
+(``ClaimBook.pod``), and a task counts what it really takes (GPUs of claims included: a running
+task's from its record, a pending one's once the session chose its devices,
+``Task.counts_claimed_gpus``). The admission inputs (the queue tree with budgets' holds, users'
+quotas, each job's user) and the session's jobs come from scheduler/batch/from_api.py, as
+``aipaas simulate``'s do: the snapshot holds everything a start is checked against, and no
+check follows the session.
 
 Who calls it: controller/batch_cycle.py.
 """
@@ -24,12 +29,12 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from aipaas.api.job import Job as ApiJob
-from aipaas.api.job import TaskPhase, topology_label
+from aipaas.api.job import TaskPhase
 from aipaas.controller.claims import ClaimBook
 from aipaas.controller.placement import Pod, fit_request, pod_request
 from aipaas.controller.work import ACTIVE, FINISHED_TASK, JobWork
 from aipaas.metering.usage import aware
-from aipaas.scheduler.batch.from_api import gpu_memory_mib
+from aipaas.scheduler.batch.from_api import gpu_memory_mib, job_user, session_job
 from aipaas.scheduler.batch.model import Job, Node, QueueNode, Resources, Snapshot, Task
 from aipaas.scheduler.framework.types import Placement, PodRequest
 from aipaas.store import TaskRecord
@@ -91,11 +96,14 @@ def build(
     nodes: list[Node],
     now: float,
     templates: Templates,
+    users: dict[str, Resources] | None = None,
 ) -> Built:
     """The snapshot of the cycle. ``eligible``: ids of the items that may start tasks;
     ``held``: (job uid, task) -> placement held for tasks that may be evicted;
-    ``templates``: kept across cycles (jobs no longer pending are dropped from it)."""
-    built = Built(Snapshot(now=now, nodes=nodes, queues=queues, jobs=[]))
+    ``templates``: kept across cycles (jobs no longer pending are dropped from it);
+    ``users``: per-user quotas by "tenant/user" (``from_api.user_quotas``)."""
+    users = users or {}
+    built = Built(Snapshot(now=now, nodes=nodes, queues=queues, jobs=[], users=users))
     pending_uids: set[str] = set()
     for order, item in enumerate(work):
         api = item.job
@@ -110,6 +118,7 @@ def build(
             may_start = False
         built.items[key] = item
         simulated = facts.simulated
+        user = job_user(api, users)
         tasks: list[Task] = []
         kept: list[Task] = []  # held, not evictable
         if not item.records:
@@ -122,14 +131,20 @@ def build(
                     if simulated:
                         built.on_request.add(pod.name)
                 job = template.job
-                if job is not None and _untouched(job, key, queue):
+                if job is not None and _untouched(job, key, queue, user):
                     job.order = order
                 else:
                     tasks = [
-                        Task(name=name, request=request, counted=counted, fit=fit_request(pod))
+                        Task(
+                            name=name,
+                            request=request,
+                            counted=counted,
+                            fit=fit_request(pod),
+                            counts_claimed_gpus=_claims_count(pod),
+                        )
                         for name, pod, request, counted in template.entries
                     ]
-                    job = template.job = _job(api, key, queue, tasks, order, now)
+                    job = template.job = _job(api, key, queue, tasks, order, now, user)
                 built.snapshot.jobs.append(job)
             continue
         records = item.records
@@ -170,12 +185,13 @@ def build(
                     request=pod_request(pod),
                     counted=_counted(pod, (), memory.get(record.group_name, 0)),
                     fit=fit_request(pod),
+                    counts_claimed_gpus=_claims_count(pod),
                 )
             )
         if tasks:
-            built.snapshot.jobs.append(_job(api, key, queue, tasks, order, now))
+            built.snapshot.jobs.append(_job(api, key, queue, tasks, order, now, user))
         if kept:
-            held_job = _job(api, key + HELD_SUFFIX, queue, kept, order, now)
+            held_job = _job(api, key + HELD_SUFFIX, queue, kept, order, now, user)
             held_job.preemptible = False
             held_job.min_available = len(kept)
             built.snapshot.jobs.append(held_job)
@@ -184,12 +200,13 @@ def build(
     return built
 
 
-def _untouched(job: Job, key: str, queue: str) -> bool:
-    """A kept session job that no session placed (its tasks as built), of the same name and
-    queue."""
+def _untouched(job: Job, key: str, queue: str, user: str) -> bool:
+    """A kept session job that no session placed (its tasks as built), of the same name,
+    queue and user with a quota."""
     return (
         job.key == key
         and job.queue == queue
+        and job.user == user
         and job.started is None
         and all(t.placement is None and t.since is None for t in job.tasks)
     )
@@ -214,6 +231,12 @@ def _template(claims: ClaimBook, api: ApiJob, templates: Templates) -> Template:
     if not any(spec.resources.claims for spec in api.spec.tasks):  # stored claims may change
         templates[uid] = template
     return template
+
+
+def _claims_count(pod: Pod) -> bool:
+    """The whole GPUs of the pod's explicit DRA claims count against quotas (the ``gpu:``
+    short form's are in its resources already)."""
+    return bool(pod.claims) and not pod.gpu_claim
 
 
 def _placeable(record: TaskRecord, now: float) -> bool:
@@ -248,12 +271,9 @@ def _placeholder(pod: Pod, record: TaskRecord) -> Placement:
     )
 
 
-def _job(api: ApiJob, key: str, queue: str, tasks: list[Task], order: int, now: float) -> Job:
-    spec = api.spec
-    limit = spec.time_limit_seconds
-    topology = spec.topology
-    starts = [t.since for t in tasks if t.placement is not None and t.since is not None]
-    started = min(starts) if starts else None
+def _job(
+    api: ApiJob, key: str, queue: str, tasks: list[Task], order: int, now: float, user: str
+) -> Job:
     created = api.metadata.creation_timestamp
     submitted = now
     if created:
@@ -261,25 +281,8 @@ def _job(api: ApiJob, key: str, queue: str, tasks: list[Task], order: int, now: 
             submitted = datetime.fromisoformat(created.replace("Z", "+00:00")).timestamp()
         except ValueError:
             submitted = now
-    return Job(
-        key=key,
-        tenant=api.tenant,
-        queue=queue,
-        tasks=tasks,
-        priority=spec.priority,
-        preemptible=True if spec.preemptible is None else spec.preemptible,
-        min_available=spec.gang_size,
-        submitted=submitted,
-        order=order,
-        time_limit=None if limit is None else float(limit),
-        topology_required=topology_label(topology.required)
-        if topology and topology.required
-        else None,
-        topology_preferred=topology_label(topology.preferred)
-        if topology and topology.preferred
-        else None,
-        started=started,
-        ends_at=None if started is None or limit is None else started + limit,
+    return session_job(
+        api, key=key, queue=queue, tasks=tasks, order=order, submitted=submitted, user=user
     )
 
 

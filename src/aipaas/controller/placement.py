@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
+import numpy as np
+
 from aipaas.api.devices import (
     AllocationResult,
     DeviceClass,
@@ -177,7 +179,11 @@ class _Pool:
             devices=ledger,
         )
         profile: str | SchedulerProfile = policy if data is None else with_data_affinity(policy)
-        self.scheduler = Scheduler(self.state, profile, workload=workload)
+        # Ties go to the node listed first, as in ``aipaas simulate`` (batch/cluster.py): the
+        # live cycle and the simulator decide the same from the same state.
+        self.scheduler = Scheduler(
+            self.state, profile, workload=workload, tiebreak_rank=np.arange(len(self.state))
+        )
         scorer = data_affinity_of(self.scheduler) if data is not None else None
         if scorer is not None and data is not None:
             scorer.view = data

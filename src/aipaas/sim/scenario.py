@@ -15,7 +15,7 @@ cases of tests/data/scenarios keep their expected decisions there)::
       nodes:                    # gpu: whole GPUs; cpu, memory: quantities (256, 2Ti default)
         - {name: n1, gpu: 8, cpu: 64, memory: 512Gi, gpuModel: H100,
            labels: {topology.aipaas.dev/rack: r1}}
-      objects: [...]            # Tenant, Queue, PriorityClass, Job (User: ignored)
+      objects: [...]            # Tenant, Queue, PriorityClass, Job, User (spec.quota)
       running:                  # held in this order; GPUs: the first free ones
         - {job: t/a1, since: 0, nodes: {w-0: n1, w-1: n1}}
       arrivals: [{job: t/b1, at: 3600}]         # simulate run only
@@ -90,11 +90,13 @@ def _quantity_at_least(value: str, low: float, what: str) -> str:
 
 
 class ScenarioTaint(Model):
-    """A node taint, as Kubernetes writes it."""
+    """A node taint, as Kubernetes writes it; ``timeAdded`` (virtual seconds) is when a
+    NoExecute taint appeared, from which tolerationSeconds run (unset: at ``now``)."""
 
     key: str = Field(min_length=1, max_length=316)
     value: str = Field(default="", max_length=63)
     effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
+    time_added: Seconds | None = Field(default=None, ge=0, allow_inf_nan=False)
 
 
 class ScenarioNode(Model):
@@ -132,11 +134,13 @@ class ScenarioNode(Model):
 
 
 class Running(Model):
-    """What runs at ``now``: the job's tasks on their nodes, since a virtual time."""
+    """What runs at ``now``: the job's tasks on their nodes, since a virtual time; ``gpus``
+    names the GPU indices a task holds (unset: the first free ones of its node)."""
 
     job: str = Field(min_length=3, max_length=128)
     since: Seconds = Field(default=0.0, ge=0, allow_inf_nan=False)
     nodes: dict[str, str] = Field(min_length=1)
+    gpus: dict[str, list[Annotated[int, Field(ge=0, le=1023)]]] = Field(default_factory=dict)
 
 
 class Arrival(Model):

@@ -1,8 +1,11 @@
 """A validated Scenario document -> the batch session's model, with what runs held.
 
 The manifests go through the API's own models (registry ``parse_object``) and the same
-conversion the live controller uses (batch/from_api.py), so a scenario means what the platform
-would make of the same objects. On top of what the API checks one object at a time, the
+conversion the live controller uses (batch/from_api.py: the queue tree with budgets' holds,
+users' quotas and each job's user, the session's jobs), so a scenario means what the platform
+would make of the same objects: a Tenant or Queue annotated ``aipaas.dev/admission-stopped``
+starts nothing, a User's ``spec.quota`` bounds the jobs annotated
+``aipaas.dev/submitted-by: <user>``. On top of what the API checks one object at a time, the
 scenario is checked as the server checks a store: tenants and queues exist, a parent is a
 queue of the same tenant and no cycle, jobs only in leaf queues, priorities resolved as the
 server does for a platform admin (a class name or a number). Every problem names its field.
@@ -27,8 +30,8 @@ from aipaas.api.resources import cpu_milli, memory_mib
 from aipaas.api.tenancy import Tenant, User
 from aipaas.errors import FieldError, InvalidObject
 from aipaas.scheduler.batch.cluster import SnapshotCluster
-from aipaas.scheduler.batch.from_api import batch_job, queue_tree
-from aipaas.scheduler.batch.model import Job, Node, QueueNode
+from aipaas.scheduler.batch.from_api import batch_job, job_user, queue_tree, user_quotas
+from aipaas.scheduler.batch.model import Job, Node, QueueNode, Resources
 from aipaas.scheduler.batch.options import BatchOptions
 from aipaas.scheduler.framework.profile import SchedulerProfile, load_profile
 from aipaas.scheduler.framework.types import Taint
@@ -61,6 +64,8 @@ class Scenario:
     durations: dict[str, float] = field(default_factory=dict)
     #: jobs whose ``dependsOn`` name other jobs: key -> the keys it waits for
     depends_on: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    #: per-user quotas by "tenant/user" (``Snapshot.users``)
+    users: dict[str, Resources] = field(default_factory=dict)
 
 
 def build_scenario(
@@ -76,6 +81,7 @@ def build_scenario(
     api_jobs = [(i, o) for i, o in objects if isinstance(o, ApiJob)]
     _check_tree(objects)
     tree = queue_tree(tenants, queues)
+    users = user_quotas(o for _, o in objects if isinstance(o, User))
     leaves = {k for k in tree if "/" in k} - {n.parent for n in tree.values() if n.parent}
     running = {r.job: (i, r) for i, r in enumerate(spec.running)}
     _check_references(spec, {f"{j.tenant}/{j.name}" for _, j in api_jobs})
@@ -102,7 +108,12 @@ def build_scenario(
             raise _error(f"{where}.spec.queue", f"queue {queue} has sub-queues: jobs go in leaves")
         _check_claims(api_job, where)
         resolved = _resolve_priority(api_job, classes, tenants_by_name, where)
-        job = batch_job(resolved, key_order=order[key], submitted=submitted[key])
+        job = batch_job(
+            resolved,
+            key_order=order[key],
+            submitted=submitted[key],
+            user=job_user(resolved, users),
+        )
         jobs[key] = job
         if api_job.spec.depends_on:
             depends[key] = tuple(f"{api_job.tenant}/{n}" for n in api_job.spec.depends_on)
@@ -115,7 +126,7 @@ def build_scenario(
             memory_mib=memory_mib(n.memory),
             gpu_model=n.gpu_model,
             labels=dict(n.labels),
-            taints=tuple(Taint(t.key, t.value, t.effect) for t in n.taints),
+            taints=tuple(Taint(t.key, t.value, t.effect, t.time_added) for t in n.taints),
             gpu_memory_mib=memory_mib(n.gpu_memory) if n.gpu_memory else 0,
             gpu_uuids=tuple(n.gpu_uuids),
             unhealthy_gpus=tuple(n.unhealthy_gpus),
@@ -144,6 +155,7 @@ def build_scenario(
         arrivals=arrivals,
         durations=durations,
         depends_on=depends,
+        users=users,
     )
 
 

@@ -55,8 +55,11 @@ def hold_running(engine: SnapshotCluster, job: Job, entry: Running, where: str, 
             )
         row = state.gpu_free[index, : spec.gpu_count]
         rows = np.array([index], dtype=np.int64)
+        named = entry.gpus.get(task_name)
         if request.gpu_count == 0:
             gpus: list[int] = []
+        elif named is not None:
+            gpus = _named_gpus(named, row, request.gpu_milli, f"{where}.gpus.{task_name}")
         elif request.share is not None:
             gpus = [int(g) for g in np.flatnonzero(fitting_gpus(state, request, rows)[0])]
         elif request.gpu_milli >= MILLI_PER_GPU:
@@ -94,3 +97,12 @@ def hold_running(engine: SnapshotCluster, job: Job, entry: Running, where: str, 
         task.since = entry.since
     job.started = entry.since
     job.ends_at = None if job.time_limit is None else entry.since + job.time_limit
+
+
+def _named_gpus(named: list[int], row: np.ndarray, milli: int, path: str) -> list[int]:
+    """The GPUs a running entry names, each with the task's share free (whole: all of it)."""
+    need = min(milli, MILLI_PER_GPU)
+    for index in named:
+        if index >= len(row):
+            raise InvalidObject([FieldError(path, f"GPU {index}: the node has {len(row)}")])
+    return [g for g in named if row[g] >= need]

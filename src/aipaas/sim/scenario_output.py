@@ -103,6 +103,7 @@ def run_cycle(scenario: Scenario) -> dict[str, Any]:
         nodes=scenario.nodes,
         queues=scenario.queues,
         jobs=[job for key, job in jobs.items() if key not in held_back],
+        users=scenario.users,
     )
     decisions = run_session(snapshot, scenario.engine, scenario.options)
     decisions.reasons.update(held_back)

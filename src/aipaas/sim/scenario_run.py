@@ -231,7 +231,13 @@ class ScenarioRun:
 
     def _cycle(self) -> Decisions:
         self.cycles += 1
-        snapshot = Snapshot(self.now, self.scenario.nodes, self.queues, list(self.active.values()))
+        snapshot = Snapshot(
+            self.now,
+            self.scenario.nodes,
+            self.queues,
+            list(self.active.values()),
+            self.scenario.users,
+        )
         decisions = self._decide(snapshot)
         touched: dict[str, Job] = {}
         for start in decisions.started:
@@ -271,7 +277,10 @@ class ScenarioRun:
 
     def _wake_later(self, decisions: Decisions) -> None:
         """A later instant where waiting work may start with no event: a reservation's start,
-        or a running job passing its queue's minRuntime (it may then be preempted)."""
+        or a running job passing its queue's minRuntime (it may then be preempted); and one
+        where a toleration of a NoExecute taint runs out (its task is then evicted)."""
+        if decisions.due is not None and decisions.due > self.now:
+            self._wake_at(decisions.due)
         if not self.waiting:
             return
         times = [r.start for r in decisions.reservations.values() if r.start > self.now]
@@ -281,10 +290,13 @@ class ScenarioRun:
                 if limit and job.started is not None and job.started + limit > self.now:
                     times.append(job.started + limit)
         if times:
-            wake = _at(min(times))
-            if wake not in self._woken:
-                self._woken.add(wake)
-                self._push(wake, _WAKE, 0)
+            self._wake_at(min(times))
+
+    def _wake_at(self, time: float) -> None:
+        wake = _at(time)
+        if wake not in self._woken:
+            self._woken.add(wake)
+            self._push(wake, _WAKE, 0)
 
     def _next_time(self) -> float | None:
         while self.events:

@@ -298,7 +298,8 @@ def test_gpus_given_by_claims_count_against_the_quota(world: World) -> None:
     assert world.job("job-a").status.reason == "Scheduled"  # type: ignore[union-attr]
     status = world.job("job-b").status
     assert status is not None and status.reason == "QuotaExceeded"
-    assert status.message == "tenant acme quota: gpu: needs 3, 3 of 4 in use"
+    # The session's words: the claims' GPUs are counted once its devices are chosen.
+    assert status.message == "tenant acme is at its quota of 4 GPUs (gpu: holds 3, needs 3 more)"
     assert claim(world, "b").status is None  # not allocated: its devices were given back
     controller.run_cycle()  # the running claim's GPUs are counted after a cycle too
     assert world.job("job-b").status.reason == "QuotaExceeded"  # type: ignore[union-attr]

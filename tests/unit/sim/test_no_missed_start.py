@@ -7,7 +7,11 @@ it back (a head it is held for that still waits, a reservation, strict order) ap
 
 It found three ways to leave GPUs idle with words no longer true: a job held for a head that had
 started by preemption; refusals for fair share made before preempt/reclaim lowered the holdings;
-and a head that no single node could ever make room for (batch/head_hold.py)."""
+and a head that no single node could ever make room for (batch/head_hold.py).
+
+Tasks evicted in the cycle still count against the quotas of their levels for the rest of it
+(they hold what they have until their stops are confirmed, on a platform): a job kept back by a
+quota only with them counted is not a missed start."""
 
 from __future__ import annotations
 
@@ -127,6 +131,11 @@ def missed_starts(document: dict[str, Any], output: dict[str, Any]) -> list[str]
     for key, job in output["jobs"].items():
         for node in job["nodes"].values():
             free[node] -= specs[key]["tasks"][0]["resources"]["gpu"]
+    stopping: dict[str, int] = {}  # per level: the GPUs of the tasks evicted in the cycle
+    for name in output["evicted"]:
+        victim = name.rsplit("/", 1)[0]
+        for level in _lineage(parent_of, specs[victim]["queue"]):
+            stopping[level] = stopping.get(level, 0) + specs[victim]["tasks"][0]["resources"]["gpu"]
     missed = []
     for key, job in output["jobs"].items():
         if job["phase"] != "Pending" or job["reason_code"] in KEPT_BACK:
@@ -138,13 +147,20 @@ def missed_starts(document: dict[str, Any], output: dict[str, Any]) -> list[str]
             continue
         task = specs[key]["tasks"][0]
         gpu, replicas = task["resources"]["gpu"], task["replicas"]
-        levels = [output["queues"][k] for k in _lineage(parent_of, specs[key]["queue"])]
+        lineage = _lineage(parent_of, specs[key]["queue"])
+        levels = [output["queues"][k] for k in lineage]
         if any(
             q["allocated"]["gpu"] + gpu * replicas
             > min(q["fair_share"]["gpu"], q["quota"].get("gpu", 10**9))
             for q in levels
         ):
             continue
+        if any(
+            q["allocated"]["gpu"] + stopping.get(k, 0) + gpu * replicas
+            > q["quota"].get("gpu", 10**9)
+            for k, q in zip(lineage, levels, strict=True)
+        ):
+            continue  # its quota is held by tasks evicted in the cycle until they stop
         trial = dict(free)
         for _ in range(replicas):
             fits = sorted((n for n in trial if trial[n] >= gpu), key=lambda n: trial[n])

@@ -53,6 +53,21 @@ def quota_message(key: str, queue: QueueNode, held: Resources, extra: Resources)
     return f"{kind} {key} has room"
 
 
+def user_quota_message(user: str, quota: Resources, held: Resources, extra: Resources) -> str:
+    """'user ana quota: 4 GPUs reached (gpu: holds 4, needs 1 more)' for ``user``
+    "t/ana" (a User's spec.quota inside its tenant)."""
+    who = user.partition("/")[2]
+    for (name, unit, label), used, want, limit in zip(
+        _UNITS, held.as_tuple(), extra.as_tuple(), quota.as_tuple(), strict=True
+    ):
+        if used + want > limit:
+            return (
+                f"user {who} quota: {amount(limit, unit)} {label} reached "
+                f"({name}: holds {amount(used, unit)}, needs {amount(want, unit)} more)"
+            )
+    return f"user {who} has room"
+
+
 def over_quota_message(key: str, queue: QueueNode, gang: Resources, tasks: int) -> str:
     """The gang alone is larger than a quota: it can never start while the quota stays."""
     for (name, unit, label), want, limit in zip(

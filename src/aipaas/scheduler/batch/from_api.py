@@ -1,7 +1,10 @@
 """API objects -> the batch session's model: the queue tree, pod requests and jobs.
 
 Both callers of the session use these: the live controller (from stored objects) and
-``aipaas simulate`` (from a scenario's manifests), so the same manifest means the same tree.
+``aipaas simulate`` (from a scenario's manifests), so the same manifest means the same tree,
+the same admission inputs (budgets' holds on tenants and queues, users' quotas) and the same
+job. What differs between the two is only where running tasks come from (task records and the
+device ledger; the scenario's ``running``).
 
 Creation order (``QueueNode.created``, what fair-share ties go by): tenants, then queues, each
 ordered by ``metadata.creationTimestamp`` and, for equal or missing timestamps, by their order
@@ -20,7 +23,7 @@ from types import MappingProxyType
 from typing import Final, TypeVar
 
 from aipaas.api.duration import seconds
-from aipaas.api.finops import effective_queue_spec
+from aipaas.api.finops import ADMISSION_STOPPED, effective_queue_spec
 from aipaas.api.job import Job as ApiJob
 from aipaas.api.job import (
     JobSpec,
@@ -32,7 +35,7 @@ from aipaas.api.job import (
 from aipaas.api.meta import Object
 from aipaas.api.queue import Queue, QueueSpec
 from aipaas.api.resources import GpuRequest, Quota, memory_mib
-from aipaas.api.tenancy import Tenant
+from aipaas.api.tenancy import Tenant, User
 from aipaas.scheduler.batch.model import UNBOUNDED, Job, QueueNode, Resources, Task
 from aipaas.scheduler.framework.types import (
     GpuShare,
@@ -45,6 +48,9 @@ from aipaas.scheduler.framework.types import (
 )
 
 ROOT: Final = ""
+#: who submitted a job, as the server writes it (metering/usage.py SUBMITTER_ANNOTATION, which
+#: the scheduler may not import; a test holds the two equal)
+SUBMITTER_ANNOTATION: Final = "aipaas.dev/submitted-by"
 _NOTHING_RUNNING: Final[Mapping[str, tuple[Placement, float]]] = MappingProxyType({})
 _NO_USAGE: Final[Mapping[str, Resources]] = MappingProxyType({})
 _O = TypeVar("_O", bound=Object)
@@ -97,6 +103,7 @@ def queue_tree(
             created=created,
             usage_half_life=None if half_life is None else float(seconds(half_life)),
             decayed_usage=usage.get(tenant.name, Resources()),
+            hold=_hold(tenant, f"tenant {tenant.name}"),
         )
         created += 1
     for queue in queue_list:
@@ -117,12 +124,41 @@ def queue_tree(
             parent = f"{queue.tenant}/{queue.spec.parent}"
         queue_spec = effective_queue_spec(queue)  # a budget's lowerPriority
         tree[key] = _queue_node(key, parent, queue.tenant, queue_spec, created, usage)
+        hold = _hold(queue, f"queue {queue.name}")
+        if hold:
+            tree[key] = replace(tree[key], hold=hold)
         if queue_spec.min_runtime is None:
             inherited = _inherited_min_runtime(queue.tenant, queue.name, specs)
             if inherited:
                 tree[key] = replace(tree[key], min_runtime=inherited)
         created += 1
     return tree
+
+
+def _hold(obj: Tenant | Queue, what: str) -> str:
+    """Why a budget stopped admission to ``obj`` (annotation ``aipaas.dev/admission-stopped``
+    naming the budgets, written by controller/budget_marks.py), in words; "" when it did not."""
+    budgets = obj.metadata.annotations.get(ADMISSION_STOPPED)
+    return f"{what}: admission stopped by budget {budgets}" if budgets else ""
+
+
+def user_quotas(users: Iterable[User]) -> dict[str, Resources]:
+    """Per-user quotas inside tenants by "tenant/user" (``Snapshot.users``): the users whose
+    ``spec.quota`` is set."""
+    return {
+        f"{u.tenant}/{u.name}": resources_of(u.spec.quota, UNBOUNDED)
+        for u in users
+        if u.spec.quota is not None
+    }
+
+
+def job_user(job: ApiJob, users: Mapping[str, Resources]) -> str:
+    """The "tenant/user" whose quota ``job`` counts against (its submitter), or "" when that
+    user has none."""
+    if not users:
+        return ""
+    key = f"{job.tenant}/{job.metadata.annotations.get(SUBMITTER_ANNOTATION, '')}"
+    return key if key in users else ""
 
 
 def _inherited_min_runtime(
@@ -220,7 +256,9 @@ def node_constraints(spec: JobSpec) -> NodeConstraints | None:
         required=tuple(_term(t) for t in required.node_selector_terms) if required else (),
         preferred=tuple((p.weight, _term(p.preference)) for p in preferred),
         tolerations=tuple(
-            Toleration(t.key or "", t.operator, t.value or "", t.effect or "")
+            Toleration(
+                t.key or "", t.operator, t.value or "", t.effect or "", t.toleration_seconds
+            )
             for t in spec.tolerations or ()
         ),
     )
@@ -282,6 +320,7 @@ def batch_job(
     key_order: int,
     submitted: float,
     running: Mapping[str, tuple[Placement, float]] = _NOTHING_RUNNING,
+    user: str = "",
 ) -> Job:
     """The session's view of ``job``: tasks "<task>-<i>" in task order, running ones with their
     (placement, since) from ``running`` (by task name). ``preemptible`` unset (a job stored
@@ -303,25 +342,52 @@ def batch_job(
                     gpu_memory_mib=memory,
                 )
             )
-    starts = [t.since for t in tasks if t.since is not None]
+    return session_job(
+        job,
+        key=f"{job.tenant}/{job.name}",
+        queue=f"{job.tenant}/{spec.queue}",
+        tasks=tasks,
+        order=key_order,
+        submitted=submitted,
+        user=user,
+    )
+
+
+def session_job(
+    job: ApiJob,
+    *,
+    key: str,
+    queue: str,
+    tasks: list[Task],
+    order: int,
+    submitted: float,
+    user: str = "",
+) -> Job:
+    """The session's job of ``job`` with the tasks its caller made (the live controller from
+    task records, ``batch_job`` from the spec): priority, preemptibility, gang, time limit,
+    topology, the current run's start (its earliest running task) and the user whose quota it
+    counts against. ``preemptible`` unset reads as the classes' default, True."""
+    spec = job.spec
+    starts = [t.since for t in tasks if t.placement is not None and t.since is not None]
     started = min(starts) if starts else None
     limit = spec.time_limit_seconds
     topology = spec.topology
     return Job(
-        key=f"{job.tenant}/{job.name}",
+        key=key,
         tenant=job.tenant,
-        queue=f"{job.tenant}/{spec.queue}",
+        queue=queue,
         tasks=tasks,
         priority=spec.priority,
         preemptible=True if spec.preemptible is None else spec.preemptible,
         min_available=spec.gang_size,
         submitted=submitted,
-        order=key_order,
+        order=order,
         time_limit=None if limit is None else float(limit),
         topology_required=_label(topology.required if topology else None),
         topology_preferred=_label(topology.preferred if topology else None),
         started=started,
         ends_at=None if started is None or limit is None else started + limit,
+        user=user,
     )
 
 

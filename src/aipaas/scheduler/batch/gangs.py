@@ -44,7 +44,8 @@ def gang_entry(job: Job) -> tuple[list[Task], Resources] | None:
         want = resources_of(gang)
         shapes = _shapes(gang)
         verdict = _intern(_verdict_shape(gang))
-        kind = None if shapes is None else _intern((want.as_tuple(), shapes, verdict))
+        # The user is part of the kind: jobs of two users with quotas do not fare alike.
+        kind = None if shapes is None else _intern((want.as_tuple(), shapes, verdict, job.user))
         cached = job._idle_gang = (job.min_available, (gang, want), shapes, verdict, kind)
     return cached[1] if cached[1][0] else None
 

@@ -101,6 +101,9 @@ class QueueNode:
     #: past usage (resource-seconds, already decayed to ``now`` by the caller), for fair share
     #: over time: only read when ``usage_half_life`` is set
     decayed_usage: Resources = Resources()
+    #: why admission to this node (and every queue below it) is stopped, in words (a budget's
+    #: stopAdmission); "": it is not. Jobs below a held node start nothing; what runs goes on.
+    hold: str = ""
 
 
 @dataclass(slots=True)
@@ -124,6 +127,10 @@ class Task:
     #: placement does not list (the device ledger holds them): what it gives back as
     #: reservations see it when it ends
     device_gpus: tuple[int, ...] = ()
+    #: a pending task whose DRA claims' whole GPUs count against quotas once it is placed
+    #: (how many depends on the devices chosen: ``PlacementEngine.claimed_gpus``); the
+    #: Statement adds them to ``counted`` when it places the task
+    counts_claimed_gpus: bool = False
     #: ``resources`` worked out once (the request does not change; backlogs ask often)
     _resources: Resources | None = field(default=None, init=False, repr=False, compare=False)
 
@@ -162,6 +169,9 @@ class Job:
     started: float | None = None
     #: expected end of the current run, when known (time limit): for backfill
     ends_at: float | None = None
+    #: "tenant/user" of the submitter whose quota (``Snapshot.users``) the job counts against;
+    #: "" when that user has no quota
+    user: str = ""
     #: while none of its tasks runs: (min_available, its gang and what the gang asks for, the
     #: gang's request shapes or None with claims: ``session.gang_shape``, the key of
     #: enqueue's verdicts: ``session.verdict_shape``, and ``session.gang_kind``), worked out once
@@ -244,6 +254,8 @@ class Snapshot:
     nodes: list[Node]
     queues: dict[str, QueueNode]
     jobs: list[Job]
+    #: per-user quotas inside tenants: "tenant/user" -> quota (Job.user names the key)
+    users: dict[str, Resources] = field(default_factory=dict)
 
 
 # --- decisions ---------------------------------------------------------------------------
@@ -300,3 +312,9 @@ class Decisions:
     reservations: dict[str, Reservation] = field(default_factory=dict)
     reasons: dict[str, tuple[str, str]] = field(default_factory=dict)
     queues: dict[str, QueueReport] = field(default_factory=dict)
+    #: jobs whose starts use room that tasks evicted in this cycle still hold: a platform
+    #: carries them out once the victims' stops are confirmed (the simulator at once)
+    pipelined: set[str] = field(default_factory=set)
+    #: the earliest later time at which a running task's toleration of a NoExecute taint runs
+    #: out (tolerationSeconds): a session must run then even if nothing else changed
+    due: float | None = None

@@ -178,6 +178,16 @@ class Session:
             if used != Resources():
                 for key in self.lineage(job.queue):
                     self.allocated[key] = self.allocated[key] + used
+        #: per-user quotas: what each user with a quota holds now (kept by ``account``)
+        self.users: Mapping[str, Resources] = snapshot.users
+        self.user_allocated: dict[str, Resources] = defaultdict(Resources)
+        if self.users:
+            for job in self.running:
+                if job.user in self.users:
+                    self.user_allocated[job.user] += job.allocated()
+        #: jobs in a queue whose admission is stopped (a hold on it or an ancestor): they start
+        #: nothing in this cycle, whatever the actions find (admission on the queue tree)
+        self.stopped: dict[str, tuple[str, str]] = self._stopped()
         self.capacity = engine.capacity()
         #: fair share of every queue node, computed once per cycle from the demand that exists
         #: fair shares given by the caller (tests, what-if tools): used instead of computing
@@ -198,6 +208,30 @@ class Session:
         self.borrowed: set[str] = set()
         #: per-cycle memos of the actions, by a name the action chooses
         self.scratch: dict[str, Any] = {}
+        #: nodes where a task was evicted in this cycle (committed): starts there are pipelined
+        self.freed_nodes: set[str] = set()
+        #: what counts against quotas (``quota_problem``) besides ``allocated``, by queue node
+        #: and by "@user": the GPUs DRA claims were given to tasks started in this cycle (known
+        #: once the devices are chosen; fair shares see them from the next cycle on, as the
+        #: tasks' own resources) and tasks evicted in this cycle (they hold what they have
+        #: until their stop is confirmed)
+        self.claimed: dict[str, Resources] = {}
+        for key, why in self.stopped.items():
+            self.waiting[key] = why
+
+    def _stopped(self) -> dict[str, tuple[str, str]]:
+        """Jobs below a held queue node, with the words of the nearest hold; their gangs are
+        taken out of the pending ones (no action sees them)."""
+        if not any(q.hold for q in self.queues.values()):
+            return {}
+        stopped: dict[str, tuple[str, str]] = {}
+        for job in self.jobs.values():
+            hold = next((self.queues[k].hold for k in self.lineage(job.queue)
+                         if k in self.queues and self.queues[k].hold), "")  # fmt: skip
+            if hold:
+                stopped[job.key] = ("AdmissionStopped", hold)
+                self._gangs.pop(job.key, None)
+        return stopped
 
     # --- the tree -------------------------------------------------------------------
 
@@ -233,26 +267,47 @@ class Session:
         waits[1] -= delta.cpu_milli
         waits[2] -= delta.memory_mib
         waits[3] -= delta.gpu_memory_mib
+        if self.users and job.user in self.users:
+            self.user_allocated[job.user] += delta
         entry = gang_entry(job)
-        if entry is None:
+        if entry is None or job.key in self.stopped:
             self._gangs.pop(job.key, None)
         else:
             if job.key not in self._gangs:
                 self._gangs_reordered = True
             self._gangs[job.key] = entry
 
+    def claim(self, job: Job, amount: Resources, sign: int = 1) -> None:
+        """Count (or, with ``sign`` -1, give back) GPUs a started task's claims were given
+        against the job's queue nodes and its user's quota."""
+        claimed = self.claimed
+        keys = [*self.lineage(job.queue), *(("@" + job.user,) if job.user else ())]
+        for key in keys:
+            held = claimed.get(key, Resources())
+            claimed[key] = held + amount if sign > 0 else held - amount
+
     def quota_problem(self, job: Job, extra: Resources) -> str | None:
         """Words naming the first queue node (leaf upward) whose quota ``extra`` more of ``job``
         would break; None when every level has room."""
-        from aipaas.scheduler.batch.explain import quota_message
+        from aipaas.scheduler.batch.explain import quota_message, user_quota_message
 
         for key in self.lineage(job.queue):
             queue = self.queues.get(key)
             if queue is None or key == "":
                 continue
-            after = self.allocated[key] + extra
-            if not after.fits_within(queue.quota):
-                return quota_message(key, queue, self.allocated[key], extra)
+            held = self.allocated[key]
+            if self.claimed:
+                held = held + self.claimed.get(key, Resources())
+            if not (held + extra).fits_within(queue.quota):
+                return quota_message(key, queue, held, extra)
+        if job.user and self.users:
+            limit = self.users.get(job.user)
+            if limit is not None:
+                held = self.user_allocated[job.user]
+                if self.claimed:
+                    held = held + self.claimed.get("@" + job.user, Resources())
+                if not (held + extra).fits_within(limit):
+                    return user_quota_message(job.user, limit, held, extra)
         return None
 
     def fair_share_problem(self, job: Job, extra: Resources) -> str | None:
@@ -296,7 +351,9 @@ class Session:
         return self._gangs
 
     def considered(self, job: Job) -> bool:
-        """The enqueue action let the job in (or none ran)."""
+        """The enqueue action let the job in (or none ran), and its queue admits work."""
+        if self.stopped and job.key in self.stopped:
+            return False
         return self.enqueued is None or job.key in self.enqueued
 
     # --- the cycle ------------------------------------------------------------------
@@ -325,6 +382,7 @@ class Session:
         # NoExecute taints last: their victims stop before anything uses the room (as
         # preemption's do), and no action of this cycle starts them again.
         evict_untolerated(self)
+        self.waiting.update(self.stopped)  # the hold is why they wait, whatever else was said
         started = {s.job for s in self.decisions.started}
         waiting, reasons, gangs = self.waiting, self.decisions.reasons, self._gangs
         walked: Iterable[tuple[str, Job]] = self.jobs.items()

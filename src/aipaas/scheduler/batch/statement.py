@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from aipaas.scheduler.batch.model import Eviction, Job, Start, Task
+from aipaas.scheduler.batch.model import Eviction, Job, Resources, Start, Task
 from aipaas.scheduler.framework.types import Placement
 
 if TYPE_CHECKING:
@@ -25,6 +25,8 @@ class _Op:
     since: float | None
     job_started: float | None
     eviction: Eviction | None  # None: a start
+    #: GPUs a start's DRA claims were given, counted against quotas (``Session.claimed``)
+    claimed: Resources | None = None
 
 
 class Statement:
@@ -49,7 +51,10 @@ class Statement:
     def allocate(self, job: Job, task: Task, placement: Placement) -> None:
         """Record a placement the engine already made (``engine.place`` took the resources)."""
         self._check_open()
-        self._ops.append(_Op(job, task, placement, task.since, job.started, None))
+        claimed = claimed_gpus(self.session, placement) if task.counts_claimed_gpus else None
+        self._ops.append(_Op(job, task, placement, task.since, job.started, None, claimed))
+        if claimed is not None:
+            self.session.claim(job, claimed)
         task.placement = placement
         task.since = self.session.now
         if job.started is None:
@@ -74,12 +79,26 @@ class Statement:
         """The changes become the cycle's decisions."""
         self._check_open()
         self._open = False
-        decisions = self.session.decisions
+        session = self.session
+        decisions = session.decisions
+        freed = session.freed_nodes
+        for op in self._ops:  # evictions first: a start may use the room they free
+            if op.eviction is not None:
+                decisions.evicted.append(op.eviction)
+                freed.add(op.placement.node)
+                # A victim holds its resources until its stop is confirmed: for the quotas of
+                # what else starts in this cycle it still counts (the statement's own start
+                # used its room and quota: that start waits for the stop, ``pipelined``).
+                session.claim(op.job, op.task.resources)
+        # A start that needed victims (room or quota: they are evicted in its statement), or
+        # that is on a node where tasks were evicted in this cycle, is pipelined: it waits
+        # for the victims' stops where stops take time.
+        evicts = any(op.eviction is not None for op in self._ops)
         for op in self._ops:
             if op.eviction is None:
                 decisions.started.append(Start(op.job.key, op.task.name, op.placement))
-            else:
-                decisions.evicted.append(op.eviction)
+                if evicts or op.placement.node in freed:
+                    decisions.pipelined.add(op.job.key)
 
     def discard(self) -> None:
         """Undo every change, last first: placements given back, victims held again."""
@@ -90,6 +109,8 @@ class Statement:
                 self.session.engine.release(op.placement)
                 op.task.placement = None
                 self.session.account(op.job, op.task.resources, sign=-1)
+                if op.claimed is not None:
+                    self.session.claim(op.job, op.claimed, sign=-1)
             else:
                 self.session.engine.hold(op.placement)
                 op.task.placement = op.placement
@@ -101,6 +122,32 @@ class Statement:
     def _check_open(self) -> None:
         if not self._open:
             raise RuntimeError("the statement was already committed or discarded")
+
+
+def claimed_gpus(session: Session, placement: Placement) -> Resources:
+    """The whole GPUs a placed task's DRA claims were given, in milli (the engine knows which
+    devices the placement took; an engine without claims gives none)."""
+    claimed = getattr(session.engine, "claimed_gpus", None)
+    count = int(claimed(placement)) if claimed is not None else 0
+    return Resources(gpu_milli=1000 * count)
+
+
+def claims_over_quota(statement: Statement, job: Job, tasks: list[Task]) -> str | None:
+    """After ``statement`` placed ``tasks`` of ``job``: when the GPUs their DRA claims were
+    given break a quota (they are known only once the devices are chosen; the quotas were
+    checked without them before), the statement is discarded and the words say which quota;
+    None when every quota holds."""
+    if not any(t.counts_claimed_gpus for t in tasks):
+        return None
+    session = statement.session
+    if session.quota_problem(job, Resources()) is None:
+        return None
+    want = Resources()
+    for op in statement._ops:
+        if op.eviction is None and op.job is job:
+            want = want + op.task.resources + (op.claimed or Resources())
+    statement.discard()
+    return session.quota_problem(job, want) or "its claims' GPUs break a quota"
 
 
 def evicted_jobs(session: Session) -> set[str]:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from aipaas.scheduler.batch.model import Eviction, Job, Resources, Task
+from aipaas.scheduler.batch.statement import claims_over_quota
 from aipaas.scheduler.batch.victims import EvictionMaker, Unit, biggest_first, task_started
 from aipaas.scheduler.framework.types import Placement, Unschedulable
 
@@ -276,5 +277,7 @@ class Search:
             return False
         for task, placement in zip(self.gang, placed, strict=True):
             statement.allocate(self.job, task, placement)
+        if claims_over_quota(statement, self.job, self.gang) is not None:
+            return False  # its claims' GPUs break a quota: no victim evicted for nothing
         statement.commit()
         return True

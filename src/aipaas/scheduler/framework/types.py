@@ -25,6 +25,9 @@ class Taint:
     key: str
     value: str = ""
     effect: str = "NoSchedule"
+    #: when a NoExecute taint appeared (Kubernetes' timeAdded), on the caller's clock; None:
+    #: at the session's now. Not part of what the taint matches or refuses.
+    since: float | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,6 +39,9 @@ class Toleration:
     operator: str = "Equal"
     value: str = ""
     effect: str = ""
+    #: tolerationSeconds: how long a running pod stays after a NoExecute taint it tolerates
+    #: appears (None: for ever; 0 or less: not at all)
+    seconds: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

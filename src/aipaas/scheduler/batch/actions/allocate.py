@@ -54,7 +54,7 @@ def allocate(session: Session) -> None:
     #: the last refusal for quota or fair share: (queue, request, count of changes, reason,
     #: outcome); the jobs after it in the same queue with the same request are refused alike
     #: while nothing changes (start_gang's memo would answer the same)
-    refused: tuple[str, Resources, int, tuple[str, str], str] | None = None
+    refused: tuple[tuple[str, str], Resources, int, tuple[str, str], str] | None = None
     order = _order(session, gangs)
     for job in order:
         if blocker is not None:
@@ -70,7 +70,7 @@ def allocate(session: Session) -> None:
             continue
         if (
             refused is not None
-            and refused[0] == job.queue
+            and refused[0] == (job.queue, job.user)
             and refused[2] == len(session.account_log)
             and refused[1] == want
             # a fair-share refusal also asks for a reservation: skipped only where none
@@ -93,7 +93,7 @@ def allocate(session: Session) -> None:
         )
         if outcome in (QUOTA, FAIR_SHARE) and not strict:
             why = session.waiting[job.key]
-            refused = (job.queue, want, len(session.account_log), why, outcome)
+            refused = ((job.queue, job.user), want, len(session.account_log), why, outcome)
         if outcome == FAIR_SHARE:
             deferred.append(job)
         if outcome != STARTED:

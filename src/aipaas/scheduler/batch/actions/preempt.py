@@ -44,8 +44,8 @@ def preempt(session: Session) -> None:
     if not lowest:
         return
 
-    #: per (queue, priority, gang request): it has victims that could free its quotas
-    hopes: dict[tuple[str, int, Resources], bool] = {}
+    #: per (queue, user, priority, gang request): it has victims that could free its quotas
+    hopes: dict[tuple[str, str, int, Resources], bool] = {}
 
     gangs = session.pending_gangs()
 
@@ -54,7 +54,7 @@ def preempt(session: Session) -> None:
         if entry is None:
             return False
         gang = entry[0]
-        key = (job.queue, job.priority, entry[1])
+        key = (job.queue, job.user, job.priority, entry[1])
         found = hopes.get(key)
         if found is None:
             victims = [

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from aipaas.scheduler.batch.explain import unschedulable_message
 from aipaas.scheduler.batch.model import Job, Resources, Task
 from aipaas.scheduler.batch.session import gang_tasks, resources_of
+from aipaas.scheduler.batch.statement import claims_over_quota
 from aipaas.scheduler.batch.topology import DomainView, Refusal, job_domain, place_in_domain
 from aipaas.scheduler.framework.types import Placement, PodRequest, Unschedulable
 
@@ -120,7 +121,9 @@ class Limits:
 
     def __init__(self, session: Session) -> None:
         self.session = session
-        self._memo: dict[tuple[str, tuple[int, int, int, int], bool], str | None] = {}
+        #: by (queue, user, amount, fair share or quota): a user's quota makes two users'
+        #: jobs of one queue fare differently
+        self._memo: dict[tuple[str, str, tuple[int, int, int, int], bool], str | None] = {}
         self._seen = -1
 
     def problem(self, job: Job, want: Resources, *, fair_share: bool) -> tuple[str, str] | None:
@@ -128,7 +131,7 @@ class Limits:
         if self._seen != len(session.account_log):
             self._memo.clear()
             self._seen = len(session.account_log)
-        quota_key = (job.queue, want.as_tuple(), False)
+        quota_key = (job.queue, job.user, want.as_tuple(), False)
         if quota_key not in self._memo:
             self._memo[quota_key] = session.quota_problem(job, want)
         quota = self._memo[quota_key]
@@ -136,7 +139,7 @@ class Limits:
             return ("QuotaExceeded", quota)
         if not fair_share:
             return None
-        share_key = (job.queue, want.as_tuple(), True)
+        share_key = (job.queue, job.user, want.as_tuple(), True)
         if share_key not in self._memo:
             self._memo[share_key] = session.fair_share_problem(job, want)
         share = self._memo[share_key]
@@ -187,6 +190,10 @@ def start_gang(
     statement = session.statement()
     for task, placement in zip(tasks, placed, strict=True):
         statement.allocate(job, task, placement)
+    over = claims_over_quota(statement, job, tasks)
+    if over is not None:
+        session.wait(job, "QuotaExceeded", over)
+        return QUOTA
     statement.commit()
     return STARTED
 
@@ -205,6 +212,8 @@ def start_extras(
             break
         statement = session.statement()
         statement.allocate(job, task, placed[0])
+        if claims_over_quota(statement, job, [task]) is not None:
+            break
         statement.commit()
         started += 1
     return started
