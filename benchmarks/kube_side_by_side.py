@@ -14,12 +14,18 @@ Scenarios:
           this script, with the same clock for both schedulers), API requests per bound pod
           (the audit log's requests by the scheduler's user), CPU seconds of the scheduler's
           process.
+  openb   the openb default trace (shared data) on its 1,213 GPU nodes, each GPU a shareable
+          DRA device, its pods with claims for whole GPUs or a share (consumable capacity),
+          created in the openb benchmarks' order until the first pod is refused: the GPU
+          allocation then (benchmarks/_kube_openb.py says exactly how). aipaas places with its
+          server's default profile (FGD with the CPU-stranding term, best fit, DRA topology).
   gangs   G gangs of 8 pods (a Volcano PodGroup of minMember 8 for aipaas; kube-scheduler's
           default profile has no gangs) that together ask more GPUs than exist: time until
           binding stops, gangs bound whole, gangs left partly bound.
 
     .venv/bin/python benchmarks/kube_side_by_side.py [--nodes 500 --gpus 8 --pods 5000
-        --gangs 200 --gang-gpus 4] [--out docs/results/kubernetes.md]
+        --gangs 200 --gang-gpus 4 --scenarios single,openb,gangs]
+        [--out docs/results/kubernetes.md]
 
 Writes the table to stdout and, with --out, the results document.
 """
@@ -45,6 +51,9 @@ from typing import Any
 import httpx
 import yaml
 
+sys.path.insert(0, str(Path(__file__).parent))
+
+from _kube_openb import OpenbTrace, load_trace, replay
 from aipaas.backends.kubernetes.api import KubeApi
 from aipaas.backends.kubernetes.fake_dra import publish, uniform
 from aipaas.backends.kubernetes.options import KubeOptions
@@ -80,6 +89,10 @@ class Run:
     gangs_whole: int = 0
     gangs_partial: int = 0
     gangs_none: int = 0
+    #: openb: GPUs the bound pods asked for, of how many, and the first pod refused
+    gpus_bound: float = 0.0
+    gpus_total: int = 0
+    first_refused: str = ""
 
     @property
     def rate(self) -> float:
@@ -301,6 +314,50 @@ def wait_settled(watcher: Watcher, total: int, quiet: float, limit: float) -> No
         time.sleep(0.1)
 
 
+def run_openb(scheduler: str, trace: OpenbTrace, args: argparse.Namespace, workdir: Path) -> Run:
+    """Scenario (b): the openb replay until the first pod is refused."""
+    state = Path(tempfile.mkdtemp(prefix=f"{scheduler}-openb-", dir=workdir))
+    result = Run(scheduler, "openb", gpus_total=trace.total_gpus)
+    with cluster(state) as api:
+        grant_aipaas(api)
+        publish(api, trace.nodes, kwok=True, workers=8)
+        api.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
+        with _scheduler_process(scheduler, state) as pid:
+            before = cpu_seconds(pid)
+            requests_before = count_requests(state, USERS[scheduler])
+            watcher = Watcher(api)
+            outcome = replay(
+                api,
+                watcher.bound_at,
+                NAMESPACE,
+                SCHEDULER_NAMES[scheduler],
+                trace,
+                chunk=args.openb_chunk,
+                limit=args.limit,
+            )
+            watcher.stop.set()
+            result.cpu_seconds = cpu_seconds(pid) - before
+            time.sleep(1.5)  # the audit log is written in batches
+            result.requests = count_requests(state, USERS[scheduler]) - requests_before
+        created = outcome.created_at
+        result.pods = outcome.created
+        result.bound = outcome.bound
+        result.seconds = outcome.seconds
+        result.gpus_bound = outcome.gpus_bound
+        result.first_refused = outcome.first_refused
+        if outcome.first_refused:
+            index = int(outcome.first_refused[1:])
+            asked = trace.arrivals[index]
+            print(
+                f"openb, {scheduler}: {outcome.first_refused} (cpu {asked.cpu_milli}m, "
+                f"{asked.gpu_count} GPU x {asked.gpu_milli} milli) refused: {outcome.why}",
+                flush=True,
+            )
+        bound = watcher.bound_at
+        result.latencies = [bound[n] - created[n] for n in created if n in bound]
+    return result
+
+
 def run_scenario(scheduler: str, scenario: str, args: argparse.Namespace, workdir: Path) -> Run:
     state = Path(tempfile.mkdtemp(prefix=f"{scheduler}-{scenario}-", dir=workdir))
     result = Run(scheduler, scenario)
@@ -374,18 +431,22 @@ def table(runs: Sequence[Run]) -> str:
     lines = [
         "| scenario | scheduler | pods | bound | pods bound/s | p50 create→bind s "
         "| p99 create→bind s | API requests per bound pod | scheduler CPU s "
-        "| gangs whole / partly / none |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---|",
+        "| gangs whole / partly / none | GPU allocation at first refusal |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---|---|",
     ]
     for r in runs:
         gangs = (
             f"{r.gangs_whole} / {r.gangs_partial} / {r.gangs_none}" if r.scenario == "gangs" else ""
         )
+        alloc = ""
+        if r.scenario == "openb" and r.gpus_total:
+            alloc = f"{100 * r.gpus_bound / r.gpus_total:.1f}% ({r.gpus_bound:,.1f} of "
+            alloc += f"{r.gpus_total:,} GPUs; {r.first_refused or 'none'} refused)"
         per_pod = r.requests / r.bound if r.bound else float("nan")
         lines.append(
             f"| {r.scenario} | {r.scheduler} | {r.pods:,} | {r.bound:,} | {r.rate:.1f} "
             f"| {r.quantile(0.5):.2f} | {r.quantile(0.99):.2f} | {per_pod:.1f} "
-            f"| {r.cpu_seconds:.1f} | {gangs} |"
+            f"| {r.cpu_seconds:.1f} | {gangs} | {alloc} |"
         )
     return "\n".join(lines)
 
@@ -397,7 +458,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--pods", type=int, default=5000)
     parser.add_argument("--gangs", type=int, default=200)
     parser.add_argument("--gang-gpus", type=int, default=4, help="GPUs each gang member claims")
-    parser.add_argument("--scenarios", default="single,gangs")
+    parser.add_argument("--scenarios", default="single,openb,gangs")
+    parser.add_argument(
+        "--openb-data", type=Path, default=ROOT.parent / "shared" / "data" / "openb"
+    )
+    parser.add_argument(
+        "--openb-nodes", type=int, help="every k-th openb node, this many (small trials)"
+    )
+    parser.add_argument("--openb-chunk", type=int, default=50, help="pods created at a time")
     parser.add_argument("--schedulers", default="kube-scheduler,aipaas")
     parser.add_argument("--quiet", type=float, default=20.0, help="no binding this long: done")
     parser.add_argument("--limit", type=float, default=1800.0, help="seconds per run at most")
@@ -408,9 +476,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="kube-bench-") as tmp:
         workdir = args.workdir or Path(tmp)
         workdir.mkdir(parents=True, exist_ok=True)
+        trace = None
         for scenario in args.scenarios.split(","):
             for scheduler in args.schedulers.split(","):
-                run = run_scenario(scheduler, scenario, args, workdir)
+                if scenario == "openb":
+                    trace = trace or load_trace(args.openb_data, most_nodes=args.openb_nodes)
+                    run = run_openb(scheduler, trace, args, workdir)
+                else:
+                    run = run_scenario(scheduler, scenario, args, workdir)
                 runs.append(run)
                 print(table([run]).splitlines()[-1], flush=True)
     text = table(runs)

@@ -8,9 +8,9 @@ publishes its GPUs as shareable devices (DRA consumable capacity, KEP-5075):
 ``allowMultipleAllocations: true``, capacity ``compute`` (100, in percent of the GPU; a request
 that names none takes 0) and ``memory`` (taken in steps of 1Gi, 1Gi when not named), the form
 aipaas's own topology files give shared GPUs (devices/topology_files.py), so a claim asks a
-fraction as ``capacity.requests.compute: "46"`` and a whole GPU as ``compute: "100"``. No device exists: the
-slices say what a real driver would publish, so that a scheduler (kube-scheduler's DRA plugin or
-aipaas) allocates them.
+fraction as ``capacity.requests.compute: "46"`` and a whole GPU as ``compute: "100"``.
+No device exists: the slices say what a real driver would publish, so that a scheduler
+(kube-scheduler's DRA plugin or aipaas) allocates them.
 
 Used by tests/kube, benchmarks/kube_side_by_side.py and by hand:
 
