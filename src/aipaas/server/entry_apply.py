@@ -4,6 +4,8 @@ The controller resolves the class again for each replica job it makes."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from aipaas.api.job import Job, JobSpec, TaskSpec
 from aipaas.api.meta import Object, ObjectMeta
 from aipaas.api.priority import PriorityClass
@@ -28,16 +30,12 @@ def _as_job(service: Service) -> Job:
     )
 
 
-def service_reference_keys(obj: Object) -> list[ObjectKey]:
-    if not isinstance(obj, Service):
-        return []
+def service_reference_keys(obj: Service) -> list[ObjectKey]:
     return [("Queue", obj.tenant, obj.spec.queue), *priority_class_keys(_as_job(obj))]
 
 
-def check_service(obj: Object, found: dict[ObjectKey, Object], *, platform_admin: bool) -> None:
+def check_service(obj: Service, found: Mapping[ObjectKey, Object], *, platform_admin: bool) -> None:
     """Raise InvalidObject naming the field when the queue or the priority class is refused."""
-    if not isinstance(obj, Service):
-        return
     if ("Queue", obj.tenant, obj.spec.queue) not in found:
         raise InvalidObject(
             [

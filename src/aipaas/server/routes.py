@@ -26,10 +26,10 @@ from aipaas.server.auth import (
     remembered,
 )
 from aipaas.server.body_limit import read_body
-from aipaas.server.data_checks import redact_secret
 from aipaas.server.devices import device_listing
 from aipaas.server.log_watch import JobLogs
 from aipaas.server.service import Applied, ObjectService
+from aipaas.server.strategies import shown
 from aipaas.store import Store, TaskRepository
 from aipaas.store.followed import followed_jobs
 from aipaas.tenancy.principal import Principal
@@ -116,7 +116,7 @@ def applied_response(results: list[Applied]) -> Response:
     # A Secret's values are not written back (answers end up in terminals and logs).
     items = ",".join(
         f'{{"action":{json.dumps(r.action)},"kind":{json.dumps(r.object.kind)},'
-        f'"name":{json.dumps(r.object.name)},"object":{redact_secret(r.object).to_wire_json()}}}'
+        f'"name":{json.dumps(r.object.name)},"object":{shown(r.object).to_wire_json()}}}'
         for r in results
     )
     return Response(f'{{"items":[{items}]}}', media_type="application/json")
@@ -161,7 +161,7 @@ async def replace_object(plural: str, name: str, request: Request) -> dict[str, 
     replaced: Object = await run_in_threadpool(
         _service_of(store, caller, cache).replace, kind, name, body
     )
-    return redact_secret(replaced).to_wire()
+    return shown(replaced).to_wire()
 
 
 @generic.delete("/{plural}/{name}")
