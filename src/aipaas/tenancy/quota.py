@@ -1,10 +1,12 @@
-"""Quota checks for admission: does a job fit what its tenant and queue may still use?"""
+"""What a pod holds, as the controller counts it against quotas (controller/batch_snapshot.py,
+placement.py, work.py). The quota check itself is the batch session's alone
+(scheduler/batch/session.py ``quota_problem``), the one quota checker."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from aipaas.api.resources import Amounts, Quota
+from aipaas.api.resources import Amounts
 
 
 @dataclass(frozen=True)
@@ -23,27 +25,3 @@ class Usage:
             self.memory_mib + other.memory_mib,
             self.gpu_milli + other.gpu_milli,
         )
-
-
-def exceeded(quota: Quota, used: Usage, wanted: Usage) -> str | None:
-    """Why ``wanted`` on top of ``used`` breaks ``quota``; None when it fits."""
-    checks = (
-        ("gpu", quota.gpu_milli(), used.gpu_milli, wanted.gpu_milli, 1000, ""),
-        ("cpu", quota.cpu_milli(), used.cpu_milli, wanted.cpu_milli, 1000, ""),
-        ("memory", quota.memory_mib(), used.memory_mib, wanted.memory_mib, 1, "Mi"),
-    )
-    for resource, limit, in_use, want, unit, suffix in checks:
-        if limit is None:
-            continue
-        if in_use + want > limit:
-            return (
-                f"{resource}: needs {_fmt(want, unit)}{suffix}, "
-                f"{_fmt(in_use, unit)}{suffix} of {_fmt(limit, unit)}{suffix} in use"
-            )
-    return None
-
-
-def _fmt(value: int, unit: int) -> str:
-    if value % unit == 0:
-        return str(value // unit)
-    return f"{value / unit:g}"
