@@ -7,6 +7,7 @@ setup runs before its tasks and a failing one fails the task saying setup."""
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -106,3 +107,36 @@ def test_slurm_tasks_in_an_image_see_gpus_dataset_workdir_and_end_oomkilled_over
     assert task["message"].startswith("setup failed"), task
     log = slurm_server.cli("logs", "job/unprepared", "-t", "acme").stdout
     assert "setup failed: command 1/1 (exit 4) exited with code 4" in log, log
+
+
+def test_exec_runs_a_step_beside_a_running_slurm_task_on_the_host_and_in_its_image(
+    slurm_server: ServerProcess,
+) -> None:
+    for name, image in (("hosted", None), ("boxed", IMAGE)):
+        task: dict[str, object] = {
+            "name": "w",
+            "command": ["sh", "-c", "echo up; sleep 300"],
+            "resources": {"cpu": 1, "memory": "32Mi"},
+        }
+        if image is not None:
+            task["image"] = image
+        job = {
+            "apiVersion": "aipaas/v1",
+            "kind": "Job",
+            "metadata": {"name": name, "tenant": "acme"},
+            "spec": {"queue": "research", "tasks": [task]},
+        }
+        apply(slurm_server, json.dumps(job))
+    for name, want in (("hosted", "/bin/sh"), ("boxed", "/bin/busybox")):
+        deadline = time.monotonic() + 90
+        while "up" not in slurm_server.cli("logs", f"job/{name}", "-t", "acme").stdout:
+            assert time.monotonic() < deadline, f"{name} never started"
+            time.sleep(0.5)
+        done = slurm_server.cli(
+            "exec", f"job/{name}", "-t", "acme", "--", "sh", "-c", f'ls {want}; pwd; echo "$RANK"'
+        )
+        listed, cwd, rank = done.stdout.split()
+        assert listed == want and rank == "0", done.stdout  # the task's variables too
+        assert (
+            cwd == slurm_server.cli("exec", f"job/{name}", "-t", "acme", "--", "pwd").stdout.strip()
+        )

@@ -36,6 +36,8 @@ OOM_MARK = "oom"
 CONTAINER_MARK = "container"
 SETUP_FAILED_MARK = "setup-failed"
 CONF_FILE = "containers.conf"
+#: the task's batch script in its attempt's directory (backend.py writes it)
+BATCH_SCRIPT = "job.sh"
 #: the wrapper's arguments: name, grace seconds, the attempt's directory, memory limit in MiB
 #: (0: none), podman's run options, ``--``, the image and the command
 CONTAINER_SCRIPT = r"""
@@ -166,10 +168,13 @@ def setup_lines(
 
 
 def exec_launch(directory: Path, request_id: str, command: Sequence[str]) -> list[str]:
-    """What a step of the task's job runs for ``aipaas exec``: the command, or ``podman exec``
-    into the task's container as the step's user, in the container's working directory."""
+    """What a step of the task's job runs for ``aipaas exec``: the command with the task's
+    variables, or ``podman exec`` into the task's container (which has them) as the step's
+    user, in the container's working directory."""
     if not (directory / CONTAINER_MARK).exists():
-        return list(command)
+        # the task's variables, from the export lines of its batch script (jobs.py)
+        script = 'eval "$(grep "^export " "$0")"; exec "$@"'
+        return ["/bin/bash", "-c", script, str(directory / BATCH_SCRIPT), *command]
     name = containers.container_name(request_id)
     argv = containers.exec_command(name, command, user="0:0", workdir=str(directory), env={})
     argv[argv.index("--user") + 1] = f"{os.getuid()}:{os.getgid()}"
