@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -53,6 +54,7 @@ from aipaas.devices.binding import (
     device_statuses,
     merge_conditions,
 )
+from aipaas.devices.device_eviction import no_execute_reason
 from aipaas.devices.extended import GPU_RESOURCE, serving_class
 from aipaas.devices.shortform import DEFAULT_CLASS, default_class
 from aipaas.devices.topology_files import DRIVER
@@ -62,6 +64,16 @@ from aipaas.store import Store, TaskRecord
 log = logging.getLogger("aipaas.controller")
 
 GENERATED_ANNOTATION = "aipaas.dev/from-template"  # a claim made for one task replica
+
+
+@dataclass(frozen=True)
+class NoExecuteHit:
+    """An allocated claim a device NoExecute taint ends, with the tasks that use it."""
+
+    tenant: str
+    claim: str
+    users: tuple[dict[str, Any], ...]
+    reason: str
 
 
 class ClaimBook:
@@ -79,6 +91,9 @@ class ClaimBook:
         self._compiled_stored: set[tuple[str, str]] = set()  # (tenant, name) of such claims
         #: (tenant, name) -> status.allocation of every allocated claim, as ``devices`` read it
         self._allocated: dict[tuple[str, str], AllocationResult] = {}
+        #: allocated claims whose devices carry a NoExecute taint they do not tolerate: their
+        #: tasks are evicted (controller/device_taint_eviction.py)
+        self.no_execute: list[NoExecuteHit] = []
         #: the device conditions last copied into claims (``observe``)
         self._observed: object = None
 
@@ -94,6 +109,7 @@ class ClaimBook:
         allocated = []
         self._compiled_stored = set()
         self._allocated = {}
+        users_of: dict[tuple[str, str], list[dict[str, Any]]] = {}
         for obj in self.store.list_objects("ResourceClaim", None):
             if not isinstance(obj, ResourceClaimObject) or obj.status is None:
                 continue
@@ -130,6 +146,7 @@ class ClaimBook:
             claim = obj.claim()
             if claim.status is not None and claim.status.allocation is not None:
                 self._allocated[(obj.tenant, obj.name)] = claim.status.allocation
+                users_of[(obj.tenant, obj.name)] = users
             allocated.append(claim)
         slices = [
             s.device()
@@ -156,6 +173,12 @@ class ClaimBook:
         self._gpu_devices = any(
             d.driver == DRIVER and d.short.get("type") == "gpu" for d in inventory.by_id.values()
         )
+        self.no_execute = []  # devices/device_eviction.py
+        for (tenant, claim_name_), allocation in self._allocated.items():
+            ended = no_execute_reason(inventory, claim_name_, allocation)
+            if ended is not None:
+                consumers = tuple(users_of.get((tenant, claim_name_), ()))
+                self.no_execute.append(NoExecuteHit(tenant, claim_name_, consumers, ended))
         kept = [c for c in classes if isinstance(c, DeviceClass)]
         # KEP-5004: a class whose extendedResourceName is nvidia.com/gpu serves ``gpu:``
         self._gpu_class = serving_class(kept, GPU_RESOURCE)

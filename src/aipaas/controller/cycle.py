@@ -72,6 +72,7 @@ from aipaas.controller import admission, gang_restart, membership
 from aipaas.controller.batch_cycle import BatchState
 from aipaas.controller.claims import ClaimBook
 from aipaas.controller.datasets_launch import with_datasets
+from aipaas.controller.device_taint_eviction import evict_for_device_taints
 from aipaas.controller.extensions import CycleContext, CycleExtension, run_extensions
 from aipaas.controller.launch import make_request, request_id, task_spec
 from aipaas.controller.nodes import NodeInventory
@@ -272,6 +273,7 @@ class Controller:
             sessions = self.batch.sessions
             placer = admission.place(self, work)
             self._observe_started()
+            evict_for_device_taints(self, work)  # the claims placement just read
             placed_nothing = self.batch.sessions == sessions and self.batch.fingerprint is not None
             quiet = placed_nothing and all_clean(work)
         else:  # the last cycle's placement, with the same inputs: the same result

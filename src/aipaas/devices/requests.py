@@ -17,6 +17,7 @@ from aipaas.api.devices import (
     BaseDeviceRequest,
     DeviceClass,
     DeviceConstraint,
+    DeviceTaint,
     DeviceToleration,
     ResourceClaim,
 )
@@ -190,6 +191,11 @@ def static_candidates(
     chosen, errors = select_devices(alternative.class_selectors + alternative.selectors, devices)
     chosen = [d for d in chosen if meets_capacity(d, alternative) and tolerates(d, alternative)]
     return chosen, errors
+
+
+def tolerated(tolerations: Iterable[DeviceToleration], taint: DeviceTaint) -> bool:
+    """Whether any of ``tolerations`` tolerates ``taint`` (key, value, effect)."""
+    return any(_tolerates(t, taint.key, taint.value, taint.effect) for t in tolerations)
 
 
 def _tolerates(toleration: DeviceToleration, key: str, value: str | None, effect: str) -> bool:

@@ -142,3 +142,54 @@ class TestAllocation:
         assert world.phase("waits") == "Pending"
         world.store.delete("DeviceTaintRule", "", "g0")
         cycle_until(controller, lambda: world.phase("waits") == "Succeeded")
+
+
+class TestNoExecute:
+    """A running task whose device gets a NoExecute taint it does not tolerate is evicted
+    (as preemption evicts: back to Pending, its attempt not counted) and placed again on a
+    device without it; NoSchedule and None leave it running (devices/device_eviction.py)."""
+
+    def start_on_gpu_0(self, world: World, out: Path) -> Controller:
+        controller = local(world)
+        controller.run_cycle()
+        script = (
+            "import os, time; "
+            f"open(os.path.join({str(out)!r}, 'seen-' + os.environ['AIPAAS_ATTEMPT']), 'w')"
+            ".write(os.environ.get('CUDA_VISIBLE_DEVICES', 'unset')); time.sleep(30)"
+        )
+        world.submit(
+            "long",
+            f"    - name: worker\n      command: [{sys.executable}, -c, {script!r}]\n"
+            "      resources: {cpu: 1, memory: 64Mi, gpu: 1}\n",
+        )
+        cycle_until(controller, lambda: (out / "seen-0").exists())
+        assert (out / "seen-0").read_text() == "0"
+        return controller
+
+    def test_no_execute_evicts_and_the_task_comes_back_on_the_other_gpu(
+        self, world: World, tmp_path: Path
+    ) -> None:
+        controller = self.start_on_gpu_0(world, tmp_path)
+        world.service.apply_text(rule("NoExecute"))
+        cycle_until(controller, lambda: "DeviceTaint" in world.reasons("long"))
+        cycle_until(controller, lambda: (tmp_path / "seen-1").exists())
+        assert (tmp_path / "seen-1").read_text() == "1"
+        stop(world, controller)
+
+    @pytest.mark.parametrize("effect", ["NoSchedule", "None"])
+    def test_other_effects_leave_it_running(
+        self, world: World, tmp_path: Path, effect: str
+    ) -> None:
+        controller = self.start_on_gpu_0(world, tmp_path)
+        world.service.apply_text(rule(effect))
+        for _ in range(3):
+            controller.run_cycle()
+        assert "DeviceTaint" not in world.reasons("long")
+        assert world.phase("long") == "Running"
+        stop(world, controller)
+
+
+def stop(world: World, controller: Controller) -> None:
+    """Cancel the long task and wait until it has stopped (no process outlives the test)."""
+    world.service.cancel("long", "acme")
+    cycle_until(controller, lambda: world.phase("long") in ("Cancelled", "Failed", "Succeeded"))
