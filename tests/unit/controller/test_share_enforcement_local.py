@@ -125,3 +125,12 @@ def test_a_machine_with_neither_says_not_enforced(world: World, tmp_path: Path) 
     assert note is not None
     assert note.startswith("not enforced: node here has neither MPS nor HAMi-core")
     assert "GpuShareNotEnforced" in world.reasons("shared")
+
+
+def test_a_share_names_its_gpu_by_the_uuid_nvml_reported(world: World, tmp_path: Path) -> None:
+    """The local node's GPU UUIDs (annotation aipaas.dev/gpu-uuids, from its slice) reach the
+    scheduler: a share naming GPU-0001 runs on GPU 1 (the first free one would be GPU 0)."""
+    controller = local(world, gpu_share_mps=True)
+    env = run_share(world, controller, tmp_path, "{count: 1, memory: 1000Mi, uuids: [GPU-0001]}")
+    assert env["CUDA_VISIBLE_DEVICES"] == "1"
+    assert env["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"] == "0=1000M"
