@@ -15,6 +15,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+import pynvml
 import pytest
 
 from aipaas.api.devices import ResourceSlice
@@ -290,3 +291,27 @@ class TestPlacement:
         (spec,) = placer.ordinary.state.nodes
         assert spec.gpu_uuids == ("GPU-a", "GPU-b")
         assert spec.unhealthy_gpus == (1,)
+
+
+@pytest.mark.gpu
+def test_real_gpus_report_uuids_memory_and_health(tmp_path: Path) -> None:
+    """On a machine with NVIDIA GPUs: the local node names every GPU's UUID in NVML's order,
+    its memory, and no GPU unhealthy unless NVML says one needs a reset."""
+    try:
+        pynvml.nvmlInit()
+    except pynvml.NVMLError as err:
+        pytest.skip(f"no NVIDIA GPU here: NVML could not start ({err}); the real-GPU check skips")
+    try:
+        handles = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(pynvml.nvmlDeviceGetCount())]
+        raw = [pynvml.nvmlDeviceGetUUID(h) for h in handles]
+        uuids = [u.decode() if isinstance(u, bytes) else str(u) for u in raw]
+        memory = int(pynvml.nvmlDeviceGetMemoryInfo(handles[0]).total) // 2**20 if handles else 0
+    finally:
+        pynvml.nvmlShutdown()
+    if not uuids:
+        pytest.skip("NVML started but reports no GPU; the real-GPU check skips")
+    local = LocalBackend(tmp_path / "run", node_name="box", cpu_milli=1000, memory_mib=1024)
+    (node,) = local.inventory().nodes
+    assert node.annotations[GPU_UUIDS_ANNOTATION] == ",".join(uuids)
+    assert (node.gpu_count, node.gpu_memory_mib) == (len(uuids), memory)
+    assert UNHEALTHY_GPUS_ANNOTATION not in node.annotations  # a lent GPU is a healthy one
