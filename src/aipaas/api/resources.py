@@ -34,10 +34,6 @@ class Amounts:
     gpu_count: int = 0
     gpu_milli: int = 0  # per GPU; 1000 = whole
 
-    @property
-    def gpu_total_milli(self) -> int:
-        return self.gpu_count * self.gpu_milli
-
     def __add__(self, other: Amounts) -> Amounts:
         return Amounts(
             self.cpu_milli + other.cpu_milli,

@@ -44,10 +44,6 @@ def register(kind: str, columns: Iterable[ColumnLike]) -> None:
     ]
 
 
-def registered(kind: str) -> bool:
-    return kind in _REGISTRY
-
-
 def columns_for(kind: str, *, wide: bool = False) -> list[Column]:
     """The columns shown for ``kind``: those that are not wide-only, or all with ``wide``."""
     columns = _REGISTRY.get(kind) or DEFAULT

@@ -1,8 +1,8 @@
 """The budgets' actions in force, as system annotations of queues and tenants.
 
 ``stopAdmission`` marks the budget's queue (a queue budget) or its tenant (a tenant budget)
-with ``aipaas.dev/admission-stopped``: admission starts no new job there
-(tenancy/admission_holds.py). ``lowerPriority`` marks the queue with
+with ``aipaas.dev/admission-stopped``: admission starts no new job there (the batch session
+holds its queue node: scheduler/batch/from_api.py). ``lowerPriority`` marks the queue with
 ``aipaas.dev/priority-lowered``: the queue tree gives it the lowest priority among its siblings
 (api/finops.py ``effective_queue_spec``). Each mark's value names the budgets behind it. Users
 cannot set or remove ``aipaas.dev/`` annotations (server/submission.py); a mark no budget wants

@@ -1,4 +1,4 @@
-"""One cycle's view of a job (``JobWork``), its status, and the order admission follows.
+"""One cycle's view of a job (``JobWork``) and its status.
 
 Pure: no store, no backend. Who calls it: controller/cycle.py, admission.py, claims.py and
 write_back.py.
@@ -6,9 +6,7 @@ write_back.py.
 
 from __future__ import annotations
 
-import math
-from collections import defaultdict
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import InitVar, dataclass, field
 
 from aipaas.api.job import (
@@ -20,9 +18,7 @@ from aipaas.api.job import (
     TaskPhase,
     TaskStatus,
 )
-from aipaas.api.queue import Queue
 from aipaas.store import TaskRecord
-from aipaas.tenancy.quota import Usage
 
 ACTIVE = (TaskPhase.STARTING.value, TaskPhase.RUNNING.value)
 #: the phases of a task record that has ended (``TaskPhase(p).finished``, without the enum call)
@@ -262,73 +258,3 @@ def _waits_to_start(record: TaskRecord) -> bool:
     return record.phase == TaskPhase.STARTING.value or (
         record.phase == TaskPhase.PENDING.value and record.restart_after is None
     )
-
-
-def job_usage(job: Job) -> Usage:
-    total = Usage()
-    for task in job.spec.tasks:
-        total += Usage.of(task.resources.amounts().scaled(task.replicas))
-    return total
-
-
-def fair_order(
-    pending: list[JobWork],
-    queues: dict[tuple[str, str], Queue],
-    queue_use: dict[tuple[str, str], Usage],
-    capacity: Usage,
-    tenant_use: dict[str, Usage] | None = None,
-    tenant_weights: Mapping[str, float] | None = None,
-) -> Iterator[JobWork]:
-    """Pending jobs in the order admission considers them.
-
-    Fair share across tenants first: the next job is of the tenant with the smallest weighted
-    dominant share (its largest fraction of the cluster's GPUs, CPU or memory in use, divided by
-    the Tenant's ``spec.weight``, which only a platform admin sets), so no tenant's priorities
-    or queues can starve another. Within a tenant, higher priority first; among equal
-    priorities, the queue with the smallest weighted dominant share (divided by the queue's
-    weight); oldest first within a queue and priority. Shares are recomputed as jobs are
-    admitted (admission adds to ``tenant_use`` and ``queue_use``). A job that cannot be
-    admitted does not block the others.
-    """
-    tenants = tenant_use if tenant_use is not None else {}
-    weights = tenant_weights if tenant_weights is not None else {}
-    lines: dict[tuple[str, str], list[JobWork]] = defaultdict(list)
-    for index, item in enumerate(pending):
-        item.order = index
-        lines[(item.job.tenant, item.job.spec.queue)].append(item)
-    for line in lines.values():
-        line.sort(key=lambda item: (-item.job.spec.priority, item.order))
-    heads = {key: 0 for key in lines}
-
-    def dominant(used: Usage | None) -> float:
-        if used is None:
-            return 0.0
-        return max(
-            used.gpu_milli / capacity.gpu_milli if capacity.gpu_milli else 0.0,
-            used.cpu_milli / capacity.cpu_milli if capacity.cpu_milli else 0.0,
-            used.memory_mib / capacity.memory_mib if capacity.memory_mib else 0.0,
-        )
-
-    def weighted(used: float, weight: float) -> float:
-        # weight 0: no share above the guarantee, so such a queue or tenant comes last
-        return used / weight if weight > 0 else math.inf
-
-    def share(key: tuple[str, str]) -> float:
-        queue = queues.get(key)
-        weight = queue.spec.weight if queue is not None else 1.0
-        return weighted(dominant(queue_use.get(key)), weight)
-
-    while heads:
-        key = min(
-            heads,
-            key=lambda k: (
-                weighted(dominant(tenants.get(k[0])), weights.get(k[0], 1.0)),
-                -lines[k][heads[k]].job.spec.priority,
-                share(k),
-                lines[k][heads[k]].order,
-            ),
-        )
-        yield lines[key][heads[key]]
-        heads[key] += 1
-        if heads[key] == len(lines[key]):
-            del heads[key]

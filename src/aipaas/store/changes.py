@@ -142,12 +142,3 @@ def events_after(
         )
         for row in rows
     ]
-
-
-def last_event_id(store: Store) -> int:
-    """The newest event's row id (0 when there is none): where a follower that wants only
-    new events starts."""
-    events = tables.events
-    with store.transaction(write=False) as tx:
-        value = tx.execute(select(events.c.id).order_by(events.c.id.desc()).limit(1)).scalar()
-    return int(value or 0)

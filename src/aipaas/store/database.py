@@ -20,10 +20,6 @@ MIGRATIONS = Path(__file__).parent / "migrations"
 IDLE_BEFORE_PING_SECONDS = 5.0
 
 
-def sqlite_url(data_dir: Path) -> str:
-    return f"sqlite:///{data_dir / 'aipaas.db'}"
-
-
 def make_engine(url: str) -> Engine:
     """An engine for ``url``; ``postgresql://`` URLs use psycopg 3."""
     if url.startswith("postgresql://") or url.startswith("postgres://"):

@@ -25,7 +25,6 @@ from aipaas.metering.webhooks import DELIVERY_HEADER, private_target, verify
 from aipaas.server.service import ObjectService
 from aipaas.store import Store
 from aipaas.store.ledger import ATTEMPT, LedgerEntry, insert_entries
-from aipaas.tenancy.admission_holds import admission_held
 from aipaas.tenancy.principal import Principal
 
 SECRET = "s3cret-signing-key"
@@ -214,9 +213,6 @@ def test_actions_hold_admission_and_lower_priority_until_a_new_period(store: Sto
     assert isinstance(queue, Queue)
     assert queue.metadata.annotations[ADMISSION_STOPPED] == "research-monthly"
     assert queue.metadata.annotations[PRIORITY_LOWERED] == "research-monthly"
-    tenant = store.get("Tenant", "", "acme")
-    held = admission_held(tenant, queue)  # type: ignore[arg-type]
-    assert held is not None and held[0] == "AdmissionStopped"
     budget = store.get("Budget", "acme", "research-monthly")
     assert isinstance(budget, Budget) and budget.status is not None
     assert budget.status.crossed == [50, 80, 100]
