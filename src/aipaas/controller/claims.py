@@ -16,7 +16,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
 from aipaas.api.devices import (
@@ -54,7 +53,7 @@ from aipaas.devices.binding import (
     device_statuses,
     merge_conditions,
 )
-from aipaas.devices.device_eviction import no_execute_reason
+from aipaas.devices.device_eviction import no_execute_reason, parse_time
 from aipaas.devices.extended import GPU_RESOURCE, serving_class
 from aipaas.devices.shortform import DEFAULT_CLASS, default_class
 from aipaas.devices.topology_files import DRIVER
@@ -94,6 +93,8 @@ class ClaimBook:
         #: allocated claims whose devices carry a NoExecute taint they do not tolerate: their
         #: tasks are evicted (controller/device_taint_eviction.py)
         self.no_execute: list[NoExecuteHit] = []
+        #: stored DeviceTaintRules by (name, resourceVersion), with their taint's timeAdded
+        self._rules: dict[tuple[str, str | None], DeviceTaintRule] = {}
         #: the device conditions last copied into claims (``observe``)
         self._observed: object = None
 
@@ -160,11 +161,11 @@ class ClaimBook:
         ]
         published = [s for s in slices if isinstance(s, ResourceSlice)]
         rules = [
-            r.device()
+            self._dated(r)
             for r in self.store.list_objects("DeviceTaintRule", "")
             if isinstance(r, DeviceTaintRuleObject)
         ]
-        self.slice_index.set_taint_rules([r for r in rules if isinstance(r, DeviceTaintRule)])
+        self.slice_index.set_taint_rules([r for r in rules if r is not None])
         refused_before = dict(self.slice_index.refused)
         inventory = self.slice_index.update(published)
         for name, reason in self.slice_index.refused.items():
@@ -175,7 +176,7 @@ class ClaimBook:
         )
         self.no_execute = []  # devices/device_eviction.py
         for (tenant, claim_name_), allocation in self._allocated.items():
-            ended = no_execute_reason(inventory, claim_name_, allocation)
+            ended = no_execute_reason(inventory, claim_name_, allocation, self.store.clock.now())
             if ended is not None:
                 consumers = tuple(users_of.get((tenant, claim_name_), ()))
                 self.no_execute.append(NoExecuteHit(tenant, claim_name_, consumers, ended))
@@ -285,6 +286,27 @@ class ClaimBook:
                     ),
                 )
 
+    def _dated(self, stored: DeviceTaintRuleObject) -> DeviceTaintRule | None:
+        """A stored rule whose taint has its ``timeAdded`` (the rule's creation when the rule
+        does not say, as the API server sets it), kept per version so that an unchanged rule
+        is the same model every cycle (the inventory re-taints only on a change)."""
+        key = (stored.name, stored.metadata.resource_version)
+        found = self._rules.get(key)
+        if found is None:
+            rule = stored.device()
+            if not isinstance(rule, DeviceTaintRule):
+                return None
+            taint = rule.spec.taint
+            if taint.time_added is None and stored.metadata.creation_timestamp:
+                taint = taint.model_copy(update={"time_added": stored.metadata.creation_timestamp})
+                rule = rule.model_copy(
+                    update={"spec": rule.spec.model_copy(update={"taint": taint})}
+                )
+            found = self._rules[key] = rule
+            if len(self._rules) > 4096:  # old versions of rules long replaced
+                self._rules = {key: found}
+        return found
+
     def binding_wait(self, job: Job, record: TaskRecord) -> BindingWait | None:
         """Why a placed task may not start yet, or why its devices' binding failed: a device
         of its claims published with binding conditions that are not all True in the claim's
@@ -301,7 +323,7 @@ class ClaimBook:
                 for r in allocation.devices.results
             ):
                 continue
-            since = _parse_time(allocation.allocation_timestamp) or now
+            since = parse_time(allocation.allocation_timestamp) or now
             found = binding_wait(name, allocation, status.devices, (now - since).total_seconds())
             if found is not None:
                 return found
@@ -469,16 +491,6 @@ class ClaimBook:
         )
         assert isinstance(made, ResourceClaim)
         return made
-
-
-def _parse_time(text: str | None) -> datetime | None:
-    if not text:
-        return None
-    try:
-        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
 
 
 def task_claim_names(job: Job, record: TaskRecord) -> list[str]:

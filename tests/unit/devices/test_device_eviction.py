@@ -4,6 +4,7 @@ a matching toleration keeps the pod, other effects never evict); answers worked 
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -110,3 +111,63 @@ def test_a_taint_rules_no_execute_ends_it_too() -> None:
     assert got == (
         "device d0 of claim c has the taint bad:NoExecute, which its request does not tolerate"
     )
+
+
+ADDED = {**NO_EXECUTE, "timeAdded": "2026-11-29T07:00:00Z"}
+AT = datetime(2026, 11, 29, 7, 0, tzinfo=UTC)
+UNTIL_30 = (
+    "device d0 of claim c has the taint bad=ecc:NoExecute, tolerated until "
+    "2026-11-29T07:00:30+00:00 only"
+)
+
+
+@pytest.mark.parametrize(
+    ("taint", "tolerations", "now", "want"),
+    [
+        pytest.param(
+            ADDED,
+            [{"key": "bad", "operator": "Exists", "tolerationSeconds": 30}],
+            AT + timedelta(seconds=29),
+            None,
+            id="within tolerationSeconds: stays",
+        ),
+        pytest.param(
+            ADDED,
+            [{"key": "bad", "operator": "Exists", "tolerationSeconds": 30}],
+            AT + timedelta(seconds=30),
+            UNTIL_30,
+            id="tolerationSeconds passed: ends",
+        ),
+        pytest.param(
+            ADDED,
+            [
+                {"key": "bad", "operator": "Exists", "tolerationSeconds": 60},
+                {"operator": "Exists", "tolerationSeconds": 30},
+            ],
+            AT + timedelta(seconds=45),
+            UNTIL_30,
+            id="the shortest of the matching tolerations counts",
+        ),
+        pytest.param(
+            ADDED,
+            [
+                {"key": "bad", "operator": "Exists", "tolerationSeconds": 30},
+                {"key": "bad", "operator": "Exists"},
+            ],
+            AT + timedelta(days=1),
+            None,
+            id="one without seconds tolerates for good",
+        ),
+        pytest.param(
+            NO_EXECUTE,
+            [{"key": "bad", "operator": "Exists", "tolerationSeconds": 30}],
+            AT + timedelta(days=1),
+            None,
+            id="no timeAdded: tolerated for good",
+        ),
+    ],
+)
+def test_toleration_seconds(
+    taint: dict[str, Any], tolerations: list[dict[str, Any]], now: datetime, want: str | None
+) -> None:
+    assert no_execute_reason(inventory(taint), "c", allocation(*tolerations), now) == want
