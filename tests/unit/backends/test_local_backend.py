@@ -261,3 +261,25 @@ class TestVisibleDevices:
         assert (tmp_path / "logs" / "mine.log").read_text() == "'MIG-1-0'\n"
         assert (tmp_path / "logs" / "none.log").read_text() == "''\n"
         assert "gpu-9 of pool here" in (tmp_path / "logs" / "bad.log").read_text()
+
+
+def test_an_ended_task_reports_when_it_really_ran(backend: LocalBackend, tmp_path: Path) -> None:
+    """A task that ends before anyone asked is still known to have run, from when to when
+    (the usage ledger bills an attempt only with a start and an end)."""
+    before = time.time()
+    backend.start(request(tmp_path, "timed", ["sleep", "0.5"]))
+    time.sleep(1.5)  # ended before the first question
+    answer = backend.status(["timed"])["timed"]
+    after = time.time()
+    assert answer.state is TaskState.SUCCEEDED
+    assert answer.started_at is not None and answer.finished_at is not None
+    assert before - 1 <= answer.started_at.timestamp() <= answer.finished_at.timestamp() <= after
+    assert answer.finished_at.timestamp() - answer.started_at.timestamp() >= 0.4
+
+
+def test_a_task_refused_before_it_started_has_no_start_time(
+    backend: LocalBackend, tmp_path: Path
+) -> None:
+    backend.start(request(tmp_path, "refused", ["/no/such/program"]))
+    assert_reaches_state(backend, "refused", TaskState.FAILED)
+    assert backend.status(["refused"])["refused"].started_at is None

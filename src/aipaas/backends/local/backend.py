@@ -54,6 +54,7 @@ from aipaas.backends.local.nvml import DRIVER, Discovery, discover, visible_devi
 from aipaas.backends.local.probe_exec import run_probe
 from aipaas.backends.local.runner import LAUNCH_FILE
 from aipaas.backends.local.task_exec import exec_in_task
+from aipaas.backends.local.task_times import with_run_times
 from aipaas.backends.setup import SETUP_DIR_VARIABLE, failure_message, setup_key
 from aipaas.backends.task_exec import ExecResult
 from aipaas.devices.gpu_health import gpu_annotations, slice_gpus
@@ -424,7 +425,8 @@ class LocalBackend(LocalDatasetCaches):  # datasets: backends/local/datasets.py
 
     def status(self, request_ids: Sequence[str]) -> dict[str, TaskStatus]:
         self._reap()
-        return {rid: self._status(rid) for rid in request_ids}
+        # the times the run directory knows (task_times.py): what the usage ledger charges
+        return {rid: with_run_times(self._status(rid), self._dir(rid)) for rid in request_ids}
 
     def close(self) -> None:
         self._reap()
