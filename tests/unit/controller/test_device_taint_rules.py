@@ -2,7 +2,9 @@
 Kubernetes 1.35/1.36 serve it, or v1), refused with the field path and reason when invalid,
 and read by the controller's allocator every cycle: a NoSchedule or NoExecute rule keeps new
 allocations off the devices it selects, an effect None only informs, and deleting the rule
-gives the device back."""
+gives the device back. The effects' cases follow the taint cases of the Kubernetes structured
+allocator's TestAllocator table (a tainted device is skipped, effect None is not) and of its
+device taint eviction controller (NoExecute evicts); answers worked by hand."""
 
 from __future__ import annotations
 

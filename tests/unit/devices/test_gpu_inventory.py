@@ -3,7 +3,9 @@ node annotations (``aipaas.dev/gpu-uuids``, ``aipaas.dev/unhealthy-gpus``) and, 
 the same device taint in the node's slice; the controller's placement reads them into the
 scheduler's node (an unhealthy GPU takes nothing new; a share may name GPUs by UUID).
 
-Answers worked by hand from each backend's input: NVML readings (local), ``sinfo --json``
+No upstream table is translated here (HAMi reads health from its device plugin, Kubernetes
+from DRA device taints, which the last cases follow). Answers worked by hand from each
+backend's input: NVML readings (local), ``sinfo --json``
 entries with node features (Slurm), ``ray.nodes()`` entries with labels (Ray), and DRA
 ResourceSlices with device taints (Kubernetes, as the structured allocator reads taints:
 NoSchedule and NoExecute keep new allocations off, None only informs).

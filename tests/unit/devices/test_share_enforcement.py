@@ -1,7 +1,10 @@
 """What holds a GPU share to its memory and cores on the device: MPS where the node has it, then
 HAMi-core, else nothing, and the note then says the share is not enforced.
 
-Cases worked by hand from the variables' documented meaning: MPS's
+No upstream table is translated here: the cases are shaped after what HAMi's NVIDIA device
+plugin puts in a container's Allocate response (one memory limit per logical GPU, one SM limit,
+a shared cache file per container) and after NVIDIA's MPS documentation, and worked by hand
+from the variables' documented meaning: MPS's
 ``CUDA_MPS_ACTIVE_THREAD_PERCENTAGE`` (a percent) and ``CUDA_MPS_PINNED_DEVICE_MEM_LIMIT``
 (``ordinal=limit`` pairs, comma separated); HAMi-core's ``CUDA_DEVICE_MEMORY_LIMIT_<i>``
 (``<n>m``), ``CUDA_DEVICE_SM_LIMIT`` (a percent) and ``LD_PRELOAD``.
