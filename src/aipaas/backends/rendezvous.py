@@ -3,7 +3,8 @@
 An elastic job (minAvailable below its replicas) gets, in every task's environment
 (controller/launch.py): ``AIPAAS_RDZV_ENDPOINT`` and torchrun's own ``PET_RDZV_ENDPOINT``
 (``HOST:PORT``), ``PET_RDZV_BACKEND=c10d``, ``PET_RDZV_ID`` (the job's uid), ``PET_NNODES``
-(``MIN:MAX``, the job's minAvailable and replicas) and ``PET_MAX_RESTARTS``; torchrun takes
+(``MIN:MAX``, the job's minAvailable and replicas), ``PET_MAX_RESTARTS`` and
+``TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1`` (why: ``variables``); torchrun takes
 every ``PET_<OPTION>`` for its ``--<option>`` when the command line does not give it (as
 Kubeflow's PyTorchJob sets them for its elastic jobs). The endpoint is rank 0's address and
 the job's MASTER_PORT: the first task's node, a port chosen free there once per job (the local
@@ -39,6 +40,10 @@ def variables(
         "PET_RDZV_ID": job_uid,
         "PET_NNODES": f"{low}:{high}",
         "PET_MAX_RESTARTS": str(MAX_RESTARTS),
+        # torchrun's agents otherwise share the first round's store with their workers, and
+        # members that joined a later round waited for keys that were never written again
+        # (torch 2.13: a job grown from 1 to 3 never trained at 3)
+        "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1",
     }
 
 

@@ -46,12 +46,13 @@ def test_every_member_reads_rank_zeros_node_and_the_jobs_port() -> None:
         assert env["PET_NNODES"] == "1:3"
         assert env["PET_RDZV_ID"] == "u-1"
         assert env["PET_MAX_RESTARTS"] == str(rendezvous.MAX_RESTARTS)
+        assert env["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] == "1"
 
 
 def test_a_job_of_fixed_size_gets_no_rendezvous() -> None:
     placed = records(["Running", "Running", "Running"])
     env = make_request(job(min_available=""), placed[1], placed, {}).env
-    assert not [name for name in env if name.startswith(("PET_", "AIPAAS_RDZV"))]
+    assert not [name for name in env if name.startswith(("PET_", "AIPAAS_RDZV", "TORCH_"))]
 
 
 def test_the_jobs_own_torchrun_variables_win() -> None:
