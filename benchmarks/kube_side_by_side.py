@@ -179,8 +179,9 @@ def grant_aipaas(api: KubeApi) -> None:
 
 
 @contextmanager
-def aipaas_server(state: Path) -> Iterator[int]:
-    """An aipaas server on the cluster as the user aipaas; yields its pid."""
+def aipaas_server(state: Path, profile: Path | None = None) -> Iterator[int]:
+    """An aipaas server on the cluster as the user aipaas; yields its pid. With ``profile``,
+    under benchmarks/_kube_profile.py's sampler, which writes that file at the end."""
     port = _free_port()
     data = state / "aipaas"
     env = {
@@ -191,6 +192,9 @@ def aipaas_server(state: Path) -> Iterator[int]:
         "AIPAAS_KUBE_SETTLE_SECONDS": "0",
     }
     command = [AIPAAS, "server", "--data-dir", str(data), "--host", "127.0.0.1"]
+    if profile is not None:
+        sampler = str(ROOT / "benchmarks" / "_kube_profile.py")
+        command = [sys.executable, sampler, str(profile), *command[1:]]
     command += ["--port", str(port), "--backend", "kubernetes", "--log-level", "warning"]
     data.mkdir(parents=True, exist_ok=True)
     log = (data / "server.log").open("ab")
@@ -322,7 +326,8 @@ def run_openb(scheduler: str, trace: OpenbTrace, args: argparse.Namespace, workd
         grant_aipaas(api)
         publish(api, trace.nodes, kwok=True, workers=8)
         api.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
-        with _scheduler_process(scheduler, state) as pid:
+        profile = args.profile and args.profile.with_suffix(".openb.txt")
+        with _scheduler_process(scheduler, state, profile) as pid:
             before = cpu_seconds(pid)
             requests_before = count_requests(state, USERS[scheduler])
             watcher = Watcher(api)
@@ -390,7 +395,8 @@ def run_scenario(scheduler: str, scenario: str, args: argparse.Namespace, workdi
                         (name, {"gpus": args.gang_gpus, "pod": pod(name, scheduler, group)})
                     )
         result.pods = len(documents)
-        with _scheduler_process(scheduler, state) as pid:
+        profile = args.profile and args.profile.with_suffix(f".{scenario}.txt")
+        with _scheduler_process(scheduler, state, profile) as pid:
             before = cpu_seconds(pid)
             requests_before = count_requests(state, USERS[scheduler])
             watcher = Watcher(api)
@@ -419,11 +425,11 @@ def run_scenario(scheduler: str, scenario: str, args: argparse.Namespace, workdi
 
 
 @contextmanager
-def _scheduler_process(scheduler: str, state: Path) -> Iterator[int]:
+def _scheduler_process(scheduler: str, state: Path, profile: Path | None = None) -> Iterator[int]:
     if scheduler == "kube-scheduler":
         yield int((state / "run" / "kube-scheduler.pid").read_text())
     else:
-        with aipaas_server(state) as pid:
+        with aipaas_server(state, profile) as pid:
             yield pid
 
 
@@ -470,6 +476,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--quiet", type=float, default=20.0, help="no binding this long: done")
     parser.add_argument("--limit", type=float, default=1800.0, help="seconds per run at most")
     parser.add_argument("--out", type=Path)
+    parser.add_argument(
+        "--profile", type=Path, help="sample aipaas's stacks into PROFILE.SCENARIO.txt"
+    )
     parser.add_argument("--workdir", type=Path, help="keep each run's cluster state and logs here")
     args = parser.parse_args(argv)
     runs: list[Run] = []

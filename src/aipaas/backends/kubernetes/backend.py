@@ -35,7 +35,6 @@ import time
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 from aipaas.backends.base import Inventory, LaunchRequest, TaskState, TaskStatus
@@ -51,6 +50,7 @@ from aipaas.backends.kubernetes.job_services import ensure as ensure_service
 from aipaas.backends.kubernetes.job_services import headless_service, is_multi_pod, with_job_dns
 from aipaas.backends.kubernetes.job_services import reconcile as reconcile_services
 from aipaas.backends.kubernetes.options import KubeOptions
+from aipaas.backends.kubernetes.pod_logs import LogCopier
 from aipaas.backends.kubernetes.pod_status import task_status, tasks_by_request
 from aipaas.backends.kubernetes.podgroups import PodGroups
 from aipaas.backends.kubernetes.take import take_imported
@@ -58,9 +58,9 @@ from aipaas.backends.kubernetes.take import take_imported
 log = logging.getLogger("aipaas.backends.kubernetes")
 
 WATCHED = ("Node", "Pod", "ResourceSlice", "ResourceClaim")
-#: logs of running pods read per status call at most (each is a request the API server passes
-#: to a kubelet: thousands of running pods must not make thousands of reads a cycle)
-LOG_READS_PER_CALL = 20
+#: a pod taken as a job and not started this long is marked by a patch of its own (a pod
+#: started sooner gets the mark with the start's patch: one request fewer per pod)
+MARK_AFTER_SECONDS = 3.0
 
 
 class KubernetesBackend:
@@ -79,15 +79,17 @@ class KubernetesBackend:
         self._worker_clients: list[KubeApi] = []
         #: others' pods taken as jobs by this process (their mark may still be on its way)
         self._imported: set[str] = set()
+        #: pods taken whose mark is still to be written: uid -> (when due, pod, job)
+        self._marks_due: dict[str, tuple[float, ForeignPod, str]] = {}
         self._informers: dict[str, Informer] | None = None
         self.events = EventSink(api)
         self.pod_groups = PodGroups(api)
-        self._log_copied: dict[str, float] = {}
+        #: pods' logs into the tasks' log files (running pods' in a thread of its own when
+        #: starts have theirs)
+        self.logs = LogCopier(api, options.log_seconds, background=options.start_workers > 0)
         self._end_reported: set[str] = set()  # deleted pods whose end was answered once
         self._released: set[str] = set()  # ended pods whose claims were released
         self._stopped: set[str] = set()  # tasks this process asked to stop
-        self._log_reads_left = LOG_READS_PER_CALL
-        self._log_failures: dict[str, int] = {}
         #: pods this process bound (uid -> node), for as long as the watch may still bring an
         #: older copy of them without their node
         self._bound: dict[str, str] = {}
@@ -249,6 +251,7 @@ class KubernetesBackend:
     # -- pods that others submitted (backends/foreign_pods.py) -----------------------------
 
     def pending_foreign_pods(self) -> list[ForeignPod]:
+        self._mark_due()
         scheduler = self.options.scheduler_name
         out = []
         for document in self.cached("Pod"):
@@ -276,14 +279,35 @@ class KubernetesBackend:
         return [c for c in found if c is not None]
 
     def mark_imported(self, pods: Sequence[ForeignPod], job: str) -> None:
-        """Marked at once here, and on the pods by the start workers (a mark lost in a crash
-        is made again: the import finds the job it stored by its name)."""
-        for pod in pods:
-            self._imported.add(pod.uid)
+        """Taken at once in this process; marked on the pods (``aipaas.dev/imported-as``)
+        by the start that binds them, in the same patch that labels them as aipaas's tasks,
+        or, for pods still waiting ``MARK_AFTER_SECONDS`` later, by a patch of their own (a
+        mark lost in a crash is made again: the import finds the job it stored by name)."""
+        due = time.monotonic() + MARK_AFTER_SECONDS
+        with self._lock:
+            for pod in pods:
+                self._imported.add(pod.uid)
+                self._marks_due[pod.uid] = (due, pod, job)
         if self._pool is None:
-            self._mark(pods, job)
-        else:
-            self._pool.submit(self._mark, pods, job)
+            self._mark_due(force=True)
+
+    def _mark_due(self, force: bool = False) -> None:
+        """Mark the taken pods whose start has not marked them in time."""
+        now = time.monotonic()
+        with self._lock:
+            due = [e for e in self._marks_due.values() if force or e[0] <= now]
+            for _, pod, _ in due:
+                del self._marks_due[pod.uid]
+        for _, pod, job in due:
+            if self._pool is None:
+                self._mark([pod], job)
+            else:
+                self._pool.submit(self._mark, [pod], job)
+
+    def marked_by_start(self, uid: str) -> None:
+        """A start labelled the pod as its task, with the mark: no patch of its own."""
+        with self._lock:
+            self._marks_due.pop(uid, None)
 
     def _mark(self, pods: Sequence[ForeignPod], job: str) -> None:
         for pod in pods:
@@ -323,7 +347,7 @@ class KubernetesBackend:
     def status(self, request_ids: Sequence[str]) -> dict[str, TaskStatus]:
         pods = self._ours(request_ids)
         nodes = self._node_names()
-        self._log_reads_left = LOG_READS_PER_CALL
+        self.logs.begin_call()
         out: dict[str, TaskStatus] = {}
         for rid in request_ids:
             pod = pods.get(rid)
@@ -339,7 +363,7 @@ class KubernetesBackend:
             answer = task_status(rid, pod, nodes)
             out[rid] = answer
             over = answer.state in (TaskState.SUCCEEDED, TaskState.FAILED, TaskState.LOST)
-            self._copy_log(rid, pod, over)
+            self.logs.copy(rid, pod, over)
             if over:
                 self._after_end(rid, pod)
         self._reconcile_services()
@@ -416,38 +440,6 @@ class KubernetesBackend:
             pod["spec"]["nodeName"] = node
         return pod
 
-    def _copy_log(self, rid: str, pod: Mapping[str, Any], ended: bool) -> None:
-        """The pod's log into the task's log file (the server reads logs from files): when
-        it ends, and every ``log_seconds`` while it runs (at most ``LOG_READS_PER_CALL``
-        running pods per call). A read that fails (no container yet, a
-        node without a kubelet) is tried again ``log_seconds`` later, not at once; an ended
-        pod's at each call, three times at most."""
-        meta = pod["metadata"]
-        path = (meta.get("annotations") or {}).get(m.LOG_ANNOTATION)
-        last = self._log_copied.get(rid)
-        if not path or not pod["spec"].get("nodeName") or last == float("inf"):
-            return
-        now = time.monotonic()
-        if not ended and last is not None and now - last < self.options.log_seconds:
-            return
-        if not ended:
-            if self._log_reads_left <= 0:
-                return
-            self._log_reads_left -= 1
-        try:
-            text = self.api.log(meta["name"], meta["namespace"])
-        except Exception as err:  # a pod whose container has not started has no log yet
-            log.debug("no log for %s yet: %s", meta["name"], err)
-            failures = self._log_failures.get(rid, 0) + 1
-            self._log_failures[rid] = failures
-            # an ended pod's log is tried a few times more, then given up (no kubelet has it)
-            self._log_copied[rid] = float("inf") if ended and failures >= 3 else now
-            return
-        target = Path(path)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(text)
-        self._log_copied[rid] = float("inf") if ended else time.monotonic()
-
     def stop(self, request_id: str, grace_seconds: float = 5.0) -> None:
         """Delete the pod (the kubelet ends it); one that never ran, or whose node is gone,
         has no kubelet to end it and goes at once."""
@@ -469,6 +461,7 @@ class KubernetesBackend:
                 self._drop_finalizer(fresh)
 
     def close(self) -> None:
+        self.logs.close()
         if self._pool is not None:
             self._pool.shutdown(wait=True)
             for client in self._worker_clients:

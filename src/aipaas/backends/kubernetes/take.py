@@ -12,6 +12,7 @@ from aipaas.backends.foreign_pods import IMPORTED_ANNOTATION
 from aipaas.backends.kubernetes import manifests as m
 from aipaas.backends.kubernetes.api import Conflict
 from aipaas.backends.kubernetes.claims import pod_claim_names
+from aipaas.backends.kubernetes.foreign import IMPORTED_BY
 
 if TYPE_CHECKING:
     from aipaas.backends.kubernetes.backend import KubernetesBackend
@@ -52,7 +53,8 @@ def take_imported(backend: KubernetesBackend, request: LaunchRequest) -> None:
 def _take(
     backend: KubernetesBackend, request: LaunchRequest, pod: dict[str, Any], namespace: str
 ) -> dict[str, Any]:
-    """The pod labelled, annotated and finalized as aipaas's task (nothing when it is)."""
+    """The pod labelled, annotated (with the job that took it, backend.mark_imported)
+    and finalized as aipaas's task (nothing when it is)."""
     meta = pod["metadata"]
     if (meta.get("annotations") or {}).get(m.REQUEST_ANNOTATION) != request.request_id:
         finalizers = list(meta.get("finalizers") or [])
@@ -66,6 +68,7 @@ def _take(
                 m.REQUEST_ANNOTATION: request.request_id,
                 m.NODE_ANNOTATION: request.node,
                 m.LOG_ANNOTATION: request.log_path,
+                IMPORTED_BY: request.job,
             },
             "finalizers": [*finalizers, m.POD_FINALIZER]
             if m.POD_FINALIZER not in finalizers
@@ -73,4 +76,5 @@ def _take(
         }
         pod = backend.api.patch("Pod", meta["name"], {"metadata": patch}, namespace)
         backend.remember(pod)
+        backend.marked_by_start(str(meta["uid"]))
     return pod
