@@ -20,6 +20,7 @@ cases of tests/data/scenarios keep their expected decisions there)::
         - {job: t/a1, since: 0, nodes: {w-0: n1, w-1: n1}}
       arrivals: [{job: t/b1, at: 3600}]         # simulate run only
       durations: [{job: t/a1, seconds: 7200}]   # simulate run only; 2h works too
+      workload: [t/a1, t/b1]    # FGD's expected pods: these jobs' replicas (default none)
 
 Parsing is bounded as the server's (api/parsing.py): YAML through ``load_documents`` (1 MiB,
 depth, node and alias bounds); JSON, the form of large generated scenarios (15,000 jobs), by
@@ -166,6 +167,11 @@ class ScenarioSpec(Model):
     running: list[Running] = Field(default_factory=list)
     arrivals: list[Arrival] = Field(default_factory=list)
     durations: list[Duration] = Field(default_factory=list)
+    #: the workload FGD-class scores expect, as the live controller learns it: the replicas
+    #: of these jobs (tenant/name), in this order (controller/workload.py); default none
+    workload: list[Annotated[str, Field(min_length=3, max_length=128)]] = Field(
+        default_factory=list, max_length=MAX_OBJECTS
+    )
 
 
 class ScenarioMeta(Model):

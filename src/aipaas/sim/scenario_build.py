@@ -30,7 +30,13 @@ from aipaas.api.resources import cpu_milli, memory_mib
 from aipaas.api.tenancy import Tenant, User
 from aipaas.errors import FieldError, InvalidObject
 from aipaas.scheduler.batch.cluster import SnapshotCluster
-from aipaas.scheduler.batch.from_api import batch_job, job_user, queue_tree, user_quotas
+from aipaas.scheduler.batch.from_api import (
+    batch_job,
+    job_user,
+    pod_request,
+    queue_tree,
+    user_quotas,
+)
 from aipaas.scheduler.batch.model import Job, Node, QueueNode, Resources
 from aipaas.scheduler.batch.options import BatchOptions
 from aipaas.scheduler.framework.profile import SchedulerProfile, load_profile
@@ -42,6 +48,10 @@ from aipaas.sim.scenario import (
     validate_document,
 )
 from aipaas.sim.scenario_hold import hold_running
+
+#: the most replicas the workload keeps, as the live controller's (controller/workload.py
+#: DEFAULT_SIZE): the last ones listed
+WORKLOAD_SIZE = 2000
 
 
 @dataclass
@@ -139,7 +149,14 @@ def build_scenario(
         if node.name in seen:
             raise _error(f"spec.nodes[{i}].name", f"node {node.name} is given twice")
         seen.add(node.name)
-    engine = SnapshotCluster(nodes, profile)
+    by_key = {f"{j.tenant}/{j.name}": j for _, j in api_jobs}
+    workload = [
+        pod_request(task, f"{task.name}-{index}")
+        for key in spec.workload
+        for task in by_key[key].spec.tasks
+        for index in range(task.replicas)
+    ][-WORKLOAD_SIZE:]
+    engine = SnapshotCluster(nodes, profile, workload=workload)
     for key, (i, entry) in running.items():
         hold_running(engine, jobs[key], entry, f"spec.running[{i}]", spec.now)
     durations = {d.job: d.seconds for d in spec.durations}
@@ -258,6 +275,7 @@ def _check_references(spec: Any, jobs: set[str]) -> None:
     check("running", [r.job for r in spec.running])
     check("arrivals", [a.job for a in spec.arrivals])
     check("durations", [d.job for d in spec.durations])
+    check("workload", list(spec.workload))
     running = {r.job for r in spec.running}
     for i, arrival in enumerate(spec.arrivals):
         if arrival.job in running:

@@ -114,6 +114,14 @@ def refusal(
     bad = untolerated(taints, constraints.tolerations, HARD_EFFECTS)
     if bad:
         return f"node(s) had untolerated taint {{{bad[0].key}: {bad[0].value}}}"
+    for taint in taints:
+        # A NoExecute taint tolerated for no time at all (tolerationSeconds <= 0 on the first
+        # toleration that matches it, as Kubernetes' taint manager reads it) would end the pod
+        # as it starts: the node is refused instead.
+        if taint.effect == "NoExecute":
+            used = next((o for o in constraints.tolerations if tolerates(o, taint)), None)
+            if used is not None and used.seconds is not None and used.seconds <= 0:
+                return f"node(s) had taint {{{taint.key}: {taint.value}}} tolerated for 0 seconds"
     return None
 
 
