@@ -94,8 +94,8 @@ CASES: list[tuple[str, str, list[str]]] = [
     ("unknown spec field", job(extra="  colour: blue\n"), ["spec.colour", "unknown field"]),
     (
         "unknown task field",
-        job(command="[echo]\n      image: ubuntu"),
-        ["spec.tasks[0].image", "unknown field"],
+        job(command="[echo]\n      imagePullPolicy: Always"),
+        ["spec.tasks[0].imagePullPolicy", "unknown field"],
     ),
     ("unknown top-level field", job() + "extra: 1\n", ["extra", "unknown field"]),
     (
