@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from datetime import datetime
 
-from sqlalchemy import Connection, func, select
+from sqlalchemy import Connection
 
 from aipaas.api.finops import WebhookDelivery, WebhookDeliverySpec
 from aipaas.api.job import Job, JobPhase
@@ -22,7 +22,7 @@ from aipaas.backends.gpu_utilization import gpu_utilization_of
 from aipaas.controller.extensions import CycleContext
 from aipaas.metering.cost import utc
 from aipaas.settings import Settings
-from aipaas.store import Store, TaskRepository, tables
+from aipaas.store import Store, TaskRepository
 
 PENDING_TOO_LONG = "PendingTooLong"
 GPUS_IDLE = "GpusIdle"
@@ -177,36 +177,9 @@ def _age(job: Job, now: datetime) -> float:
 
 def _alerted(store: Store, reason: str, uids: Iterable[str]) -> set[str]:
     """The uids among ``uids`` that have had an event of ``reason``."""
-    wanted = sorted(set(uids))
-    if not wanted:
-        return set()
-    events = tables.events
-    found: set[str] = set()
-    with store.transaction(write=False) as tx:
-        for first in range(0, len(wanted), 500):
-            query = select(events.c.uid).where(
-                events.c.reason == reason, events.c.uid.in_(wanted[first : first + 500])
-            )
-            found.update(str(uid) for uid in tx.execute(query.distinct()).scalars())
-    return found
+    return store.events.uids_with_reason(reason, uids)
 
 
 def _last_node_alerts(store: Store, names: Iterable[str]) -> dict[str, str]:
     """Each node's latest NodeUnhealthy or NodeRecovered event reason."""
-    events = tables.events
-    wanted = sorted(set(names))
-    if not wanted:
-        return {}
-    latest = (
-        select(events.c.name, func.max(events.c.id).label("last"))
-        .where(
-            events.c.kind == "Node",
-            events.c.reason.in_([NODE_UNHEALTHY, NODE_RECOVERED]),
-            events.c.name.in_(wanted),
-        )
-        .group_by(events.c.name)
-        .subquery()
-    )
-    query = select(events.c.name, events.c.reason).join(latest, events.c.id == latest.c.last)
-    with store.transaction(write=False) as tx:
-        return {str(name): str(reason) for name, reason in tx.execute(query)}
+    return store.events.latest_reasons("Node", names, [NODE_UNHEALTHY, NODE_RECOVERED])

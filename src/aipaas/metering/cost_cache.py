@@ -15,14 +15,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
-from sqlalchemy import and_, or_, select
-
 from aipaas.metering.cost import CostRow, Rows, accumulate, utc
 from aipaas.metering.cost_ledger import price_book
 from aipaas.metering.prices import PriceBook
 from aipaas.metering.usage import running_entries
-from aipaas.store import Store, tables
-from aipaas.store.ledger import ATTEMPT, CORRECTION, LedgerEntry, entry_of
+from aipaas.store import Store
+from aipaas.store.ledger_windows import entries_entered_since
 
 #: ended attempts are priced to their end: the window of the cache has no end of its own
 _OPEN_END = datetime(9999, 1, 1, tzinfo=UTC)
@@ -53,37 +51,10 @@ class CostCache:
             for old in [k for k in self._kept if k[0] == tenant]:
                 del self._kept[old]
             kept = self._kept[key] = _Kept(version)
-        fresh, last = _entered_since(store, tenant, since, kept.last_id)
+        fresh, last = entries_entered_since(store, tenant, since, kept.last_id)
         accumulate(kept.rows, fresh, book, since, _OPEN_END, dims)
         kept.last_id = max(kept.last_id, last)
         return _with_running(kept.rows, store, tenant, book, since, now, dims)
-
-
-def _entered_since(
-    store: Store, tenant: str, since: datetime, after: int
-) -> tuple[list[LedgerEntry], int]:
-    """The tenant's entries with an id above ``after`` that count from ``since`` on, and the
-    highest id read (of any entry, counted or not)."""
-    table = tables.usage_ledger
-    query = (
-        select(table)
-        .where(
-            table.c.id > after,
-            table.c.tenant == tenant,
-            or_(
-                and_(table.c.kind == ATTEMPT, table.c.ended_at > since),
-                and_(table.c.kind == CORRECTION, table.c.recorded_at >= since),
-            ),
-        )
-        .order_by(table.c.id)
-    )
-    top = select(table.c.id).where(table.c.id > after).order_by(table.c.id.desc()).limit(1)
-    with store.transaction(write=False) as tx:
-        # The highest id first: an entry entered while the rows are read is read next time.
-        highest = tx.execute(top).scalar()
-        query = query.where(table.c.id <= (highest or after))
-        entries = [entry_of(row) for row in tx.execute(query).mappings()]
-    return entries, int(highest or after)
 
 
 def _with_running(

@@ -6,14 +6,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from sqlalchemy import and_, or_, select
-
 from aipaas.api.finops import PriceList
 from aipaas.metering.cost import CostRow, price_entries, utc
 from aipaas.metering.prices import PriceBook
 from aipaas.metering.usage import running_entries
-from aipaas.store import Store, tables
-from aipaas.store.ledger import ATTEMPT, CORRECTION, LedgerEntry, entry_of
+from aipaas.store import Store
+from aipaas.store.ledger import LedgerEntry
+from aipaas.store.ledger_windows import entries_overlapping
 
 
 def price_book(store: Store) -> PriceBook:
@@ -25,26 +24,8 @@ def entries_between(
 ) -> list[LedgerEntry]:
     """Attempts that ran some of [since, until) and corrections recorded in it, of ``tenant``
     (None: all), plus what the attempts running now used so far."""
-    table = tables.usage_ledger
     since, until = utc(since), utc(until)
-    query = select(table).where(
-        or_(
-            and_(
-                table.c.kind == ATTEMPT,
-                table.c.started_at < until,
-                table.c.ended_at > since,
-            ),
-            and_(
-                table.c.kind == CORRECTION,
-                table.c.recorded_at >= since,
-                table.c.recorded_at < until,
-            ),
-        )
-    )
-    if tenant is not None:
-        query = query.where(table.c.tenant == tenant)
-    with store.transaction(write=False) as tx:
-        stored = [entry_of(row) for row in tx.execute(query.order_by(table.c.id)).mappings()]
+    stored = entries_overlapping(store, tenant, since, until)
     return stored + running_entries(store, tenant)
 
 

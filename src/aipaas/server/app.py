@@ -13,7 +13,6 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST
-from sqlalchemy import text
 from starlette.datastructures import Headers
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
@@ -89,8 +88,7 @@ def create_app(
     def readyz() -> Response:
         # Ready or not, nothing more: the cause goes to the server's log, not to the caller.
         try:
-            with store.transaction(write=False) as conn:
-                conn.execute(text("SELECT 1"))
+            store.ping()
         except Exception:
             _log.warning("not ready: the database does not answer", exc_info=True)
             return JSONResponse({"status": "not ready"}, 503)

@@ -15,13 +15,11 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Final
 
-from sqlalchemy import select
-
 from aipaas.api.node import Node
 from aipaas.api.resources import cpu_milli
 from aipaas.metering.usage import aware, live_entries, running_jobs
-from aipaas.store import Store, TaskRepository, tables
-from aipaas.store.ledger import ATTEMPT
+from aipaas.store import Store, TaskRepository
+from aipaas.store.ledger_windows import attempts_ended_since
 
 #: The most ledger entries one answer reads (the newest ending first): a bound on its cost.
 MAX_ENTRIES: Final = 100_000
@@ -79,28 +77,11 @@ def timeline(store: Store, tenant: str | None, window: int, points: int) -> dict
 
 def ended_intervals(store: Store, tenant: str | None, since: datetime) -> list[Interval]:
     """Ledger attempts that ended at or after ``since``."""
-    table = tables.usage_ledger
-    query = (
-        select(
-            table.c.tenant,
-            table.c.queue,
-            table.c.started_at,
-            table.c.ended_at,
-            table.c.gpu_milli,
-            table.c.cpu_milli,
-        )
-        .where(table.c.kind == ATTEMPT, table.c.ended_at >= since)
-        .order_by(table.c.ended_at.desc())
-        .limit(MAX_ENTRIES)
-    )
-    if tenant is not None:
-        query = query.where(table.c.tenant == tenant)
-    with store.transaction(write=False) as tx:
-        rows = tx.execute(query).all()
     return [
-        Interval(str(r[0]), str(r[1]), aware(r[2]), aware(r[3]), r[4] / 1000, r[5] / 1000)
-        for r in rows
-        if r[2] is not None and r[3] is not None
+        Interval(
+            a.tenant, a.queue, a.started_at, a.ended_at, a.gpu_milli / 1000, a.cpu_milli / 1000
+        )
+        for a in attempts_ended_since(store, tenant, since, MAX_ENTRIES)
     ]
 
 

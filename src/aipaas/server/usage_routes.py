@@ -18,7 +18,7 @@ from aipaas.api.errors import invalid
 from aipaas.api.meta import Model
 from aipaas.api.parsing import load_json
 from aipaas.errors import FieldError, Forbidden, InvalidObject, NotFound
-from aipaas.metering.usage import aware, report
+from aipaas.metering.usage import report
 from aipaas.server import reads
 from aipaas.server.auth import authenticate, principal_cache, principal_of
 from aipaas.server.body_limit import read_body
@@ -197,13 +197,13 @@ def entry_view(entry: LedgerEntry) -> dict[str, Any]:
         "gpus": entry.gpu_milli / 1000,
         "cpu": entry.cpu_milli / 1000,
         "memoryMiB": entry.memory_mib,
-        "startedAt": aware(entry.started_at).isoformat() if entry.started_at else None,
-        "endedAt": aware(entry.ended_at).isoformat() if entry.ended_at else None,
+        "startedAt": entry.started_at.isoformat() if entry.started_at else None,
+        "endedAt": entry.ended_at.isoformat() if entry.ended_at else None,
         "gpuHours": entry.gpu_hours,
         "cpuHours": entry.cpu_hours,
         "memoryGiBHours": entry.memory_gib_hours,
         "corrects": entry.corrects,
         "reason": entry.reason,
         "recordedBy": entry.recorded_by,
-        "recordedAt": aware(entry.recorded_at).isoformat(),
+        "recordedAt": entry.recorded_at.isoformat(),
     }

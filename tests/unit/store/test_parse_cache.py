@@ -12,7 +12,8 @@ from sqlalchemy import Connection, select
 from aipaas.api.meta import Object
 from aipaas.api.registry import load_objects
 from aipaas.store import Store, tables
-from aipaas.store.store import _PARSED, _parse
+from aipaas.store.rows import PARSED as _PARSED
+from aipaas.store.rows import parse as _parse
 
 MANIFESTS = (Path(__file__).parents[2] / "data" / "manifests" / "unusual.yaml").read_text()
 

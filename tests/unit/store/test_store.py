@@ -15,7 +15,7 @@ from aipaas.api.tenancy import Tenant
 from aipaas.errors import AlreadyExists, Conflict, NotFound
 from aipaas.store import Store, TaskRecord, TaskRepository, tables
 from aipaas.store.database import migrate
-from aipaas.store.store import _parse
+from aipaas.store.rows import parse as _parse
 
 
 def make_job(name: str = "hello", tenant: str = "acme") -> Job:
