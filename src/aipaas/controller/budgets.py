@@ -18,8 +18,6 @@ from collections import defaultdict
 from collections.abc import Sequence
 from datetime import datetime
 
-from sqlalchemy import Connection
-
 from aipaas.api.data import Secret
 from aipaas.api.finops import (
     Budget,
@@ -38,7 +36,7 @@ from aipaas.metering.cost import CostRow
 from aipaas.metering.cost_cache import CostCache
 from aipaas.metering.webhooks import Courier, Sender, http_sender
 from aipaas.settings import Settings
-from aipaas.store import Store
+from aipaas.store import Connection, Store
 
 log = logging.getLogger("aipaas.controller")
 

@@ -12,8 +12,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from datetime import datetime
 
-from sqlalchemy import Connection
-
 from aipaas.api.finops import WebhookDelivery, WebhookDeliverySpec
 from aipaas.api.job import Job, JobPhase
 from aipaas.api.meta import Object, ObjectMeta
@@ -22,7 +20,7 @@ from aipaas.backends.gpu_utilization import gpu_utilization_of
 from aipaas.controller.extensions import CycleContext
 from aipaas.metering.cost import utc
 from aipaas.settings import Settings
-from aipaas.store import Store, TaskRepository
+from aipaas.store import Connection, Store, TaskRepository
 
 PENDING_TOO_LONG = "PendingTooLong"
 GPUS_IDLE = "GpusIdle"

@@ -54,8 +54,6 @@ from contextlib import contextmanager
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from sqlalchemy import Connection
-
 from aipaas.api.devices import ResourceSlice
 from aipaas.api.job import CANCEL_ANNOTATION, Job, JobPhase, TaskPhase
 from aipaas.backends.base import (
@@ -95,7 +93,7 @@ from aipaas.controller.write_back import OnWritten, publish_metrics, write_back
 from aipaas.devices.binding import BindingWait
 from aipaas.metering.metrics import Metrics
 from aipaas.metering.usage import aware
-from aipaas.store import Store, TaskRecord, TaskRepository
+from aipaas.store import Connection, Store, TaskRecord, TaskRepository
 from aipaas.store.lease import Lease, LeaseLost
 
 log = logging.getLogger("aipaas.controller")

@@ -16,12 +16,10 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Protocol
 
-from sqlalchemy import Connection
-
 from aipaas.backends.base import Backend, NodeInfo
 from aipaas.clock import Clock
 from aipaas.metering.metrics import Metrics
-from aipaas.store import Store
+from aipaas.store import Connection, Store
 
 log = logging.getLogger("aipaas.controller")
 

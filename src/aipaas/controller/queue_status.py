@@ -17,8 +17,6 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from sqlalchemy import Connection
-
 from aipaas.api.meta import LenientModel, Object
 from aipaas.api.quantity import format_quantity
 from aipaas.api.queue import QueueStatus, StatusAmounts
@@ -30,7 +28,7 @@ from aipaas.scheduler.batch.model import (
     Resources,
     Snapshot,
 )
-from aipaas.store import Store
+from aipaas.store import Connection, Store
 
 MIB = 1024 * 1024
 

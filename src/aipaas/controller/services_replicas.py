@@ -14,8 +14,6 @@ import secrets
 from collections.abc import Iterable, Mapping
 from datetime import datetime
 
-from sqlalchemy import Connection
-
 from aipaas.api.job import CANCEL_ANNOTATION, Job, JobSpec, JobStatus, TaskSpec
 from aipaas.api.meta import ObjectMeta
 from aipaas.api.priority import DEFAULT_CLASS, PriorityClass, resolve_priority
@@ -33,7 +31,7 @@ from aipaas.clock import isoformat
 from aipaas.controller.write_back import DELETE_ANNOTATION
 from aipaas.errors import AlreadyExists, Conflict, NotFound
 from aipaas.metering.usage import SUBMITTER_ANNOTATION
-from aipaas.store import Store
+from aipaas.store import Connection, Store
 
 PORTS = range(30000, 32768)
 TASK_NAME = "server"

@@ -13,15 +13,13 @@ import logging
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 
-from sqlalchemy import Connection
-
 from aipaas.api.job import Job, JobPhase, JobStatus
 from aipaas.clock import Clock, isoformat
 from aipaas.controller.placement import Placer
 from aipaas.controller.work import JobWork, job_status, status_events, status_unchanged
 from aipaas.metering.metrics import Metrics
 from aipaas.metering.usage import record_attempts
-from aipaas.store import Store, TaskRepository
+from aipaas.store import Connection, Store, TaskRepository
 
 DELETE_ANNOTATION = "aipaas.dev/delete-requested"
 

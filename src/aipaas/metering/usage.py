@@ -15,13 +15,11 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 
-from sqlalchemy import Connection
-
 from aipaas.api.job import Job
 from aipaas.api.node import Node
 from aipaas.api.resources import cpu_milli, memory_mib
 from aipaas.metering.attribution import POOL_LABEL, attribution
-from aipaas.store import Store, TaskRecord, TaskRepository
+from aipaas.store import Connection, Store, TaskRecord, TaskRepository
 from aipaas.store.ledger import ATTEMPT, CORRECTION, LedgerEntry, Total, insert_entries, totals
 
 SUBMITTER_ANNOTATION = "aipaas.dev/submitted-by"

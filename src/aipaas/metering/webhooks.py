@@ -38,7 +38,6 @@ from datetime import datetime, timedelta
 from typing import Final, Protocol
 
 import httpx
-from sqlalchemy import Connection
 
 from aipaas.api.finops import WebhookDelivery, WebhookDeliveryStatus
 from aipaas.clock import isoformat
@@ -52,7 +51,7 @@ from aipaas.metering.webhook_targets import (
     send_pinned,
 )
 from aipaas.metering.webhook_targets import private_target as private_target  # re-exported
-from aipaas.store import Store
+from aipaas.store import Connection, Store
 
 log = logging.getLogger("aipaas.metering.webhooks")
 

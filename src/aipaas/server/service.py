@@ -13,8 +13,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
-from sqlalchemy import Connection
-
 from aipaas.api.job import CANCEL_ANNOTATION, Job, JobPhase
 from aipaas.api.meta import Object
 from aipaas.api.registry import KINDS, load_documents, parse_object
@@ -28,7 +26,7 @@ from aipaas.server.strategies.base import (
     keys_to_find,
 )
 from aipaas.server.submission import check_system_keys
-from aipaas.store import Store
+from aipaas.store import Connection, Store
 from aipaas.store.paging import Page
 from aipaas.tenancy.principal import Principal
 

@@ -14,11 +14,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from sqlalchemy import Connection
-
 from aipaas.api.meta import Object
 from aipaas.errors import Conflict, FieldError, Forbidden, InvalidObject, NotFound
-from aipaas.store import Store
+from aipaas.store import Connection, Store
 from aipaas.store.store import ObjectKey
 from aipaas.tenancy.principal import Principal, Verb
 

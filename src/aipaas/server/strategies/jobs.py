@@ -11,8 +11,6 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import Connection
-
 from aipaas.api.job import CANCEL_ANNOTATION, Job, JobSpec, JobStatus
 from aipaas.api.meta import Object
 from aipaas.api.priority import PriorityClass
@@ -36,7 +34,7 @@ from aipaas.server.submission import (
     priority_class_keys,
     resolve_priority,
 )
-from aipaas.store import TaskRepository
+from aipaas.store import Connection, TaskRepository
 from aipaas.store.queue_tree import child_queues, unfinished_jobs_in
 from aipaas.store.store import ObjectKey
 
