@@ -49,7 +49,7 @@ from aipaas.controller.placement import Placer, Slot
 from aipaas.controller.stop_drain import eviction_drain_seconds
 from aipaas.controller.work import ACTIVE, JobWork
 from aipaas.metering.usage import aware
-from aipaas.scheduler.batch.from_api import queue_tree, user_quotas
+from aipaas.scheduler.batch.from_api import session_snapshot
 from aipaas.scheduler.batch.model import Decisions, Eviction, Node, Snapshot, Start
 from aipaas.scheduler.batch.options import BatchOptions
 from aipaas.scheduler.batch.session import run_session
@@ -122,18 +122,14 @@ def schedule(
         return
     state.fingerprint = fingerprint
     state.sessions += 1
-    tree = queue_tree(admission.tenants.values(), admission.queues.values())
-    built = build(
-        ctl.claims,
-        work,
-        {id(i) for i in eligible},
-        held,
-        tree,
-        [],
+    base = session_snapshot(
         now.timestamp(),
-        state.templates,
-        user_quotas(admission.users),
+        [],
+        admission.tenants.values(),
+        admission.queues.values(),
+        admission.users,
     )
+    built = build(ctl.claims, work, {id(i) for i in eligible}, held, base, state.templates)
     claims = {  # pods whose explicit claims' GPUs count against quotas once placed
         pod.name: pod.claims for pod in built.pods.values() if pod.claims and not pod.gpu_claim
     }

@@ -35,7 +35,7 @@ from aipaas.controller.placement import Pod, fit_request, pod_request
 from aipaas.controller.work import ACTIVE, FINISHED_TASK, JobWork
 from aipaas.metering.usage import aware
 from aipaas.scheduler.batch.from_api import gpu_memory_mib, job_user, session_job
-from aipaas.scheduler.batch.model import Job, Node, QueueNode, Resources, Snapshot, Task
+from aipaas.scheduler.batch.model import Job, Resources, Snapshot, Task
 from aipaas.scheduler.framework.types import Placement, PodRequest
 from aipaas.store import TaskRecord
 from aipaas.tenancy.quota import Usage
@@ -92,18 +92,15 @@ def build(
     work: Sequence[JobWork],
     eligible: set[int],
     held: Mapping[tuple[str, str], Placement],
-    queues: dict[str, QueueNode],
-    nodes: list[Node],
-    now: float,
+    base: Snapshot,
     templates: Templates,
-    users: dict[str, Resources] | None = None,
 ) -> Built:
-    """The snapshot of the cycle. ``eligible``: ids of the items that may start tasks;
-    ``held``: (job uid, task) -> placement held for tasks that may be evicted;
-    ``templates``: kept across cycles (jobs no longer pending are dropped from it);
-    ``users``: per-user quotas by "tenant/user" (``from_api.user_quotas``)."""
-    users = users or {}
-    built = Built(Snapshot(now=now, nodes=nodes, queues=queues, jobs=[], users=users))
+    """The snapshot of the cycle: ``base`` (``from_api.session_snapshot``: nodes, the queue
+    tree, users' quotas) with the cycle's jobs. ``eligible``: ids of the items that may start
+    tasks; ``held``: (job uid, task) -> placement held for tasks that may be evicted;
+    ``templates``: kept across cycles (jobs no longer pending are dropped from it)."""
+    built = Built(base)
+    queues, users, now = base.queues, base.users, base.now
     pending_uids: set[str] = set()
     for order, item in enumerate(work):
         api = item.job

@@ -30,13 +30,7 @@ from aipaas.api.resources import cpu_milli, memory_mib
 from aipaas.api.tenancy import Tenant, User
 from aipaas.errors import FieldError, InvalidObject
 from aipaas.scheduler.batch.cluster import SnapshotCluster
-from aipaas.scheduler.batch.from_api import (
-    batch_job,
-    job_user,
-    pod_request,
-    queue_tree,
-    user_quotas,
-)
+from aipaas.scheduler.batch.from_api import batch_job, job_user, pod_request, session_snapshot
 from aipaas.scheduler.batch.model import Job, Node, QueueNode, Resources
 from aipaas.scheduler.batch.options import BatchOptions
 from aipaas.scheduler.framework.profile import SchedulerProfile, load_profile
@@ -90,8 +84,9 @@ def build_scenario(
     tenants_by_name = {t.name: t for t in tenants}
     api_jobs = [(i, o) for i, o in objects if isinstance(o, ApiJob)]
     _check_tree(objects)
-    tree = queue_tree(tenants, queues)
-    users = user_quotas(o for _, o in objects if isinstance(o, User))
+    users_listed = [o for _, o in objects if isinstance(o, User)]
+    start = session_snapshot(spec.now, [], tenants, queues, users_listed)
+    tree, users = start.queues, start.users
     leaves = {k for k in tree if "/" in k} - {n.parent for n in tree.values() if n.parent}
     running = {r.job: (i, r) for i, r in enumerate(spec.running)}
     _check_references(spec, {f"{j.tenant}/{j.name}" for _, j in api_jobs})

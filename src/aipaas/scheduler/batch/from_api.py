@@ -36,7 +36,15 @@ from aipaas.api.meta import Object
 from aipaas.api.queue import Queue, QueueSpec
 from aipaas.api.resources import GpuRequest, Quota, memory_mib
 from aipaas.api.tenancy import Tenant, User
-from aipaas.scheduler.batch.model import UNBOUNDED, Job, QueueNode, Resources, Task
+from aipaas.scheduler.batch.model import (
+    UNBOUNDED,
+    Job,
+    Node,
+    QueueNode,
+    Resources,
+    Snapshot,
+    Task,
+)
 from aipaas.scheduler.framework.types import (
     GpuShare,
     NodeConstraints,
@@ -68,6 +76,23 @@ def resources_of(amounts: Quota, missing: int) -> Resources:
         value(amounts.cpu_milli()),
         value(amounts.memory_mib()),
         value(amounts.gpu_memory_mib()),
+    )
+
+
+def session_snapshot(
+    now: float,
+    nodes: list[Node],
+    tenants: Iterable[Tenant],
+    queues: Iterable[Queue],
+    users: Iterable[User],
+) -> Snapshot:
+    """What every session's snapshot starts from, for the live controller and ``aipaas
+    simulate`` alike: the nodes, the queue tree (quotas, guarantees, weights, minRuntime,
+    budgets' holds) and users' quotas; the caller adds the jobs (``session_job``, with the
+    running tasks it knows and ``job_user``). With these the session's decisions are final:
+    nothing is checked after it."""
+    return Snapshot(
+        now=now, nodes=nodes, queues=queue_tree(tenants, queues), jobs=[], users=user_quotas(users)
     )
 
 
