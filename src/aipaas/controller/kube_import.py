@@ -20,12 +20,14 @@ from __future__ import annotations
 import logging
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import ValidationError
 from sqlalchemy import Connection
 
 from aipaas.api.dra import parse_device_kind
+from aipaas.api.job import Job
 from aipaas.api.priority import DEFAULT_CLASS, PriorityClass
 from aipaas.api.tenancy import Tenant
 from aipaas.backends.foreign_pods import ForeignPod, ForeignPods, foreign_pods
@@ -78,6 +80,7 @@ class KubeImport:
             groups[(pod.namespace, pod.group or pod.name)].append(pod)
         last, self._last = self._last, {}
         taken = 0
+        ready: list[_Gang] = []
         for key, pods in groups.items():
             uids = frozenset(p.uid for p in pods)
             before = last.get(key)
@@ -91,9 +94,12 @@ class KubeImport:
                     continue  # the next cycle's
                 taken += 1
                 pods.sort(key=lambda p: p.name)
-                self._take(context, source, key, pods)
+                gang = self._prepare(context, source, key, pods)
+                if gang is not None:
+                    ready.append(gang)
             elif size and len(pods) < size:
                 self._tell(source, pods, f"gang {key[1]}: {len(pods)} of {size} pods exist")
+        self._take(context, source, ready)
         self._explain_jobs(context, source)
 
     @staticmethod
@@ -125,13 +131,15 @@ class KubeImport:
             log.warning("pods of group %s/%s wait: %s", key[0], key[1], message)
         self._tell(source, pods, f"aipaas: {message}")
 
-    def _take(
+    def _prepare(
         self,
         context: CycleContext,
         source: ForeignPods,
         key: GroupKey,
         pods: Sequence[ForeignPod],
-    ) -> None:
+    ) -> _Gang | None:
+        """The job a complete gang becomes, or None (its pods told why) when it cannot be
+        one: its namespace maps to no tenant, its queue does not exist, its pods are no job."""
         store = context.store
         namespace, group = key
         tenant_name = source.tenant_of(namespace)
@@ -139,11 +147,11 @@ class KubeImport:
         if tenant_name is None or not isinstance(tenant, Tenant):
             why = f"namespace {namespace} maps to tenant {tenant_name}, which is unknown"
             self._warn(key, why, source, pods)
-            return
+            return None
         queue = next((p.queue for p in pods if p.queue), None) or self.default_queue
         if store.find("Queue", tenant_name, queue) is None:
             self._warn(key, f"tenant {tenant_name} has no queue {queue}", source, pods)
-            return
+            return None
         classes = {
             c.name: c
             for c in store.list_objects("PriorityClass", "")
@@ -155,17 +163,41 @@ class KubeImport:
             job = gang_job(tenant_name, name, queue, pods, classes, default_class)
         except (ValidationError, InvalidObject) as err:
             self._warn(key, f"they cannot be a job: {err}", source, pods)
-            return
+            return None
         claims = sorted({c.claim for p in pods for c in p.claims})
-        documents = source.foreign_claims(namespace, claims)
+        return _Gang(key, tenant_name, job, pods, source.foreign_claims(namespace, claims))
+
+    def _take(self, context: CycleContext, source: ForeignPods, gangs: Sequence[_Gang]) -> None:
+        """The gangs' jobs and claims stored in one transaction (one commit for a burst of
+        pods, not one per pod), then their pods marked as taken."""
+        if not gangs:
+            return
+        store = context.store
         with context.transaction() as tx:
-            if store.find("Job", tenant_name, name, conn=tx) is None:
-                mirror_claims(store, tenant_name, documents, tx)
-                created = store.create(job, conn=tx)
-                what = f"{len(pods)} pods of namespace {namespace} (group {group})"
+            for gang in gangs:
+                name = gang.job.metadata.name or ""
+                if store.find("Job", gang.tenant, name, conn=tx) is not None:
+                    continue  # stored by an import before a crash: the pods' mark was lost
+                mirror_claims(store, gang.tenant, gang.claims, tx)
+                created = store.create(gang.job, conn=tx)
+                namespace, group = gang.key
+                what = f"{len(gang.pods)} pods of namespace {namespace} (group {group})"
                 store.record_event(created, "Imported", what, conn=tx)
-        source.mark_imported(pods, name)
-        self._waiting[(tenant_name, name)] = [(p.namespace, p.name) for p in pods]
+        for gang in gangs:
+            name = gang.job.metadata.name or ""
+            source.mark_imported(gang.pods, name)
+            self._waiting[(gang.tenant, name)] = [(p.namespace, p.name) for p in gang.pods]
+
+
+@dataclass(frozen=True)
+class _Gang:
+    """A complete gang of others' pods and the job it becomes."""
+
+    key: GroupKey
+    tenant: str
+    job: Job
+    pods: Sequence[ForeignPod]
+    claims: Sequence[Mapping[str, Any]]
 
 
 def mirror_claims(
