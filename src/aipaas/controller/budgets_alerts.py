@@ -18,9 +18,9 @@ from aipaas.api.meta import Object, ObjectMeta
 from aipaas.api.node import Node
 from aipaas.backends.gpu_utilization import gpu_utilization_of
 from aipaas.controller.extensions import CycleContext
-from aipaas.metering.cost import utc
 from aipaas.settings import Settings
 from aipaas.store import Connection, Store, TaskRepository
+from aipaas.store.types import as_utc
 
 PENDING_TOO_LONG = "PendingTooLong"
 GPUS_IDLE = "GpusIdle"
@@ -62,7 +62,7 @@ class AlertExtension:
         if self._last is not None and now - self._last < self.interval:
             return
         self._last = now
-        moment = utc(context.clock.now())
+        moment = as_utc(context.clock.now())
         self.pending(context, moment)
         self.nodes(context)
         measured = gpu_utilization_of(context.backend)
@@ -170,7 +170,7 @@ def _age(job: Job, now: datetime) -> float:
     created = job.metadata.creation_timestamp
     if not created:
         return 0.0
-    return (now - utc(datetime.fromisoformat(created.replace("Z", "+00:00")))).total_seconds()
+    return (now - as_utc(datetime.fromisoformat(created.replace("Z", "+00:00")))).total_seconds()
 
 
 def _alerted(store: Store, reason: str, uids: Iterable[str]) -> set[str]:

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from aipaas.api.finops import Budget
-from aipaas.metering.cost import CostRow, utc
+from aipaas.metering.cost import CostRow
+from aipaas.store.types import as_utc
 
 
 @dataclass(frozen=True)
@@ -25,7 +26,7 @@ class Period:
 
 
 def period_of(kind: str, now: datetime) -> Period:
-    now = utc(now)
+    now = as_utc(now)
     day = datetime(now.year, now.month, now.day, tzinfo=UTC)
     if kind == "daily":
         return Period(day, day + timedelta(days=1), day.date().isoformat())
@@ -65,7 +66,7 @@ def spent(budget: Budget, rows: Sequence[CostRow]) -> float:
 def standing(budget: Budget, rows: Sequence[CostRow], now: datetime) -> Standing:
     period = period_of(budget.spec.period, now)
     amount = spent(budget, rows)
-    elapsed = max((utc(now) - period.start).total_seconds(), 1.0)
+    elapsed = max((as_utc(now) - period.start).total_seconds(), 1.0)
     length = (period.end - period.start).total_seconds()
     percent = 100 * amount / budget.spec.amount
     reached = [t for t in budget.spec.thresholds if t.percent <= percent + 1e-9]

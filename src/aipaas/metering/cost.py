@@ -18,6 +18,7 @@ from aipaas.api.finops import PriceList
 from aipaas.metering.attribution import parse
 from aipaas.metering.prices import PriceBook, Priced, Rates, hourly, hours_cost
 from aipaas.store.ledger import CORRECTION, LedgerEntry
+from aipaas.store.types import as_utc
 
 #: what cost may be summed by, as the API and the CLI name it
 DIMENSIONS: Final = ("tenant", "queue", "user", "job", "model", "day", "pool", "tier")
@@ -43,10 +44,6 @@ class CostRow:
             "cost": round(self.cost, 6),
             "tasks": len(self.tasks),
         }
-
-
-def utc(moment: datetime) -> datetime:
-    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
 
 
 def days(start: datetime, end: datetime) -> Iterator[tuple[datetime, datetime]]:
@@ -102,7 +99,7 @@ def accumulate(
 ) -> None:
     """Add the cost of ``entries`` inside [since, until) to ``rows`` (metering/cost_cache.py
     keeps them between calls)."""
-    since, until = utc(since), utc(until)
+    since, until = as_utc(since), as_utc(until)
 
     def row(key: tuple[str, ...], currency: str) -> CostRow:
         found = rows.get((*key, currency))
@@ -112,7 +109,7 @@ def accumulate(
 
     for entry in entries:
         if entry.kind == CORRECTION:
-            moment = utc(entry.recorded_at)
+            moment = as_utc(entry.recorded_at)
             if not since <= moment < until:
                 continue
             prices = book.at(entry.tenant, moment)
@@ -126,7 +123,7 @@ def accumulate(
             continue
         if entry.started_at is None or entry.ended_at is None:
             continue
-        start, end = max(utc(entry.started_at), since), min(utc(entry.ended_at), until)
+        start, end = max(as_utc(entry.started_at), since), min(as_utc(entry.ended_at), until)
         pool, tier = parse(entry.reason)
         rates = Rates(
             entry.gpu_model, entry.gpu_milli, entry.cpu_milli, entry.memory_mib, pool, tier

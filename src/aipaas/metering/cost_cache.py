@@ -15,12 +15,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
-from aipaas.metering.cost import CostRow, Rows, accumulate, utc
+from aipaas.metering.cost import CostRow, Rows, accumulate
 from aipaas.metering.cost_ledger import price_book
 from aipaas.metering.prices import PriceBook
 from aipaas.metering.usage import running_entries
 from aipaas.store import Store
 from aipaas.store.ledger_windows import entries_entered_since
+from aipaas.store.types import as_utc
 
 #: ended attempts are priced to their end: the window of the cache has no end of its own
 _OPEN_END = datetime(9999, 1, 1, tzinfo=UTC)
@@ -41,7 +42,7 @@ class CostCache:
         self, store: Store, tenant: str, since: datetime, now: datetime, by: Sequence[str]
     ) -> list[CostRow]:
         """What ``cost(store, tenant, since, now, by)`` answers, from what was kept."""
-        since, dims = utc(since), tuple(by)
+        since, dims = as_utc(since), tuple(by)
         book = price_book(store)
         version = tuple((p.name, p.metadata.resource_version or "") for p in book.lists)
         key = (tenant, since, dims)
@@ -67,5 +68,5 @@ def _with_running(
     dims: tuple[str, ...],
 ) -> list[CostRow]:
     rows: Rows = {key: replace(row, key=dict(row.key), tasks=set()) for key, row in kept.items()}
-    accumulate(rows, running_entries(store, tenant), book, since, utc(now), dims)
+    accumulate(rows, running_entries(store, tenant), book, since, as_utc(now), dims)
     return [rows[key] for key in sorted(rows)]

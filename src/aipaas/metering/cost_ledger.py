@@ -7,12 +7,13 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from aipaas.api.finops import PriceList
-from aipaas.metering.cost import CostRow, price_entries, utc
+from aipaas.metering.cost import CostRow, price_entries
 from aipaas.metering.prices import PriceBook
 from aipaas.metering.usage import running_entries
 from aipaas.store import Store
 from aipaas.store.ledger import LedgerEntry
 from aipaas.store.ledger_windows import entries_overlapping
+from aipaas.store.types import as_utc
 
 
 def price_book(store: Store) -> PriceBook:
@@ -24,7 +25,7 @@ def entries_between(
 ) -> list[LedgerEntry]:
     """Attempts that ran some of [since, until) and corrections recorded in it, of ``tenant``
     (None: all), plus what the attempts running now used so far."""
-    since, until = utc(since), utc(until)
+    since, until = as_utc(since), as_utc(until)
     stored = entries_overlapping(store, tenant, since, until)
     return stored + running_entries(store, tenant)
 

@@ -11,9 +11,10 @@ from typing import Any, Final
 from aipaas.api.duration import seconds
 from aipaas.api.finops import parse_moment
 from aipaas.errors import FieldError, InvalidObject
-from aipaas.metering.cost import DIMENSIONS, totals, utc
+from aipaas.metering.cost import DIMENSIONS, totals
 from aipaas.metering.cost_ledger import cost
 from aipaas.store import Store
+from aipaas.store.types import as_utc
 
 #: what a statement's lines are summed by
 STATEMENT_BY: Final = ("queue", "user", "model", "pool", "tier")
@@ -46,14 +47,14 @@ def when(text: str, now: datetime, field: str) -> datetime:
         except ValueError as err:
             raise InvalidObject([FieldError(field, str(err))]) from err
     try:
-        return utc(parse_moment(text))
+        return as_utc(parse_moment(text))
     except ValueError as err:
         raise InvalidObject([FieldError(field, str(err))]) from err
 
 
 def window(now: datetime, since: str | None, until: str | None) -> tuple[datetime, datetime]:
     """[since, until): from the start of this month to now unless given."""
-    now = utc(now)
+    now = as_utc(now)
     start = when(since, now, "since") if since else month_start(now)
     end = when(until, now, "until") if until else now
     if end <= start:
@@ -78,7 +79,7 @@ def dimensions(by: str) -> tuple[str, ...]:
 
 def month_window(month: str | None, now: datetime) -> tuple[str, datetime, datetime]:
     if month is None:
-        start = month_start(utc(now))
+        start = month_start(as_utc(now))
     else:
         found = _MONTH.fullmatch(month)
         if found is None:
@@ -93,7 +94,7 @@ def monthly(store: Store, tenant: str, month: str | None) -> dict[str, Any]:
     """The statement of ``tenant`` for ``month`` (YYYY-MM; this month if None): lines by
     queue, user, GPU model, pool and tier; a month not over yet counts to now."""
     name, start, end = month_window(month, store.clock.now())
-    end = min(end, max(utc(store.clock.now()), start + timedelta(microseconds=1)))
+    end = min(end, max(as_utc(store.clock.now()), start + timedelta(microseconds=1)))
     rows = cost(store, tenant, start, end, STATEMENT_BY)
     return {
         "tenant": tenant,

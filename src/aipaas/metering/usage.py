@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 
 from aipaas.api.job import Job
 from aipaas.api.node import Node
@@ -21,6 +21,7 @@ from aipaas.api.resources import cpu_milli, memory_mib
 from aipaas.metering.attribution import POOL_LABEL, attribution
 from aipaas.store import Connection, Store, TaskRecord, TaskRepository
 from aipaas.store.ledger import ATTEMPT, CORRECTION, LedgerEntry, Total, insert_entries, totals
+from aipaas.store.types import as_utc
 
 SUBMITTER_ANNOTATION = "aipaas.dev/submitted-by"
 CONTROLLER = "controller"  # who records attempts
@@ -39,7 +40,7 @@ def ended(record: TaskRecord) -> bool:
         record.phase not in _ACTIVE
         and record.started_at is not None
         and record.finished_at is not None
-        and aware(record.finished_at) >= aware(record.started_at)
+        and record.finished_at >= record.started_at
     )
 
 
@@ -108,8 +109,8 @@ def attempt_entry(
     """The ledger entry of one attempt of ``record``'s task, from its start to ``end``. Its
     ``reason`` holds what prices it besides its resources: the node's pool and the job's
     priority class (metering/attribution.py)."""
-    start = aware(record.started_at or end)
-    hours = max((aware(end) - start).total_seconds(), 0.0) / 3600
+    start = as_utc(record.started_at or end)
+    hours = max((as_utc(end) - start).total_seconds(), 0.0) / 3600
     spec = next((t for t in job.spec.tasks if t.name == record.group_name), None) if job else None
     cpu = cpu_milli(spec.resources.cpu) if spec is not None else 0
     memory = memory_mib(spec.resources.memory) if spec is not None else 0
@@ -128,7 +129,7 @@ def attempt_entry(
         cpu_milli=cpu,
         memory_mib=memory,
         started_at=start,
-        ended_at=aware(end),
+        ended_at=as_utc(end),
         gpu_hours=hours * gpu / 1000,
         cpu_hours=hours * cpu / 1000,
         memory_gib_hours=hours * memory / 1024,
@@ -230,6 +231,5 @@ def usage(entries: Iterable[LedgerEntry], totals: Iterable[Total] = ()) -> list[
     ]
 
 
-def aware(moment: datetime) -> datetime:
-    """SQLite hands back naive datetimes (stored as UTC)."""
-    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+#: the controller's name for ``as_utc`` (controller/cycle.py, batch_cycle.py, batch_snapshot.py)
+aware = as_utc

@@ -42,7 +42,6 @@ import httpx
 from aipaas.api.finops import WebhookDelivery, WebhookDeliveryStatus
 from aipaas.clock import isoformat
 from aipaas.errors import Conflict
-from aipaas.metering.cost import utc
 from aipaas.metering.webhook_targets import (
     DEADLINE_SECONDS,
     NotPublic,
@@ -52,6 +51,7 @@ from aipaas.metering.webhook_targets import (
 )
 from aipaas.metering.webhook_targets import private_target as private_target  # re-exported
 from aipaas.store import Connection, Store
+from aipaas.store.types import as_utc
 
 log = logging.getLogger("aipaas.metering.webhooks")
 
@@ -122,7 +122,7 @@ def due(delivery: WebhookDelivery, now: datetime) -> bool:
         return False
     if status.next_attempt_at is None:
         return True
-    return utc(datetime.fromisoformat(status.next_attempt_at.replace("Z", "+00:00"))) <= now
+    return as_utc(datetime.fromisoformat(status.next_attempt_at.replace("Z", "+00:00"))) <= now
 
 
 def due_deliveries(store: Store, now: datetime) -> list[WebhookDelivery]:
@@ -143,7 +143,7 @@ def deliver_due(
     controller's fenced one). ``allow_private``: tenants' webhooks may go to internal
     addresses (tests, closed sites); the operator's own alert URL always may. The controller
     sends with a ``Courier`` instead (never waiting for a receiver)."""
-    now = utc(store.clock.now())
+    now = as_utc(store.clock.now())
     delivered = 0
     for delivery in due_deliveries(store, now)[:BATCH]:
         public_only = not allow_private and delivery.spec.secret_ref is not None
@@ -267,9 +267,9 @@ class Courier:
         for key, (delivery, future) in list(self._under_way.items()):
             if future.done():
                 del self._under_way[key]
-                now = utc(store.clock.now())
+                now = as_utc(store.clock.now())
                 delivered += record(store, delivery, _outcome_of(future), now, transaction)
-        now = utc(store.clock.now())
+        now = as_utc(store.clock.now())
         for delivery in due_deliveries(store, now):
             key = (delivery.tenant, delivery.name)
             if len(self._under_way) >= self.limit:

@@ -11,11 +11,12 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from aipaas.metering.cost import price_entries, totals, utc
+from aipaas.metering.cost import price_entries, totals
 from aipaas.metering.cost_ledger import entries_between, price_book
 from aipaas.metering.prices import PriceBook
 from aipaas.store import Store
 from aipaas.store.ledger import CORRECTION, LedgerEntry
+from aipaas.store.types import as_utc
 
 
 def cost_timeline(store: Store, tenant: str | None, window: int, points: int) -> dict[str, Any]:
@@ -69,12 +70,12 @@ def _by_bucket(
     last = len(edges) - 2
     for entry in entries:
         if entry.kind == CORRECTION:
-            first = final = bisect_right(edges, utc(entry.recorded_at)) - 1
+            first = final = bisect_right(edges, as_utc(entry.recorded_at)) - 1
         elif entry.started_at is None or entry.ended_at is None:
             continue
         else:
-            first = bisect_right(edges, utc(entry.started_at)) - 1
-            final = bisect_left(edges, utc(entry.ended_at)) - 1
+            first = bisect_right(edges, as_utc(entry.started_at)) - 1
+            final = bisect_left(edges, as_utc(entry.ended_at)) - 1
         for i in range(max(first, 0), min(final, last) + 1):
             members[i].append(entry)
     return members

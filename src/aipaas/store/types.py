@@ -1,8 +1,9 @@
 """The store's column types: one place for what SQLite and PostgreSQL disagree on.
 
-Used by store/tables.py. SQLite keeps no time zone: a datetime written as UTC comes back naive.
-``UtcDateTime`` writes every datetime as UTC and gives every one back aware, in UTC, on both
-databases, so no reader of the store mends naive datetimes itself.
+Used by store/tables.py (every datetime column), and ``as_utc`` by metering and the server.
+SQLite keeps no time zone: a datetime written as UTC comes back naive. ``UtcDateTime`` writes
+every datetime as UTC and gives every one back aware, in UTC, on both databases, so no reader
+of the store mends naive datetimes itself.
 """
 
 from __future__ import annotations
@@ -23,13 +24,13 @@ class UtcDateTime(TypeDecorator[datetime]):
     cache_ok = True
 
     def process_bind_param(self, value: Any, dialect: Dialect) -> datetime | None:
-        if value is None:
-            return None
-        moment: datetime = value
-        return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+        return None if value is None else as_utc(value)
 
     def process_result_value(self, value: Any, dialect: Dialect) -> datetime | None:
-        if value is None:
-            return None
-        moment: datetime = value
-        return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+        return None if value is None else as_utc(value)
+
+
+def as_utc(moment: datetime) -> datetime:
+    """``moment`` in UTC; a naive one is taken as UTC (the store's clock gives UTC). The one
+    place that mends naive datetimes: metering's ``utc`` and ``aware`` are this function."""
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)

@@ -22,8 +22,8 @@ from aipaas.api.meta import ObjectMeta
 from aipaas.api.tenancy import Role, User, UserSpec
 from aipaas.clock import isoformat
 from aipaas.errors import Conflict, FieldError, Forbidden, InvalidObject, NotFound
-from aipaas.metering.cost import utc
 from aipaas.store import Store
+from aipaas.store.types import as_utc
 from aipaas.tenancy.principal import Principal, Verb
 from aipaas.tenancy.tokens import hash_token, new_token, new_token_id
 
@@ -130,7 +130,7 @@ def _expired(invitation: Invitation, now: datetime) -> bool:
     if status is None or status.expires_at is None:
         return True
     expires = datetime.fromisoformat(status.expires_at.replace("Z", "+00:00"))
-    return utc(now) >= utc(expires)
+    return as_utc(now) >= as_utc(expires)
 
 
 def _set_phase(store: Store, invitation: Invitation, phase: str) -> None:
