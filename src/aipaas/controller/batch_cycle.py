@@ -24,10 +24,11 @@ controller's guarantees kept:
   anything.
 
 A session is skipped when nothing it reads changed since the last one (jobs' resource versions,
-task records, nodes, tenants and queues, and which jobs wait for victims), except that it runs
-again when something it decided from depends on time (a backoff that ends, a job reaching its
-queue's minRuntime, a reservation's start), and at least every ``RECHECK_SECONDS`` (usage over
-time decays).
+task records, nodes with their labels and taints, tenants, queues and users, and which jobs wait
+for victims), except that it runs again when something it decided from depends on time (a
+backoff that ends, a job reaching its queue's minRuntime, a reservation's start, a toleration
+of a NoExecute taint running out), and at least every ``RECHECK_SECONDS`` (usage over time
+decays).
 
 Who calls it: controller/admission.py ``place``.
 """
@@ -53,6 +54,7 @@ from aipaas.scheduler.batch.from_api import session_snapshot
 from aipaas.scheduler.batch.model import Decisions, Eviction, Node, Snapshot, Start
 from aipaas.scheduler.batch.options import BatchOptions
 from aipaas.scheduler.batch.session import run_session
+from aipaas.scheduler.framework.constraints import TAINTS_ANNOTATION
 from aipaas.scheduler.framework.profile import load_profile
 from aipaas.scheduler.framework.types import Placement, Taint
 from aipaas.store import TaskRecord
@@ -227,7 +229,12 @@ def _fingerprint(
         (o.kind, o.tenant, o.name, o.metadata.resource_version)
         for o in (*admission.tenants.values(), *admission.queues.values(), *admission.users)
     )
-    nodes = tuple(n.name for n in placer.nodes)
+    # Labels and taints decide where a job may go and whether a task may stay (NoExecute): a
+    # change of either is a change of what the session reads.
+    nodes: tuple[object, ...] = tuple(
+        (n.name, n.annotations.get(TAINTS_ANNOTATION, ""), tuple(sorted(n.labels.items())))
+        for n in placer.nodes
+    )
     nodes += (f"devices@{placer.ledger.inventory.generation}",)  # a slice or taint rule changed
     chosen = len(eligible)
     return hash((jobs, objects, nodes, chosen, tuple(sorted(waiting.items()))))
