@@ -113,7 +113,7 @@ def _token_hash(header: str | None) -> str:
 
 def _look_up(store: Store, token_hash: str) -> tuple[Principal, float | None]:
     """The token's principal and how many seconds the token has left (None: no expiry)."""
-    found = store.token_and_owner(token_hash)
+    found = store.tokens.token_and_owner(token_hash)
     if found is None:
         raise Unauthenticated("invalid token")
     record, owner = found
@@ -125,7 +125,7 @@ def _look_up(store: Store, token_hash: str) -> tuple[Principal, float | None]:
     if not isinstance(owner, User):
         raise Unauthenticated(f"the token's user {record.user} no longer exists")
     if record.last_used_at is None or now - record.last_used_at >= LAST_USE_EVERY:
-        store.touch_token(record.id, now)
+        store.tokens.touch_token(record.id, now)
     left = None if record.expires_at is None else (record.expires_at - now).total_seconds()
     return Principal(owner.name, owner.tenant, owner.spec.role, owner.metadata.uid or ""), left
 

@@ -31,14 +31,14 @@ def ensure_admin_token(store: Store, token_file: Path, given: str | None) -> str
     """
     admins = platform_admins(store)
     admin = admins[0] if admins else _create_admin(store)
-    store.adopt_tokens(admin)  # a token from before tokens had owners (migration 0003)
+    store.tokens.adopt_tokens(admin)  # a token from before tokens had owners (migration 0003)
     now = store.clock.now()
     for user in admins or [admin]:
-        tokens = store.list_tokens(owner_uid=user.metadata.uid or "")
+        tokens = store.tokens.list_tokens(owner_uid=user.metadata.uid or "")
         if any(is_live(t.revoked_at, t.expires_at, now) for t in tokens):
             return None
-    token = given if given and store.find_token(hash_token(given)) is None else new_token()
-    store.add_token(hash_token(token), new_token_id(), admin, name=BOOTSTRAP_TOKEN_NAME)
+    token = given if given and store.tokens.find_token(hash_token(given)) is None else new_token()
+    store.tokens.add_token(hash_token(token), new_token_id(), admin, name=BOOTSTRAP_TOKEN_NAME)
     token_file.parent.mkdir(parents=True, exist_ok=True)
     descriptor = os.open(token_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(descriptor, "w") as handle:

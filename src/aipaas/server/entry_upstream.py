@@ -93,9 +93,7 @@ class _Tenant:
     # Requests wait here, not in httpx's pool: the pool scans every waiting request against
     # every connection at each change, so a thousand waiting requests of one tenant took the
     # event loop's whole CPU and stalled every other tenant.
-    slots: asyncio.Semaphore = field(
-        default_factory=lambda: asyncio.Semaphore(TENANT_CONNECTIONS)
-    )
+    slots: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(TENANT_CONNECTIONS))
     waiting: int = 0
 
 
@@ -175,7 +173,7 @@ class CredentialCheck:
         now = time.monotonic()
         if self._not_credential.get(token_hash, 0.0) > now:
             return False
-        known = await self._reads.run(token_hash, lambda: self.store.find_token(token_hash))
+        known = await self._reads.run(token_hash, lambda: self.store.tokens.find_token(token_hash))
         if known is not None:
             return True
         if len(self._not_credential) >= _NOT_CREDENTIAL_MAX:

@@ -129,7 +129,7 @@ def _create(store: Store, caller: Principal, wanted: TokenRequest) -> TokenAnswe
     now = store.clock.now()
     expires_at = _expiry(wanted, now)
     secret = new_token()
-    record = store.add_token(
+    record = store.tokens.add_token(
         hash_token(secret),
         new_token_id(),
         user,
@@ -161,14 +161,14 @@ def list_tokens(
     if tenant is not None and not caller.sees_tenant(tenant):
         raise NotFound(f"tenant {tenant} not found")
     if caller.is_platform_admin:
-        page = store.tokens_page(limit=limit, after=after, tenant=tenant)
+        page = store.tokens.tokens_page(limit=limit, after=after, tenant=tenant)
         records = page.items
     elif caller.role is Role.TENANT_ADMIN:
-        page = store.tokens_page(limit=limit, after=after, tenant=caller.tenant)
+        page = store.tokens.tokens_page(limit=limit, after=after, tenant=caller.tenant)
         roles = _owner_roles(store, caller.tenant)
         records = [r for r in page.items if caller.may_act_on(roles.get(r.owner_uid, Role.VIEWER))]
     else:
-        page = store.tokens_page(limit=limit, after=after, owner_uid=caller.uid)
+        page = store.tokens.tokens_page(limit=limit, after=after, owner_uid=caller.uid)
         records = page.items
     return TokenList(metadata=reads.list_metadata(page), items=[_view(r, now) for r in records])
 
@@ -186,17 +186,17 @@ def revoke_token(token_id: str, request: Request, caller: Caller) -> TokenView:
     now = store.clock.now()
     if record.revoked_at is None:
         keep_an_admin(store, leaving_token=record.id)
-        store.revoke_token(record.id, now)
+        store.tokens.revoke_token(record.id, now)
         # This process forgets at once; the others within the principal cache's TTL.
         principal_cache(request).forget_all()
-        revoked = store.get_token(record.id)
+        revoked = store.tokens.get_token(record.id)
         record = revoked if revoked is not None else record
     return _view(record, now)
 
 
 def _visible(store: Store, caller: Principal, token_id: str) -> TokenRecord:
     """The token if the caller may see (and so revoke) it; 404 otherwise."""
-    record = store.get_token(token_id) if len(token_id) <= 32 else None
+    record = store.tokens.get_token(token_id) if len(token_id) <= 32 else None
     if record is None or not _sees(store, caller, record):
         raise NotFound(f"token {token_id} not found")
     return record

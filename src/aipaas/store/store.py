@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, nullcontext
-from datetime import datetime
 from typing import Any, TypeVar
 
 from sqlalchemy import Connection, Engine, text
@@ -213,58 +212,3 @@ class Store:
         return self.events.events_page(
             tenant=tenant, kind=kind, name=name, uid=uid, limit=limit, after=after
         )
-
-    # tokens: store.tokens (tokens.py) ------------------------------------------
-
-    def add_token(
-        self,
-        token_hash: str,
-        public_id: str,
-        owner: Object,
-        *,
-        name: str = "",
-        expires_at: datetime | None = None,
-        created_at: datetime | None = None,
-    ) -> TokenRecord:
-        return self.tokens.add_token(
-            token_hash, public_id, owner, name=name, expires_at=expires_at, created_at=created_at
-        )
-
-    def find_token(self, token_hash: str) -> TokenRecord | None:
-        return self.tokens.find_token(token_hash)
-
-    def token_and_owner(self, token_hash: str) -> tuple[TokenRecord, Object | None] | None:
-        return self.tokens.token_and_owner(token_hash)
-
-    def get_token(self, public_id: str) -> TokenRecord | None:
-        return self.tokens.get_token(public_id)
-
-    def list_tokens(
-        self, *, tenant: str | None = None, owner_uid: str | None = None
-    ) -> list[TokenRecord]:
-        return self.tokens.list_tokens(tenant=tenant, owner_uid=owner_uid)
-
-    def tokens_page(
-        self,
-        *,
-        limit: int,
-        after: int = 0,
-        tenant: str | None = None,
-        owner_uid: str | None = None,
-    ) -> Page[TokenRecord]:
-        return self.tokens.tokens_page(limit=limit, after=after, tenant=tenant, owner_uid=owner_uid)
-
-    def touch_token(self, public_id: str, when: datetime) -> None:
-        return self.tokens.touch_token(public_id, when)
-
-    def revoke_token(self, public_id: str, when: datetime) -> bool:
-        return self.tokens.revoke_token(public_id, when)
-
-    def revoke_tokens_of(self, owner_uid: str, when: datetime, *, conn: Connection) -> int:
-        return self.tokens.revoke_tokens_of(owner_uid, when, conn=conn)
-
-    def adopt_tokens(self, owner: Object) -> int:
-        return self.tokens.adopt_tokens(owner)
-
-    def count_tokens(self) -> int:
-        return self.tokens.count_tokens()

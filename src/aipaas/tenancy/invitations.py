@@ -107,7 +107,7 @@ def redeem(store: Store, token: str) -> Redeemed:
         created = store.create(user, conn=tx)
         store.record_event(created, "Created", f"by invitation {invitation.name}", conn=tx)
     secret = new_token()
-    store.add_token(
+    store.tokens.add_token(
         hash_token(secret), new_token_id(), created, name=f"invitation {invitation.name}"
     )
     assert isinstance(created, User)

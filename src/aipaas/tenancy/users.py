@@ -60,7 +60,7 @@ def delete_user(store: Store, caller: Principal, user: User) -> int:
     now = store.clock.now()
     with store.transaction() as tx:
         store.delete("User", user.tenant, user.name, conn=tx)
-        revoked = store.revoke_tokens_of(user.metadata.uid or "", now, conn=tx)
+        revoked = store.tokens.revoke_tokens_of(user.metadata.uid or "", now, conn=tx)
         store.record_event(
             user, "Deleted", f"deleted by {caller.user}; {revoked} token(s) revoked", conn=tx
         )
@@ -87,7 +87,7 @@ def keep_an_admin(
     for admin in platform_admins(store):
         if admin.metadata.uid == leaving_user:
             continue
-        for token in store.list_tokens(owner_uid=admin.metadata.uid or ""):
+        for token in store.tokens.list_tokens(owner_uid=admin.metadata.uid or ""):
             if token.id != leaving_token and is_live(token.revoked_at, token.expires_at, now):
                 return
     raise Conflict(

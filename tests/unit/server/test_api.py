@@ -40,7 +40,7 @@ class TestAuthentication:
         assert answer.json() == {"user": "alice", "tenant": "acme", "role": "member"}
 
     def test_tokens_are_stored_hashed(self, api: Api) -> None:
-        assert api.store.find_token(api.tokens["alice"]) is None
+        assert api.store.tokens.find_token(api.tokens["alice"]) is None
 
     def test_deleted_user_loses_access(self, api: Api) -> None:
         api.store.delete("User", "acme", "vera")

@@ -170,11 +170,11 @@ class TestRevocationAndExpiry:
         made = mint(api, "tad", user="alice")
         cache: PrincipalCache = api.client.app.state.principals  # type: ignore[attr-defined]
         api.client.get(WHOAMI, headers=bearer(made["token"]))
-        first = api.store.get_token(made["id"])
+        first = api.store.tokens.get_token(made["id"])
         assert first is not None and first.last_used_at is not None
         cache.forget_all()  # the next request reads the store again
         api.client.get(WHOAMI, headers=bearer(made["token"]))
-        second = api.store.get_token(made["id"])
+        second = api.store.tokens.get_token(made["id"])
         assert second is not None and second.last_used_at == first.last_used_at
 
     def test_who_may_revoke_which_token(self, api: Api) -> None:

@@ -35,7 +35,7 @@ def _user(store: Store, name: str, tenant: str | None = "acme", role: Role = Rol
 class TestTokens:
     def test_a_token_belongs_to_its_owners_uid(self, store: Store) -> None:
         alice = _user(store, "alice")
-        made = store.add_token("ab" * 32, "tok_a", alice, name="ci", expires_at=NOW)
+        made = store.tokens.add_token("ab" * 32, "tok_a", alice, name="ci", expires_at=NOW)
         assert (made.id, made.name, made.owner_uid, made.user, made.tenant) == (
             "tok_a",
             "ci",
@@ -43,42 +43,42 @@ class TestTokens:
             "alice",
             "acme",
         )
-        found = store.token_and_owner("ab" * 32)
+        found = store.tokens.token_and_owner("ab" * 32)
         assert found is not None
         record, owner = found
         assert record == made and owner == store.get("User", "acme", "alice")
         assert record.expires_at == NOW and record.created_at.tzinfo is not None
-        assert store.token_and_owner("cd" * 32) is None
+        assert store.tokens.token_and_owner("cd" * 32) is None
 
     def test_a_new_user_of_an_old_name_is_not_the_owner(self, store: Store) -> None:
         alice = _user(store, "alice")
-        store.add_token("ab" * 32, "tok_a", alice)
+        store.tokens.add_token("ab" * 32, "tok_a", alice)
         store.delete("User", "acme", "alice")
         _user(store, "alice", role=Role.TENANT_ADMIN)
-        found = store.token_and_owner("ab" * 32)
+        found = store.tokens.token_and_owner("ab" * 32)
         assert found is not None and found[1] is None
 
     def test_revoke_one_and_all_of_an_owner(self, store: Store) -> None:
         alice, bob = _user(store, "alice"), _user(store, "bob")
         for index, owner in enumerate((alice, alice, bob)):
-            store.add_token(f"{index:064d}", f"tok_{index}", owner)
-        assert store.revoke_token("tok_0", NOW) is True
-        assert store.revoke_token("tok_0", NOW + timedelta(hours=1)) is False
+            store.tokens.add_token(f"{index:064d}", f"tok_{index}", owner)
+        assert store.tokens.revoke_token("tok_0", NOW) is True
+        assert store.tokens.revoke_token("tok_0", NOW + timedelta(hours=1)) is False
         with store.transaction() as tx:
-            assert store.revoke_tokens_of(alice.metadata.uid or "", NOW, conn=tx) == 1
-        revoked = {t.id: t.revoked_at for t in store.list_tokens()}
+            assert store.tokens.revoke_tokens_of(alice.metadata.uid or "", NOW, conn=tx) == 1
+        revoked = {t.id: t.revoked_at for t in store.tokens.list_tokens()}
         assert revoked == {"tok_0": NOW, "tok_1": NOW, "tok_2": None}
 
     def test_list_by_tenant_and_owner_and_touch(self, store: Store) -> None:
         alice, bob = _user(store, "alice"), _user(store, "bob", tenant="globex")
-        store.add_token("a" * 64, "tok_a", alice)
-        store.add_token("b" * 64, "tok_b", bob)
-        assert [t.id for t in store.list_tokens(tenant="globex")] == ["tok_b"]
-        assert [t.id for t in store.list_tokens(owner_uid=alice.metadata.uid)] == ["tok_a"]
-        store.touch_token("tok_a", NOW)
-        touched = store.get_token("tok_a")
+        store.tokens.add_token("a" * 64, "tok_a", alice)
+        store.tokens.add_token("b" * 64, "tok_b", bob)
+        assert [t.id for t in store.tokens.list_tokens(tenant="globex")] == ["tok_b"]
+        assert [t.id for t in store.tokens.list_tokens(owner_uid=alice.metadata.uid)] == ["tok_a"]
+        store.tokens.touch_token("tok_a", NOW)
+        touched = store.tokens.get_token("tok_a")
         assert touched is not None and touched.last_used_at == NOW
-        assert store.get_token("tok_zz") is None
+        assert store.tokens.get_token("tok_zz") is None
 
 
 def _config(engine: Engine) -> Config:
@@ -134,7 +134,7 @@ def test_migration_0003_gives_old_tokens_their_owners(old_engine: Engine, tmp_pa
             )
     migrate(old_engine)
     store = Store(old_engine)
-    records = {t.user: t for t in store.list_tokens()}
+    records = {t.user: t for t in store.tokens.list_tokens()}
     assert records["alice"].owner_uid == "uid-alice" and records["alice"].revoked_at is None
     assert records["admin"].owner_uid == "" and records["admin"].revoked_at is None
     assert records["carol"].owner_uid == "" and records["carol"].revoked_at is not None
@@ -143,11 +143,11 @@ def test_migration_0003_gives_old_tokens_their_owners(old_engine: Engine, tmp_pa
     # The server's bootstrap makes the admin User and gives it the old admin token, which
     # keeps working; no new token is made, since that one is live.
     assert ensure_admin_token(store, tmp_path / "admin-token", None) is None
-    found = store.token_and_owner("2" * 64)
+    found = store.tokens.token_and_owner("2" * 64)
     assert found is not None and isinstance(found[1], User)
     assert found[1].spec.role is Role.PLATFORM_ADMIN and found[1].tenant == ""
     assert found[0].owner_uid == found[1].metadata.uid and found[0].user == "admin"
-    carol = store.find_token("3" * 64)
+    carol = store.tokens.find_token("3" * 64)
     assert carol is not None and carol.owner_uid == ""  # revoked ones stay ownerless
     assert not (tmp_path / "admin-token").exists()
     store.close()
