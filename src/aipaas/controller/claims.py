@@ -90,6 +90,9 @@ class ClaimBook:
         self._compiled_stored: set[tuple[str, str]] = set()  # (tenant, name) of such claims
         #: (tenant, name) -> status.allocation of every allocated claim, as ``devices`` read it
         self._allocated: dict[tuple[str, str], AllocationResult] = {}
+        #: (tenant, name) -> the stored claim as ``devices`` listed it, less those written
+        #: since: ``pod`` reads a task's claims here, not one store query per claim and cycle
+        self._stored: dict[tuple[str, str], ResourceClaimObject] = {}
         #: allocated claims whose devices carry a NoExecute taint they do not tolerate: their
         #: tasks are evicted (controller/device_taint_eviction.py)
         self.no_execute: list[NoExecuteHit] = []
@@ -110,9 +113,13 @@ class ClaimBook:
         allocated = []
         self._compiled_stored = set()
         self._allocated = {}
+        self._stored = {}
         users_of: dict[tuple[str, str], list[dict[str, Any]]] = {}
         for obj in self.store.list_objects("ResourceClaim", None):
-            if not isinstance(obj, ResourceClaimObject) or obj.status is None:
+            if not isinstance(obj, ResourceClaimObject):
+                continue
+            self._stored[(obj.tenant, obj.name)] = obj
+            if obj.status is None:
                 continue
             if not obj.status.allocation:
                 continue
@@ -125,6 +132,7 @@ class ClaimBook:
                 # The last consumer ended: deallocated, as Kubernetes does when reservedFor
                 # becomes empty (a claim made for one replica is deleted with it).
                 annotations = obj.metadata.annotations
+                self._stored.pop((obj.tenant, obj.name), None)
                 if GENERATED_ANNOTATION in annotations or SHORT_FORM_ANNOTATION in annotations:
                     self.store.delete("ResourceClaim", obj.tenant, obj.name)
                     continue
@@ -142,6 +150,7 @@ class ClaimBook:
                     ),
                 )
                 assert isinstance(obj, ResourceClaimObject)
+                self._stored[(obj.tenant, obj.name)] = obj
             if SHORT_FORM_ANNOTATION in obj.metadata.annotations:
                 self._compiled_stored.add((obj.tenant, obj.name))
             claim = obj.claim()
@@ -277,6 +286,7 @@ class ClaimBook:
                 continue
             merged = merge_conditions(obj.status.devices, conditions)
             if merged is not None:
+                self._stored.pop((obj.tenant, obj.name), None)
                 self.store.update_status(
                     obj,
                     ClaimStatus(
@@ -388,6 +398,7 @@ class ClaimBook:
         compiled = short_form_claim_name(job, task)
         for name, result in allocations.items():
             ref = refs.get(name)
+            self._stored.pop((job.tenant, name), None)  # written below
             stored = self.store.find("ResourceClaim", job.tenant, name)
             if name == compiled and spec.resources.gpu is not None:
                 if stored is None:
@@ -471,7 +482,9 @@ class ClaimBook:
         """The claim a task replica uses: the named one, or the one its template makes (stored
         once allocated, under ``JOB-TASK-NAME``)."""
         name = claim_name(job, task, ref)
-        stored = self.store.find("ResourceClaim", job.tenant, name)
+        stored: object = self._stored.get((job.tenant, name))
+        if stored is None:
+            stored = self.store.find("ResourceClaim", job.tenant, name)
         if isinstance(stored, ResourceClaimObject):
             return stored.claim()
         if ref.resource_claim_template_name is None:

@@ -51,6 +51,7 @@ class KubeImport:
         settle_seconds: float = 2.0,
         every_seconds: float = 0.0,
         most_per_cycle: int = 64,
+        explain_seconds: float = 2.0,
     ) -> None:
         self.default_queue = default_queue
         self.settle_seconds = settle_seconds
@@ -66,6 +67,10 @@ class KubeImport:
         self._warned: set[tuple[GroupKey, str]] = set()
         #: jobs taken and not yet running: (tenant, job) -> their pods (namespace, name)
         self._waiting: dict[tuple[str, str], list[tuple[str, str]]] = {}
+        #: their reasons are read from the store at most this often (a read per waiting job:
+        #: thousands of them must not cost thousands of reads a cycle)
+        self.explain_seconds = explain_seconds
+        self._explained_at: float | None = None
 
     def run(self, context: CycleContext) -> None:
         source = foreign_pods(context.backend)
@@ -109,10 +114,15 @@ class KubeImport:
             record([(p.namespace, p.name) for p in pods], note)
 
     def _explain_jobs(self, context: CycleContext, source: ForeignPods) -> None:
-        """Each taken job that is not running yet: its reason on its pods."""
+        """Each taken job that is not running yet: its reason on its pods (every
+        ``explain_seconds``)."""
         record = getattr(source, "record_waiting", None)
-        if record is None:
+        now = context.clock.monotonic()
+        if record is None or (
+            self._explained_at is not None and now - self._explained_at < self.explain_seconds
+        ):
             return
+        self._explained_at = now
         for (tenant, name), pods in list(self._waiting.items()):
             job = context.store.find("Job", tenant, name)
             status = getattr(job, "status", None)
