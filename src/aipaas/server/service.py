@@ -4,6 +4,11 @@ Every call checks, in order: the kind exists; the caller may see the tenant (els
 role allows the verb (else 403); the object is valid against its references (tenant, queue,
 priority class, the jobs it depends on) and says only what its author may say (system labels
 and annotations, priority numbers: server/submission.py), inside the transaction that stores it.
+This module fixes that order; what differs between kinds is asked of the kind's strategy
+(server/strategies/: prepare, references, resolve, validate, unchanged, shown, delete).
+
+Who calls it: the routes (server/routes.py and the domains' routers), the watch streams, and
+tests and benchmarks that write through the API's rules without HTTP.
 """
 
 from __future__ import annotations
@@ -19,12 +24,7 @@ from aipaas.api.registry import KINDS, load_documents, parse_object
 from aipaas.clock import isoformat
 from aipaas.errors import Conflict, FieldError, InvalidObject, NotFound
 from aipaas.server.strategies import shown, shown_all, shown_page, strategy_for
-from aipaas.server.strategies.base import (
-    Writer,
-    annotate,
-    authorize_write,
-    keys_to_find,
-)
+from aipaas.server.strategies.base import Writer, annotate, authorize_write, keys_to_find
 from aipaas.server.submission import check_system_keys
 from aipaas.store import Connection, Store
 from aipaas.store.paging import Page
