@@ -7,6 +7,7 @@ setup runs before its tasks and a failing one fails the task saying setup."""
 from __future__ import annotations
 
 import json
+import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,6 +26,8 @@ from task_images import (
     setup_objects,
     skip_unless_available,
 )
+
+from aipaas.backends import containers
 
 __all__ = ["slurm_cluster"]  # the fixture, used by name
 
@@ -140,3 +143,59 @@ def test_exec_runs_a_step_beside_a_running_slurm_task_on_the_host_and_in_its_ima
         assert (
             cwd == slurm_server.cli("exec", f"job/{name}", "-t", "acme", "--", "pwd").stdout.strip()
         )
+    with slurm_server.http() as client:  # not left running past the test
+        for name in ("hosted", "boxed"):
+            client.post(f"/jobs/{name}/cancel", params={"tenant": "acme"}).raise_for_status()
+    for name in ("hosted", "boxed"):
+        slurm_server.wait_phase(name, "Cancelled", timeout=90)
+
+
+def test_a_cancelled_slurm_task_in_an_image_gets_one_sigterm_and_its_container_goes(
+    slurm_server: ServerProcess,
+) -> None:
+    # It counts the SIGTERMs it gets in its directory and ignores them: only the SIGKILL ends
+    # it (its output after a stop is not in the log on Slurm: podman's client ends on its own)
+    script = (
+        "n=0; trap 'n=$((n+1)); echo \"TERM $n\" >> signals' TERM; echo started; "
+        "while true; do sleep 0.1; done"
+    )
+    job = {
+        "apiVersion": "aipaas/v1",
+        "kind": "Job",
+        "metadata": {"name": "stubborn", "tenant": "acme"},
+        "spec": {
+            "queue": "research",
+            "terminationGracePeriodSeconds": 1,
+            "tasks": [
+                {
+                    "name": "w",
+                    "image": IMAGE,
+                    "command": ["sh", "-c", script],
+                    "resources": {"cpu": 1, "memory": "32Mi"},
+                }
+            ],
+        },
+    }
+    apply(slurm_server, json.dumps(job))
+    deadline = time.monotonic() + 90
+    while "started" not in slurm_server.cli("logs", "job/stubborn", "-t", "acme").stdout:
+        assert time.monotonic() < deadline, "the task never started"
+        time.sleep(0.5)
+    with slurm_server.http() as client:
+        client.post("/jobs/stubborn/cancel", params={"tenant": "acme"}).raise_for_status()
+    slurm_server.wait_phase("stubborn", "Cancelled", timeout=90)
+    uid = slurm_server.job("stubborn")["metadata"]["uid"]  # names the task's container
+    deadline = time.monotonic() + 30
+    while True:
+        seen = [p.read_text() for p in slurm_server.data_dir.glob("run/slurm/*/signals")]
+        left = subprocess.run(
+            [*containers.podman(), "ps", "-q", "--filter", f"name={uid}"],
+            capture_output=True,
+            text=True,
+            check=False,
+        ).stdout.strip()
+        if (seen and not left) or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    assert seen == ["TERM 1\n"], seen  # one SIGTERM, then the SIGKILL after the grace
+    assert not left, "the container outlived its cancelled Slurm job"

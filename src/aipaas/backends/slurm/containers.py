@@ -4,12 +4,16 @@ Who calls it: ``SlurmBackend.start`` (backend.py) rewrites a request with an ima
 datasets are staged (the stage runs on the host and starts the command it is given: the
 container), and ``batch_script`` (jobs.py) puts the setup before the command.
 
-The container is started by ``CONTAINER_SCRIPT``, a bash wrapper around ``podman run``: Slurm's
-cancel sends SIGTERM to every process of the job, and podman's client would pass it on to the
-container while the wrapper's ``podman stop`` sends one more. The client passes none
-(``--sig-proxy=false``); the wrapper's trap runs ``podman stop -t GRACE`` once (one SIGTERM,
-SIGKILL after the grace, in a session of its own), waits for the container, removes it, and
-says OOMKilled (DIR/oom) when it was killed in a memory group that reached its limit: the
+The container is started by ``CONTAINER_SCRIPT``, a bash wrapper around ``podman run --rm``.
+Slurm's cancel sends SIGTERM to every process of the job, podman's client and the ``runc
+kill`` it would run to pass the signal on among them (seen: the forwarding fails, and the
+container's process, outside the job's tree under conmon, gets nothing). So the client passes
+no signal (``--sig-proxy=false``, and it ends on its SIGTERM: the task's output after a stop
+is not in the log), and the wrapper's trap runs ``podman stop -t GRACE`` once, outside the
+job (double fork, own session), so that Slurm's SIGKILL of the job's processes at KillWait does
+not cut the grace short: one SIGTERM, SIGKILL after the grace. The wrapper removes the
+container when it ends and says
+OOMKilled (DIR/oom) when it was killed in a memory group that reached its limit: the
 container's group is made under ``<memory>/aipaas/slurm/<name>`` with the limit, whose counters
 outlive the container's own group. The container runs as the script's user (``--user``). The
 variables are passed by name (``--env NAME``: podman reads them from the script's environment,
@@ -61,7 +65,9 @@ stopped=""
 stop() {
   [ -n "$stopped" ] && return
   stopped=1
-  setsid "${podman_base[@]}" stop --ignore --time "$grace" "$name" >/dev/null 2>&1 &
+  # one SIGTERM, SIGKILL after the grace, from a process outside the job's (double fork, own
+  # session): Slurm SIGKILLs the job's own processes at its KillWait
+  (setsid "${podman_base[@]}" stop --ignore --time "$grace" "$name" </dev/null >/dev/null 2>&1 &)
 }
 trap stop TERM INT
 "${podman_base[@]}" run --user "$(id -u):$(id -g)" "${options[@]}" "$@" &
@@ -156,7 +162,7 @@ def setup_lines(
             [*names, SETUP_DIR_VARIABLE],
         )
         command = (
-            shlex.join([*containers.podman(), "run", "--rm"])
+            shlex.join([*containers.podman(), "run"])
             + ' --user "$(id -u):$(id -g)" '
             + shlex.join([*options, *rest])
         )
@@ -196,7 +202,8 @@ def _split(task: containers.ContainerTask, names: Iterable[str]) -> tuple[list[s
     argv = containers.run_command(task)
     after_run = len(containers.podman()) + 1
     cut = len(argv) - len(task.command) - 1  # the image
-    options = argv[after_run:cut]
+    # removed when it ends, even when Slurm killed the wrapper first
+    options = ["--rm", *argv[after_run:cut]]
     for key in sorted(set(names)):
         options += ["--env", key]
     return options, argv[cut:]
