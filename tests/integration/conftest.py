@@ -58,6 +58,7 @@ _SLURM_MODULES = (
     "test_multi_backend.py",
     "test_data_slurm.py",
     "test_task_images_slurm.py",
+    "test_pytorch_slurm.py",
 )
 
 

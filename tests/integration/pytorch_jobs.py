@@ -11,6 +11,7 @@ import shutil
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import model_venv
 import pytest
@@ -99,3 +100,19 @@ def resumed_at(logs: str, rank: int, attempt: int) -> int:
         if start in line and line.endswith(end):
             return int(line.split(start)[1].split(" ")[0])
     raise AssertionError(f"no '{start}... {end}' in the logs:\n{logs[-3000:]}")
+
+
+def succeeded(server: ServerProcess, name: str, timeout: float) -> dict[str, Any]:
+    """The job once Succeeded; otherwise the failure names its phase, status and log's tail."""
+    deadline = time.monotonic() + timeout
+    found: dict[str, Any] = {}
+    while time.monotonic() < deadline:
+        found = server.job(name)
+        phase = (found.get("status") or {}).get("phase")
+        if phase == "Succeeded":
+            return found
+        if phase in ("Failed", "Cancelled"):
+            break
+        time.sleep(0.5)
+    logs = server.cli("logs", f"job/{name}", "-t", "acme", check=False).stdout
+    raise AssertionError(f"job {name}: {found.get('status')}\n{logs[-4000:]}")

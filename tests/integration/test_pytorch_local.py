@@ -21,6 +21,7 @@ from pytorch_jobs import (
     job,
     number,
     resumed_at,
+    succeeded,
     torch_python,
     torchrun,
     wait_for,
@@ -49,7 +50,7 @@ def test_ddp_by_the_platforms_variables_ends_with_equal_parameters(
 ) -> None:
     out, script = workspace()
     apply(server, job("ddp", [str(python), str(script), "--steps", "150", "--out", str(out)]))
-    server.wait_phase("ddp", "Succeeded", timeout=240)
+    succeeded(server, "ddp", 240)
     first, second = finals(out, 2)
     assert first == second
     assert first != finals_untrained(python)
@@ -84,7 +85,7 @@ def test_torchrun_across_two_tasks_from_the_platforms_variables(
         str(out),
     ]
     apply(server, job("torchrun", command))
-    server.wait_phase("torchrun", "Succeeded", timeout=240)
+    succeeded(server, "torchrun", 240)
     first, second = finals(out, 2)
     assert first == second
 
@@ -100,7 +101,7 @@ def test_a_killed_rank_restarts_the_gang_from_its_checkpoint(
     wait_for("rank 1 past step 110", lambda: number(out / "progress-1-0") >= 110, 240)
     os.kill(number(out / "pid-1-0"), signal.SIGKILL)
     killed_at = number(out / "progress-1-0")
-    done = server.wait_phase("killed", "Succeeded", timeout=300)
+    done = succeeded(server, "killed", 300)
     assert done["status"]["restarts"] == 1
     assert [t["restarts"] for t in done["status"]["tasks"]] == [1, 1]
     logs = server.cli("logs", "job/killed", "-t", "acme").stdout
@@ -125,7 +126,7 @@ def test_a_preempted_job_resumes_after_its_preemptor_ends(
     sleeper = ["/bin/sleep", "3"]
     apply(server, job("preemptor", sleeper, replicas=1, cpu="4", extra="  priority: critical\n"))
     server.wait_phase("preemptor", "Succeeded", timeout=120)
-    done = server.wait_phase("victim", "Succeeded", timeout=300)
+    done = succeeded(server, "victim", 300)
     assert [t["restarts"] for t in done["status"]["tasks"]] == [1, 1]
     logs = server.cli("logs", "job/victim", "-t", "acme").stdout
     stopped_at = min(number(out / f"progress-{rank}-0") for rank in (0, 1))

@@ -17,6 +17,7 @@ from typing import Any
 from aipaas.api.job import SIM_DURATION_ANNOTATION, Job, TaskPhase, TaskSpec
 from aipaas.backends import rendezvous
 from aipaas.backends.base import MASTER_PORTS, ClaimDevice, LaunchRequest
+from aipaas.backends.expansion import expand
 from aipaas.backends.gang import GANG_ANNOTATION, Gang, GangMember
 from aipaas.store import TaskRecord
 
@@ -34,8 +35,10 @@ def log_path(log_dir: Path, job: Job, task_name: str) -> str:
     )
 
 
-#: backends whose engine expands ``$(VAR)`` in a command itself (the pod's kubelet)
-EXPANDS_ITSELF = frozenset({"kubernetes"})
+#: backends that expand ``$(VAR)`` in a command themselves, once they have put in the values the
+#: task really gets (a node's address in MASTER_ADDR: backends/expansion.py), or whose engine
+#: does (the pod's kubelet)
+EXPANDS_ITSELF = frozenset({"kubernetes", "slurm", "ray"})
 
 
 def master_port(job_uid: str) -> int:
@@ -43,37 +46,6 @@ def master_port(job_uid: str) -> int:
     backend that can see the node's ports moves it to a free one: backends/local)."""
     digest = int(hashlib.sha256(job_uid.encode()).hexdigest()[:8], 16)
     return MASTER_PORTS.start + digest % len(MASTER_PORTS)
-
-
-def expand(text: str, env: Mapping[str, str]) -> str:
-    """``$(VAR)`` replaced by ``env[VAR]`` as Kubernetes expands a container's command and
-    args: ``$$`` is one ``$`` (so ``$$(VAR)`` stays ``$(VAR)``), a name not in ``env`` and an
-    unclosed ``$(`` stay as written; ``$VAR`` is not touched (a shell's business)."""
-    out: list[str] = []
-    index = 0
-    while index < len(text):
-        char = text[index]
-        if char != "$" or index + 1 == len(text):
-            out.append(char)
-            index += 1
-            continue
-        following = text[index + 1]
-        if following == "$":
-            out.append("$")
-            index += 2
-        elif following == "(":
-            close = text.find(")", index + 2)
-            if close == -1:
-                out.append("$(")
-                index += 2
-                continue
-            name = text[index + 2 : close]
-            out.append(env.get(name, f"$({name})"))
-            index = close + 1
-        else:
-            out.append("$" + following)
-            index += 2
-    return "".join(out)
 
 
 def wants_simulated(job: Job) -> bool:
@@ -131,6 +103,8 @@ def make_request(
             "LOCAL_RANK": str(same_node.index(record.rank) if record.rank in same_node else 0),
             "LOCAL_WORLD_SIZE": str(len(same_node)),
             "NODE_RANK": str(nodes.index(record.node) if record.node in nodes else 0),
+            # how many nodes the job's placed tasks are on (Slurm's SLURM_NNODES)
+            "AIPAAS_NODES": str(max(len(nodes), 1)),
             "MASTER_ADDR": master_addr,
             "MASTER_PORT": str(master_port(job.metadata.uid or job.name)),
             "AIPAAS_JOB": job.name,

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from aipaas.backends.base import MASTER_PORTS
+from aipaas.backends.expansion import expand
 from aipaas.backends.local.task_env import master_port, program_problem
-from aipaas.controller.launch import expand
 from aipaas.controller.launch import master_port as proposed_port
 from aipaas.controller.services_replicas import PORTS as SERVICE_PORTS
 

@@ -62,7 +62,9 @@ def ranks(script: str, *, replicas: int, policy: str = "Never", limit: int = 0) 
 
 
 def lines(path: Path, word: str) -> list[float]:
-    return [float(line.split()[1]) for line in path.read_text().splitlines() if line.startswith(word)]
+    return [
+        float(line.split()[1]) for line in path.read_text().splitlines() if line.startswith(word)
+    ]
 
 
 class TestGangRestart:
@@ -124,9 +126,7 @@ class TestGangRestart:
             "while not (os.path.exists(p) and len(open(p).read()) == 2):\n"
             "    time.sleep(0.05)\n"
         )
-        world.submit(
-            "alone", ranks(script, replicas=2, policy="OnFailure", limit=1), extra=GANG
-        )
+        world.submit("alone", ranks(script, replicas=2, policy="OnFailure", limit=1), extra=GANG)
         cycle_until(controller, lambda: world.phase("alone") == "Succeeded", timeout=60)
         status = world.job("alone").status
         assert status is not None and status.restarts is None

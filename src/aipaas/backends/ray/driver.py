@@ -42,6 +42,7 @@ from ray import cloudpickle
 
 from aipaas.backends import rendezvous
 from aipaas.backends.base import Inventory, LaunchRequest, TaskState, TaskStatus
+from aipaas.backends.expansion import expand_command
 from aipaas.backends.gang import gang_of
 from aipaas.backends.ray import runner as runner_module
 from aipaas.backends.ray import supervisor as supervisor_module
@@ -312,8 +313,10 @@ class RayDriver(RayNodeLoads):  # dataset loads: ray/datasets_driver.py
         if master is not None and master.address:
             env["MASTER_ADDR"] = master.address  # a node's name is not an address
             rendezvous.follow_master(env)  # an elastic job's endpoint: the same address
+        # $(VAR) in the command, with the values the task gets (backends/expansion.py)
+        variables = {name: env[name] for name in request.env}
         return {
-            "command": list(request.command),
+            "command": list(expand_command(request.command, variables)),
             "env": env,
             "cwd": cwd,
             "log_path": request.log_path,

@@ -28,6 +28,7 @@ from typing import Any, Literal
 from aipaas.backends import rendezvous
 from aipaas.backends.base import Inventory, LaunchRequest, TaskState, TaskStatus
 from aipaas.backends.datasets import env_name
+from aipaas.backends.expansion import expand_command
 from aipaas.backends.setup import SETUP_DIR_VARIABLE, failure_message, setup_key
 from aipaas.backends.slurm import accounting, jobs
 from aipaas.backends.slurm import containers as slurm_containers
@@ -171,6 +172,9 @@ class SlurmBackend(SlurmPowerPool, SlurmDatasetCaches):  # datasets: slurm/datas
         if master_node is not None:
             env["MASTER_ADDR"] = master_node.address  # Slurm's NodeAddr: what resolves
             rendezvous.follow_master(env)  # an elastic job's endpoint: the same address
+        # $(VAR) in the command, with the values the task gets (backends/expansion.py)
+        variables = {name: env[name] for name in request.env}
+        request = replace(request, command=expand_command(request.command, variables))
         script = directory / "job.sh"
         exit_file = str(directory / jobs.EXIT_FILE)
         text = jobs.batch_script(request, env, exit_file, str(directory), setup=setup)

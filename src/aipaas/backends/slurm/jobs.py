@@ -88,6 +88,9 @@ SLURM_RANK_VARIABLES = {
     "SLURM_LOCALID": "LOCAL_RANK",
     "SLURM_NODEID": "NODE_RANK",
     "SLURM_NTASKS_PER_NODE": "LOCAL_WORLD_SIZE",  # Lightning refuses SLURM_NTASKS without it
+    # Lightning checks its num_nodes against SLURM_NNODES (1 in a batch job of one task)
+    "SLURM_NNODES": "AIPAAS_NODES",
+    "SLURM_JOB_NUM_NODES": "AIPAAS_NODES",
 }
 #: a task's PATH when its job does not set one (sbatch --export=NIL gives it slurmd's)
 TASK_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"

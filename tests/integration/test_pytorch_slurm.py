@@ -1,0 +1,91 @@
+"""Real PyTorch training (CPU, gloo) through the API on the Slurm backend (real daemons:
+slurm_cluster.py, two nodes on this machine): DDP by the platform's variables, torchrun across
+two tasks, and PyTorch Lightning, whose own SLURM detection gives each task its own global
+rank. The tests' own PyTorch (model_venv.py) and Lightning (lightning_venv.py) are made when
+absent; the tests skip only when pip cannot install them, or Slurm is not installed, and say
+so."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import lightning_venv
+import model_venv
+import pytest
+from pytorch_jobs import apply, finals, job, succeeded, torch_python, torchrun, workspace
+from server_process import SETUP, ServerProcess
+from slurm_cluster import SlurmCluster, slurm_cluster
+
+__all__ = ["slurm_cluster"]  # the fixture, used by name
+
+pytestmark = pytest.mark.slow
+LIGHTNING = Path(__file__).resolve().parents[1] / "data" / "pytorch" / "lightning_ranks.py"
+
+
+@pytest.fixture(scope="module")
+def python() -> Path:
+    return torch_python()
+
+
+@pytest.fixture(scope="module")
+def server(
+    tmp_path_factory: pytest.TempPathFactory, slurm_cluster: SlurmCluster
+) -> Iterator[ServerProcess]:
+    process = ServerProcess(
+        tmp_path_factory.mktemp("torch-slurm") / "data",
+        backend="slurm",
+        extra=["--slurm-conf", str(slurm_cluster.conf)],
+    ).start()
+    apply(process, SETUP)
+    yield process
+    process.close()
+
+
+def test_ddp_by_the_platforms_variables_on_slurm(python: Path, server: ServerProcess) -> None:
+    out, script = workspace()
+    command = [str(python), str(script), "--steps", "100", "--out", str(out)]
+    apply(server, job("ddp", command))
+    succeeded(server, "ddp", 300)
+    first, second = finals(out, 2)
+    assert first == second
+
+
+def test_torchrun_across_two_tasks_on_slurm(python: Path, server: ServerProcess) -> None:
+    out, script = workspace()
+    command = [
+        torchrun(python),
+        "--nnodes=$(WORLD_SIZE)",
+        "--node-rank=$(RANK)",
+        "--nproc-per-node=1",
+        "--master-addr=$(MASTER_ADDR)",
+        "--master-port=$(MASTER_PORT)",
+        str(script),
+        "--steps",
+        "100",
+        "--out",
+        str(out),
+    ]
+    apply(server, job("torchrun", command))
+    succeeded(server, "torchrun", 300)
+    first, second = finals(out, 2)
+    assert first == second
+
+
+def test_lightning_gives_each_slurm_task_its_own_global_rank(server: ServerProcess) -> None:
+    try:
+        python = lightning_venv.ensure()
+    except model_venv.Unavailable as err:
+        pytest.skip(f"PyTorch Lightning could not be installed by pip: {err}")
+    out, _ = workspace()
+    script = out / "lightning_ranks.py"
+    script.write_text(LIGHTNING.read_text())
+    apply(server, job("lightning", [str(python), str(script), str(out)]))
+    succeeded(server, "lightning", 300)
+    seen = [json.loads((out / f"lightning-{rank}").read_text()) for rank in (0, 1)]
+    assert [s["global_rank"] for s in seen] == [0, 1]
+    assert [s["slurm_procid"] for s in seen] == ["0", "1"]
+    assert all(s["detected"] and s["environment"] == "SLURMEnvironment" for s in seen)
+    assert all(s["world_size"] == 2 for s in seen)
+    assert seen[0]["params"] == seen[1]["params"]  # DDP kept them equal
