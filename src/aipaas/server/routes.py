@@ -273,7 +273,7 @@ def list_events(
         obj = _service(request, caller).get(resolved, name, tenant)
         uid = obj.metadata.uid
         scope = obj.tenant
-    page = store.events_page(
+    page = store.events.events_page(
         tenant=scope, kind=resolved, name=name, uid=uid, limit=limit, after=after
     )
     return {

@@ -72,7 +72,7 @@ class ObjectService:
 
     def _find_anywhere(self, kind: str, name: str) -> Object:
         """A platform admin who names no tenant: the one object of that name, if only one."""
-        found = self.store.find_by_name(kind, name)
+        found = self.store.objects.find_by_name(kind, name)
         if not found:
             raise NotFound(f"{kind.lower()} {name} not found")
         if len(found) > 1:
@@ -101,7 +101,7 @@ class ObjectService:
         cls = KINDS[kind]
         strategy = strategy_for(kind)
         if strategy.hides_some and not self.caller.is_platform_admin:
-            page = self.store.list_page(kind, "", limit=limit, after=after)
+            page = self.store.objects.list_page(kind, "", limit=limit, after=after)
             # The store's count of the rows after this page would count objects the caller
             # cannot see (and tell them how many there are).
             seen = [o for o in page.items if strategy.visible_to(o, self.caller)]
@@ -112,7 +112,7 @@ class ObjectService:
             scope = None
         else:
             scope = self._scope(cls, tenant)
-        return shown_page(self.store.list_page(kind, scope, limit=limit, after=after))
+        return shown_page(self.store.objects.list_page(kind, scope, limit=limit, after=after))
 
     def visible(self, kind: str, tenant: str | None, obj: Object) -> Object | None:
         """``obj`` as ``list_page(kind, tenant)`` would show it to the caller, or None when that

@@ -26,7 +26,6 @@ from aipaas.store.batch import GroupCommit
 from aipaas.store.database import make_engine, migrate
 from aipaas.store.events import EventRepository
 from aipaas.store.objects import ObjectRepository
-from aipaas.store.paging import Page
 from aipaas.store.rows import ObjectKey, to_object
 from aipaas.store.tokens import TokenRecord, TokenRepository
 from aipaas.store.writers import WriterQueue
@@ -128,14 +127,6 @@ class Store:
     ) -> list[Object]:
         return self.objects.list_objects(kind, tenant, phases=phases, exclude_phases=exclude_phases)
 
-    def list_page(
-        self, kind: str, tenant: str | None = None, *, limit: int, after: int = 0
-    ) -> Page[Object]:
-        return self.objects.list_page(kind, tenant, limit=limit, after=after)
-
-    def find_by_name(self, kind: str, name: str) -> list[Object]:
-        return self.objects.find_by_name(kind, name)
-
     def count(self, kind: str, tenant: str | None = None) -> int:
         return self.objects.count(kind, tenant)
 
@@ -198,17 +189,3 @@ class Store:
         limit: int = 1000,
     ) -> list[Event]:
         return self.events.list_events(tenant=tenant, kind=kind, name=name, uid=uid, limit=limit)
-
-    def events_page(
-        self,
-        *,
-        tenant: str | None = None,
-        kind: str | None = None,
-        name: str | None = None,
-        uid: str | None = None,
-        limit: int,
-        after: int = 0,
-    ) -> Page[Event]:
-        return self.events.events_page(
-            tenant=tenant, kind=kind, name=name, uid=uid, limit=limit, after=after
-        )

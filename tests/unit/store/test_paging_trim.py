@@ -24,7 +24,7 @@ def names_of_every_page(
     after = 0
     made = 0
     while True:
-        page = store.list_page("Queue", tenant, limit=limit, after=after)
+        page = store.objects.list_page("Queue", tenant, limit=limit, after=after)
         seen.extend(q.name for q in page.items)
         sizes.append(len(page.items))
         for _ in range(between):
@@ -58,19 +58,19 @@ class TestObjectPages:
     def test_remaining_count_and_the_last_page(self, store: Store) -> None:
         for i in range(7):
             store.create(queue(f"q-{i}"))
-        first = store.list_page("Queue", "acme", limit=3)
+        first = store.objects.list_page("Queue", "acme", limit=3)
         assert (len(first.items), first.remaining) == (3, 4)
         assert first.next_after is not None
-        last = store.list_page("Queue", "acme", limit=4, after=first.next_after)
+        last = store.objects.list_page("Queue", "acme", limit=4, after=first.next_after)
         assert (len(last.items), last.next_after, last.remaining) == (4, None, None)
 
     def test_a_deleted_object_does_not_disturb_the_walk(self, store: Store) -> None:
         for i in range(6):
             store.create(queue(f"q-{i}"))
-        first = store.list_page("Queue", "acme", limit=3)
+        first = store.objects.list_page("Queue", "acme", limit=3)
         store.delete("Queue", "acme", "q-3")
         assert first.next_after is not None
-        rest = store.list_page("Queue", "acme", limit=3, after=first.next_after)
+        rest = store.objects.list_page("Queue", "acme", limit=3, after=first.next_after)
         assert [q.name for q in first.items + rest.items] == ["q-0", "q-1", "q-2", "q-4", "q-5"]
 
 
@@ -83,7 +83,7 @@ class TestEventPages:
         seen: list[str] = []
         after = 0
         while True:
-            page = store.events_page(tenant="acme", name="a", limit=2, after=after)
+            page = store.events.events_page(tenant="acme", name="a", limit=2, after=after)
             seen.extend(e.message for e in page.items)
             if page.next_after is None:
                 break
