@@ -1,5 +1,5 @@
-"""What a pod holds, as the controller counts it against quotas (controller/batch_snapshot.py,
-placement.py, work.py). The quota check itself is the batch session's alone
+"""What a pod holds and what the nodes offer, as the controller counts them for quotas
+(controller/batch_snapshot.py, placement.py). The quota check itself is the batch session's
 (scheduler/batch/session.py ``quota_problem``), the one quota checker."""
 
 from __future__ import annotations
