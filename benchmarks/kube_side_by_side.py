@@ -43,7 +43,6 @@ import time
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -54,6 +53,7 @@ import yaml
 sys.path.insert(0, str(Path(__file__).parent))
 
 from _kube_openb import OpenbTrace, load_trace, replay
+from _kube_report import Run, table, targets
 from aipaas.backends.kubernetes.api import KubeApi
 from aipaas.backends.kubernetes.fake_dra import publish, uniform
 from aipaas.backends.kubernetes.options import KubeOptions
@@ -74,35 +74,6 @@ metadata: {name: default, tenant: bench}
 """
 USERS = {"kube-scheduler": "system:kube-scheduler", "aipaas": "aipaas"}
 SCHEDULER_NAMES = {"kube-scheduler": "default-scheduler", "aipaas": "aipaas"}
-
-
-@dataclass
-class Run:
-    scheduler: str
-    scenario: str
-    pods: int = 0
-    bound: int = 0
-    seconds: float = 0.0
-    latencies: list[float] = field(default_factory=list)
-    requests: int = 0
-    cpu_seconds: float = 0.0
-    gangs_whole: int = 0
-    gangs_partial: int = 0
-    gangs_none: int = 0
-    #: openb: GPUs the bound pods asked for, of how many, and the first pod refused
-    gpus_bound: float = 0.0
-    gpus_total: int = 0
-    first_refused: str = ""
-
-    @property
-    def rate(self) -> float:
-        return self.bound / self.seconds if self.seconds else 0.0
-
-    def quantile(self, q: float) -> float:
-        if not self.latencies:
-            return float("nan")
-        ordered = sorted(self.latencies)
-        return ordered[min(int(q * len(ordered)), len(ordered) - 1)]
 
 
 def cpu_seconds(pid: int) -> float:
@@ -433,30 +404,6 @@ def _scheduler_process(scheduler: str, state: Path, profile: Path | None = None)
             yield pid
 
 
-def table(runs: Sequence[Run]) -> str:
-    lines = [
-        "| scenario | scheduler | pods | bound | pods bound/s | p50 create→bind s "
-        "| p99 create→bind s | API requests per bound pod | scheduler CPU s "
-        "| gangs whole / partly / none | GPU allocation at first refusal |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---|---|",
-    ]
-    for r in runs:
-        gangs = (
-            f"{r.gangs_whole} / {r.gangs_partial} / {r.gangs_none}" if r.scenario == "gangs" else ""
-        )
-        alloc = ""
-        if r.scenario == "openb" and r.gpus_total:
-            alloc = f"{100 * r.gpus_bound / r.gpus_total:.1f}% ({r.gpus_bound:,.1f} of "
-            alloc += f"{r.gpus_total:,} GPUs; {r.first_refused or 'none'} refused)"
-        per_pod = r.requests / r.bound if r.bound else float("nan")
-        lines.append(
-            f"| {r.scenario} | {r.scheduler} | {r.pods:,} | {r.bound:,} | {r.rate:.1f} "
-            f"| {r.quantile(0.5):.2f} | {r.quantile(0.99):.2f} | {per_pod:.1f} "
-            f"| {r.cpu_seconds:.1f} | {gangs} | {alloc} |"
-        )
-    return "\n".join(lines)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--nodes", type=int, default=500)
@@ -482,6 +429,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--workdir", type=Path, help="keep each run's cluster state and logs here")
     args = parser.parse_args(argv)
     runs: list[Run] = []
+    began = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="kube-bench-") as tmp:
         workdir = args.workdir or Path(tmp)
         workdir.mkdir(parents=True, exist_ok=True)
@@ -495,16 +443,18 @@ def main(argv: Sequence[str] | None = None) -> int:
                     run = run_scenario(scheduler, scenario, args, workdir)
                 runs.append(run)
                 print(table([run]).splitlines()[-1], flush=True)
-    text = table(runs)
+    took = time.monotonic() - began
+    text = table(runs) + "\n\n" + targets(runs)
     print()
     print(text)
+    print(f"\nthe whole run took {took / 60:.1f} min")
     if args.out:
         when = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
         command = "python benchmarks/kube_side_by_side.py " + " ".join(argv or sys.argv[1:])
+        head = f"Measured {when}, `{command}` ({took / 60:.0f} min in all), single and gangs on "
+        head += f"{args.nodes} KWOK nodes x {args.gpus} GPUs, openb on the trace's nodes:"
         args.out.write_text(
-            args.out.read_text().split("<!-- table -->")[0]
-            + f"<!-- table -->\nMeasured {when}, `{command}`, {args.nodes} KWOK nodes x "
-            f"{args.gpus} GPUs:\n\n{text}\n"
+            args.out.read_text().split("<!-- table -->")[0] + f"<!-- table -->\n{head}\n\n{text}\n"
             if args.out.exists()
             else text + "\n"
         )

@@ -86,6 +86,7 @@ class KubeImport:
         last, self._last = self._last, {}
         taken = 0
         ready: list[_Gang] = []
+        lookups = _Lookups(context.store)  # tenants, queues, classes: read once a cycle
         for key, pods in groups.items():
             uids = frozenset(p.uid for p in pods)
             before = last.get(key)
@@ -99,7 +100,7 @@ class KubeImport:
                     continue  # the next cycle's
                 taken += 1
                 pods.sort(key=lambda p: p.name)
-                gang = self._prepare(context, source, key, pods)
+                gang = self._prepare(context, source, key, pods, lookups)
                 if gang is not None:
                     ready.append(gang)
             elif size and len(pods) < size:
@@ -147,26 +148,22 @@ class KubeImport:
         source: ForeignPods,
         key: GroupKey,
         pods: Sequence[ForeignPod],
+        lookups: _Lookups,
     ) -> _Gang | None:
         """The job a complete gang becomes, or None (its pods told why) when it cannot be
         one: its namespace maps to no tenant, its queue does not exist, its pods are no job."""
-        store = context.store
         namespace, group = key
         tenant_name = source.tenant_of(namespace)
-        tenant = store.find("Tenant", "", tenant_name) if tenant_name else None
+        tenant = lookups.tenant(tenant_name) if tenant_name else None
         if tenant_name is None or not isinstance(tenant, Tenant):
             why = f"namespace {namespace} maps to tenant {tenant_name}, which is unknown"
             self._warn(key, why, source, pods)
             return None
         queue = next((p.queue for p in pods if p.queue), None) or self.default_queue
-        if store.find("Queue", tenant_name, queue) is None:
+        if not lookups.has_queue(tenant_name, queue):
             self._warn(key, f"tenant {tenant_name} has no queue {queue}", source, pods)
             return None
-        classes = {
-            c.name: c
-            for c in store.list_objects("PriorityClass", "")
-            if isinstance(c, PriorityClass)
-        }
+        classes = lookups.classes()
         name = gang_name(group, pods)
         default_class = tenant.spec.default_priority_class or DEFAULT_CLASS
         try:
@@ -197,6 +194,37 @@ class KubeImport:
             name = gang.job.metadata.name or ""
             source.mark_imported(gang.pods, name)
             self._waiting[(gang.tenant, name)] = [(p.namespace, p.name) for p in gang.pods]
+
+
+class _Lookups:
+    """The store's tenants, queues and priority classes, each read once in a cycle however
+    many gangs the cycle takes."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self._tenants: dict[str, object] = {}
+        self._queues: dict[tuple[str, str], bool] = {}
+        self._classes: dict[str, PriorityClass] | None = None
+
+    def tenant(self, name: str) -> object:
+        if name not in self._tenants:
+            self._tenants[name] = self.store.find("Tenant", "", name)
+        return self._tenants[name]
+
+    def has_queue(self, tenant: str, queue: str) -> bool:
+        if (tenant, queue) not in self._queues:
+            found = self.store.find("Queue", tenant, queue) is not None
+            self._queues[(tenant, queue)] = found
+        return self._queues[(tenant, queue)]
+
+    def classes(self) -> dict[str, PriorityClass]:
+        if self._classes is None:
+            self._classes = {
+                c.name: c
+                for c in self.store.list_objects("PriorityClass", "")
+                if isinstance(c, PriorityClass)
+            }
+        return self._classes
 
 
 @dataclass(frozen=True)
