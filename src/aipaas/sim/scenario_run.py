@@ -6,7 +6,9 @@ run longer than ``timeLimit`` ends Failed, reason TimeLimit) and evictions (an e
 back to Pending and, restarted, runs its whole duration again). At each distinct event time the
 run applies that time's events, then runs one session (again, up to ``MAX_REPEATS`` times, while
 a cycle evicts: reclaim may need a second look), and moves on to the next event; it also wakes
-when a reservation starts or a running job passes its queue's ``minRuntime`` while work waits.
+when a reservation starts or a running job passes its queue's ``minRuntime`` while work waits,
+and (a cycle then runs although nothing waits) at the start when a node has a NoExecute taint
+and when a toleration of one runs out (``Decisions.due``).
 
 One SnapshotCluster and the model Jobs live across cycles: starts and evictions are already in
 them when the session returns, completions release their placements here. Only the Session is
@@ -31,6 +33,8 @@ from aipaas.sim.scenario_records import Record, run_output
 #: extra cycles at one instant while the previous one evicted something
 MAX_REPEATS: Final = 2
 _WAKE: Final = ""  # the event key of a wake-up (no job)
+#: the event key of a wake-up for NoExecute taints: a cycle runs then even if nothing waits
+_TAINT_WAKE: Final = "\0taint"
 
 
 def _at(value: float) -> float:
@@ -70,6 +74,9 @@ class ScenarioRun:
             if q.usage_half_life and scenario.options.usageOverTime
         ]
         self.min_runtime = any(q.min_runtime > 0 for q in self.queues.values())
+        #: a cycle is due although nothing waits: NoExecute taints end running tasks (at the
+        #: start, and when a toleration runs out)
+        self._taints_due = any(t.effect == "NoExecute" for n in scenario.nodes for t in n.taints)
         arrivals = scenario.arrivals
         self.arrivals = sorted(
             (_at(arrivals[k]), job.order, k) for k, job in scenario.jobs.items() if k in arrivals
@@ -219,6 +226,9 @@ class ScenarioRun:
             if key == _WAKE:
                 self._woken.discard(time)
                 continue
+            if key == _TAINT_WAKE:
+                self._taints_due = True
+                continue
             job = self.active.get(key)
             if job is not None and self.records[key].generation == generation:
                 self._finish(key, job, max(time, self.now))
@@ -280,7 +290,7 @@ class ScenarioRun:
         or a running job passing its queue's minRuntime (it may then be preempted); and one
         where a toleration of a NoExecute taint runs out (its task is then evicted)."""
         if decisions.due is not None and decisions.due > self.now:
-            self._wake_at(decisions.due)
+            self._push(_at(decisions.due), _TAINT_WAKE, 0)
         if not self.waiting:
             return
         times = [r.start for r in decisions.reservations.values() if r.start > self.now]
@@ -301,7 +311,9 @@ class ScenarioRun:
     def _next_time(self) -> float | None:
         while self.events:
             _, _, key, generation = self.events[0]
-            if key == _WAKE or (key in self.active and self.records[key].generation == generation):
+            if key in (_WAKE, _TAINT_WAKE) or (
+                key in self.active and self.records[key].generation == generation
+            ):
                 break
             heapq.heappop(self.events)  # void: the job was evicted or finished since
         times = []
@@ -326,7 +338,8 @@ class ScenarioRun:
             while True:
                 self._apply_events()
                 repeats = 0
-                while self.waiting:
+                while self.waiting or self._taints_due:
+                    self._taints_due = False
                     decisions = self._cycle()
                     repeats += 1
                     if not decisions.evicted or repeats > MAX_REPEATS:

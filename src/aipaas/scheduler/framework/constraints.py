@@ -115,13 +115,18 @@ def refusal(
     if bad:
         return f"node(s) had untolerated taint {{{bad[0].key}: {bad[0].value}}}"
     for taint in taints:
-        # A NoExecute taint tolerated for no time at all (tolerationSeconds <= 0 on the first
-        # toleration that matches it, as Kubernetes' taint manager reads it) would end the pod
-        # as it starts: the node is refused instead.
+        # A NoExecute taint tolerated only for a while (tolerationSeconds on the first
+        # toleration that matches it, as Kubernetes' taint manager reads it) would end a new
+        # pod when the time runs out: the node is refused to new pods (Kubernetes binds them
+        # and evicts them later, over and over while the taint stays); pods already there stay
+        # their time (batch/actions/taint_eviction.py).
         if taint.effect == "NoExecute":
             used = next((o for o in constraints.tolerations if tolerates(o, taint)), None)
-            if used is not None and used.seconds is not None and used.seconds <= 0:
-                return f"node(s) had taint {{{taint.key}: {taint.value}}} tolerated for 0 seconds"
+            if used is not None and used.seconds is not None:
+                return (
+                    f"node(s) had taint {{{taint.key}: {taint.value}}} tolerated only "
+                    f"{max(used.seconds, 0)} s"
+                )
     return None
 
 
