@@ -180,6 +180,11 @@ MATRIX: dict[tuple[str, str], Row] = {
     ("POST", "/api/v1/apply"): Row(
         Call("POST", "/api/v1/apply", content=job("apply-{who}")), api(200, 200, 200, 403)
     ),
+    # the simulated backend runs no commands in tasks: a caller who may exec is told so (503)
+    ("POST", "/api/v1/jobs/{name}/exec"): Row(
+        Call("POST", "/api/v1/jobs/j-acme/exec", ACME, json={"command": ["hostname"]}),
+        api(503, 503, 503, 403),
+    ),
     ("POST", "/api/v1/jobs/{name}/cancel"): Row(
         Call("POST", "/api/v1/jobs/cancel-{who}/cancel", ACME), api(200, 200, 200, 403)
     ),
@@ -316,6 +321,7 @@ EXTRA: list[tuple[str, Call, dict[str, int]]] = [
         ("user", Call("GET", "/api/v1/users/bob", GLOBEX), 200),
         ("submit", Call("POST", "/api/v1/apply", content=job("x-{who}", "globex")), 200),
         ("cancel", Call("POST", "/api/v1/jobs/secret/cancel", GLOBEX), 200),
+        ("exec", Call("POST", "/api/v1/jobs/secret/exec", GLOBEX, json={"command": ["id"]}), 503),
         (
             "token for bob",
             Call("POST", "/api/v1/tokens", json={"user": "bob", "tenant": "globex"}),

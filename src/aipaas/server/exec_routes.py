@@ -10,7 +10,8 @@ read of it. The command runs where the task runs, as the task's user, in its wor
 with its environment, inside its container when it has one: the process's backend does it
 through the function the composition root gives ``create_app`` (``task_exec``; cli/
 control_runtime.py builds it from the backend's capability, backends/task_exec.py), since the
-API never imports a backend. A server with no controller of its own cannot exec (503).
+API never imports a backend. A server whose backend cannot (simulated nodes), or that runs no
+backend of its own, answers 503.
 """
 
 from __future__ import annotations
@@ -61,15 +62,15 @@ def exec_in_task(
     if body.task is not None and body.task not in {r.name for r in records}:
         known = ", ".join(r.name for r in records) or "none yet"
         raise NotFound(f"job {name} has no task {body.task} (tasks: {known})")
+    executor: TaskExecutor | None = getattr(request.app.state, "task_exec", None)
+    if executor is None:  # said first: no task would be any different
+        raise Unavailable("this server's backend cannot run commands in tasks (aipaas exec)")
     chosen = [r for r in records if body.task in (None, r.name)]
     running = [r for r in chosen if r.phase == TaskPhase.RUNNING.value and r.request_id]
     if not running:
         what = f"task {body.task}" if body.task else f"no task of job {name}"
         phases = ", ".join(f"{r.name} {r.phase}" for r in chosen) or "no tasks"
         raise Conflict(f"{what} is not running ({phases}): exec needs a running task")
-    executor: TaskExecutor | None = getattr(request.app.state, "task_exec", None)
-    if executor is None:
-        raise Unavailable("this server runs no backend of its own: exec is not possible here")
     record = running[0]
     assert record.request_id is not None
     answer = executor(record.request_id, body.command, float(body.timeout_seconds))
