@@ -1,6 +1,6 @@
 """What the PyTorch workload tests share (test_pytorch_local.py, test_pytorch_slurm.py): the
 tests' own PyTorch (model_venv.py: skipped only when pip cannot install it, saying so), the
-training script (tests/data/pytorch/train.py) copied where a task's user can read it, Job
+training script (examples/pytorch/train.py) copied where a task's user can read it, Job
 manifests that start it by the platform's variables or under torchrun, and what the script
 leaves in its output folder, read back."""
 
@@ -17,7 +17,7 @@ import model_venv
 import pytest
 from server_process import ServerProcess, shared_dir
 
-SCRIPT = Path(__file__).resolve().parents[1] / "data" / "pytorch" / "train.py"
+SCRIPT = Path(__file__).resolve().parents[2] / "examples" / "pytorch" / "train.py"
 
 
 def torch_python() -> Path:

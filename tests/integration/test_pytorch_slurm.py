@@ -21,7 +21,7 @@ from slurm_cluster import SlurmCluster, slurm_cluster
 __all__ = ["slurm_cluster"]  # the fixture, used by name
 
 pytestmark = pytest.mark.slow
-LIGHTNING = Path(__file__).resolve().parents[1] / "data" / "pytorch" / "lightning_ranks.py"
+LIGHTNING = Path(__file__).resolve().parents[2] / "examples" / "pytorch" / "lightning_ranks.py"
 
 
 @pytest.fixture(scope="module")
