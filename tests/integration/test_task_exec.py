@@ -58,6 +58,19 @@ class World:
         self.server = server
         self.tokens = tokens
 
+    def cancel_all(self) -> None:
+        with self.server.http() as client:
+            jobs = client.get("/jobs", params={"tenant": "acme"}).json()["items"]
+            unfinished = [
+                job["metadata"]["name"]
+                for job in jobs
+                if (job.get("status") or {}).get("phase") in ("Pending", "Running")
+            ]
+            for name in unfinished:
+                client.post(f"/jobs/{name}/cancel", params={"tenant": "acme"})
+        for name in unfinished:
+            self.server.wait_phase(name, "Cancelled", timeout=60)
+
     def running(self, name: str) -> None:
         deadline = time.monotonic() + 90
         while time.monotonic() < deadline:
@@ -79,9 +92,11 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
             answer = client.post("/tokens", json={"user": user, "tenant": tenant})
             answer.raise_for_status()
             tokens[user] = answer.json()["token"]
+    world = World(server, tokens)
     try:
-        yield World(server, tokens)
+        yield world
     finally:
+        world.cancel_all()  # a container outlives its runner, which close() SIGKILLs
         server.close()
 
 

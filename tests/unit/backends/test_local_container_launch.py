@@ -4,13 +4,18 @@ limits and memory group, and podman's own environment free of the job's variable
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from pathlib import Path
 
 from aipaas.backends import containers
 from aipaas.backends.base import LaunchRequest
 from aipaas.backends.datasets import DatasetMount
-from aipaas.backends.local.container_launch import container_launch, container_task
+from aipaas.backends.local.container_launch import (
+    container_launch,
+    container_task,
+    remove_container,
+)
 from aipaas.backends.local.isolation import TaskIdentity
 
 HOME = Path("/tasks/acme/uid.w")
@@ -80,3 +85,15 @@ def test_podman_gets_only_its_own_environment_and_the_stop_has_the_grace(tmp_pat
 def test_without_datasets_only_the_directory_is_bound() -> None:
     task = make_task(replace(REQUEST, datasets=()))
     assert list(task.binds) == [containers.Bind(str(HOME), str(HOME))]
+
+
+def test_a_killed_runners_container_is_removed_by_its_launch_files_command(
+    tmp_path: Path,
+) -> None:
+    launch = container_launch(make_task(), tmp_path / "containers.conf", 7)
+    removed = tmp_path / "removed"
+    launch["container"]["remove"] = ["/bin/sh", "-c", f'echo "$CONTAINERS_CONF" > {removed}']
+    (tmp_path / "launch.json").write_text(json.dumps(launch))
+    remove_container(tmp_path / "launch.json")
+    assert removed.read_text().strip() == str(tmp_path / "containers.conf")
+    remove_container(tmp_path / "absent.json")  # no launch file: nothing to do, no error

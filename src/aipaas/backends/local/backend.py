@@ -581,6 +581,8 @@ class LocalBackend(LocalDatasetCaches):  # datasets: backends/local/datasets.py
             return
         with contextlib.suppress(ProcessLookupError):
             os.killpg(pid, signal.SIGKILL)
+        # a task in an image lives on under conmon, outside the runner's group: removed too
+        container_launch.remove_container(self._dir(request_id) / LAUNCH_FILE)
 
     def _reap(self) -> None:
         with self._lock:

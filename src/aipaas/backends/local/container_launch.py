@@ -8,6 +8,9 @@ runner runs first, on the host as the task's user or in the task's image (backen
 
 from __future__ import annotations
 
+import contextlib
+import json
+import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -33,6 +36,28 @@ def write_conf(run_dir: Path) -> Path:
         temporary.write_text(containers.CONTAINERS_CONF)
         temporary.replace(path)
     return path
+
+
+def remove_container(launch_file: Path) -> None:
+    """Force-remove the container of the task whose launch file this is (none: nothing), for a
+    runner that was SIGKILLed before it could (the container outlives it under conmon)."""
+    try:
+        launch = json.loads(launch_file.read_text())
+    except (OSError, ValueError):
+        return
+    container = launch.get("container")
+    if not isinstance(container, dict) or not isinstance(container.get("remove"), list):
+        return
+    with contextlib.suppress(OSError, subprocess.SubprocessError):
+        subprocess.run(
+            [str(part) for part in container["remove"]],
+            env={str(k): str(v) for k, v in container["env"].items()},
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            timeout=60,
+            check=False,
+        )
 
 
 def container_task(
