@@ -1,7 +1,8 @@
 """The backlog kept across cycles (batch/backlog_book.py) and the order over its groups
 (batch/ordering_groups.py): a run whose sessions take the backlog from the book decides, cycle
 by cycle, exactly what a run whose sessions walk every job decides (hypothesis, over random
-queue trees, job mixes, arrivals, durations and profiles); the book's sums and groups always
+queue trees with a budget's hold on a leaf, users with quotas, job mixes, arrivals, durations
+and profiles); the book's sums and groups always
 equal a fresh walk over the jobs; the grouped order gives the jobs in the plain order's."""
 
 from __future__ import annotations
@@ -38,23 +39,31 @@ job_strategy = st.tuples(
     st.sampled_from([None, None, None, "required", "preferred"]),  # rack topology
     st.sampled_from([None, None, None, 5, 20]),  # time limit (seconds)
     st.one_of(st.none(), st.none(), st.integers(0, 29)),  # depends on job i (an earlier one)
+    st.sampled_from([None, "u0", "u1"]),  # who submitted it (u0 may have a quota)
 )
 tree_strategy = st.tuples(
     st.lists(st.integers(0, 4), min_size=4, max_size=4),  # leaf guarantees (GPUs)
     st.lists(st.sampled_from([2, 4, 8, 16]), min_size=4, max_size=4),  # leaf quotas
     st.lists(st.integers(1, 3), min_size=4, max_size=4),  # leaf weights
     st.lists(st.sampled_from([None, None, 0, 10]), min_size=2, max_size=2),  # parents' minRuntime
+    st.sampled_from([None, None, 0, 3]),  # a leaf a budget holds (its index)
+    st.sampled_from([None, 2, 4]),  # user u0's GPU quota
 )
 
 
-Shape = tuple[list[int], list[int], list[int], list[int | None]]
+Shape = tuple[list[int], list[int], list[int], list[int | None], int | None, int | None]
 
 
 def _document(jobs: list[tuple[Any, ...]], shape: Shape, profile: str) -> dict[str, Any]:
-    guaranteed, quotas, weights, min_runtimes = shape
+    guaranteed, quotas, weights, min_runtimes, held, user_quota = shape
     objects: list[dict[str, Any]] = [
         {"apiVersion": "aipaas/v1", "kind": "Tenant", "metadata": {"name": "t"}},
     ]
+    if user_quota is not None:
+        objects.append(
+            {"apiVersion": "aipaas/v1", "kind": "User", "metadata": {"name": "u0", "tenant": "t"}}
+            | {"spec": {"quota": {"gpu": user_quota}}}
+        )
     for parent, min_runtime in zip(("p0", "p1"), min_runtimes, strict=True):
         objects.append(
             {
@@ -71,13 +80,16 @@ def _document(jobs: list[tuple[Any, ...]], shape: Shape, profile: str) -> dict[s
             "guaranteed": {"gpu": min(guaranteed[i], quotas[i])},
             "quota": {"gpu": quotas[i]},
         }
+        metadata: dict[str, Any] = {"name": leaf, "tenant": "t"}
+        if held == i:
+            metadata["annotations"] = {"aipaas.dev/admission-stopped": "b1"}
         objects.append(
-            {"apiVersion": "aipaas/v1", "kind": "Queue", "metadata": {"name": leaf, "tenant": "t"}}
+            {"apiVersion": "aipaas/v1", "kind": "Queue", "metadata": metadata}
             | {"spec": queue_spec}
         )
     arrivals, durations = [], []
     for i, job_spec in enumerate(jobs):
-        leaf, priority, gpu, replicas, extra, preemptible, seconds, at, topo, limit, after = (
+        leaf, priority, gpu, replicas, extra, preemptible, seconds, at, topo, limit, after, user = (
             job_spec
         )
         resources: dict[str, Any] = {"cpu": 1} if gpu == 0 else {"gpu": gpu}
@@ -101,9 +113,11 @@ def _document(jobs: list[tuple[Any, ...]], shape: Shape, profile: str) -> dict[s
             spec["timeLimit"] = limit
         if after is not None and after < i:  # submitted when it succeeds: out of listing order
             spec["dependsOn"] = [f"j{after}"]
+        job_meta: dict[str, Any] = {"name": f"j{i}", "tenant": "t"}
+        if user is not None:
+            job_meta["annotations"] = {"aipaas.dev/submitted-by": user}
         objects.append(
-            {"apiVersion": "aipaas/v1", "kind": "Job", "metadata": {"name": f"j{i}", "tenant": "t"}}
-            | {"spec": spec}
+            {"apiVersion": "aipaas/v1", "kind": "Job", "metadata": job_meta} | {"spec": spec}
         )
         durations.append({"job": f"t/j{i}", "seconds": seconds})
         if at is not None:

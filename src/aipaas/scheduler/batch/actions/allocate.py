@@ -164,10 +164,12 @@ def _order(session: Session, gangs: dict[str, tuple[list[Task], Resources]]) -> 
     if book is None or session.account_log or session.options.fairShare == "fifo":
         jobs = session.jobs
         return ordered(session, [jobs[key] for key in gangs])
+    stopped = session.stopped  # a group is one leaf: held whole or not at all
     runs = [
         (group.jobs, group.orders)
         for group in book.groups.values()
-        if enqueued is None or group.jobs[0].key in enqueued
+        if (enqueued is None or group.jobs[0].key in enqueued)
+        and not (stopped and group.jobs[0].key in stopped)
     ]
     singles = [job for key, job in book.others.items() if key in gangs]
     return GroupedOrder(session, runs, singles)

@@ -40,9 +40,12 @@ def enqueue(session: Session) -> None:
         # The backlog by groups (one leaf, priority, level and gang kind: one verdict key),
         # as the caller keeps it: one look per group, then the rest of the jobs one by one.
         waiting = session.waiting
+        stopped = session.stopped
         for (queue, _, label, _, _), group in book.groups.items():
             members = group.members
             first = group.jobs[0]
+            if stopped and first.key in stopped:
+                continue  # a held leaf (a group is one leaf): it starts nothing this cycle
             tasks, gang = book.entries[first.key]
             shape = verdict_shape(first, tasks)
             key = (queue, label, id(shape))
