@@ -24,7 +24,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from pydantic import ValidationError
-from sqlalchemy import Connection
 
 from aipaas.api.dra import parse_device_kind
 from aipaas.api.job import Job
@@ -35,7 +34,7 @@ from aipaas.controller.extensions import CycleContext, CycleExtension
 from aipaas.controller.kube_import_jobs import gang_job, gang_name
 from aipaas.errors import InvalidObject
 from aipaas.settings import Settings
-from aipaas.store import Store
+from aipaas.store import Connection, Store
 
 log = logging.getLogger("aipaas.controller")
 
