@@ -14,8 +14,11 @@ documents; only ``schedulerName`` differs.
 
 The pods are created in chunks (``chunk`` pods, 8 clients); after each chunk the replay waits
 until each of its pods is bound or was refused (a FailedScheduling event names it), then a
-grace period, and stops after the first chunk with a pod still refused. GPU allocation: the
-GPUs the bound pods asked for (fractions counted as asked) over the cluster's GPUs.
+grace period, and stops after the first chunk with a pod still unbound: of those, the one
+refused first is the first pod that failed. GPU allocation: the GPUs that the pods bound by
+the moment of that pod's first refusal asked for (fractions counted as asked), over the
+cluster's GPUs. A replay that reaches its time limit first stops there; its allocation (all
+pods bound then) is a lower bound of the allocation at the first failure.
 
 Who calls it: benchmarks/kube_side_by_side.py (``--scenarios openb``).
 """
@@ -125,6 +128,8 @@ class RefusalWatcher:
         self.api = api.fork()
         self.namespace = namespace
         self.refused: set[str] = set()
+        #: pod name -> when its first refusal was seen (monotonic)
+        self.when: dict[str, float] = {}
         #: pod name -> the last refusal's note (why)
         self.notes: dict[str, str] = {}
         self.stop = threading.Event()
@@ -141,6 +146,7 @@ class RefusalWatcher:
                     if obj.get("reason") == "FailedScheduling":
                         regarding = obj.get("regarding") or {}
                         self.refused.add(str(regarding.get("name")))
+                        self.when.setdefault(str(regarding.get("name")), time.monotonic())
                         self.notes[str(regarding.get("name"))] = str(obj.get("note", ""))
                     if self.stop.is_set():
                         return
@@ -155,6 +161,8 @@ class ReplayOutcome:
     gpus_bound: float = 0.0
     first_refused: str = ""
     why: str = ""
+    #: the time limit ended the replay before any pod was refused
+    timed_out: bool = False
     seconds: float = 0.0
     created_at: dict[str, float] = field(default_factory=dict)
 
@@ -172,7 +180,9 @@ def replay(
     wait: float = 300.0,
 ) -> ReplayOutcome:
     """Create the trace's pods chunk by chunk until a chunk ends with a pod refused (see the
-    module's docstring). ``bound_at``: pod name -> when a watch saw it bound."""
+    module's docstring), or for ``limit`` seconds. ``bound_at``: pod name -> when a watch saw
+    it bound. The outcome counts the pods bound when the refused pod's first refusal was seen
+    (all pods bound, when the limit ended it)."""
     refusals = RefusalWatcher(api, namespace)
     clients = [api.fork() for _ in range(8)]
     outcome = ReplayOutcome()
@@ -180,22 +190,29 @@ def replay(
     asked: dict[str, float] = {}
     try:
         for first in range(0, len(trace.arrivals), chunk):
-            names = _create_chunk(clients, namespace, scheduler_name, trace.arrivals, first, chunk)
-            for name, index in names:
-                outcome.created_at[name] = time.monotonic()
+            made = _create_chunk(clients, namespace, scheduler_name, trace.arrivals, first, chunk)
+            for name, index, when in made:
+                outcome.created_at[name] = when
                 asked[name] = trace.arrivals[index].gpu_milli_total / 1000
-            outcome.created += len(names)
-            pending = _settle(bound_at, refusals.refused, [n for n, _ in names], grace, wait)
-            if pending or time.monotonic() - started > limit:
-                outcome.first_refused = pending[0] if pending else ""
+            outcome.created += len(made)
+            names = [name for name, _, _ in made]
+            pending = _settle(bound_at, refusals.refused, names, grace, wait)
+            if pending:
+                outcome.first_refused = min(
+                    pending, key=lambda n: refusals.when.get(n, float("inf"))
+                )
                 outcome.why = refusals.notes.get(outcome.first_refused, "")
+                break
+            if time.monotonic() - started > limit:
+                outcome.timed_out = True
                 break
     finally:
         refusals.stop.set()
         for client in clients:
             client.close()
-    outcome.seconds = time.monotonic() - started
-    bound = [name for name in asked if name in bound_at]
+    until = refusals.when.get(outcome.first_refused, time.monotonic())
+    outcome.seconds = until - started
+    bound = [name for name in asked if bound_at.get(name, until + 1) <= until]
     outcome.bound = len(bound)
     outcome.gpus_bound = sum(asked[name] for name in bound)
     return outcome
@@ -208,17 +225,17 @@ def _create_chunk(
     arrivals: Sequence[PodRequest],
     first: int,
     chunk: int,
-) -> list[tuple[str, int]]:
+) -> list[tuple[str, int, float]]:
     indices = list(range(first, min(first + chunk, len(arrivals))))
 
-    def one(index: int) -> tuple[str, int]:
+    def one(index: int) -> tuple[str, int, float]:
         client = clients[index % len(clients)]
         name = pod_name(index)
         claim = claim_document(name, namespace, arrivals[index])
         if claim is not None:
             client.create(claim)
         client.create(pod_document(name, namespace, scheduler_name, arrivals[index]))
-        return name, index
+        return name, index, time.monotonic()
 
     with ThreadPoolExecutor(max_workers=len(clients)) as pool:
         return list(pool.map(one, indices))

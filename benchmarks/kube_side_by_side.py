@@ -309,7 +309,7 @@ def run_openb(scheduler: str, trace: OpenbTrace, args: argparse.Namespace, workd
                 SCHEDULER_NAMES[scheduler],
                 trace,
                 chunk=args.openb_chunk,
-                limit=args.limit,
+                limit=args.openb_limit,
             )
             watcher.stop.set()
             result.cpu_seconds = cpu_seconds(pid) - before
@@ -321,8 +321,9 @@ def run_openb(scheduler: str, trace: OpenbTrace, args: argparse.Namespace, workd
         result.seconds = outcome.seconds
         result.gpus_bound = outcome.gpus_bound
         result.first_refused = outcome.first_refused
+        result.lower_bound = outcome.timed_out
         if outcome.first_refused:
-            index = int(outcome.first_refused[1:])
+            index = int(outcome.first_refused.removeprefix("o"))
             asked = trace.arrivals[index]
             print(
                 f"openb, {scheduler}: {outcome.first_refused} (cpu {asked.cpu_milli}m, "
@@ -418,7 +419,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--openb-nodes", type=int, help="every k-th openb node, this many (small trials)"
     )
-    parser.add_argument("--openb-chunk", type=int, default=50, help="pods created at a time")
+    parser.add_argument("--openb-chunk", type=int, default=100, help="pods created at a time")
+    parser.add_argument(
+        "--openb-limit", type=float, default=600.0, help="seconds of openb replay at most"
+    )
     parser.add_argument("--schedulers", default="kube-scheduler,aipaas")
     parser.add_argument("--quiet", type=float, default=20.0, help="no binding this long: done")
     parser.add_argument("--limit", type=float, default=1800.0, help="seconds per run at most")
