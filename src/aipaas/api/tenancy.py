@@ -52,6 +52,10 @@ class TenantSpec(Model):
     # names none gets (always allowed).
     allowed_priority_classes: list[Name] | None = Field(default=None, max_length=64)
     default_priority_class: Name = DEFAULT_CLASS
+    # Whether its jobs may name the GPUs they share by UUID or index (``gpu: {uuids: [...]}``,
+    # HAMi's use-gpuuuid): the platform admin's choice, since a named GPU is a placement the
+    # scheduler no longer makes.
+    allow_gpu_selection: bool = Field(default=True, strict=True)
 
     @model_validator(mode="after")
     def _guarantees_within_quota(self) -> TenantSpec:

@@ -323,3 +323,58 @@ class TestDependencies:
         for future in futures:
             future.result(timeout=60)
         assert stored_job(api, "b").spec.depends_on == ["a"]
+
+
+NAMED_GPU = """apiVersion: aipaas/v1
+kind: Job
+metadata: {{name: {name}}}
+spec:
+  queue: research
+  tasks:
+    - name: w
+      command: ["true"]
+      resources: {{gpu: {{count: 1, cores: 30, {named}}}}}
+"""
+
+
+class TestNamingGpus:
+    """Naming the GPUs a share goes on (HAMi's use-gpuuuid) is the platform admin's to allow,
+    per tenant (Tenant spec.allowGpuSelection, true unless set)."""
+
+    def test_allowed_unless_the_platform_admin_forbids_it(self, api: Api) -> None:
+        text = NAMED_GPU.format(name="by-uuid", named="uuids: [GPU-1234]")
+        assert apply(api, "alice", text).status_code == 200
+
+    @pytest.mark.parametrize(
+        ("named", "path"),
+        [
+            ("uuids: [GPU-1234]", "spec.tasks[0].resources.gpu.uuids"),
+            ("indices: [0]", "spec.tasks[0].resources.gpu.indices"),
+        ],
+    )
+    def test_a_forbidding_tenant_refuses_the_job_naming_the_field(
+        self, api: Api, named: str, path: str
+    ) -> None:
+        tenant = (
+            "apiVersion: aipaas/v1\nkind: Tenant\nmetadata: {name: acme}\n"
+            "spec: {allowGpuSelection: false}\n"
+        )
+        assert apply(api, "admin", tenant).status_code == 200
+        answer = apply(api, "alice", NAMED_GPU.format(name="named", named=named))
+        assert answer.status_code == 422, answer.text
+        assert fields(answer) == [path]
+        assert "allowGpuSelection is false" in answer.text
+        assert api.store.find("Job", "acme", "named") is None
+        plain = NAMED_GPU.format(name="plain", named="memory: 1Gi")
+        assert apply(api, "alice", plain).status_code == 200  # a share not naming its GPUs
+
+    def test_a_tenant_admin_cannot_allow_it_for_their_own_tenant(self, api: Api) -> None:
+        tenant = (
+            "apiVersion: aipaas/v1\nkind: Tenant\nmetadata: {name: acme}\n"
+            "spec: {allowGpuSelection: false}\n"
+        )
+        assert apply(api, "admin", tenant).status_code == 200
+        allowing = tenant.replace("false", "true")
+        assert apply(api, "tad", allowing).status_code in (403, 404)
+        found = api.store.get("Tenant", "", "acme")
+        assert found.spec.allow_gpu_selection is False

@@ -53,6 +53,9 @@ class JobStrategy(KindStrategy[Job]):
     def check_references(self, obj: Job, found: Mapping[ObjectKey, Object], writer: Writer) -> None:
         check_job_data(obj, found)  # server/data_checks.py
         check_tenant_exists(obj, found)
+        tenant = found.get(("Tenant", "", obj.tenant))
+        if isinstance(tenant, Tenant) and not tenant.spec.allow_gpu_selection:
+            _check_no_gpu_named(obj)
         if ("Queue", obj.tenant, obj.spec.queue) not in found:
             raise InvalidObject(
                 [
@@ -166,6 +169,23 @@ def _resolved_spec(
         tenant=tenant if isinstance(tenant, Tenant) else None,
         classes=priority_class,
     )
+
+
+def _check_no_gpu_named(job: Job) -> None:
+    """A tenant whose platform admin forbids naming GPUs: no task names them."""
+    for index, task in enumerate(job.spec.tasks):
+        gpu = task.resources.gpu
+        named = "uuids" if gpu is not None and gpu.uuids else "indices"
+        if gpu is not None and (gpu.uuids or gpu.indices):
+            raise InvalidObject(
+                [
+                    FieldError(
+                        f"spec.tasks[{index}].resources.gpu.{named}",
+                        f"tenant {job.tenant} may not name GPUs by UUID or index "
+                        "(its Tenant's spec.allowGpuSelection is false)",
+                    )
+                ]
+            )
 
 
 def _jobs_named(
