@@ -10,6 +10,7 @@ from api_world import Api
 from aipaas.api.job import Job
 from aipaas.api.meta import ObjectMeta
 from aipaas.api.queue import Queue, QueueSpec, effective_weights
+from aipaas.api.tenancy import Tenant
 
 JOB = """apiVersion: aipaas/v1
 kind: Job
