@@ -378,4 +378,4 @@ class TestNamingGpus:
         allowing = tenant.replace("false", "true")
         assert apply(api, "tad", allowing).status_code in (403, 404)
         found = api.store.get("Tenant", "", "acme")
-        assert found.spec.allow_gpu_selection is False
+        assert isinstance(found, Tenant) and found.spec.allow_gpu_selection is False
