@@ -27,7 +27,7 @@ from aipaas.backends.gang import places_gangs
 from aipaas.backends.gpu_utilization import gpu_utilization_of
 from aipaas.backends.probe_exec import NOT_HERE, probe_exec_of
 from aipaas.backends.service_endpoints import endpoint_owners
-from aipaas.backends.task_exec import ExecResult, task_exec_of
+from aipaas.backends.task_exec import ExecResult, TaskSession, task_exec_of, task_sessions_of
 
 log = logging.getLogger("aipaas.backends")
 
@@ -125,6 +125,19 @@ class CompositeBackend:
             answer = member.exec_task(request_id, command, timeout) if member else None
             if answer is not None:
                 return answer
+        return None
+
+    def open_session(
+        self, request_id: str, command: Sequence[str], *, tty: bool, rows: int, cols: int
+    ) -> TaskSession | None:
+        """The session of the member that runs the task (the others say None)."""
+        for backend in self.backends:
+            member = task_sessions_of(backend)
+            if member is None:
+                continue
+            session = member.open_session(request_id, command, tty=tty, rows=rows, cols=cols)
+            if session is not None:
+                return session
         return None
 
     def probe_exec(self, request_id: str, command: Sequence[str], timeout: float) -> str | None:

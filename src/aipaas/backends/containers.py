@@ -138,11 +138,15 @@ def exec_command(
     workdir: str,
     env: Mapping[str, str],
     interactive: bool = False,
+    tty: bool = False,
 ) -> list[str]:
-    """``podman exec`` into a running task's container, as its user, in its directory."""
+    """``podman exec`` into a running task's container, as its user, in its directory; with
+    its input kept open (``interactive``) and a terminal of its own (``tty``)."""
     argv = [*podman(), "exec", "--user", user, "--workdir", workdir]
     if interactive:
-        argv += ["--interactive", "--tty"]
+        argv.append("--interactive")
+    if tty:
+        argv.append("--tty")
     for key, value in env.items():
         argv += ["--env", f"{key}={value}"]
     return [*argv, name, *command]

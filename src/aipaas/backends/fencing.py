@@ -26,7 +26,7 @@ from aipaas.backends.base import (
 )
 from aipaas.backends.probe_exec import probe_exec_of
 from aipaas.backends.service_endpoints import endpoint_owners
-from aipaas.backends.task_exec import ExecResult, task_exec_of
+from aipaas.backends.task_exec import ExecResult, TaskSession, task_exec_of, task_sessions_of
 
 log = logging.getLogger("aipaas.backends")
 
@@ -133,6 +133,15 @@ class Fenced:
         # not fenced: a command in a running task changes nothing the controller decides
         inner = task_exec_of(self.inner)
         return inner.exec_task(request_id, command, timeout) if inner is not None else None
+
+    def open_session(
+        self, request_id: str, command: Sequence[str], *, tty: bool, rows: int, cols: int
+    ) -> TaskSession | None:
+        # not fenced, as exec_task
+        inner = task_sessions_of(self.inner)
+        if inner is None:
+            return None
+        return inner.open_session(request_id, command, tty=tty, rows=rows, cols=cols)
 
     def probe_exec(self, request_id: str, command: Sequence[str], timeout: float) -> str | None:
         inner = probe_exec_of(self.inner)

@@ -2,7 +2,9 @@
 
 The backend that runs the task runs the command beside it as the task's user, in its working
 directory, with its environment, and inside its container when it has an image (``podman
-exec``); on Slurm it is a step of the task's job (``srun --overlap``). The API (server/
+exec``); on Slurm it is a step of the task's job (``srun --overlap``). An interactive
+session (``aipaas exec -i``) is the same command with its input open and, when asked, a
+terminal (``TaskSessions``, backends/task_session.py). The API (server/
 exec_routes.py) is given a function that reaches this capability (cli/control_runtime.py wires
 it): the server itself never imports a backend.
 """
@@ -33,6 +35,40 @@ class TaskExec(Protocol):
         MAX_OUTPUT_BYTES), killed after ``timeout`` seconds (TIMED_OUT_CODE); None when the
         task does not run on this backend (not here, or not running any more)."""
         ...
+
+
+class TaskSession(Protocol):
+    """An interactive command beside a task (``aipaas exec -i``): backends/task_session.py's
+    ``ProcessSession`` is the one every backend gives."""
+
+    def read(self) -> bytes: ...
+    def write(self, data: bytes) -> None: ...
+    def close_input(self) -> None: ...
+    def resize(self, rows: int, cols: int) -> None: ...
+    def wait(self) -> int: ...
+    def kill(self) -> None: ...
+    def close(self) -> None: ...
+
+
+class TaskSessions(Protocol):
+    def open_session(
+        self, request_id: str, command: Sequence[str], *, tty: bool, rows: int, cols: int
+    ) -> TaskSession | None:
+        """The command started where the task runs, as ``exec_task`` runs one, with its input
+        open and, when ``tty``, a terminal of ``rows`` x ``cols``; None when the task does not
+        run on this backend (not here, or not running any more).
+
+        Raises:
+            OSError: the command cannot be started here.
+        """
+        ...
+
+
+def task_sessions_of(backend: object) -> TaskSessions | None:
+    """The backend, when it can open interactive sessions in its tasks."""
+    if hasattr(backend, "open_session"):
+        return cast(TaskSessions, backend)
+    return None
 
 
 def task_exec_of(backend: object) -> TaskExec | None:

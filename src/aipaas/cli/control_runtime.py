@@ -23,7 +23,7 @@ from aipaas.backends.local.datasets import DatasetCacheConfig
 from aipaas.backends.local.isolation import default_task_root
 from aipaas.backends.node_datasets import NodeCachesConfig, configure_node_caches
 from aipaas.backends.registry import make_backend
-from aipaas.backends.task_exec import task_exec_of
+from aipaas.backends.task_exec import task_exec_of, task_sessions_of
 from aipaas.cli.worker_pool import serve_in_processes
 from aipaas.client import config_path
 from aipaas.controller.cycle import Controller
@@ -34,6 +34,7 @@ from aipaas.server import reads
 from aipaas.server.app import create_app
 from aipaas.server.bootstrap import ensure_admin_token
 from aipaas.server.exec_routes import TaskExecutor
+from aipaas.server.exec_session import Session, SessionOpener
 from aipaas.server.log_watch import LogWatch
 from aipaas.settings import Settings
 from aipaas.store import Store
@@ -170,6 +171,7 @@ def make_app(settings: Settings) -> FastAPI:
     metrics = Metrics()
     loop: ControllerLoop | None = None
     executor: TaskExecutor | None = None
+    opener: SessionOpener | None = None
     if settings.controller:
         backend = make_backend(
             settings.backend,
@@ -186,6 +188,7 @@ def make_app(settings: Settings) -> FastAPI:
         )
         configure_node_caches(backend, node_caches_config(settings))  # Slurm's, Ray's nodes
         executor = task_executor(backend)  # aipaas exec (server/exec_routes.py)
+        opener = session_opener(backend)  # aipaas exec -i (server/exec_session.py)
         controller = Controller(
             store,
             backend,
@@ -224,6 +227,7 @@ def make_app(settings: Settings) -> FastAPI:
         metrics_public=settings.metrics_public,
         on_write=loop.wake if loop else None,
         task_exec=executor,
+        task_session=opener,
     )
     reads.configure(app, reads.ReadLimits(settings.log_max_bytes, settings.log_max_followers))
     return app
@@ -241,6 +245,21 @@ def task_executor(backend: object) -> TaskExecutor | None:
         return None if result is None else (result.exit_code, result.output)
 
     return run
+
+
+def session_opener(backend: object) -> SessionOpener | None:
+    """What the API calls to open an interactive session in a task (backends/task_exec.py's
+    ``TaskSessions``), when the backend can."""
+    found = task_sessions_of(backend)
+    if found is None:
+        return None
+
+    def open_session(
+        request_id: str, command: Sequence[str], tty: bool, rows: int, cols: int
+    ) -> Session | None:
+        return found.open_session(request_id, command, tty=tty, rows=rows, cols=cols)
+
+    return open_session
 
 
 def _check_database(settings: Settings) -> None:

@@ -23,6 +23,7 @@ from aipaas.server import http_errors, more_routes, openapi, routes, token_route
 from aipaas.server.auth import PrincipalCache, metrics_reader, remembered
 from aipaas.server.body_limit import limit_body
 from aipaas.server.exec_routes import TaskExecutor
+from aipaas.server.exec_session import SessionOpener
 from aipaas.store import Store
 from aipaas.store.health import WriteProbe
 
@@ -44,13 +45,15 @@ def create_app(
     on_write: Hook | None = None,
     write_probe: WriteProbe | None = None,
     task_exec: TaskExecutor | None = None,
+    task_session: SessionOpener | None = None,
 ) -> FastAPI:
     """``on_write``: called after each request that may have written (any method but GET,
     HEAD and OPTIONS), answered or refused: the process's controller acts on it at once
     rather than at its next cycle (cli/control_runtime.py passes ``ControllerLoop.wake``).
     ``write_probe``: /readyz also asks whether the store can write (store/health.py: the
     database disk's free space, a small write every few seconds). ``task_exec``: runs a
-    command in a running task through this process's backend (server/exec_routes.py)."""
+    command in a running task through this process's backend (server/exec_routes.py);
+    ``task_session`` opens an interactive one (server/exec_session.py)."""
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
@@ -76,6 +79,7 @@ def create_app(
     app.state.on_write = on_write
     app.state.principals = PrincipalCache()
     app.state.task_exec = task_exec
+    app.state.task_session = task_session
 
     http_errors.install(app)
     openapi.install(app)

@@ -15,7 +15,7 @@ import threading
 import time
 from typing import Final
 
-from fastapi import Request
+from starlette.requests import HTTPConnection
 
 from aipaas.api.tenancy import Role, User
 from aipaas.errors import Forbidden, Unauthenticated
@@ -130,12 +130,13 @@ def _look_up(store: Store, token_hash: str) -> tuple[Principal, float | None]:
     return Principal(owner.name, owner.tenant, owner.spec.role, owner.metadata.uid or ""), left
 
 
-def principal_cache(request: Request) -> PrincipalCache:
-    cache: PrincipalCache = request.app.state.principals
+def principal_cache(connection: HTTPConnection) -> PrincipalCache:
+    cache: PrincipalCache = connection.app.state.principals
     return cache
 
 
-def principal_of(request: Request) -> Principal:
-    """FastAPI dependency."""
-    store: Store = request.app.state.store
-    return authenticate(store, request.headers.get("authorization"), principal_cache(request))
+def principal_of(connection: HTTPConnection) -> Principal:
+    """FastAPI dependency; a WebSocket's handshake (server/exec_session.py) is authenticated
+    by it too, from the same header."""
+    store: Store = connection.app.state.store
+    return authenticate(store, connection.headers.get("authorization"), principal_cache(connection))

@@ -17,7 +17,7 @@ from aipaas.api.job import Job, JobPhase
 from aipaas.api.meta import Object
 from aipaas.api.registry import KINDS, resolve_kind
 from aipaas.errors import InvalidObject, NotFound
-from aipaas.server import exec_routes, logs, reads, usage_routes, workdir_routes
+from aipaas.server import exec_routes, exec_session, logs, reads, usage_routes, workdir_routes
 from aipaas.server.auth import (
     PrincipalCache,
     authenticate,
@@ -311,3 +311,4 @@ def _device_key(row: dict[str, Any]) -> list[str]:
 router.include_router(usage_routes.router)
 router.include_router(workdir_routes.router)  # uploaded workdirs (workdir_routes.py)
 router.include_router(exec_routes.router)  # a command in a running task (exec_routes.py)
+router.include_router(exec_session.router)  # an interactive session in one (exec_session.py)

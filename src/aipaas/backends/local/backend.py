@@ -53,10 +53,11 @@ from aipaas.backends.local.machine import gpus_of
 from aipaas.backends.local.nvml import DRIVER, Discovery, discover, visible_devices
 from aipaas.backends.local.probe_exec import run_probe
 from aipaas.backends.local.runner import LAUNCH_FILE
-from aipaas.backends.local.task_exec import exec_in_task
+from aipaas.backends.local.task_exec import exec_in_task, open_session_in_task
 from aipaas.backends.local.task_times import with_run_times
 from aipaas.backends.setup import SETUP_DIR_VARIABLE, failure_message, setup_key
 from aipaas.backends.task_exec import ExecResult
+from aipaas.backends.task_session import ProcessSession
 from aipaas.devices.gpu_health import gpu_annotations, slice_gpus
 from aipaas.devices.share_enforcement import (
     HAMI_CORE_LIBRARY_ANNOTATION,
@@ -397,6 +398,12 @@ class LocalBackend(LocalDatasetCaches):  # datasets: backends/local/datasets.py
     ) -> ExecResult | None:
         """``aipaas exec`` into a running task (backends/local/task_exec.py)."""
         return exec_in_task(self._dir(request_id), command, timeout)
+
+    def open_session(
+        self, request_id: str, command: Sequence[str], *, tty: bool, rows: int, cols: int
+    ) -> ProcessSession | None:
+        """``aipaas exec -i`` into a running task (backends/local/task_exec.py)."""
+        return open_session_in_task(self._dir(request_id), command, tty=tty, rows=rows, cols=cols)
 
     def stop(self, request_id: str, grace_seconds: float = 5.0) -> None:
         """SIGTERM to the runner alone: the runner passes the first it gets on to the task's

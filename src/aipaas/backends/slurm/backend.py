@@ -25,7 +25,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Literal
 
-from aipaas.backends import rendezvous
+from aipaas.backends import rendezvous, task_session
 from aipaas.backends.base import Inventory, LaunchRequest, TaskState, TaskStatus
 from aipaas.backends.datasets import env_name
 from aipaas.backends.expansion import expand_command
@@ -45,6 +45,7 @@ from aipaas.backends.slurm.partitions import partition_nodes
 from aipaas.backends.slurm.power import SlurmPowerPool
 from aipaas.backends.slurm.submitter import SUBMIT_ERROR, Submitter
 from aipaas.backends.task_exec import ExecResult
+from aipaas.backends.task_session import ProcessSession
 
 log = logging.getLogger("aipaas.backends")
 
@@ -222,6 +223,24 @@ class SlurmBackend(SlurmPowerPool, SlurmDatasetCaches):  # datasets: slurm/datas
             return None
         launch = slurm_containers.exec_launch(directory, request_id, command)
         return self.commands.step(job_id, launch, cwd=str(directory), timeout=timeout)
+
+    def open_session(
+        self, request_id: str, command: Sequence[str], *, tty: bool, rows: int, cols: int
+    ) -> ProcessSession | None:
+        """``aipaas exec -i``: the step ``exec_task`` runs, with its input open; with ``tty``,
+        ``srun --pty`` (in a terminal the server gives srun, whose size srun passes on)."""
+        directory = self._dir(request_id)
+        try:
+            job_id = int((directory / "job").read_text().strip())
+        except (OSError, ValueError):
+            return None
+        if (directory / jobs.EXIT_FILE).exists():
+            return None
+        launch = slurm_containers.exec_launch(
+            directory, request_id, command, interactive=True, tty=tty
+        )
+        argv = self.commands.step_command(job_id, launch, cwd=str(directory), pty=tty)
+        return task_session.spawn(argv, self.commands.environment, tty=tty, rows=rows, cols=cols)
 
     def stop(self, request_id: str, grace_seconds: float = 5.0) -> None:
         """scancel: Slurm sends SIGTERM, then SIGKILL after its KillWait (not ``grace_seconds``:

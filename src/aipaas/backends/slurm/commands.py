@@ -73,18 +73,7 @@ class SlurmCommands:
         """``command`` as a step of the running job ``job_id`` beside its batch step (``srun
         --overlap``: it takes none of the job's resources), in ``cwd``, with a PATH and none of
         the server's variables; killed after ``timeout`` seconds (TIMED_OUT_CODE)."""
-        args = [
-            "srun",
-            "--overlap",
-            f"--jobid={job_id}",
-            "--nodes=1",
-            "--ntasks=1",
-            f"--chdir={cwd}",
-            f"--export=PATH={STEP_PATH}",
-            "--quiet",
-            "--",
-            *command,
-        ]
+        args = self.step_command(job_id, command, cwd=cwd, pty=False)
         try:
             done = subprocess.run(
                 args,
@@ -100,6 +89,30 @@ class SlurmCommands:
             output = (err.stdout or b"") + f"aipaas: still running after {timeout:g}s\n".encode()
             return ExecResult(TIMED_OUT_CODE, capped(output))
         return ExecResult(done.returncode, capped(done.stdout + done.stderr))
+
+    def step_command(
+        self, job_id: int, command: Sequence[str], *, cwd: str, pty: bool
+    ) -> list[str]:
+        """The ``srun`` that runs ``command`` as ``step`` does; with ``pty``, in a terminal of
+        the step's own (``--pty``: srun's input must then be a terminal, which it relays)."""
+        return [
+            "srun",
+            "--overlap",
+            f"--jobid={job_id}",
+            "--nodes=1",
+            "--ntasks=1",
+            f"--chdir={cwd}",
+            f"--export=PATH={STEP_PATH}",
+            "--quiet",
+            *(["--pty"] if pty else []),
+            "--",
+            *command,
+        ]
+
+    @property
+    def environment(self) -> dict[str, str]:
+        """The environment Slurm's commands run with (SLURM_CONF, when given)."""
+        return dict(self._env)
 
     def _json(self, args: Sequence[str], key: str) -> list[dict[str, Any]]:
         text = self.run(args)

@@ -173,16 +173,31 @@ def setup_lines(
     return lines
 
 
-def exec_launch(directory: Path, request_id: str, command: Sequence[str]) -> list[str]:
+def exec_launch(
+    directory: Path,
+    request_id: str,
+    command: Sequence[str],
+    *,
+    interactive: bool = False,
+    tty: bool = False,
+) -> list[str]:
     """What a step of the task's job runs for ``aipaas exec``: the command with the task's
     variables, or ``podman exec`` into the task's container (which has them) as the step's
-    user, in the container's working directory."""
+    user, in the container's working directory (``--interactive``/``--tty`` as asked)."""
     if not (directory / CONTAINER_MARK).exists():
         # the task's variables, from the export lines of its batch script (jobs.py)
         script = 'eval "$(grep "^export " "$0")"; exec "$@"'
         return ["/bin/bash", "-c", script, str(directory / BATCH_SCRIPT), *command]
     name = containers.container_name(request_id)
-    argv = containers.exec_command(name, command, user="0:0", workdir=str(directory), env={})
+    argv = containers.exec_command(
+        name,
+        command,
+        user="0:0",
+        workdir=str(directory),
+        env={},
+        interactive=interactive,
+        tty=tty,
+    )
     argv[argv.index("--user") + 1] = f"{os.getuid()}:{os.getgid()}"
     return argv
 
