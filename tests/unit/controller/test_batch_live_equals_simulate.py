@@ -21,6 +21,7 @@ Who runs it: pytest (tests/unit/controller). Seeds are numbered: a failure names
 
 from __future__ import annotations
 
+import os
 import random
 import shutil
 import tempfile
@@ -41,8 +42,10 @@ from aipaas.backends.sim import SimBackend
 from aipaas.clock import VirtualClock
 from aipaas.controller.cycle import Controller
 from aipaas.metering.usage import aware
+from aipaas.scheduler.batch.model import Decisions
 from aipaas.scheduler.framework.constraints import TAINTS_ANNOTATION
 from aipaas.server.service import ObjectService
+from aipaas.sim import scenario_output
 from aipaas.sim.scenario import validate_document
 from aipaas.sim.scenario_build import build_scenario
 from aipaas.sim.scenario_output import run_cycle
@@ -50,7 +53,8 @@ from aipaas.store import Store, TaskRecord
 from aipaas.store.database import make_engine, migrate
 from aipaas.tenancy.principal import Principal
 
-STATES = int(__import__("os").environ.get("PARITY_STATES", "500"))
+#: states compared (PARITY_STATES=2000 for a longer sweep by hand)
+STATES = int(os.environ.get("PARITY_STATES", "500"))
 ADMIN = Principal("admin", "", Role.PLATFORM_ADMIN)
 RACK = "topology.aipaas.dev/rack"
 EVICTION_REASONS = ("Preempted", "Reclaimed", "ElasticShrink", "NoExecute")
@@ -348,7 +352,21 @@ def simulated_decisions(document: dict[str, Any]) -> Decided:
     """What ``simulate cycle`` decides from the document (its JSON, and the GPUs of the
     placements it made)."""
     scenario = build_scenario(validate_document(document), honour_arrivals=False)
-    output = run_cycle(scenario)
+    # The JSON names one eviction reason per job; each task's is in the session's decisions,
+    # read as ``run_cycle`` gets them.
+    decided: list[Decisions] = []
+    session = scenario_output.run_session
+
+    def recorded(*args: Any, **options: Any) -> Decisions:
+        decisions = session(*args, **options)
+        decided.append(decisions)
+        return decisions
+
+    scenario_output.run_session = recorded
+    try:
+        output = run_cycle(scenario)
+    finally:
+        scenario_output.run_session = session
     starts = {}
     for key, entry in output["jobs"].items():
         tasks = {t.name: t for t in scenario.jobs[key].tasks}
@@ -356,10 +374,8 @@ def simulated_decisions(document: dict[str, Any]) -> Decided:
             placement = tasks[task].placement
             assert placement is not None
             starts[(key, task)] = (placement.node, tuple(placement.gpus))
-    evictions = {}
-    for name in output["evicted"]:
-        key, task = name.rsplit("/", 1)
-        evictions[(key, task)] = output["jobs"][key]["eviction_reason"]
+    evictions = {(e.job, e.task): e.reason for e in decided[0].evicted}
+    assert sorted(f"{k}/{t}" for k, t in evictions) == sorted(output["evicted"])
     waits = {
         key: (entry["reason_code"], entry["reason"])
         for key, entry in output["jobs"].items()
@@ -438,3 +454,10 @@ def test_live_cycle_and_simulate_cycle_decide_the_same(live_of: Any, chunk: int)
         seed += 1
     assert skipped <= wanted // 5, f"{skipped} states skipped"
     assert differ == [], "\n".join(differ[:10]) + f"\n({len(differ)} of {wanted} differ)"
+
+
+@pytest.mark.parametrize("seed", [10180, 20246, 20260, 40322])
+def test_states_a_longer_sweep_found(live_of: Any, seed: int) -> None:
+    """An elastic job losing its gang task to preemption and its extra to a shrink in one cycle:
+    each eviction keeps its own reason on both sides (found with PARITY_STATES=2000)."""
+    assert run_state(seed, live_of) is None
