@@ -43,6 +43,7 @@ from aipaas.clock import VirtualClock
 from aipaas.controller.cycle import Controller
 from aipaas.metering.usage import aware
 from aipaas.scheduler.batch.model import Decisions
+from aipaas.scheduler.batch.session import run_session
 from aipaas.scheduler.framework.constraints import TAINTS_ANNOTATION
 from aipaas.server.service import ObjectService
 from aipaas.sim import scenario_output
@@ -355,18 +356,15 @@ def simulated_decisions(document: dict[str, Any]) -> Decided:
     # The JSON names one eviction reason per job; each task's is in the session's decisions,
     # read as ``run_cycle`` gets them.
     decided: list[Decisions] = []
-    session = scenario_output.run_session
 
     def recorded(*args: Any, **options: Any) -> Decisions:
-        decisions = session(*args, **options)
+        decisions = run_session(*args, **options)
         decided.append(decisions)
         return decisions
 
-    scenario_output.run_session = recorded
-    try:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(scenario_output, "run_session", recorded)
         output = run_cycle(scenario)
-    finally:
-        scenario_output.run_session = session
     starts = {}
     for key, entry in output["jobs"].items():
         tasks = {t.name: t for t in scenario.jobs[key].tasks}
