@@ -6,19 +6,15 @@ ends the session. Every refusal happens at the WebSocket handshake, before anyth
 member of another tenant is told the job does not exist, a viewer is refused, a bad or missing
 token is unauthenticated, a task that is not running is said to be so.
 
-Every read is bounded: a line is waited for at most READ_SECONDS, a process at most
-END_SECONDS, so a session that never answers fails the test instead of hanging it.
+Every read is bounded (exec_sessions.py): a session that never answers fails the test instead
+of hanging it.
 """
 
 from __future__ import annotations
 
-import contextlib
-import os
-import queue
+import json
 import re
 import socket
-import subprocess
-import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -26,13 +22,17 @@ from pathlib import Path
 from urllib.parse import urlencode
 
 import pytest
-from server_process import AIPAAS, SETUP, ServerProcess
+from exec_sessions import READ_SECONDS, session
+from server_process import SETUP, ServerProcess
+from task_images import IMAGE, build_image, unavailable_reason
 from test_task_exec import USERS, World, sleeper
 from websockets.exceptions import InvalidStatus
-from websockets.sync.client import connect
+from websockets.sync.client import ClientConnection, connect
 
-READ_SECONDS = 30.0
-END_SECONDS = 60.0
+QUEUE_OF_GLOBEX = """apiVersion: aipaas/v1
+kind: Queue
+metadata: {name: research, tenant: globex}
+"""
 
 
 @pytest.fixture(scope="module")
@@ -56,84 +56,6 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
         server.close()
 
 
-class Session:
-    """`aipaas exec -i ...` as a process whose output is read line by line, each read bounded."""
-
-    def __init__(self, world: World, *args: str, token: str) -> None:
-        env = {
-            **os.environ,
-            "AIPAAS_URL": world.server.url,
-            "AIPAAS_TOKEN": token,
-            "AIPAAS_CONFIG": str(world.server.data_dir / "no-config.yaml"),
-        }
-        self.process = subprocess.Popen(
-            [AIPAAS, "exec", *args],
-            env=env,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-        )
-        self.lines: queue.SimpleQueue[str | None] = queue.SimpleQueue()
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self) -> None:
-        assert self.process.stdout is not None
-        for raw in self.process.stdout:
-            self.lines.put(raw.decode(errors="replace").rstrip("\r\n"))
-        self.lines.put(None)
-
-    def send(self, data: str | bytes) -> None:
-        assert self.process.stdin is not None
-        self.process.stdin.write(data.encode() if isinstance(data, str) else data)
-        self.process.stdin.flush()
-
-    def line_matching(self, pattern: str) -> re.Match[str]:
-        """The first line from now on that matches ``pattern``; fails after READ_SECONDS."""
-        deadline = time.monotonic() + READ_SECONDS
-        seen: list[str] = []
-        while (left := deadline - time.monotonic()) > 0:
-            try:
-                line = self.lines.get(timeout=left)
-            except queue.Empty:
-                break
-            if line is None:
-                break
-            seen.append(line)
-            if found := re.search(pattern, line):
-                return found
-        raise AssertionError(f"no line matched {pattern!r}; got {seen}; {self._stderr()}")
-
-    def end(self) -> tuple[int, str]:
-        """The CLI's exit code and its standard error; kills it after END_SECONDS."""
-        try:
-            code = self.process.wait(timeout=END_SECONDS)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
-            raise AssertionError(f"the session did not end: {self._stderr()}") from None
-        return code, self._stderr()
-
-    def _stderr(self) -> str:
-        if self.process.poll() is None:
-            return "(still running)"
-        assert self.process.stderr is not None
-        return self.process.stderr.read().decode(errors="replace")
-
-    def close(self) -> None:
-        if self.process.poll() is None:
-            self.process.kill()
-        self.process.wait()
-
-
-@contextlib.contextmanager
-def session(world: World, *args: str, token: str) -> Iterator[Session]:
-    opened = Session(world, *args, token=token)
-    try:
-        yield opened
-    finally:
-        opened.close()
-
-
 def task_uid(world: World, job: str) -> str:
     done = world.server.cli("exec", "job/" + job, "--", "id", "-u", token=world.tokens["mia"])
     return done.stdout.strip()
@@ -155,7 +77,7 @@ def test_a_shell_session_answers_each_line_as_the_tasks_user_and_exits_with_its_
 ) -> None:
     uid = task_uid(world, "shared")
     assert uid.isdigit() and uid != "0", uid  # the tenant's user, not the server's root
-    with session(world, "-i", "job/shared", "--", "sh", token=world.tokens["mia"]) as shell:
+    with session(world.server, "-i", "job/shared", "--", "sh", token=world.tokens["mia"]) as shell:
         shell.send("hostname\n")
         assert shell.line_matching(".+").group(0) == socket.gethostname()
         shell.send("id -u\n")
@@ -166,7 +88,9 @@ def test_a_shell_session_answers_each_line_as_the_tasks_user_and_exits_with_its_
 
 
 def test_end_of_input_ends_a_command_that_reads_it_all(world: World) -> None:
-    with session(world, "-i", "job/shared", "--", "wc", "-l", token=world.tokens["mia"]) as count:
+    with session(
+        world.server, "-i", "job/shared", "--", "wc", "-l", token=world.tokens["mia"]
+    ) as count:
         count.send("one\ntwo\n")
         assert count.process.stdin is not None
         count.process.stdin.close()  # the CLI sends end of input; wc then prints and ends
@@ -178,7 +102,7 @@ def test_a_terminal_session_has_a_pty_whose_ctrl_c_reaches_the_foreground_comman
     world: World,
 ) -> None:
     args = ("-i", "--tty", "job/shared", "--", "sh")
-    with session(world, *args, token=world.tokens["mia"]) as shell:
+    with session(world.server, *args, token=world.tokens["mia"]) as shell:
         shell.send('echo "IN-$(tty)"\n')
         assert shell.line_matching(r"IN-/dev/pts/\d+")
         shell.send('echo "SIZE-$(stty size)"\n')
@@ -196,7 +120,7 @@ def test_cancelling_the_task_ends_its_session(world: World) -> None:
     with world.server.http() as client:
         client.post("/apply", content=sleeper("doomed")).raise_for_status()
     world.running("doomed")
-    with session(world, "-i", "job/doomed", "--", "sh", token=world.tokens["mia"]) as shell:
+    with session(world.server, "-i", "job/doomed", "--", "sh", token=world.tokens["mia"]) as shell:
         shell.send("echo READY\n")
         assert shell.line_matching("READY")
         with world.server.http() as client:
@@ -225,7 +149,7 @@ def test_another_tenant_is_told_at_the_handshake_the_job_does_not_exist(
 
 def test_another_tenants_cli_session_fails_as_not_found(world: World) -> None:
     args = ("-i", "job/shared", "-t", "acme", "--", "sh")
-    with session(world, *args, token=world.tokens["gus"]) as refused:
+    with session(world.server, *args, token=world.tokens["gus"]) as refused:
         code, stderr = refused.end()
     assert code == 3 and "not found" in stderr, stderr  # the CLI's exit code for not found
 
@@ -259,3 +183,99 @@ def test_a_session_into_a_task_that_is_not_running_is_a_conflict(world: World) -
         client.post("/jobs/finished/cancel", params={"tenant": "acme"}).raise_for_status()
     world.server.wait_phase("finished", "Cancelled", timeout=60)
     assert handshake_status(world, "finished", world.tokens["mia"]) == 409
+
+
+def open_socket(
+    world: World, job: str, token: str, command: list[str], **query: str
+) -> ClientConnection:
+    """A session opened by a WebSocket client of the test's own, to see the frames."""
+    params = [("command", part) for part in command] + list(query.items())
+    url = f"{world.server.url.replace('http://', 'ws://')}/api/v1/jobs/{job}/exec?"
+    return connect(
+        url + urlencode(params),
+        additional_headers={"Authorization": f"Bearer {token}"},
+        open_timeout=READ_SECONDS,
+    )
+
+
+def output_until(connection: ClientConnection, pattern: str) -> re.Match[str]:
+    """The output received until it matches ``pattern``; each frame waited READ_SECONDS."""
+    seen = b""
+    while not (found := re.search(pattern, seen.decode(errors="replace"))):
+        frame = connection.recv(timeout=READ_SECONDS)
+        assert isinstance(frame, bytes), f"a text frame before the output: {frame}"
+        seen += frame
+    return found
+
+
+def test_a_resize_frame_changes_the_sessions_terminal_size(world: World) -> None:
+    with open_socket(
+        world, "shared", world.tokens["mia"], ["sh"], tty="true", rows="30", cols="90"
+    ) as connection:
+        connection.send(b'echo "SIZE-$(stty size)"\n')
+        output_until(connection, r"SIZE-30 90")
+        connection.send(json.dumps({"type": "resize", "rows": 50, "cols": 120}))
+        connection.send(b'echo "SIZE-$(stty size)"\n')
+        output_until(connection, r"SIZE-50 120")
+        connection.send(b"exit 4\n")
+        while isinstance(last := connection.recv(timeout=READ_SECONDS), bytes):
+            pass
+        assert json.loads(last) == {"type": "exit", "code": 4}
+
+
+def test_a_client_that_goes_away_ends_its_command(world: World) -> None:
+    with open_socket(
+        world, "shared", world.tokens["mia"], ["sh", "-c", "echo PID-$$; exec sleep 600"]
+    ) as connection:
+        pid = int(output_until(connection, r"PID-(\d+)").group(1))
+        assert Path(f"/proc/{pid}").exists()
+    deadline = time.monotonic() + READ_SECONDS
+    while Path(f"/proc/{pid}").exists():  # SIGTERM to its group, SIGKILL 2 s later
+        assert time.monotonic() < deadline, f"the command {pid} outlived its session"
+        time.sleep(0.2)
+
+
+def test_a_job_of_the_same_name_in_each_tenant_is_each_callers_own(world: World) -> None:
+    twin = sleeper("shared").replace('"tenant": "acme"', '"tenant": "globex"')
+    with world.server.http() as client:
+        client.post("/apply", content=QUEUE_OF_GLOBEX).raise_for_status()
+        client.post("/apply", content=twin).raise_for_status()
+    deadline = time.monotonic() + 90
+    while (world.server.job("shared", "globex").get("status") or {}).get("phase") != "Running":
+        assert time.monotonic() < deadline, "globex's job never ran"
+        time.sleep(0.2)
+    acme_uid = task_uid(world, "shared")
+    with open_socket(world, "shared", world.tokens["gus"], ["id", "-u"]) as connection:
+        globex_uid = output_until(connection, r"(\d+)\s").group(1)
+    assert globex_uid != acme_uid  # gus's session ran in globex's job, as globex's user
+    with world.server.http() as client:
+        client.post("/jobs/shared/cancel", params={"tenant": "globex"}).raise_for_status()
+
+
+def test_a_member_naming_another_tenant_is_told_its_job_does_not_exist(world: World) -> None:
+    query = {"tenant": "globex"}
+    assert handshake_status(world, "shared", world.tokens["mia"], **query) == 404
+
+
+def test_a_session_in_a_tasks_container_runs_inside_it(world: World) -> None:
+    reason = unavailable_reason()
+    if reason is not None:
+        pytest.skip(reason)
+    build_image()
+    with world.server.http() as client:
+        client.post("/apply", content=sleeper("boxed", IMAGE)).raise_for_status()
+    world.running("boxed")
+    deadline = time.monotonic() + READ_SECONDS
+    while True:  # Running as soon as podman starts; the container a moment later
+        done = world.server.cli("exec", "job/boxed", "--", "true", check=False)
+        if done.returncode == 0 or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    for tty in ((), ("--tty",)):
+        args = ("-i", *tty, "job/boxed", "--", "sh")
+        with session(world.server, *args, token=world.tokens["mia"]) as shell:
+            shell.send('echo "IN-$(ls /bin/busybox)-$(id -u)"\n')
+            found = shell.line_matching(r"IN-(\S+)-(\d+)")
+            assert found.group(1) == "/bin/busybox" and found.group(2) != "0", found.group(0)
+            shell.send("exit 6\n")
+            assert shell.end()[0] == 6

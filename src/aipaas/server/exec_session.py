@@ -20,7 +20,8 @@ Frames once accepted:
   ``{"type": "eof"}`` (end of input: the pipe is closed; a terminal reads its end-of-input
   byte, Ctrl-D).
 - text, JSON, server to client, last: ``{"type": "exit", "code": N}``, with ``"reason"`` when
-  the session was ended by the server (the task stopped running); then the server closes.
+  the task stopped running (the server then killed the command, and N is 137, or the backend
+  ended it with the task); then the server closes.
 
 The command runs where the task runs, as ``POST .../exec`` runs one, through the function the
 composition root gives ``create_app`` (``task_session``; cli/control_runtime.py), since the
@@ -115,8 +116,7 @@ async def exec_session(websocket: WebSocket, name: str) -> None:
         return
     try:
         try:
-            query = _query(websocket)
-            session, record = await run_in_threadpool(_open, websocket, name, query)
+            session, record = await run_in_threadpool(_open, websocket, name)
         except AipaasError as err:
             await _refuse(websocket, err)
             return
@@ -144,9 +144,11 @@ def _query(websocket: WebSocket) -> SessionQuery:
         raise invalid(err) from err
 
 
-def _open(websocket: WebSocket, name: str, query: SessionQuery) -> tuple[Session, TaskRecord]:
-    """Authenticate, check as ``POST .../exec`` does, and start the command."""
+def _open(websocket: WebSocket, name: str) -> tuple[Session, TaskRecord]:
+    """Authenticate, read the query, check as ``POST .../exec`` does, and start the command
+    (the caller first: an unauthenticated one learns nothing of what a query may be)."""
     caller = principal_of(websocket)
+    query = _query(websocket)
     opener: SessionOpener | None = getattr(websocket.app.state, "task_session", None)
     record = task_to_enter(
         websocket,
@@ -206,7 +208,11 @@ async def _relay(websocket: WebSocket, session: Session, record: TaskRecord) -> 
             await websocket.send_bytes(item)
         code = ENDED_CODE if ended else item
         frame: dict[str, Any] = {"type": "exit", "code": code}
-        if ended:
+        if not ended:  # the backend may have ended it with the task (Slurm's scancel does)
+            why = await run_in_threadpool(_stopped, websocket.app.state.store, record)
+            if why is not None:
+                frame["reason"] = why
+        else:
             frame["reason"] = ended[0]
         await websocket.send_text(json.dumps(frame))
         await websocket.close()
