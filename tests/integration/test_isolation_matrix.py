@@ -18,10 +18,13 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
 import httpx
 import pytest
 from server_process import ADMIN, ServerProcess
+from websockets.exceptions import InvalidStatus
+from websockets.sync.client import connect
 
 from aipaas.cli.failure import EXIT_UNAUTHORISED
 from aipaas.server.app import create_app
@@ -157,6 +160,8 @@ PUBLIC = dict.fromkeys(CALLERS, 200)
 PROXY_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
 DASHBOARD_ASSET = "style.css"
 ACME = {"tenant": "acme"}
+#: a Call's method for a WebSocket handshake (its params are the query)
+WEBSOCKET = "WEBSOCKET"
 
 # (method, route as the application declares it) -> the row.
 MATRIX: dict[tuple[str, str], Row] = {
@@ -183,6 +188,11 @@ MATRIX: dict[tuple[str, str], Row] = {
     # the simulated backend runs no commands in tasks: a caller who may exec is told so (503)
     ("POST", "/api/v1/jobs/{name}/exec"): Row(
         Call("POST", "/api/v1/jobs/j-acme/exec", ACME, json={"command": ["hostname"]}),
+        api(503, 503, 503, 403),
+    ),
+    # the exec session's WebSocket (a GET handshake), refused as POST .../exec is
+    ("GET", "/api/v1/jobs/{name}/exec"): Row(
+        Call(WEBSOCKET, "/api/v1/jobs/j-acme/exec", {**ACME, "command": "hostname"}),
         api(503, 503, 503, 403),
     ),
     ("POST", "/api/v1/jobs/{name}/cancel"): Row(
@@ -323,6 +333,11 @@ EXTRA: list[tuple[str, Call, dict[str, int]]] = [
         ("cancel", Call("POST", "/api/v1/jobs/secret/cancel", GLOBEX), 200),
         ("exec", Call("POST", "/api/v1/jobs/secret/exec", GLOBEX, json={"command": ["id"]}), 503),
         (
+            "exec session",
+            Call(WEBSOCKET, "/api/v1/jobs/secret/exec", {**GLOBEX, "command": "id"}),
+            503,
+        ),
+        (
             "token for bob",
             Call("POST", "/api/v1/tokens", json={"user": "bob", "tenant": "globex"}),
             201,
@@ -395,6 +410,8 @@ class World:
                     "kind": "Queue",
                     "metadata": {"name": f"q-{who}", "tenant": "acme", "resourceVersion": "1"},
                 }
+        if call.method == WEBSOCKET:
+            return self._handshake(who, path, call.params)
         return self.http.request(
             call.method,
             path,
@@ -403,6 +420,20 @@ class World:
             content=content,
             headers=self.auth(who),
         )
+
+    def _handshake(self, who: str, path: str, params: dict[str, str]) -> httpx.Response:
+        """A WebSocket handshake's answer: its refusal, or 101 (then closed at once)."""
+        base = str(self.http.base_url).replace("http://", "ws://")
+        try:
+            with connect(
+                f"{base}{path}?{urlencode(params)}",
+                additional_headers=self.auth(who),
+                open_timeout=30,
+            ):
+                return httpx.Response(101)
+        except InvalidStatus as refused:
+            answer = refused.response
+            return httpx.Response(answer.status_code, content=bytes(answer.body or b""))
 
 
 @pytest.fixture(scope="module", params=["sqlite", "postgresql"])
@@ -458,25 +489,29 @@ def declared_routes(server_url: str, tmp_path: Path) -> set[tuple[str, str]]:
     }
     store = Store.open(f"sqlite:///{tmp_path / 'routes.db'}")
     try:
-        for route in _flattened(create_app(store).routes):
+        for prefix, route in _flattened(create_app(store).routes):
             if getattr(route, "include_in_schema", False) or not hasattr(route, "path"):
                 continue
-            methods = getattr(route, "methods", None) or {"GET"}  # a Mount serves GETs
-            routes |= {(m, route.path) for m in methods if m != "HEAD"}
+            # a Mount serves GETs, and a WebSocket's handshake is one
+            methods = getattr(route, "methods", None) or {"GET"}
+            routes |= {(m, prefix + route.path) for m in methods if m != "HEAD"}
     finally:
         store.close()
     return routes
 
 
-def _flattened(routes: Sequence[Any]) -> Iterator[Any]:
+def _flattened(routes: Sequence[Any], prefix: str = "") -> Iterator[tuple[str, Any]]:
     """The routes, those of included routers too (FastAPI keeps an included router whole: its
-    routes kept out of the OpenAPI document, the entry point's and the dashboard's, are there)."""
+    routes kept out of the OpenAPI document, the entry point's and the dashboard's, are there),
+    each with the prefix its path lacks: a router's own prefix is in its routes' paths, and the
+    including router's is in the inclusion (the exec session's router, under /api/v1)."""
     for route in routes:
         inner = getattr(route, "original_router", None)
         if inner is not None:
-            yield from _flattened(inner.routes)
+            context = getattr(route, "include_context", None)
+            yield from _flattened(inner.routes, prefix + getattr(context, "prefix", ""))
         else:
-            yield route
+            yield prefix, route
 
 
 def test_every_route_has_a_row(world: World, tmp_path: Path) -> None:
