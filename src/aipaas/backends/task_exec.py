@@ -65,10 +65,19 @@ class TaskSessions(Protocol):
 
 
 def task_sessions_of(backend: object) -> TaskSessions | None:
-    """The backend, when it can open interactive sessions in its tasks."""
-    if hasattr(backend, "open_session"):
-        return cast(TaskSessions, backend)
-    return None
+    """The backend, when it can open interactive sessions in its tasks: a wrapper
+    (fencing.Fenced's ``inner``) when what it wraps can, a composite (``backends``) when one
+    of its members can, so that a server on Ray says it cannot (503) rather than that the task
+    is not running."""
+    if not hasattr(backend, "open_session"):
+        return None
+    inner = getattr(backend, "inner", None)
+    if inner is not None and task_sessions_of(inner) is None:
+        return None
+    members = getattr(backend, "backends", None)
+    if isinstance(members, tuple) and not any(task_sessions_of(m) for m in members):
+        return None
+    return cast(TaskSessions, backend)
 
 
 def task_exec_of(backend: object) -> TaskExec | None:
