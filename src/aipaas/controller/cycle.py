@@ -506,6 +506,7 @@ class Controller:
             return
         if job.spec.restarts_as_gang and not self._restart_gang(item, now):
             return
+        together: list[TaskRecord] = []
         for record in list(item.records):
             if record.phase in (TaskPhase.FAILED.value, TaskPhase.LOST.value):
                 spec = task_spec(job, record.group_name)
@@ -555,7 +556,14 @@ class Controller:
                 )
                 restarted = restarted.with_(request_id=request_id(restarted))
                 item.set(restarted)
+                if job.spec.restarts_as_gang:  # started together below, as one gang
+                    together.append(restarted)
+                    continue
                 self.save_records(item)  # durable (and fenced) before the backend is asked
+                self.start_task(item, restarted)
+        if together:  # each start sees the others Starting (a backend that reserves a gang)
+            self.save_records(item)
+            for restarted in together:
                 self.start_task(item, restarted)
         if item.records and all(r.phase == TaskPhase.SUCCEEDED.value for r in item.records):
             self.finish(

@@ -17,8 +17,11 @@ evictions`` still counts only its own restarts.
 
 A restarted task waits for the whole gang: none of the job's tasks starts again while any of
 them is still stopping (an old rank would otherwise still hold the rendezvous port, or write
-a checkpoint the new ranks read half-written). Until then its ``restart_after`` is moved on
-(``held``), so the scheduler does not take it for a task to place anew.
+a checkpoint the new ranks read half-written). Until then the ``restart_after`` of every
+waiting task is moved on to one time (``held``), so the scheduler does not take one for a
+task to place anew and all become due in the same cycle; the cycle then marks them all
+Starting before it asks the backend to start any (a backend that reserves a gang at once sees
+all of them).
 
 Pure: records in, records out. Who calls it: controller/cycle.py (``_advance``, step 3).
 """
@@ -125,20 +128,19 @@ def gang_failure(failed: Sequence[TaskRecord], restarts: int, limit: int) -> str
 
 
 def held(records: Sequence[TaskRecord], now: datetime, wait_seconds: float) -> list[TaskRecord]:
-    """The gang's records that are due to restart while another of the job's tasks is still
-    stopping, with ``restart_after`` moved ``wait_seconds`` on (empty: none waits, or nothing
-    is stopping and the gang may start)."""
-    if not any(r.stopping for r in records):
+    """While one of the job's tasks is still stopping and another is due to restart: every
+    task waiting to restart, with ``restart_after`` moved to the same time ``wait_seconds``
+    on, so that all of them become due in one cycle and start together (empty: none is due,
+    or nothing is stopping and the gang may start)."""
+    waiting = [
+        r for r in records if r.phase == TaskPhase.PENDING.value and r.restart_after is not None
+    ]
+    if not any(r.stopping for r in records) or not any(
+        r.restart_after is not None and r.restart_after <= now for r in waiting
+    ):
         return []
     later = now + timedelta(seconds=wait_seconds)
-    return [
-        r.with_(restart_after=later)
-        for r in records
-        if r.phase == TaskPhase.PENDING.value
-        and r.restart_after is not None
-        and r.restart_after <= now
-        and not r.stopping
-    ]
+    return [r.with_(restart_after=later) for r in waiting]
 
 
 def _failure(record: TaskRecord) -> str:

@@ -170,8 +170,11 @@ class TestHeld:
             record("worker-1", "Pending", restart_after=due),
         ]
         moved = gang_restart.held(records, self.NOW, 2.0)
+        # both wait to one time: they become due together, once worker-0 has stopped
+        later = self.NOW + timedelta(seconds=2)
         assert [(r.name, r.restart_after) for r in moved] == [
-            ("worker-1", self.NOW + timedelta(seconds=2))
+            ("worker-0", later),
+            ("worker-1", later),
         ]
 
     def test_nothing_is_held_once_every_rank_has_stopped(self) -> None:
