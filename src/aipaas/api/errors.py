@@ -1,6 +1,8 @@
 """Turn pydantic's errors into aipaas field errors with readable paths.
 
-``('spec', 'tasks', 0, 'resources', 'cpu')`` becomes ``spec.tasks[0].resources.cpu``.
+``('spec', 'tasks', 0, 'resources', 'cpu')`` becomes ``spec.tasks[0].resources.cpu``; a key
+with a ``/`` (an extended resource's name) is written in brackets:
+``spec.tasks[0].resources[example.com/fpga]``.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ _REASONS = {
 def field_path(loc: Sequence[str | int], prefix: str = "") -> str:
     path = prefix
     for part in loc:
-        if isinstance(part, int):
+        if isinstance(part, int) or "/" in part:  # "/": a key (an extended resource's name)
             path += f"[{part}]"
         elif part.startswith(("function-", "tagged-union")):
             continue

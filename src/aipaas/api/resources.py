@@ -1,18 +1,30 @@
 """Resource amounts as written in manifests, and their integer form for the scheduler.
 
 ``cpu`` in cores ("500m", 2), ``memory`` in bytes ("256Mi"), ``gpu`` as a count, a fraction of
-one GPU (0.5) or ``{count, fraction, model}``. Limits keep absurd requests out at the door.
+one GPU (0.5) or ``{count, fraction, model}``; extended resources by their qualified names
+(``example.com/fpga: 2``, ``deviceclass.resource.kubernetes.io/<class>: 1``), served by DRA
+device classes (devices/extended.py, controller/claims.py). Limits keep absurd requests out at
+the door.
 """
 
 from __future__ import annotations
 
 import functools
 import math
+import re
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Annotated, Any
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import (
+    Field,
+    SerializerFunctionWrapHandler,
+    ValidationError,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
+from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from aipaas.api.meta import Model, Name
 from aipaas.api.quantity import QuantityStr, parse_quantity
@@ -189,6 +201,95 @@ class TaskClaim(Model):
 
 #: the extended resource name of a GPU (a Kubernetes pod's ``nvidia.com/gpu``)
 EXTENDED_GPU = "nvidia.com/gpu"
+#: every DeviceClass also serves ``deviceclass.resource.kubernetes.io/<its name>`` (KEP-5004)
+IMPLICIT_PREFIX = "deviceclass.resource.kubernetes.io/"
+#: at most this many devices of one extended resource (a DRA request's count limit)
+MAX_EXTENDED_COUNT = 64
+MAX_EXTENDED_RESOURCES = 8  # kinds per task, as ``claims``: each is a claim per replica
+
+_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+_NAME_PART = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?")
+_NOT_LABEL_CHARS = re.compile(r"[^a-z0-9]+")
+_QUALIFIED = "not a qualified resource name (domain/name, such as example.com/fpga)"
+
+
+def extended_name_problem(name: str) -> str | None:
+    """Why ``name`` cannot name an extended resource, or None. Kubernetes' rule for a pod's
+    extended resources: a qualified name (a lower-case DNS subdomain, ``/``, a name of at most
+    63 characters) outside the ``kubernetes.io`` domains, except the implicit name of a
+    DeviceClass, ``deviceclass.resource.kubernetes.io/<class>`` (KEP-5004)."""
+    prefix, slash, rest = name.partition("/")
+    if not slash or not prefix or not rest or "/" in rest:
+        return _QUALIFIED
+    if len(prefix) > 253 or not _DNS_SUBDOMAIN.fullmatch(prefix):
+        return f"{_QUALIFIED}: the domain must be a lower-case DNS subdomain, got {prefix!r}"
+    if len(rest) > 63 or not _NAME_PART.fullmatch(rest):
+        return (
+            f"{_QUALIFIED}: the name after the domain must be at most 63 letters, digits, '-', "
+            f"'_' or '.', starting and ending with a letter or digit, got {rest!r}"
+        )
+    if name.startswith(IMPLICIT_PREFIX):
+        if not _DNS_SUBDOMAIN.fullmatch(rest):
+            return f"{rest!r} is not a DeviceClass name (a lower-case DNS subdomain)"
+        return None
+    if prefix == "kubernetes.io" or prefix.endswith(".kubernetes.io"):
+        return (
+            "the kubernetes.io domains are reserved for Kubernetes' own resources "
+            f"(a DeviceClass is named by {IMPLICIT_PREFIX}<class>)"
+        )
+    if prefix.startswith("requests."):
+        return "a domain starting with 'requests.' is reserved, as in Kubernetes"
+    return None
+
+
+def extended_claim_suffix(name: str) -> str:
+    """What a task replica's compiled claim of extended resource ``name`` is called after
+    ``JOB-TASK-``: the name in lower case, each run of other characters one ``-``
+    (``example.com/fpga`` -> ``example-com-fpga``). It always has a ``-`` (from the ``/``), so
+    it is never ``gpu``, the ``gpu:`` short form's claim."""
+    return _NOT_LABEL_CHARS.sub("-", name.lower()).strip("-")
+
+
+def _whole_count(value: object) -> tuple[int, str | None]:
+    """A count of devices: a whole number from 0 (nothing asked) to MAX_EXTENDED_COUNT, as a
+    number or a quantity string ("2"); else the reason."""
+    count: int | None = None
+    if isinstance(value, bool):
+        count = None
+    elif isinstance(value, int):
+        count = value
+    elif isinstance(value, float) and math.isfinite(value) and value == int(value):
+        count = int(value)
+    elif isinstance(value, str):
+        try:
+            amount = parse_quantity(value)
+        except ValueError:
+            amount = None
+        if amount is not None and amount == int(amount):
+            count = int(amount)
+    if count is None:
+        return 0, f"must be a whole number, got {value}"
+    if count < 0:
+        return 0, f"must not be negative, got {value}"
+    if count > MAX_EXTENDED_COUNT:
+        return 0, f"must be at most {MAX_EXTENDED_COUNT} devices, got {value}"
+    return count, None
+
+
+def _errors_at(problems: list[tuple[str, object, str]]) -> ValidationError:
+    """Errors located at ``resources[<name>]`` (a ValueError in a model validator would name
+    only ``resources``); the reason goes in as context so that braces in it stay text."""
+    return ValidationError.from_exception_data(
+        "TaskResources",
+        [
+            InitErrorDetails(
+                type=PydanticCustomError("invalid_extended_resource", "{reason}", {"reason": why}),
+                loc=(name,),
+                input=value,
+            )
+            for name, value, why in problems
+        ],
+    )
 
 
 class TaskResources(Model):
@@ -198,6 +299,10 @@ class TaskResources(Model):
     memory: QuantityStr = "256Mi"
     gpu: GpuRequest | None = None
     claims: list[TaskClaim] = Field(default_factory=list, max_length=8)
+    #: extended resources by qualified name -> whole count. On the wire they are keys of
+    #: ``resources`` itself, as in a pod's requests (``example.com/fpga: 2``): parsed by
+    #: ``_extended_resources``, written back by ``_extended_on_the_wire``.
+    extended: dict[str, int] = Field(default_factory=dict, exclude=True)
 
     _cpu = field_validator("cpu")(_check_cpu)
     _memory = field_validator("memory")(_check_memory)
@@ -212,6 +317,19 @@ class TaskResources(Model):
                         f"claims[{index}].name: {SHORT_FORM_CLAIM!r} is the claim that gpu "
                         "compiles to; name this claim otherwise"
                     )
+        # Each extended resource compiles to a claim named by extended_claim_suffix: two
+        # resources (or a resource and a claim of the task) must not end up with one name.
+        taken = {claim.name: f"claims[{i}]" for i, claim in enumerate(self.claims)}
+        problems: list[tuple[str, object, str]] = []
+        for name, count in self.extended.items():
+            suffix = extended_claim_suffix(name)
+            if suffix in taken:
+                problems.append(
+                    (name, count, f"compiles to a claim named {suffix!r}, as {taken[suffix]} is")
+                )
+            taken[suffix] = f"resources[{name}]"
+        if problems:
+            raise _errors_at(problems)
         return self
 
     @field_validator("gpu", mode="before")
@@ -221,19 +339,60 @@ class TaskResources(Model):
 
     @model_validator(mode="before")
     @classmethod
-    def _extended_gpu(cls, data: Any) -> Any:
-        """``nvidia.com/gpu: N``, the extended resource as a pod asks for it, is ``gpu: N``
-        (served by the DeviceClass whose extendedResourceName it is, where one is stored)."""
-        if not isinstance(data, dict) or EXTENDED_GPU not in data:
+    def _extended_resources(cls, data: Any) -> Any:
+        """Keys with a ``/`` are extended resources, as a pod asks for them. ``nvidia.com/gpu:
+        N`` is ``gpu: N`` (served by the DeviceClass whose extendedResourceName it is, where
+        one is stored); any other qualified name goes to ``extended`` with its whole count."""
+        if not isinstance(data, dict):
             return data
         data = dict(data)
-        value = data.pop(EXTENDED_GPU)
-        if "gpu" in data:
-            raise ValueError(f"{EXTENDED_GPU} and gpu are two ways to ask for GPUs: give one")
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise ValueError(f"{EXTENDED_GPU}: must be a whole number of GPUs, got {value!r}")
-        data["gpu"] = value
+        given = data.pop("extended", None)  # a Python caller's spelling
+        if given is not None and not isinstance(given, dict):
+            raise ValueError("extended: must map resource names to whole numbers")
+        asked: dict[Any, Any] = dict(given or {})
+        for key in [k for k in data if isinstance(k, str) and "/" in k]:
+            asked[key] = data.pop(key)
+        if EXTENDED_GPU in asked:
+            if "gpu" in data:
+                raise ValueError(f"{EXTENDED_GPU} and gpu are two ways to ask for GPUs: give one")
+            value = asked.pop(EXTENDED_GPU)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise _errors_at(
+                    [(EXTENDED_GPU, value, f"must be a whole number of GPUs, got {value!r}")]
+                )
+            data["gpu"] = value
+        problems: list[tuple[str, object, str]] = []
+        extended: dict[str, int] = {}
+        for name, value in asked.items():
+            problem = extended_name_problem(name) if isinstance(name, str) else _QUALIFIED
+            count = 0
+            if problem is None:
+                count, problem = _whole_count(value)
+            if problem is not None:
+                problems.append((str(name), value, problem))
+            else:
+                extended[name] = count
+        if len(asked) > MAX_EXTENDED_RESOURCES:
+            raise ValueError(
+                f"at most {MAX_EXTENDED_RESOURCES} extended resources per task, got {len(asked)}"
+            )
+        if problems:
+            raise _errors_at(problems)
+        if extended:
+            data["extended"] = extended
         return data
+
+    @model_serializer(mode="wrap")
+    def _extended_on_the_wire(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """The extended resources as keys of ``resources`` (as they were written), so that a
+        job read back and applied again is the same job."""
+        data: dict[str, Any] = handler(self)
+        data.update(self.extended)
+        return data
+
+    def extended_asked(self) -> dict[str, int]:
+        """The extended resources this task asks devices of (a count of 0 asks none)."""
+        return {name: count for name, count in self.extended.items() if count > 0}
 
     def amounts(self) -> Amounts:
         gpu = self.gpu

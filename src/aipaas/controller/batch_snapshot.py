@@ -225,7 +225,8 @@ def _template(claims: ClaimBook, api: ApiJob, templates: Templates) -> Template:
             pod = claims.pod(api, record)
             entries.append((name, pod, pod_request(pod), _counted(pod, (), memory)))
     template = Template(version, entries)
-    if not any(spec.resources.claims for spec in api.spec.tasks):  # stored claims may change
+    # Stored claims may change, and the class serving an extended resource: built each time.
+    if not any(spec.resources.claims or spec.resources.extended for spec in api.spec.tasks):
         templates[uid] = template
     return template
 

@@ -2,8 +2,9 @@
 cycles.
 
 Each cycle ``ClaimBook.devices`` frees the claims whose tasks ended and gathers what the device
-allocator sees; admission then asks ``problem`` (claims that do not exist), builds each task's
-``Pod`` with its claims (``pod``), and after placement persists status.allocation and
+allocator sees; admission then asks ``problem`` (claims that do not exist, extended resources no
+DeviceClass serves), builds each task's ``Pod`` with its claims (``pod``: its own, the one per
+extended resource, the one ``gpu:`` compiles to), and after placement persists status.allocation and
 reservedFor (``record_allocated``) or an event saying why the job waits (``record_wait``);
 starting a task asks ``allocations`` for the devices the backend pins it to.
 
@@ -36,13 +37,16 @@ from aipaas.api.dra import (
     wrap_device,
 )
 from aipaas.api.job import Job
-from aipaas.api.resources import TaskClaim
+from aipaas.api.meta import Object
+from aipaas.api.resources import TaskClaim, TaskResources
 from aipaas.clock import isoformat
 from aipaas.controller.launch import task_spec, wants_simulated
 from aipaas.controller.placement import Devices, Pod, SliceIndex
 from aipaas.controller.task_devices import (
     SHORT_FORM_ANNOTATION,
     compiles_to_claim,
+    extended_claim,
+    extended_claim_name,
     short_form_claim,
     short_form_claim_name,
 )
@@ -54,7 +58,7 @@ from aipaas.devices.binding import (
     merge_conditions,
 )
 from aipaas.devices.device_eviction import no_execute_reason, parse_time
-from aipaas.devices.extended import GPU_RESOURCE, serving_class
+from aipaas.devices.extended import GPU_RESOURCE, serving_class, unserved_message
 from aipaas.devices.shortform import DEFAULT_CLASS, default_class
 from aipaas.devices.topology_files import DRIVER
 from aipaas.scheduler.batch.from_api import gpu_share, node_constraints
@@ -87,6 +91,9 @@ class ClaimBook:
         self._gpu_devices = False  # the inventory publishes GPU devices: gpu: compiles
         #: the stored DeviceClass that serves nvidia.com/gpu (extendedResourceName), if any
         self._gpu_class: str | None = None
+        #: the stored DeviceClasses, and which serves each extended resource asked (per cycle)
+        self._classes: list[DeviceClass] = []
+        self._serving: dict[str, str | None] = {}
         self._compiled_stored: set[tuple[str, str]] = set()  # (tenant, name) of such claims
         #: (tenant, name) -> status.allocation of every allocated claim, as ``devices`` read it
         self._allocated: dict[tuple[str, str], AllocationResult] = {}
@@ -192,6 +199,7 @@ class ClaimBook:
         kept = [c for c in classes if isinstance(c, DeviceClass)]
         # KEP-5004: a class whose extendedResourceName is nvidia.com/gpu serves ``gpu:``
         self._gpu_class = serving_class(kept, GPU_RESOURCE)
+        self._classes, self._serving = list(kept), {}
         if not any(c.metadata.name == DEFAULT_CLASS for c in kept):
             kept.append(default_class())  # the short form's class, built in
         return Devices(published, kept, allocated, inventory)
@@ -226,9 +234,11 @@ class ClaimBook:
                     update={"metadata": meta, **({} if allocated else {"status": None})}
                 )
             )
+        for resource, count in spec.resources.extended_asked().items():
+            claims.append(self._extended(job, record, resource, count))
         compiled = self._short_form(job, record)
         if compiled is not None:
-            claims.append(compiled)
+            claims.append(compiled)  # last: the waiting hint names it (batch_cycle.py)
         return Pod(
             f"{job.tenant}/{job.name}/{record.name}",
             spec.resources.amounts(),
@@ -242,6 +252,12 @@ class ClaimBook:
 
     def problem(self, job: Job) -> str | None:
         """Why the job's claims cannot be allocated now, before the scheduler is asked."""
+        for task in job.spec.tasks:
+            for resource in task.resources.extended_asked():
+                # Not an error: a class may be created later (KEP-5004 reads classes as the
+                # pod is scheduled), and the job is placed once one serves the name.
+                if self.serving(resource) is None:
+                    return f"task {task.name}: {unserved_message(resource)}"
         for task in job.spec.tasks:
             for ref in task.resources.claims:
                 template = ref.resource_claim_template_name
@@ -258,6 +274,12 @@ class ClaimBook:
                 if not isinstance(stored, ResourceClaimObject):
                     return f"task {task.name}: claim {name} does not exist in tenant {job.tenant}"
         return None
+
+    def serving(self, resource: str) -> str | None:
+        """The stored DeviceClass that serves extended resource ``resource`` this cycle."""
+        if resource not in self._serving:
+            self._serving[resource] = serving_class(self._classes, resource)
+        return self._serving[resource]
 
     def allocations(self, job: Job, record: TaskRecord) -> list[AllocationResult]:
         """The stored allocations of the claims a task uses (its own, shared ones, and its
@@ -396,25 +418,23 @@ class ClaimBook:
         spec = task_spec(job, task.rsplit("-", 1)[0])
         refs = {claim_name(job, task, ref): ref for ref in spec.resources.claims}
         compiled = short_form_claim_name(job, task)
+        extended = _extended_names(job, task, spec.resources)
         for name, result in allocations.items():
             ref = refs.get(name)
             self._stored.pop((job.tenant, name), None)  # written below
             stored = self.store.find("ResourceClaim", job.tenant, name)
-            if name == compiled and spec.resources.gpu is not None:
+            if name in extended:
+                resource, count = extended[name]
                 if stored is None:
-                    made = wrap_device(
-                        short_form_claim(
-                            job, task, spec.resources.gpu, self._gpu_class or DEFAULT_CLASS
-                        ),
-                        tenant=job.tenant,
+                    made = extended_claim(job, task, resource, count, self.serving(resource))
+                    stored = self._store_compiled(job, made, f"resources[{resource}]")
+                self._compiled_stored.add((job.tenant, name))
+            elif name == compiled and spec.resources.gpu is not None:
+                if stored is None:
+                    made = short_form_claim(
+                        job, task, spec.resources.gpu, self._gpu_class or DEFAULT_CLASS
                     )
-                    meta = made.metadata.model_copy(
-                        update={
-                            "annotations": {SHORT_FORM_ANNOTATION: "resources.gpu"},
-                            "labels": {"aipaas.dev/job": job.name},
-                        }
-                    )
-                    stored = self.store.create(made.model_copy(update={"metadata": meta}))
+                    stored = self._store_compiled(job, made, "resources.gpu")
                 self._compiled_stored.add((job.tenant, name))
             elif ref is None:
                 continue
@@ -463,6 +483,32 @@ class ClaimBook:
                 stored, "Allocated", f"devices {devices} for job {job.name} task {task}"
             )
 
+    def _store_compiled(self, job: Job, claim: ResourceClaim, source: str) -> Object:
+        """Store a claim compiled from ``source`` (``resources.gpu``, ``resources[NAME]``)
+        for one replica: deleted once its task ended (``devices``)."""
+        made = wrap_device(claim, tenant=job.tenant)
+        meta = made.metadata.model_copy(
+            update={
+                "annotations": {SHORT_FORM_ANNOTATION: source},
+                "labels": {"aipaas.dev/job": job.name},
+            }
+        )
+        return self.store.create(made.model_copy(update={"metadata": meta}))
+
+    def _extended(self, job: Job, record: TaskRecord, resource: str, count: int) -> ResourceClaim:
+        """The claim of extended resource ``resource: count`` for one replica. A placed
+        replica keeps the claim it was given (stored, as a template's claim is, even if its
+        class has gone since); a pending one gets ``count`` devices of the class that serves
+        the name now."""
+        name = extended_claim_name(job, record.name, resource)
+        if record.node is not None:
+            stored = self._stored.get((job.tenant, name))
+            if stored is not None:
+                return stored.claim().model_copy(update={"status": None})
+        # None: no class serves it (a replica of a job already running, which ``problem`` is
+        # not asked about): a claim no device meets, rather than a replica without its devices
+        return extended_claim(job, record.name, resource, count, self.serving(resource))
+
     def _short_form(self, job: Job, record: TaskRecord) -> ResourceClaim | None:
         """The claim ``resources.gpu`` compiles to when it goes to the device allocator:
         whole GPUs, on a cluster that publishes GPU devices. A placed task keeps the path it
@@ -510,6 +556,7 @@ def task_claim_names(job: Job, record: TaskRecord) -> list[str]:
     """The stored names of the claims a task replica uses (its compiled ``gpu:`` one last)."""
     spec = task_spec(job, record.group_name)
     names = [claim_name(job, record.name, ref) for ref in spec.resources.claims]
+    names.extend(_extended_names(job, record.name, spec.resources))
     if compiles_to_claim(spec.resources.gpu):
         names.append(short_form_claim_name(job, record.name))
     return names
@@ -520,3 +567,11 @@ def claim_name(job: Job, task: str, ref: TaskClaim) -> str:
     if ref.resource_claim_name is not None:
         return ref.resource_claim_name
     return f"{job.name}-{task}-{ref.name}"[:253]
+
+
+def _extended_names(job: Job, task: str, resources: TaskResources) -> dict[str, tuple[str, int]]:
+    """The stored names of a replica's extended resource claims -> (resource, count)."""
+    return {
+        extended_claim_name(job, task, resource): (resource, count)
+        for resource, count in resources.extended_asked().items()
+    }

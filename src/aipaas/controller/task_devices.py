@@ -1,4 +1,5 @@
-"""A task's devices: the claim its ``resources.gpu`` short form compiles to, the devices its
+"""A task's devices: the claim its ``resources.gpu`` short form compiles to, the claim each of
+its extended resources compiles to (``example.com/fpga: 2``: ``extended_claim``), the devices its
 claims were given (what the backend pins the task to), and the variables that enforce a GPU
 share on its node (``with_share_enforcement``).
 
@@ -15,13 +16,16 @@ from typing import Any, Final
 
 from aipaas.api.devices import AllocationResult, ResourceClaim
 from aipaas.api.job import Job
-from aipaas.api.resources import SHORT_FORM_CLAIM, GpuRequest
+from aipaas.api.resources import SHORT_FORM_CLAIM, GpuRequest, extended_claim_suffix
 from aipaas.backends.base import ClaimDevice, LaunchRequest, NodeInfo
+from aipaas.devices.extended import unserved_message
 from aipaas.devices.share_enforcement import Enforcement, enforce, node_mechanism, share_limits
 from aipaas.devices.shortform import DEFAULT_CLASS, gpu_claim
 from aipaas.scheduler.framework.types import MILLI_PER_GPU
 
-SHORT_FORM_ANNOTATION: Final = "aipaas.dev/from-short-form"  # a claim compiled from gpu:
+#: a claim compiled from ``gpu:`` or from an extended resource (its value says which): deleted
+#: with its task, as Kubernetes deletes the claim it made for a pod's extended resources
+SHORT_FORM_ANNOTATION: Final = "aipaas.dev/from-short-form"
 
 
 def short_form_claim_name(job: Job, task: str) -> str:
@@ -59,6 +63,47 @@ def _compiled(
     made = gpu_claim(name, options, field="resources.gpu", device_class=device_class)
     meta = made.metadata.model_copy(update={"namespace": tenant})
     return made.model_copy(update={"metadata": meta})
+
+
+def extended_claim_name(job: Job, task: str, resource: str) -> str:
+    """The stored name of a task replica's claim for extended resource ``resource``:
+    ``JOB-TASK-<resource in lower case, other characters '-'>`` (``train-worker-0-example-com-
+    fpga``); the API refuses a task whose two resources or claims would share one."""
+    return f"{job.name}-{task}-{extended_claim_suffix(resource)}"[:253].rstrip("-.")
+
+
+def extended_claim(
+    job: Job, task: str, resource: str, count: int, device_class: str | None
+) -> ResourceClaim:
+    """The claim extended resource ``resource: count`` compiles to for one replica: ``count``
+    devices of ``device_class`` (the class that serves the name), in one request, as the claim
+    kube-scheduler makes for a pod's extended resources (KEP-5004). ``device_class`` None (no
+    class serves the name): a claim no device meets, whose selector says why."""
+    name = extended_claim_name(job, task, resource)
+    return _extended(name, job.tenant, resource, count, device_class)
+
+
+UNSERVED_CLASS: Final = "unserved.extended-resource.aipaas.dev"
+
+
+@lru_cache(maxsize=4096)
+def _extended(
+    name: str, tenant: str, resource: str, count: int, device_class: str | None
+) -> ResourceClaim:
+    # Pending jobs are tried every cycle: compiling (and validating) once per replica is enough.
+    body: dict[str, Any] = {"deviceClassName": device_class or UNSERVED_CLASS, "count": count}
+    if device_class is None:
+        # False for every device, even if a class of that name were created.
+        body["selectors"] = [{"cel": {"expression": f'"{unserved_message(resource)}" == ""'}}]
+    request = extended_claim_suffix(resource)[:63].rstrip("-")
+    return ResourceClaim.model_validate(
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaim",
+            "metadata": {"name": name, "namespace": tenant},
+            "spec": {"devices": {"requests": [{"name": request, "exactly": body}]}},
+        }
+    )
 
 
 def claim_devices(allocations: Iterable[AllocationResult]) -> tuple[ClaimDevice, ...]:

@@ -59,7 +59,8 @@ class JobFacts:
     simulated: bool
     cancelled: bool
     depends: bool
-    #: a task names DRA claims (``resources.claims``): they are checked before placing
+    #: a task names DRA claims (``resources.claims``) or asks extended resources: they are
+    #: checked before placing (ClaimBook.problem)
     claims: bool
     #: a task reads datasets (``spec.datasets``): placement scores data affinity for it
     datasets: bool
@@ -84,7 +85,9 @@ class JobFacts:
             simulated=SIM_DURATION_ANNOTATION in meta.annotations,
             cancelled=CANCEL_ANNOTATION in meta.annotations,
             depends=bool(spec.depends_on),
-            claims=any(task.resources.claims for task in spec.tasks),
+            claims=any(
+                task.resources.claims or task.resources.extended_asked() for task in spec.tasks
+            ),
             datasets=bool(spec.datasets),
             has_status=status is not None,
             pending=status is None or status.phase is JobPhase.PENDING,
