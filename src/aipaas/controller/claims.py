@@ -44,6 +44,8 @@ from aipaas.controller.launch import task_spec, wants_simulated
 from aipaas.controller.placement import Devices, Pod, SliceIndex
 from aipaas.controller.task_devices import (
     SHORT_FORM_ANNOTATION,
+    UNSERVED,
+    UNSERVED_CLASS,
     compiles_to_claim,
     extended_claim,
     extended_claim_name,
@@ -202,6 +204,8 @@ class ClaimBook:
         self._classes, self._serving = list(kept), {}
         if not any(c.metadata.name == DEFAULT_CLASS for c in kept):
             kept.append(default_class())  # the short form's class, built in
+        if not any(c.metadata.name == UNSERVED_CLASS for c in kept):
+            kept.append(UNSERVED)  # its claims' own selector says which resource no class serves
         return Devices(published, kept, allocated, inventory)
 
     @property

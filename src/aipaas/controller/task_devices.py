@@ -14,7 +14,7 @@ from dataclasses import replace
 from functools import lru_cache
 from typing import Any, Final
 
-from aipaas.api.devices import AllocationResult, ResourceClaim
+from aipaas.api.devices import AllocationResult, DeviceClass, ResourceClaim
 from aipaas.api.job import Job
 from aipaas.api.resources import SHORT_FORM_CLAIM, GpuRequest, extended_claim_suffix
 from aipaas.backends.base import ClaimDevice, LaunchRequest, NodeInfo
@@ -83,7 +83,18 @@ def extended_claim(
     return _extended(name, job.tenant, resource, count, device_class)
 
 
+#: the class of a claim for an extended resource no class serves: built in (the claim book
+#: adds it), so that the allocator reads the claim's own selector, which is false for every
+#: device and names the resource, rather than stopping at "device class does not exist"
 UNSERVED_CLASS: Final = "unserved.extended-resource.aipaas.dev"
+UNSERVED: Final = DeviceClass.model_validate(
+    {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "DeviceClass",
+        "metadata": {"name": UNSERVED_CLASS},
+        "spec": {},
+    }
+)
 
 
 @lru_cache(maxsize=4096)
