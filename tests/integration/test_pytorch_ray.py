@@ -8,11 +8,13 @@ tests' PyTorch, saying so."""
 from __future__ import annotations
 
 import json
+import os
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from pytorch_jobs import finals, torch_python, torchrun, workspace
+from pytorch_jobs import finals, number, resumed_at, torch_python, torchrun, workspace
 from ray_cluster import RayCluster, World, cycle_until, ray_cluster, world
 
 from aipaas.backends.base import Backend
@@ -74,5 +76,32 @@ def test_torchrun_across_two_tasks_on_ray(world: World, backend: Backend) -> Non
     ]
     world.submit("torchrun", tasks(command))
     finish(world, backend, "torchrun")
+    first, second = finals(out, 2)
+    assert first == second
+
+
+def test_a_killed_rank_restarts_the_gang_from_its_checkpoint_on_ray(
+    world: World, backend: Backend
+) -> None:
+    python = torch_python()
+    out, script = workspace()
+    command = [str(python), str(script), "--steps", "300", "--step-seconds", "0.02"]
+    command += ["--checkpoint-every", "25", "--out", str(out)]
+    gang = "  restartPolicy: OnFailure\n  backoffLimit: 2\n"
+    world.submit("killed", tasks(command) + gang)  # the job's keys after its tasks
+    controller = world.controller(backend, backoff_seconds=0.5)
+    cycle_until(controller, lambda: number(out / "progress-1-0") >= 110, timeout=240)
+    os.kill(number(out / "pid-1-0"), signal.SIGKILL)
+    killed_at = number(out / "progress-1-0")
+    ended = ("Succeeded", "Failed", "Cancelled")
+    cycle_until(controller, lambda: world.phase("killed") in ended, timeout=300)
+    status = world.job("killed").status
+    logs = "".join(p.read_text()[-3000:] for p in world.tmp.rglob("w-*.log"))
+    assert status is not None and status.phase.value == "Succeeded", logs
+    assert status.restarts == 1
+    steps = {resumed_at(logs, rank, 1) for rank in (0, 1)}
+    assert len(steps) == 1, steps  # both ranks resume at the same checkpoint
+    (step,) = steps
+    assert step % 25 == 0 and killed_at - 50 <= step <= killed_at, (step, killed_at)
     first, second = finals(out, 2)
     assert first == second
