@@ -284,6 +284,11 @@ def _check_claims(job: ApiJob, where: str) -> None:
                 f"{where}.spec.tasks[{t}].resources.claims",
                 "DRA claims are not simulated (ask for gpu: count or a fraction)",
             )
+        for name in task.resources.extended_asked():  # each compiles to a DRA claim
+            raise _error(
+                f"{where}.spec.tasks[{t}].resources[{name}]",
+                "extended resources are served by DRA claims, which are not simulated",
+            )
 
 
 def _resolve_priority(

@@ -9,17 +9,21 @@ node, four FPGAs ``fpga-0..3`` of driver ``fpga.example.com``."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from ctl_world import World
 
 from aipaas.api.devices import ResourceSlice
 from aipaas.api.dra import ResourceClaimObject
 from aipaas.backends.base import ClaimDevice, LaunchRequest, NodeInfo
+from aipaas.backends.registry import make_backend
 from aipaas.backends.sim import SimBackend
 from aipaas.clock import VirtualClock
 from aipaas.controller.cycle import Controller
 from aipaas.controller.placement import Placer
 from aipaas.store import TaskRecord
 
+EXAMPLES = Path(__file__).parents[3] / "examples" / "dra"
 DRIVER = "fpga.example.com"
 FPGA_CLASS = """apiVersion: resource.k8s.io/v1
 kind: DeviceClass
@@ -263,3 +267,28 @@ def test_a_replica_to_place_again_after_its_class_went_is_not_placed_without_dev
         '"example-com-fpga": no device matches selector '
         '\'"no DeviceClass serves extended resource example.com/fpga" == ""\''
     )
+
+
+def test_devices_of_a_gpu_class_count_as_gpus_for_quotas(world: World) -> None:
+    """Through the implicit name of the GPU class, the devices given are GPUs (type gpu of
+    driver gpu.nvidia.com) and count against the tenant's GPU quota, as a claim's GPUs do:
+    2 GPUs do not fit a quota of 1; 1 GPU does."""
+    world.setup("{gpu: 1, cpu: 64, memory: 512Gi}")
+    world.service.apply_text((EXAMPLES / "nvidia-classes.yaml").read_text())
+    clock = VirtualClock()
+    controller = world.controller(make_backend("sim", world.tmp / "run", clock=clock), clock)
+    controller.run_cycle()
+    implicit = "deviceclass.resource.kubernetes.io/gpu.nvidia.com"
+    world.submit("two", TASK.format(replicas=1, resource=implicit, count=2))
+    controller.run_cycle()
+    status = world.job("two").status
+    assert status is not None
+    assert (status.phase.value, status.reason) == ("Pending", "QuotaExceeded")
+    assert "needs 2 more" in status.message
+    world.service.delete("Job", "two", "acme")
+    world.submit("one", TASK.format(replicas=1, resource=implicit, count=1))
+    controller.run_cycle()
+    controller.run_cycle()
+    tasks = world.job("one").status.tasks  # type: ignore[union-attr]
+    assert world.phase("one") == "Running"
+    assert len(tasks[0].gpus) == 1

@@ -139,6 +139,12 @@ BAD: list[tuple[str, Any, str]] = [
     ),
     ("since", _set([S, "running", 0, "since"], 500), "spec.running[0].since"),
     (
+        "extended resource (a DRA claim, not simulated)",
+        _set([S, OBJ, 3, S, "tasks", 0, "resources"], {"example.com/fpga": 1}),
+        "spec.objects[3].spec.tasks[0].resources[example.com/fpga]: extended resources are "
+        "served by DRA claims, which are not simulated",
+    ),
+    (
         "over-committed",
         lambda d: (
             d[S]["running"].append({"job": "t/b1", "nodes": {"w-0": "n1"}}),
