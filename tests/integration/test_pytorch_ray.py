@@ -105,3 +105,47 @@ def test_a_killed_rank_restarts_the_gang_from_its_checkpoint_on_ray(
     assert step % 25 == 0 and killed_at - 50 <= step <= killed_at, (step, killed_at)
     first, second = finals(out, 2)
     assert first == second
+
+
+def test_a_preempted_job_resumes_after_its_preemptor_ends_on_ray(
+    world: World, backend: Backend
+) -> None:
+    python = torch_python()
+    out, script = workspace()
+    controller = world.controller(backend, backoff_seconds=0.5)
+    # the three GPU nodes have 8 CPUs each: a blocker takes one, the training job the others
+    blocker = "    - name: w\n      command: [/bin/sleep, '600']\n      resources: {cpu: 8}\n"
+    world.submit("blocker", blocker)
+    cycle_until(controller, lambda: world.phase("blocker") == "Running", timeout=120)
+    command = [str(python), str(script), "--steps", "400", "--step-seconds", "0.02"]
+    command += ["--checkpoint-every", "25", "--out", str(out)]
+    world.submit("victim", whole_nodes(command) + "  priority: low\n")
+    cycle_until(controller, lambda: number(out / "progress-0-0") >= 100, timeout=240)
+    urgent = "    - name: w\n      command: [/bin/sleep, '3']\n      resources: {cpu: 8}\n"
+    world.submit("urgent", urgent + "  priority: critical\n")
+    ended = ("Succeeded", "Failed", "Cancelled")
+    try:
+        cycle_until(controller, lambda: world.phase("victim") in ended, timeout=300)
+    finally:
+        world.service.cancel("blocker", "acme")
+    assert world.phase("urgent") == "Succeeded"
+    status = world.job("victim").status
+    logs = "".join(p.read_text()[-3000:] for p in world.tmp.rglob("w-*.log"))
+    assert status is not None and status.phase.value == "Succeeded", logs
+    assert [t.restarts for t in status.tasks] == [1, 1]
+    stopped_at = min(number(out / f"progress-{rank}-0") for rank in (0, 1))
+    step = resumed_at(logs, 0, 1)
+    assert step == resumed_at(logs, 1, 1)
+    # lost at most the steps since the last checkpoint (two intervals if a write was cut)
+    assert step % 25 == 0 and 0 < stopped_at - step <= 50, (step, stopped_at)
+    first, second = finals(out, 2)
+    assert first == second
+
+
+def whole_nodes(command: list[str]) -> str:
+    """Two tasks of 8 CPUs: each fills a GPU node of the Ray cluster."""
+    return (
+        "    - name: w\n      replicas: 2\n"
+        f"      command: {json.dumps(command)}\n"
+        "      resources: {cpu: 8, memory: 1Gi}\n"
+    )
