@@ -14,17 +14,19 @@ import math
 import re
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Annotated, Any
+from typing import Annotated, Any, cast
 
 from pydantic import (
     Field,
+    GetJsonSchemaHandler,
     SerializerFunctionWrapHandler,
     ValidationError,
     field_validator,
     model_serializer,
     model_validator,
 )
-from pydantic_core import InitErrorDetails, PydanticCustomError
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import CoreSchema, InitErrorDetails, PydanticCustomError
 
 from aipaas.api.meta import Model, Name
 from aipaas.api.quantity import QuantityStr, parse_quantity
@@ -276,6 +278,16 @@ def _whole_count(value: object) -> tuple[int, str | None]:
     return count, None
 
 
+def _without_serializer(schema: CoreSchema) -> CoreSchema:
+    """``schema`` (the validators around a model) with the model's own serializer and the
+    reference left out, so that a JSON schema of it is made from its fields in either mode."""
+    found: dict[str, Any] = {k: v for k, v in schema.items() if k not in ("serialization", "ref")}
+    inner = found.get("schema")
+    if found.get("type") != "model" and isinstance(inner, dict):
+        found["schema"] = _without_serializer(cast(CoreSchema, inner))
+    return cast(CoreSchema, found)
+
+
 def _errors_at(problems: list[tuple[str, object, str]]) -> ValidationError:
     """Errors located at ``resources[<name>]`` (a ValueError in a model validator would name
     only ``resources``); the reason goes in as context so that braces in it stay text."""
@@ -389,6 +401,20 @@ class TaskResources(Model):
         data: dict[str, Any] = handler(self)
         data.update(self.extended)
         return data
+
+    @classmethod
+    def __get_pydantic_json_schema__(
+        cls, schema: CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        """The same shape for requests and responses (the wrap serializer alone would make the
+        response schema a bare object): the fields, and the extended resources as keys with a
+        ``/`` and a whole count; ``extended`` is not a wire field."""
+        found = handler.resolve_ref_schema(handler(_without_serializer(schema)))
+        found.get("properties", {}).pop("extended", None)
+        found["patternProperties"] = {
+            "/": {"type": "integer", "minimum": 0, "maximum": MAX_EXTENDED_COUNT}
+        }
+        return found
 
     def extended_asked(self) -> dict[str, int]:
         """The extended resources this task asks devices of (a count of 0 asks none)."""

@@ -3,10 +3,10 @@ cycles.
 
 Each cycle ``ClaimBook.devices`` frees the claims whose tasks ended and gathers what the device
 allocator sees; admission then asks ``problem`` (claims that do not exist, extended resources no
-DeviceClass serves), builds each task's ``Pod`` with its claims (``pod``: its own, the one per
-extended resource, the one ``gpu:`` compiles to), and after placement persists status.allocation and
-reservedFor (``record_allocated``) or an event saying why the job waits (``record_wait``);
-starting a task asks ``allocations`` for the devices the backend pins it to.
+DeviceClass serves), builds each task's ``Pod`` with its claims (``pod``: its own, one per
+extended resource, the one ``gpu:`` compiles to), and after placement persists
+status.allocation and reservedFor (``record_allocated``) or an event saying why the job waits
+(``record_wait``); starting a task asks ``allocations`` for the devices the backend pins it to.
 
 Who calls it: controller/cycle.py and controller/admission.py. It reads and writes the store;
 it never calls a backend.

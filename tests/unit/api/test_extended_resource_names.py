@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Literal
 
 import pytest
 
@@ -230,3 +231,15 @@ class TestRoundTrip:
         text = parsed.model_dump_json(by_alias=True, exclude_none=True)
         assert '"example.com/fpga":2' in text
         assert TaskResources.model_validate_json(text) == parsed
+
+
+class TestSchema:
+    @pytest.mark.parametrize("mode", ["validation", "serialization"])
+    def test_requests_and_responses_show_the_fields_and_the_extended_names(
+        self, mode: Literal["validation", "serialization"]
+    ) -> None:
+        schema = Job.model_json_schema(mode=mode)["$defs"]["TaskResources"]
+        assert sorted(schema["properties"]) == ["claims", "cpu", "gpu", "memory"]
+        assert schema["patternProperties"] == {
+            "/": {"type": "integer", "minimum": 0, "maximum": 64}
+        }
