@@ -358,10 +358,9 @@ class TaskResources(Model):
         if not isinstance(data, dict):
             return data
         data = dict(data)
-        given = data.pop("extended", None)  # a Python caller's spelling
-        if given is not None and not isinstance(given, dict):
-            raise ValueError("extended: must map resource names to whole numbers")
-        asked: dict[Any, Any] = dict(given or {})
+        if "extended" in data:  # not a wire field: the names are keys of resources itself
+            raise _errors_at([("extended", data["extended"], "unknown field")])
+        asked: dict[Any, Any] = {}
         for key in [k for k in data if isinstance(k, str) and "/" in k]:
             asked[key] = data.pop(key)
         if EXTENDED_GPU in asked:

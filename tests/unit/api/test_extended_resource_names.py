@@ -172,6 +172,11 @@ class TestRefused:
                 id="a name without a domain",
             ),
             pytest.param(
+                "{cpu: 1, extended: {example.com/fpga: 1}}",
+                "spec.tasks[0].resources.extended: unknown field",
+                id="extended is not a field of the wire form",
+            ),
+            pytest.param(
                 "{cpu: 1, a.b/c-d: 1, a.b-c/d: 1}",
                 "spec.tasks[0].resources[a.b-c/d]: compiles to a claim named 'a-b-c-d', as "
                 "resources[a.b/c-d] is",
