@@ -13,6 +13,7 @@ of hanging it.
 from __future__ import annotations
 
 import json
+import os
 import re
 import socket
 import time
@@ -23,11 +24,13 @@ from urllib.parse import urlencode
 
 import pytest
 from exec_sessions import READ_SECONDS, session
-from server_process import SETUP, ServerProcess
+from server_process import AIPAAS, SETUP, ServerProcess
 from task_images import IMAGE, build_image, unavailable_reason
 from test_task_exec import USERS, World, sleeper
 from websockets.exceptions import InvalidStatus
 from websockets.sync.client import ClientConnection, connect
+
+from aipaas.backends import task_session
 
 QUEUE_OF_GLOBEX = """apiVersion: aipaas/v1
 kind: Queue
@@ -279,3 +282,46 @@ def test_a_session_in_a_tasks_container_runs_inside_it(world: World) -> None:
             assert found.group(1) == "/bin/busybox" and found.group(2) != "0", found.group(0)
             shell.send("exit 6\n")
             assert shell.end()[0] == 6
+
+
+def test_the_cli_on_a_terminal_passes_its_size_and_changes_and_keys_through_raw(
+    world: World,
+) -> None:
+    """The CLI itself on a terminal (as a person runs it): the task's pty starts at the CLI's
+    window size and follows it (SIGWINCH); in raw mode Ctrl-C reaches the task, not the CLI."""
+    env = {
+        **os.environ,
+        "AIPAAS_URL": world.server.url,
+        "AIPAAS_TOKEN": world.tokens["mia"],
+        "AIPAAS_CONFIG": str(world.server.data_dir / "no-config.yaml"),
+    }
+    argv = [AIPAAS, "exec", "-i", "--tty", "job/shared", "--", "sh"]
+    cli = task_session.spawn(argv, env, tty=True, rows=33, cols=101)
+    seen = bytearray()
+
+    def until(pattern: str) -> None:
+        deadline = time.monotonic() + READ_SECONDS
+        while not re.search(pattern, seen.decode(errors="replace")):
+            assert time.monotonic() < deadline, f"no {pattern!r} in {bytes(seen)!r}"
+            chunk = cli.read(timeout=READ_SECONDS)
+            assert chunk, f"the CLI ended before {pattern!r}: {bytes(seen)!r}"
+            seen.extend(chunk)
+
+    try:  # the size before anything is typed: what was typed ahead reaches the task too
+        cli.write(b'echo "SIZE-$(stty size)"\n')
+        until(r"SIZE-33 101")
+        cli.resize(44, 111)  # the kernel sends the CLI SIGWINCH; it sends a resize frame
+        cli.write(b'echo "SIZE-$(stty size)"\n')
+        until(r"SIZE-44 111")
+        cli.write(b"sleep 300\n")
+        time.sleep(1)
+        cli.write(b"\x03")  # raw mode: a byte for the task's terminal, no SIGINT for the CLI
+        cli.write(b'echo "AFTER-$?"\n')
+        until(r"AFTER-130")
+        cli.write(b"exit 8\n")
+        while cli.read(timeout=READ_SECONDS):  # until the CLI ends
+            pass
+    finally:
+        cli.kill()
+    assert cli.wait() == 8
+    cli.close()

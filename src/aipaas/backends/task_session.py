@@ -25,6 +25,7 @@ import struct
 import subprocess
 import termios
 import threading
+import time
 from collections.abc import Mapping, Sequence
 
 #: what ``read`` returns at most at once
@@ -50,10 +51,17 @@ class ProcessSession:
         self._input: int | None = input_
         self._lock = threading.Lock()
 
-    def read(self) -> bytes:
+    def read(self, timeout: float | None = None) -> bytes:
         """The next output, as soon as there is some; b"" once the process has ended and
-        everything it wrote before has been read."""
+        everything it wrote before has been read.
+
+        Raises:
+            TimeoutError: ``timeout`` seconds passed with neither (None: waits as long).
+        """
+        deadline = None if timeout is None else time.monotonic() + timeout
         while True:
+            if deadline is not None and time.monotonic() > deadline:
+                raise TimeoutError(f"no output in {timeout:g}s")
             ready, _, _ = select.select([self._output], [], [], POLL_SECONDS)
             if ready:
                 try:

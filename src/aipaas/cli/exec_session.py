@@ -152,7 +152,7 @@ def _raw_terminal(tty: bool) -> Iterator[None]:
         yield
         return
     saved = termios.tcgetattr(STDIN)
-    terminal.setraw(STDIN)
+    terminal.setraw(STDIN, termios.TCSADRAIN)  # not TCSAFLUSH: what was typed ahead is kept
     try:
         yield
     finally:
