@@ -118,8 +118,13 @@ def make_request(
         env["AIPAAS_MEMBERSHIP_FILE"] = membership_file
     if elastic:  # torchrun's c10d rendezvous (backends/rendezvous.py); the job's env wins
         low, port = job.spec.min_available or 1, int(env["MASTER_PORT"])
-        found = rendezvous.variables(master_addr, port, record.job_uid, low, len(records))
+        host = record.rank == 0
+        found = rendezvous.variables(
+            master_addr, port, record.job_uid, low, len(records), host=host
+        )
         env.update({k: v for k, v in found.items() if k not in spec.env})
+        if "PET_RDZV_CONF" in spec.env:  # the job's options, and who hosts the store
+            env["PET_RDZV_CONF"] = rendezvous.with_conf(spec.env["PET_RDZV_CONF"], host)
     limits = spec.limits.amounts() if spec.limits is not None else (0, 0)
     # Kubernetes expands $(VAR) in a pod's command itself, by the same rules: expanded twice,
     # a $$(VAR) written to keep $(VAR) would be expanded after all.

@@ -47,6 +47,8 @@ def test_every_member_reads_rank_zeros_node_and_the_jobs_port() -> None:
         assert env["PET_RDZV_ID"] == "u-1"
         assert env["PET_MAX_RESTARTS"] == str(rendezvous.MAX_RESTARTS)
         assert env["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] == "1"
+    # rank 0's agent hosts the store, the others' connect to it
+    assert (alone["PET_RDZV_CONF"], late["PET_RDZV_CONF"]) == ("is_host=1", "is_host=0")
 
 
 def test_a_job_of_fixed_size_gets_no_rendezvous() -> None:
@@ -60,7 +62,7 @@ def test_the_jobs_own_torchrun_variables_win() -> None:
     given = '      env: {PET_MAX_RESTARTS: "7", PET_RDZV_CONF: "last_call_timeout=2"}\n'
     env = make_request(job(env=given), placed[0], placed, {}).env
     assert env["PET_MAX_RESTARTS"] == "7"
-    assert env["PET_RDZV_CONF"] == "last_call_timeout=2"
+    assert env["PET_RDZV_CONF"] == "last_call_timeout=2,is_host=1"  # rank 0 hosts the store
     assert env["PET_NNODES"] == "1:3"
 
 
