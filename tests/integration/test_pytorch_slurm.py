@@ -1,20 +1,34 @@
 """Real PyTorch training (CPU, gloo) through the API on the Slurm backend (real daemons:
 slurm_cluster.py, two nodes on this machine): DDP by the platform's variables, torchrun across
-two tasks, and PyTorch Lightning, whose own SLURM detection gives each task its own global
-rank. The tests' own PyTorch (model_venv.py) and Lightning (lightning_venv.py) are made when
-absent; the tests skip only when pip cannot install them, or Slurm is not installed, and say
-so."""
+two tasks, PyTorch Lightning, whose own SLURM detection gives each task its own global rank, a
+rank killed mid-training restarting its gang from a checkpoint at a relative path (each task's
+working directory outlives its attempts), and a preempted job resuming after its preemptor.
+The tests' own PyTorch (model_venv.py) and Lightning (lightning_venv.py) are made when absent;
+the tests skip only when pip cannot install them, or Slurm is not installed, and say so."""
 
 from __future__ import annotations
 
 import json
+import os
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 
 import lightning_venv
 import model_venv
 import pytest
-from pytorch_jobs import apply, finals, job, succeeded, torch_python, torchrun, workspace
+from pytorch_jobs import (
+    apply,
+    finals,
+    job,
+    number,
+    resumed_at,
+    succeeded,
+    torch_python,
+    torchrun,
+    wait_for,
+    workspace,
+)
 from server_process import SETUP, ServerProcess
 from slurm_cluster import SlurmCluster, slurm_cluster
 
@@ -89,3 +103,27 @@ def test_lightning_gives_each_slurm_task_its_own_global_rank(server: ServerProce
     assert all(s["detected"] and s["environment"] == "SLURMEnvironment" for s in seen)
     assert all(s["world_size"] == 2 for s in seen)
     assert seen[0]["params"] == seen[1]["params"]  # DDP kept them equal
+
+
+def test_a_killed_rank_restarts_the_gang_from_its_checkpoint_on_slurm(
+    python: Path, server: ServerProcess
+) -> None:
+    out, script = workspace()
+    command = [str(python), str(script), "--steps", "300", "--step-seconds", "0.02"]
+    command += ["--checkpoint-every", "25", "--out", str(out)]
+    gang = "  restartPolicy: OnFailure\n  backoffLimit: 2\n"
+    apply(server, job("killed", command, extra=gang))
+    wait_for("rank 1 past step 110", lambda: number(out / "progress-1-0") >= 110, 240)
+    os.kill(number(out / "pid-1-0"), signal.SIGKILL)  # the cluster's nodes are this machine
+    killed_at = number(out / "progress-1-0")
+    done = succeeded(server, "killed", 300)
+    assert done["status"]["restarts"] == 1
+    assert [t["restarts"] for t in done["status"]["tasks"]] == [1, 1]
+    logs = server.cli("logs", "job/killed", "-t", "acme").stdout
+    steps = {resumed_at(logs, rank, 1) for rank in (0, 1)}
+    assert len(steps) == 1, logs[-3000:]  # both ranks resume at the same step
+    (step,) = steps
+    # the newest checkpoint before the kill (one behind at most, if the kill cut a write)
+    assert step % 25 == 0 and killed_at - 50 <= step <= killed_at, (step, killed_at)
+    first, second = finals(out, 2)
+    assert first == second

@@ -386,3 +386,25 @@ def test_accounting_answers_for_jobs_slurmctld_forgot(tmp_path: Path, slurm: Fak
     assert other.status(["a.w-0.0"])["a.w-0.0"].state is TaskState.LOST
     other.status(["a.w-0.0", "b.w-0.0"])
     assert slurm.sacct_calls == calls + 1
+
+
+def test_attempts_of_one_task_share_a_working_directory_under_the_run_directory(
+    tmp_path: Path, slurm: FakeSlurm
+) -> None:
+    backend = SlurmBackend(tmp_path, commands=slurm)
+    backend.start(request("u1.w-0.0", work_key="u1.w-0"))
+    backend.start(request("u1.w-0.1", work_key="u1.w-0"))  # its restart
+    backend.start(request("u1.w-1.0", work_key="u1.w-1"))  # another task of the job
+    home = backend.run_dir / "workdirs" / "u1.w-0"
+    assert home.is_dir()
+    first, restart, other = slurm.submitted
+    for options, script in (first, restart):
+        assert f"--chdir={home}" in options
+        assert f"export AIPAAS_WORKDIR={home}" in script
+        assert f"export HOME={home}" in script
+    assert f"--chdir={backend.run_dir / 'workdirs' / 'u1.w-1'}" in other[0]
+    # without a work key: the attempt's own
+    backend.start(request("u2.w-0.0"))
+    assert f"--chdir={backend.run_dir / 'workdirs' / 'u2.w-0.0'}" in slurm.submitted[-1][0]
+    with pytest.raises(ValueError, match="invalid work key"):
+        backend.start(request("u3.w-0.0", work_key="../elsewhere"))

@@ -12,6 +12,12 @@ The backend's memory is Slurm itself (jobs are found by name: jobs.py) plus a sm
 attempt under ``run_dir/slurm/<request id>``: the script, the job id, a stop mark and the exit code
 the script writes (on a real cluster the run directory and the logs must be on a filesystem the
 nodes share, as Slurm's --output is).
+
+A task's working directory (its HOME, ``AIPAAS_WORKDIR``, where it starts) is not the
+attempt's: it is ``run_dir/slurm/workdirs/<work key>``, the same for every attempt of one task of
+one job (``LaunchRequest.work_key``), so a restart finds what the last attempt wrote there (a
+checkpoint at a relative path), on whichever node Slurm runs it, since the run directory is the
+one the nodes share.
 """
 
 from __future__ import annotations
@@ -60,6 +66,11 @@ JOBS_CACHE_SECONDS = 0.3
 STATUS_CACHE_SECONDS = 0.1
 #: a cluster without slurmdbd: sacct is not asked again for this long
 NO_ACCOUNTING_SECONDS = 300.0
+#: under the run directory: the tasks' working directories, one per ``work_key``
+WORKDIRS = "workdirs"
+#: in the attempt's directory: the path of the task's working directory (``aipaas exec`` runs
+#: there)
+WORKDIR_FILE = "workdir"
 
 
 class SlurmBackend(SlurmPowerPool, SlurmDatasetCaches):  # datasets: slurm/datasets.py
@@ -148,23 +159,28 @@ class SlurmBackend(SlurmPowerPool, SlurmDatasetCaches):  # datasets: slurm/datas
             log.info("adopted Slurm job %s of %s", found.get("job_id"), request.request_id)
             return
         node, partition = self._where(request)
-        # the attempt's directory is its HOME and, unless the job says, where it starts
-        request = replace(request, env={**request.env, "AIPAAS_WORKDIR": str(directory)})
+        # The task's working directory outlives the attempt (shared by the nodes, as the run
+        # directory is): its HOME and, unless the job says, where it starts.
+        home = self._workdir(request)
+        home.mkdir(parents=True, exist_ok=True)
+        _write(directory / WORKDIR_FILE, str(home))
+        request = replace(request, env={**request.env, "AIPAAS_WORKDIR": str(home)})
         setup = setup_dir = None
         if request.setup:  # once per node before the task (backends/setup.py)
             key = setup_key(request.setup, request.workdir_archive, request.image)
             setup_dir = str(self.run_dir / "setup" / key)
             setup = slurm_containers.setup_lines(
-                request, directory, setup_dir, _passed_names(request, str(directory))
+                request, directory, setup_dir, _passed_names(request, str(home)), home=home
             )
         if request.image is not None:  # in its image, started by the staged command
             (directory / slurm_containers.CONTAINER_MARK).touch()  # aipaas exec enters it
             request = slurm_containers.container_request(
                 request,
                 directory,
-                _passed_names(request, str(directory)),
+                _passed_names(request, str(home)),
                 slurm_containers.conf_path(self.run_dir),
                 setup_dir,
+                home=home,
             )
         request = self.stage_job(request, directory)  # its datasets first (slurm/datasets.py)
         env = dict(request.env)
@@ -178,14 +194,14 @@ class SlurmBackend(SlurmPowerPool, SlurmDatasetCaches):  # datasets: slurm/datas
         request = replace(request, command=expand_command(request.command, variables))
         script = directory / "job.sh"
         exit_file = str(directory / jobs.EXIT_FILE)
-        text = jobs.batch_script(request, env, exit_file, str(directory), setup=setup)
+        text = jobs.batch_script(request, env, exit_file, str(home), setup=setup)
         _write(script, text, 0o700)
         log_path = Path(request.log_path) if request.log_path else directory / "output.log"
         _private_dir(log_path.parent)
         options = jobs.sbatch_options(
             request,
             log_path=str(log_path),
-            workdir=request.working_dir or str(directory),
+            workdir=request.working_dir or str(home),
             node=node,
             partition=partition,
         )
@@ -221,8 +237,9 @@ class SlurmBackend(SlurmPowerPool, SlurmDatasetCaches):  # datasets: slurm/datas
             return None
         if (directory / jobs.EXIT_FILE).exists():
             return None
-        launch = slurm_containers.exec_launch(directory, request_id, command)
-        return self.commands.step(job_id, launch, cwd=str(directory), timeout=timeout)
+        home = self._home_of(directory)
+        launch = slurm_containers.exec_launch(directory, request_id, command, home=home)
+        return self.commands.step(job_id, launch, cwd=str(home), timeout=timeout)
 
     def open_session(
         self, request_id: str, command: Sequence[str], *, tty: bool, rows: int, cols: int
@@ -236,10 +253,11 @@ class SlurmBackend(SlurmPowerPool, SlurmDatasetCaches):  # datasets: slurm/datas
             return None
         if (directory / jobs.EXIT_FILE).exists():
             return None
+        home = self._home_of(directory)
         launch = slurm_containers.exec_launch(
-            directory, request_id, command, interactive=True, tty=tty
+            directory, request_id, command, interactive=True, tty=tty, home=home
         )
-        argv = self.commands.step_command(job_id, launch, cwd=str(directory), pty=tty)
+        argv = self.commands.step_command(job_id, launch, cwd=str(home), pty=tty)
         return task_session.spawn(argv, self.commands.environment, tty=tty, rows=rows, cols=cols)
 
     def stop(self, request_id: str, grace_seconds: float = 5.0) -> None:
@@ -398,6 +416,23 @@ class SlurmBackend(SlurmPowerPool, SlurmDatasetCaches):  # datasets: slurm/datas
         if "/" in request_id or request_id.startswith(".") or not request_id:
             raise ValueError(f"invalid request id {request_id!r}")
         return self.run_dir / request_id
+
+    def _workdir(self, request: LaunchRequest) -> Path:
+        """The task's working directory: one per ``work_key`` (every attempt of one task of
+        one job), under the run directory the nodes share; the attempt's own without one."""
+        key = request.work_key or request.request_id
+        if "/" in key or key.startswith(".") or not key:
+            raise ValueError(f"invalid work key {key!r}")
+        return self.run_dir / WORKDIRS / key
+
+    @staticmethod
+    def _home_of(directory: Path) -> Path:
+        """The working directory the attempt's start chose (the attempt's directory for an
+        attempt started before working directories were kept apart)."""
+        try:
+            return Path((directory / WORKDIR_FILE).read_text().strip())
+        except OSError:
+            return directory
 
 
 def _write(path: Path, text: str, mode: int = 0o600) -> None:

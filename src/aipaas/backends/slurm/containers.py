@@ -103,11 +103,15 @@ def container_request(
     names: Iterable[str],
     conf: Path,
     setup_dir: str | None = None,
+    *,
+    home: Path | None = None,
 ) -> LaunchRequest:
-    """The request whose command runs the task in its image: its directory (``directory``,
-    its HOME) and its setup's bound at the same path, its datasets read-only at their
-    mountPath, the variables ``names`` passed through by name, the node's GPU device nodes
-    where it has them."""
+    """The request whose command runs the task in its image: the attempt's directory
+    (``directory``), the task's working directory (``home``, its HOME, kept across attempts;
+    ``directory`` when None) and its setup's bound at the same path, its datasets read-only at
+    their mountPath, the variables ``names`` passed through by name, the node's GPU device
+    nodes where it has them."""
+    home = home or directory
     setup_binds = [containers.Bind(setup_dir, setup_dir)] if setup_dir else []
     assert request.image is not None
     name = containers.container_name(request.request_id)
@@ -118,8 +122,8 @@ def container_request(
             command=request.command,
             env={},
             user=None,  # the wrapper's: the user the script runs as
-            workdir=request.working_dir or str(directory),
-            binds=[*_binds(request, directory), *setup_binds],
+            workdir=request.working_dir or str(home),
+            binds=[*_binds(request, directory, home), *setup_binds],
             devices=containers.gpu_devices(",".join(str(n) for n in range(16))),
             memory_mib=request.limit_memory_mib,
             cpu_milli=request.limit_cpu_milli,
@@ -137,10 +141,17 @@ def container_request(
 
 
 def setup_lines(
-    request: LaunchRequest, directory: Path, setup_dir: str, names: Iterable[str]
+    request: LaunchRequest,
+    directory: Path,
+    setup_dir: str,
+    names: Iterable[str],
+    *,
+    home: Path | None = None,
 ) -> list[str]:
     """The batch script's lines that run the job's setup once per node (backends/setup.py)
-    before the command, on the host or in the task's image; its failure is the task's."""
+    before the command, on the host or in the task's image (in the task's working directory
+    ``home``; ``directory``, the attempt's, when None); its failure is the task's."""
+    home = home or directory
     script = setup_script(request.setup)
     lines = [
         f"export {SETUP_DIR_VARIABLE}={shlex.quote(setup_dir)}",
@@ -156,8 +167,8 @@ def setup_lines(
                 command=["/bin/sh", "-c", script],
                 env={},
                 user=None,
-                workdir=request.working_dir or str(directory),
-                binds=[*_binds(request, directory), containers.Bind(setup_dir, setup_dir)],
+                workdir=request.working_dir or str(home),
+                binds=[*_binds(request, directory, home), containers.Bind(setup_dir, setup_dir)],
             ),
             [*names, SETUP_DIR_VARIABLE],
         )
@@ -180,10 +191,12 @@ def exec_launch(
     *,
     interactive: bool = False,
     tty: bool = False,
+    home: Path | None = None,
 ) -> list[str]:
     """What a step of the task's job runs for ``aipaas exec``: the command with the task's
     variables, or ``podman exec`` into the task's container (which has them) as the step's
-    user, in the container's working directory (``--interactive``/``--tty`` as asked)."""
+    user, in the task's working directory (``home``; the attempt's ``directory`` when None),
+    ``--interactive``/``--tty`` as asked."""
     if not (directory / CONTAINER_MARK).exists():
         # the task's variables, from the export lines of its batch script (jobs.py)
         script = 'eval "$(grep "^export " "$0")"; exec "$@"'
@@ -193,7 +206,7 @@ def exec_launch(
         name,
         command,
         user="0:0",
-        workdir=str(directory),
+        workdir=str(home or directory),
         env={},
         interactive=interactive,
         tty=tty,
@@ -224,8 +237,10 @@ def _split(task: containers.ContainerTask, names: Iterable[str]) -> tuple[list[s
     return options, argv[cut:]
 
 
-def _binds(request: LaunchRequest, directory: Path) -> list[containers.Bind]:
+def _binds(request: LaunchRequest, directory: Path, home: Path) -> list[containers.Bind]:
     binds = [containers.Bind(str(directory), str(directory))]
+    if home != directory:
+        binds.append(containers.Bind(str(home), str(home)))
     for mount in request.datasets:
         link = str(directory / mount.mount_path.lstrip("/"))  # the stage links it first
         binds.append(containers.Bind(link, mount.mount_path, read_only=True))
