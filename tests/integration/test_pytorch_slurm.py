@@ -127,3 +127,34 @@ def test_a_killed_rank_restarts_the_gang_from_its_checkpoint_on_slurm(
     assert step % 25 == 0 and killed_at - 50 <= step <= killed_at, (step, killed_at)
     first, second = finals(out, 2)
     assert first == second
+
+
+def test_a_preempted_job_resumes_after_its_preemptor_ends_on_slurm(
+    python: Path, server: ServerProcess, slurm_cluster: SlurmCluster
+) -> None:
+    out, script = workspace()
+    command = [str(python), str(script), "--steps", "400", "--step-seconds", "0.02"]
+    command += ["--checkpoint-every", "25", "--out", str(out)]
+    # each task takes a whole node's CPUs: the preemptor's task needs one of the victim's nodes
+    cpus = node_cpus(slurm_cluster)
+    apply(server, job("victim", command, cpu=str(cpus), extra="  priority: low\n"))
+    wait_for("the victim past step 100", lambda: number(out / "progress-0-0") >= 100, 240)
+    sleeper = ["/bin/sleep", "3"]
+    critical = "  priority: critical\n"
+    apply(server, job("preemptor", sleeper, replicas=1, cpu=str(cpus), extra=critical))
+    server.wait_phase("preemptor", "Succeeded", timeout=120)
+    done = succeeded(server, "victim", 300)
+    assert [t["restarts"] for t in done["status"]["tasks"]] == [1, 1]
+    logs = server.cli("logs", "job/victim", "-t", "acme").stdout
+    stopped_at = min(number(out / f"progress-{rank}-0") for rank in (0, 1))
+    step = resumed_at(logs, 0, 1)
+    assert step == resumed_at(logs, 1, 1)
+    # lost at most the steps since the last checkpoint (two intervals if a write was cut)
+    assert step % 25 == 0 and 0 < stopped_at - step <= 50, (step, stopped_at)
+    first, second = finals(out, 2)
+    assert first == second
+
+
+def node_cpus(cluster: SlurmCluster) -> int:
+    """The CPUs of each node of the test cluster (all alike: the machine's)."""
+    return int(cluster.run("sinfo", "-h", "-N", "-n", "n1", "-o", "%c").split()[0])
