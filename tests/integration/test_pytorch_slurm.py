@@ -2,7 +2,8 @@
 slurm_cluster.py, two nodes on this machine): DDP by the platform's variables, torchrun across
 two tasks, PyTorch Lightning, whose own SLURM detection gives each task its own global rank, a
 rank killed mid-training restarting its gang from a checkpoint at a relative path (each task's
-working directory outlives its attempts), and a preempted job resuming after its preemptor.
+working directory outlives its attempts), a preempted job resuming after its preemptor, and
+elastic torchrun growing from 1 to 3 tasks and shrinking to 2.
 The tests' own PyTorch (model_venv.py) and Lightning (lightning_venv.py) are made when absent;
 the tests skip only when pip cannot install them, or Slurm is not installed, and say so."""
 
@@ -158,3 +159,47 @@ def test_a_preempted_job_resumes_after_its_preemptor_ends_on_slurm(
 def node_cpus(cluster: SlurmCluster) -> int:
     """The CPUs of each node of the test cluster (all alike: the machine's)."""
     return int(cluster.run("sinfo", "-h", "-N", "-n", "n1", "-o", "%c").split()[0])
+
+
+def test_elastic_torchrun_grows_to_three_and_shrinks_to_two_on_slurm(
+    python: Path, server: ServerProcess, slurm_cluster: SlurmCluster
+) -> None:
+    out, script = workspace()
+    # two nodes: room for four elastic tasks of half a node each; the blocker (a whole node
+    # and a half) leaves room for one
+    cpus = node_cpus(slurm_cluster)
+    half = f"{cpus * 500}m"
+    blocker = job("blocker", ["/bin/sleep", "600"], replicas=1, cpu=str(cpus))
+    blocker += "    - name: v\n      command: [/bin/sleep, '600']\n"
+    blocker += f"      resources: {{cpu: {half}, memory: 1Gi}}\n"
+    apply(server, blocker)
+    server.wait_phase("blocker", "Running", timeout=60)
+    command = [torchrun(python), "--nproc-per-node=1", str(script), "--until", str(out / "stop")]
+    command += ["--step-seconds", "0.05", "--out", str(out)]
+    fast = {"PET_RDZV_CONF": "last_call_timeout=2,join_timeout=300", "PET_MONITOR_INTERVAL": "1"}
+    apply(
+        server,
+        job("elastic", command, replicas=3, cpu=half, extra="  minAvailable: 1\n", env=fast),
+    )
+    try:
+        wait_for("a world of 1", lambda: "1" in worlds(out), 180)
+        server.cli("cancel", "job/blocker", "-t", "acme")
+        wait_for("a world of 3", lambda: "3" in worlds(out), 240)
+        # one half node is free: a critical job of two halves takes back one elastic task
+        urgent = job("urgent", ["/bin/sleep", "600"], cpu=half, extra="  priority: critical\n")
+        apply(server, urgent)
+        server.wait_phase("urgent", "Running", timeout=120)
+        seen = len(worlds(out))
+        wait_for("a world of 2", lambda: "2" in worlds(out)[seen:], 240)
+        sizes = worlds(out)
+        assert sizes.index("1") < sizes.index("3") < seen <= len(sizes) - 1
+    finally:
+        (out / "stop").write_text("")
+        for name in ("elastic", "urgent", "blocker"):
+            server.cli("cancel", f"job/{name}", "-t", "acme", check=False)
+
+
+def worlds(out: Path) -> list[str]:
+    """The world size each worker saw at its start, in the order they started."""
+    found = sorted(out.glob("world-*"), key=lambda p: float(p.name.split("-")[1]))
+    return [p.read_text() for p in found]
