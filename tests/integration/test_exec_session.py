@@ -299,20 +299,30 @@ def test_the_cli_on_a_terminal_passes_its_size_and_changes_and_keys_through_raw(
     cli = task_session.spawn(argv, env, tty=True, rows=33, cols=101)
     seen = bytearray()
 
-    def until(pattern: str) -> None:
+    def until(pattern: str, since: int = 0) -> re.Match[str]:
         deadline = time.monotonic() + READ_SECONDS
-        while not re.search(pattern, seen.decode(errors="replace")):
+        while not (found := re.search(pattern, seen[since:].decode(errors="replace"))):
             assert time.monotonic() < deadline, f"no {pattern!r} in {bytes(seen)!r}"
             chunk = cli.read(timeout=READ_SECONDS)
             assert chunk, f"the CLI ended before {pattern!r}: {bytes(seen)!r}"
             seen.extend(chunk)
+        return found
+
+    def size() -> str:
+        since = len(seen)
+        cli.write(b'echo "SIZE-$(stty size)"\n')
+        return until(r"SIZE-(\d+ \d+)\r", since).group(1)
 
     try:  # the size before anything is typed: what was typed ahead reaches the task too
         cli.write(b'echo "SIZE-$(stty size)"\n')
         until(r"SIZE-33 101")
         cli.resize(44, 111)  # the kernel sends the CLI SIGWINCH; it sends a resize frame
-        cli.write(b'echo "SIZE-$(stty size)"\n')
-        until(r"SIZE-44 111")
+        deadline = time.monotonic() + READ_SECONDS
+        # the frame comes from the CLI's signal handler, the line typed next from its input:
+        # either may reach the task first
+        while (now := size()) != "44 111":
+            assert time.monotonic() < deadline, f"the size stayed {now}"
+            time.sleep(0.5)
         cli.write(b"sleep 300\n")
         time.sleep(1)
         cli.write(b"\x03")  # raw mode: a byte for the task's terminal, no SIGINT for the CLI

@@ -61,6 +61,14 @@ log = logging.getLogger(__name__)
 WATCH_SECONDS: Final = 1.0
 #: sessions one API process relays at once (each holds two threads and a process)
 MAX_SESSIONS: Final = 64
+#: input frames a session holds for a command that has not read them yet (each at most
+#: uvicorn's ws_max_size, 16 MiB by default)
+INPUT_FRAMES: Final = 16
+INPUT_WAIT_SECONDS: Final = 0.05
+#: how often a writer with nothing to write looks whether its session has ended
+INPUT_POLL_SECONDS: Final = 0.5
+#: how long a session's end waits for its writer (the command's SIGKILL comes after 2 s)
+WRITER_JOIN_SECONDS: Final = 5.0
 #: the exit code said when the server ended the session (as a shell says SIGKILL)
 ENDED_CODE: Final = 137
 #: the writer's mark for end of input (an empty binary frame is skipped, never its end)
@@ -187,7 +195,9 @@ async def _relay(websocket: WebSocket, session: Session, record: TaskRecord) -> 
     ended (its exit frame sent), the client went, the task stopped running."""
     loop = asyncio.get_running_loop()
     output: asyncio.Queue[bytes | int] = asyncio.Queue(maxsize=64)
-    inputs: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
+    # bounded: a client that sends faster than the command reads waits (and TCP tells it)
+    inputs: queue.Queue[bytes] = queue.Queue(maxsize=INPUT_FRAMES)
+    done = threading.Event()  # the writer's end
     ended: list[str] = []  # why the server ended it, when it did
 
     def read_all() -> None:  # a thread: reads block
@@ -197,11 +207,15 @@ async def _relay(websocket: WebSocket, session: Session, record: TaskRecord) -> 
         asyncio.run_coroutine_threadsafe(output.put(code), loop).result()
 
     def write_all() -> None:  # a thread: a command that reads nothing blocks its writer
-        while (data := inputs.get()) is not None:
+        while not done.is_set():
+            try:
+                data = inputs.get(timeout=INPUT_POLL_SECONDS)
+            except queue.Empty:
+                continue
             if data == _EOF:
                 session.close_input()
             else:
-                session.write(data)
+                session.write(data)  # fails at once once the command is gone
 
     async def send() -> None:
         while isinstance(item := await output.get(), bytes):
@@ -224,9 +238,14 @@ async def _relay(websocket: WebSocket, session: Session, record: TaskRecord) -> 
                 if message["type"] == "websocket.disconnect":
                     return
                 if message.get("bytes"):
-                    inputs.put(message["bytes"])
-                elif message.get("text") is not None:
-                    _control(session, inputs, message["text"])
+                    await put(message["bytes"])
+                elif message.get("text") is not None and _control(session, message["text"]):
+                    await put(_EOF)  # through the writer, after the input sent before it
+
+    async def put(data: bytes) -> None:
+        while inputs.full():
+            await asyncio.sleep(INPUT_WAIT_SECONDS)
+        inputs.put_nowait(data)
 
     async def watch() -> None:
         store: Store = websocket.app.state.store
@@ -248,8 +267,8 @@ async def _relay(websocket: WebSocket, session: Session, record: TaskRecord) -> 
     try:
         await asyncio.wait({sending, receiving}, return_when=asyncio.FIRST_COMPLETED)
     finally:
-        inputs.put(None)
         session.kill()
+        done.set()
         for task in (receiving, watching):
             task.cancel()
         if not sending.done():  # the client went: drain the reader so that it can end
@@ -261,6 +280,9 @@ async def _relay(websocket: WebSocket, session: Session, record: TaskRecord) -> 
                     await asyncio.wait_for(output.get(), timeout=WATCH_SECONDS)
         with contextlib.suppress(asyncio.CancelledError, WebSocketDisconnect, RuntimeError):
             await sending
+        # the writer's last write fails once the command is gone (SIGKILL at the latest
+        # KILL_GRACE_SECONDS after the kill): only then may the caller close its descriptors
+        await run_in_threadpool(writer.join, WRITER_JOIN_SECONDS)
 
 
 def _stopped(store: Store, record: TaskRecord) -> str | None:
@@ -275,18 +297,17 @@ def _stopped(store: Store, record: TaskRecord) -> str | None:
     return None
 
 
-def _control(session: Session, inputs: queue.SimpleQueue[bytes | None], text: str) -> None:
-    """A control frame; one this server does not know is ignored (a newer client's)."""
+def _control(session: Session, text: str) -> bool:
+    """Carry out a control frame; True for end of input, which the caller queues. A frame this
+    server does not know is ignored (a newer client's)."""
     try:
         frame = json.loads(text)
     except ValueError:
-        return
+        return False
     if not isinstance(frame, dict):
-        return
+        return False
     if frame.get("type") == "resize":
         with contextlib.suppress(ValidationError):
             size = Resize.model_validate(frame)
             session.resize(size.rows, size.cols)
-    elif frame.get("type") == "eof":
-        # through the writer, after the input sent before it
-        inputs.put(_EOF)
+    return frame.get("type") == "eof"
