@@ -71,7 +71,8 @@ class PlacerEngine:
         claims = self.claims.get(placement.pod)
         if not claims or placement.devices is None:
             return 0
-        return len(self.placer.slot(placement, claims).gpus)
+        # The slot lists the GPUs asked by count too (the placement's own): not claimed ones.
+        return len(self.placer.slot(placement, claims).gpus) - len(placement.gpus)
 
     def place(
         self, pods: Sequence[PodRequest], nodes: Collection[str] | None = None

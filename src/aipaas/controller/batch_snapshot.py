@@ -250,8 +250,10 @@ def _counted(pod: Pod, gpus: tuple[int, ...], gpu_memory: int) -> Resources:
     """What the task counts against quotas (as admission always counted it): its resources,
     and the whole GPUs its explicit DRA claims were given."""
     usage = Usage.of(pod.amounts)
-    if pod.claims and not pod.gpu_claim and gpus:
-        usage += Usage(gpu_milli=1000 * len(gpus))
+    # ``gpus`` (a placed task's) also lists those it asked by count, in its resources already
+    claimed = len(gpus) - pod.amounts.gpu_count
+    if pod.claims and not pod.gpu_claim and claimed > 0:
+        usage += Usage(gpu_milli=1000 * claimed)
     return Resources(usage.gpu_milli, usage.cpu_milli, usage.memory_mib, gpu_memory)
 
 

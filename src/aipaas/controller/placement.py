@@ -250,13 +250,20 @@ class Placer:
         if pool is None:
             return f"node {node} is gone"
         index = pool.state.index_of[node]
+        held = gpus
+        if pod.claims:
+            # GPUs of claims are held by the device ledger (rebuilt from the stored claims),
+            # which shows them in the GPU columns too: taking them here would count them
+            # twice. Only GPUs asked by count besides the claims are taken (``gpu: 1`` where
+            # GPUs publish no devices, with ``example.com/fpga: 1``).
+            by_count = pod.amounts.gpu_count > 0 and not pod.gpu_claim
+            claimed = set(self._claim_gpus(node, (allocations or {}).values()))
+            held = tuple(g for g in gpus if g not in claimed) if by_count else ()
         placement = Placement(
             pod=pod.name,
             node=node,
             node_index=index,
-            # GPUs of claims are held by the device ledger (rebuilt from the stored claims),
-            # which shows them in the GPU columns too: taking them here would count them twice.
-            gpus=() if pod.claims else gpus,
+            gpus=held,
             gpu_milli=gpu_milli,
             cpu_milli=pod.amounts.cpu_milli,
             memory_mib=pod.amounts.memory_mib,
@@ -313,9 +320,10 @@ class Placer:
                     for c in claims
                 }
         gpus, milli = p.gpus, p.gpu_milli
-        if allocations:
-            gpus = self._claim_gpus(p.node, allocations.values())
-            milli = MILLI_PER_GPU if gpus else 0
+        claimed = self._claim_gpus(p.node, allocations.values()) if allocations else ()
+        if claimed:
+            # The task holds its claims' whole GPUs and any it asked by count besides them.
+            gpus, milli = tuple(sorted({*p.gpus, *claimed})), MILLI_PER_GPU
         return Slot(p.pod, p.node, p.node_index, gpus, milli, allocations, p)
 
     def release(self, slots: Sequence[Slot]) -> None:

@@ -63,17 +63,18 @@ def fpga_class(
 
 
 def setup(
-    world: World, quota: str = "{gpu: 8, cpu: 64, memory: 512Gi}"
+    world: World, quota: str = "{gpu: 8, cpu: 64, memory: 512Gi}", gpus: int = 0
 ) -> tuple[Controller, VirtualClock, RecordingSim]:
+    """Node ``n-0`` with four FPGAs published as devices and ``gpus`` GPUs by count only."""
     world.setup(quota)
     node = NodeInfo(
         name="n-0",
         backend="sim",
         cpu_milli=16000,
         memory_mib=65536,
-        gpu_count=0,
-        gpu_model="",
-        gpu_memory_mib=0,
+        gpu_count=gpus,
+        gpu_model="H100" if gpus else "",
+        gpu_memory_mib=81920 if gpus else 0,
         labels={"aipaas.dev/backend": "sim"},
     )
     published = ResourceSlice.model_validate(
@@ -292,3 +293,27 @@ def test_devices_of_a_gpu_class_count_as_gpus_for_quotas(world: World) -> None:
     tasks = world.job("one").status.tasks  # type: ignore[union-attr]
     assert world.phase("one") == "Running"
     assert len(tasks[0].gpus) == 1
+
+
+def test_gpus_asked_by_count_besides_an_extended_resource_are_held_too(world: World) -> None:
+    """Two GPUs known by count only (no GPU devices published: ``gpu:`` takes the count
+    path) and four FPGAs: two replicas of ``gpu: 1, example.com/fpga: 1`` hold GPU 0 and GPU 1
+    (as a pod asking both nvidia.com/gpu and a DRA-backed resource holds both), so a job
+    asking one more GPU waits while they run."""
+    controller, _, _ = setup(world, gpus=2)
+    fpga_class(world)
+    world.submit(
+        "mixed",
+        "    - name: worker\n      replicas: 2\n      command: [train]\n"
+        "      resources: {cpu: 1, memory: 64Mi, gpu: 1, example.com/fpga: 1}\n",
+    )
+    controller.run_cycle()
+    tasks = world.job("mixed").status.tasks  # type: ignore[union-attr]
+    assert [(t.name, t.gpus) for t in tasks] == [("worker-0", [0]), ("worker-1", [1])]
+    assert devices_of(world, "mixed-worker-0-example-com-fpga") == ["fpga-0"]
+    assert devices_of(world, "mixed-worker-1-example-com-fpga") == ["fpga-1"]
+    world.submit("more", TASK.format(replicas=1, resource="gpu", count=1))
+    controller.run_cycle()
+    controller.run_cycle()  # the running tasks are held again from their records
+    assert world.phase("more") == "Pending"
+    assert world.phase("mixed") == "Running"
