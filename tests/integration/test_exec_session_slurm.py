@@ -2,7 +2,7 @@
 of the task's Slurm job beside its batch step (``srun --overlap``; ``--pty`` with ``--tty``),
 with the task's variables; its input reaches the command, its output comes back line by line,
 its exit code is the CLI's; Ctrl-C in a terminal session reaches the foreground command; the
-session ends when the task is cancelled."""
+session ends when the task is cancelled; a task in an image is entered with ``podman exec``."""
 
 from __future__ import annotations
 
@@ -15,16 +15,19 @@ import pytest
 from exec_sessions import session
 from server_process import ADMIN, SETUP, ServerProcess
 from slurm_cluster import SlurmCluster, slurm_cluster
+from task_images import IMAGE, build_image, unavailable_reason
 
 __all__ = ["slurm_cluster"]  # the fixture, used by name
 
 
-def sleeper(name: str) -> str:
-    task = {
+def sleeper(name: str, image: str | None = None) -> str:
+    task: dict[str, object] = {
         "name": "w",
         "command": ["sh", "-c", "echo up; sleep 600"],
         "resources": {"cpu": 1, "memory": "32Mi"},
     }
+    if image is not None:
+        task["image"] = image
     return json.dumps(
         {
             "apiVersion": "aipaas/v1",
@@ -46,9 +49,9 @@ def slurm_server(tmp_path: Path, slurm_cluster: SlurmCluster) -> Iterator[Server
     server.stop()
 
 
-def started(server: ServerProcess, name: str) -> None:
+def started(server: ServerProcess, name: str, image: str | None = None) -> None:
     with server.http() as client:
-        client.post("/apply", content=sleeper(name)).raise_for_status()
+        client.post("/apply", content=sleeper(name, image)).raise_for_status()
     deadline = time.monotonic() + 90
     while "up" not in server.cli("logs", f"job/{name}", "-t", "acme").stdout:
         assert time.monotonic() < deadline, f"{name} never started"
@@ -85,3 +88,23 @@ def test_slurm_sessions_with_and_without_a_terminal_and_their_end_on_cancel(
     # scancel ends the job's steps too (srun says SIGTERM's 143), or the server kills it (137)
     assert code in (137, 143) and "stopped running" in stderr, (code, stderr)
     slurm_server.wait_phase("steps", "Cancelled", timeout=90)
+
+
+def test_a_slurm_session_in_a_tasks_image_runs_inside_its_container(
+    slurm_server: ServerProcess,
+) -> None:
+    reason = unavailable_reason()
+    if reason is not None:
+        pytest.skip(reason)
+    build_image()
+    started(slurm_server, "boxed", IMAGE)
+    for tty in ((), ("--tty",)):
+        args = ("-i", *tty, "job/boxed", "-t", "acme", "--", "sh")
+        with session(slurm_server, *args, token=ADMIN) as shell:
+            shell.send('echo "IN-$(ls /bin/busybox)-$RANK"\n')
+            assert shell.line_matching(r"IN-/bin/busybox-0")
+            shell.send("exit 6\n")
+            assert shell.end()[0] == 6
+    with slurm_server.http() as client:
+        client.post("/jobs/boxed/cancel", params={"tenant": "acme"}).raise_for_status()
+    slurm_server.wait_phase("boxed", "Cancelled", timeout=90)
