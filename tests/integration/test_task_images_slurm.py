@@ -187,7 +187,7 @@ def test_a_cancelled_slurm_task_in_an_image_gets_one_sigterm_and_its_container_g
     uid = slurm_server.job("stubborn")["metadata"]["uid"]  # names the task's container
     deadline = time.monotonic() + 30
     while True:
-        seen = [p.read_text() for p in slurm_server.data_dir.glob("run/slurm/*/signals")]
+        seen = [p.read_text() for p in slurm_server.data_dir.glob("run/slurm/workdirs/*/signals")]
         left = subprocess.run(
             [*containers.podman(), "ps", "-q", "--filter", f"name={uid}"],
             capture_output=True,
