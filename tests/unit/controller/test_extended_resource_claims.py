@@ -119,6 +119,8 @@ class TestServed:
     def test_the_class_naming_the_resource_gives_each_replica_its_devices(
         self, world: World
     ) -> None:
+        """KEP-5004: the class whose extendedResourceName is the name serves it, one claim
+        per pod asking exactly the count; 2 x 2 of 4 FPGAs, none twice."""
         controller, _, backend = setup(world)
         fpga_class(world)
         world.submit("ext", TASK.format(replicas=2, resource="example.com/fpga", count=2))
@@ -141,6 +143,7 @@ class TestServed:
         )
 
     def test_the_implicit_name_is_served_by_the_class_of_that_name(self, world: World) -> None:
+        """KEP-5004: every class serves deviceclass.resource.kubernetes.io/<its name>."""
         controller, _, _ = setup(world)
         fpga_class(world, name="fpga-any", resource=None)  # no extendedResourceName
         world.submit(
@@ -157,6 +160,8 @@ class TestServed:
         assert devices_of(world, name) == ["fpga-0", "fpga-1", "fpga-2"]
 
     def test_of_two_classes_naming_it_the_first_by_name_serves(self, world: World) -> None:
+        """Kubernetes takes the newest of two classes naming one resource; aipaas the first
+        by name (docs/devices.md says where it differs and why)."""
         controller, _, _ = setup(world)
         # b-high offers fpga-2 and fpga-3, a-low fpga-0 and fpga-1: the devices say which.
         high = f'device.driver == "{DRIVER}" && device.attributes["{DRIVER}"].index >= 2'
@@ -176,6 +181,8 @@ class TestUnserved:
     def test_waits_pending_naming_the_resource_then_starts_once_a_class_appears(
         self, world: World
     ) -> None:
+        """A pod whose extended resource nothing serves stays Pending (not refused) and is
+        scheduled once a DeviceClass names it."""
         controller, _, _ = setup(world)
         world.submit("ext", TASK.format(replicas=1, resource="example.com/fpga", count=2))
         controller.run_cycle()
@@ -194,6 +201,7 @@ class TestUnserved:
         assert devices_of(world, "ext-worker-0-example-com-fpga") == ["fpga-0", "fpga-1"]
 
     def test_more_devices_than_the_node_has_wait_without_a_claim_stored(self, world: World) -> None:
+        """As kube-scheduler, the claim is written only once the pod has a node."""
         controller, _, _ = setup(world)
         fpga_class(world)
         world.submit("ext", TASK.format(replicas=1, resource="example.com/fpga", count=5))
@@ -205,6 +213,8 @@ class TestUnserved:
 
 class TestAllocation:
     def test_recorded_in_the_claim_and_released_when_the_task_ends(self, world: World) -> None:
+        """The claim made for a pod's extended resources holds its allocation and the pod
+        in reservedFor, and is deleted with the pod; its devices then go to the next."""
         controller, clock, _ = setup(world)
         fpga_class(world)
         world.submit("ext", TASK.format(replicas=1, resource="example.com/fpga", count=4))
@@ -231,6 +241,7 @@ class TestAllocation:
         assert devices_of(world, "next-worker-0-example-com-fpga") == ["fpga-0"]
 
     def test_fpgas_are_not_gpus_for_quotas(self, world: World) -> None:
+        """Devices that are not GPUs count against no GPU quota (a quota of 0 GPUs)."""
         controller, _, _ = setup(world, quota="{gpu: 0, cpu: 64, memory: 512Gi}")
         fpga_class(world)
         world.submit("ext", TASK.format(replicas=1, resource="example.com/fpga", count=2))
@@ -241,6 +252,7 @@ class TestAllocation:
 
 
 def test_a_count_of_zero_asks_no_class_and_no_claim(world: World) -> None:
+    """A pod's request of 0 of an extended resource asks nothing: no class is needed."""
     controller, _, _ = setup(world)
     world.submit("ext", TASK.format(replicas=1, resource="example.com/fpga", count=0))
     controller.run_cycle()
