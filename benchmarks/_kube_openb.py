@@ -17,8 +17,10 @@ until each of its pods is bound or was refused (a FailedScheduling event names i
 grace period, and stops after the first chunk with a pod still unbound: of those, the one
 refused first is the first pod that failed. GPU allocation: the GPUs that the pods bound by
 the moment of that pod's first refusal asked for (fractions counted as asked), over the
-cluster's GPUs. A replay that reaches its time limit first stops there; its allocation (all
-pods bound then) is a lower bound of the allocation at the first failure.
+cluster's GPUs. A replay that reaches its time limit first, or whose chunk still has a pod
+neither bound nor refused after ``wait`` seconds (the scheduler is too slow, the pod did not
+fail), stops there; its allocation (all pods bound then) is a lower bound of the allocation at
+the first failure.
 
 Who calls it: benchmarks/kube_side_by_side.py (``--scenarios openb``).
 """
@@ -197,11 +199,13 @@ def replay(
             outcome.created += len(made)
             names = [name for name, _, _ in made]
             pending = _settle(bound_at, refusals.refused, names, grace, wait)
-            if pending:
-                outcome.first_refused = min(
-                    pending, key=lambda n: refusals.when.get(n, float("inf"))
-                )
+            refused = [n for n in pending if n in refusals.when]
+            if refused:
+                outcome.first_refused = min(refused, key=lambda n: refusals.when[n])
                 outcome.why = refusals.notes.get(outcome.first_refused, "")
+                break
+            if pending:  # neither bound nor refused within ``wait``: too slow, not a failure
+                outcome.timed_out = True
                 break
             if time.monotonic() - started > limit:
                 outcome.timed_out = True

@@ -458,7 +458,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         head = f"Measured {when}, `{command}` ({took / 60:.0f} min in all), single and gangs on "
         head += f"{args.nodes} KWOK nodes x {args.gpus} GPUs, openb on the trace's nodes:"
         args.out.write_text(
-            args.out.read_text().split("<!-- table -->")[0] + f"<!-- table -->\n{head}\n\n{text}\n"
+            args.out.read_text().split("\n<!-- table -->")[0]
+            + f"\n<!-- table -->\n{head}\n\n{text}\n"
             if args.out.exists()
             else text + "\n"
         )
