@@ -474,6 +474,7 @@ class Job(Object):
             )
         return self
 
+
 def _raise_at(loc: tuple[str | int, ...], value: object, message: str) -> None:
     """A validation error at ``loc`` (below the model that raises it), so that its path names
     the field at fault: a ValueError in a model validator names only the model."""
