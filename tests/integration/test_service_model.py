@@ -210,6 +210,11 @@ class Load:
 
 def test_a_bounded_load_scales_up_and_back_to_zero_with_only_2xx(world: World) -> None:
     server = world.server
+    # The service as the first test leaves it (applied again: unchanged), woken from zero
+    # should this test run first or alone.
+    apply(server, MODEL, model_spec(world.python, world.script))
+    with client_of(server, timeout=330) as client:
+        assert embed(client, ["Awake?"]).status_code == 200
     wait_for("a ready replica", lambda: status(server, MODEL).get("readyReplicas", 0) >= 1, 330)
     replicas: list[tuple[float, int]] = []
     done = threading.Event()
