@@ -10,11 +10,11 @@ its file), with the task's environment and ``AIPAAS_SETUP_DIR``: a directory kep
 across the job's tasks and attempts on the node (``python3 -m venv $AIPAAS_SETUP_DIR/venv``).
 The directory is named by ``setup_key``, the digest of the commands, the workdir and the image,
 so another job with the same three reuses what the first set up. The first task on a node runs
-them while the others wait on a lock (flock(1), where the host or image has it); a ``.done``
-mark ends the wait for every later one. A failing command fails the task: the script says
-which command failed with which code, and exits with ``SETUP_FAILED_CODE``, which the backends
-read as "setup failed" (and say so in the task's status); the mark is not written, so the next
-task or attempt runs the commands again.
+them while the others wait on a lock (flock(1), or an atomic mkdir where the image has no
+flock, as busybox has not); a ``.done`` mark ends the wait for every later one. A failing
+command fails the task: the script says which command failed with which code, and exits with
+``SETUP_FAILED_CODE``, which the backends read as "setup failed" (and say so in the task's
+status); the mark is not written, so the next task or attempt runs the commands again.
 """
 
 from __future__ import annotations
@@ -30,6 +30,9 @@ SETUP_DIR_VARIABLE = "AIPAAS_SETUP_DIR"
 SETUP_FAILED_CODE = 121
 DONE_MARK = ".done"
 LOCK_FILE = ".lock"
+#: the lock where the image has no flock(1): a directory, made atomically
+LOCK_DIR = ".lockdir"
+LOCK_TAKEOVER_SECONDS = 600
 
 
 def setup_key(commands: Sequence[str], workdir: str | None, image: str | None) -> str:
@@ -47,6 +50,18 @@ def setup_script(commands: Sequence[str]) -> str:
         # the node's other tasks of the job wait here for the first one's setup
         "if command -v flock >/dev/null 2>&1; then",
         f'  exec 9>>"$dir/{LOCK_FILE}" && flock 9',
+        "else",
+        # no flock (a busybox image): mkdir is atomic; a holder gone for LOCK_TAKEOVER_SECONDS
+        # (killed while it held the lock) is taken over
+        "  waited=0",
+        f'  until mkdir "$dir/{LOCK_DIR}" 2>/dev/null; do',
+        f'    [ -e "$dir/{DONE_MARK}" ] && exit 0',
+        f'    if [ "$waited" -ge {LOCK_TAKEOVER_SECONDS} ]; then',
+        f'      rmdir "$dir/{LOCK_DIR}" 2>/dev/null; waited=0',
+        "    fi",
+        "    sleep 1; waited=$((waited + 1))",
+        "  done",
+        f"  trap 'rmdir \"$dir/{LOCK_DIR}\" 2>/dev/null' EXIT",
         "fi",
         f'[ -e "$dir/{DONE_MARK}" ] && exit 0',
     ]
