@@ -66,6 +66,29 @@ def torchrun(python: Path) -> str:
     return str(python.parent / "torchrun")
 
 
+def torchrun_across_tasks(python: Path, script: Path, out: Path, steps: int = 100) -> list[str]:
+    """torchrun with one node per task, from the platform's variables (``$(VAR)``)."""
+    return [
+        torchrun(python),
+        "--nnodes=$(WORLD_SIZE)",
+        "--node-rank=$(RANK)",
+        "--nproc-per-node=1",
+        "--master-addr=$(MASTER_ADDR)",
+        "--master-port=$(MASTER_PORT)",
+        str(script),
+        "--steps",
+        str(steps),
+        "--out",
+        str(out),
+    ]
+
+
+def worlds(out: Path) -> list[str]:
+    """The world size each worker saw at its start, in the order they started."""
+    found = sorted(out.glob("world-*"), key=lambda p: float(p.name.split("-")[1]))
+    return [p.read_text() for p in found]
+
+
 def apply(server: ServerProcess, manifest: str) -> None:
     with server.http() as client:
         answer = client.post("/apply", content=manifest)

@@ -14,7 +14,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from pytorch_jobs import finals, number, resumed_at, torch_python, torchrun, workspace
+from pytorch_jobs import (
+    finals,
+    number,
+    resumed_at,
+    torch_python,
+    torchrun_across_tasks,
+    workspace,
+)
 from ray_cluster import RayCluster, World, cycle_until, ray_cluster, world
 
 from aipaas.backends.base import Backend
@@ -61,19 +68,7 @@ def test_ddp_by_the_platforms_variables_on_ray(world: World, backend: Backend) -
 def test_torchrun_across_two_tasks_on_ray(world: World, backend: Backend) -> None:
     python = torch_python()
     out, script = workspace()
-    command = [
-        torchrun(python),
-        "--nnodes=$(WORLD_SIZE)",
-        "--node-rank=$(RANK)",
-        "--nproc-per-node=1",
-        "--master-addr=$(MASTER_ADDR)",
-        "--master-port=$(MASTER_PORT)",
-        str(script),
-        "--steps",
-        "100",
-        "--out",
-        str(out),
-    ]
+    command = torchrun_across_tasks(python, script, out)
     world.submit("torchrun", tasks(command))
     finish(world, backend, "torchrun")
     first, second = finals(out, 2)

@@ -27,8 +27,10 @@ from pytorch_jobs import (
     succeeded,
     torch_python,
     torchrun,
+    torchrun_across_tasks,
     wait_for,
     workspace,
+    worlds,
 )
 from server_process import SETUP, ServerProcess
 from slurm_cluster import SlurmCluster, slurm_cluster
@@ -69,19 +71,7 @@ def test_ddp_by_the_platforms_variables_on_slurm(python: Path, server: ServerPro
 
 def test_torchrun_across_two_tasks_on_slurm(python: Path, server: ServerProcess) -> None:
     out, script = workspace()
-    command = [
-        torchrun(python),
-        "--nnodes=$(WORLD_SIZE)",
-        "--node-rank=$(RANK)",
-        "--nproc-per-node=1",
-        "--master-addr=$(MASTER_ADDR)",
-        "--master-port=$(MASTER_PORT)",
-        str(script),
-        "--steps",
-        "100",
-        "--out",
-        str(out),
-    ]
+    command = torchrun_across_tasks(python, script, out)
     apply(server, job("torchrun", command))
     succeeded(server, "torchrun", 300)
     first, second = finals(out, 2)
@@ -197,9 +187,3 @@ def test_elastic_torchrun_grows_to_three_and_shrinks_to_two_on_slurm(
         (out / "stop").write_text("")
         for name in ("elastic", "urgent", "blocker"):
             server.cli("cancel", f"job/{name}", "-t", "acme", check=False)
-
-
-def worlds(out: Path) -> list[str]:
-    """The world size each worker saw at its start, in the order they started."""
-    found = sorted(out.glob("world-*"), key=lambda p: float(p.name.split("-")[1]))
-    return [p.read_text() for p in found]
