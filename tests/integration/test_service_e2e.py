@@ -645,7 +645,12 @@ def test_a_request_waits_up_to_the_queue_bound_then_503_with_retry_after_and_is_
     world: tuple[ServerProcess, Path],
 ) -> None:
     server, script = world
-    never = {"readinessProbe": {"httpGet": {"path": "/never"}, "periodSeconds": 0.5}}
+    # A port another test's server gave its replica makes this one exit 1 (CrashLoopBackOff);
+    # hanging instead keeps what this test reads, a replica that never becomes ready.
+    never = {
+        "readinessProbe": {"httpGet": {"path": "/never"}, "periodSeconds": 0.5},
+        "env": {"HANG_IF_PORT_TAKEN": "1"},
+    }
     apply_service(server, script, "stuck", template=never, queueTimeoutSeconds=6)
     seen: list[float] = []
 

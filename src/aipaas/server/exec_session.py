@@ -71,6 +71,10 @@ INPUT_POLL_SECONDS: Final = 0.5
 WRITER_JOIN_SECONDS: Final = 5.0
 #: the exit code said when the server ended the session (as a shell says SIGKILL)
 ENDED_CODE: Final = 137
+#: how long a command ended by a signal waits for its task's record to say whether the task
+#: was stopped: Slurm's scancel ends a job's steps (srun exits 143) before the controller's
+#: cycle writes the stop, and the client is owed the reason
+STOP_SEEN_SECONDS: Final = 6.0
 #: the writer's mark for end of input (an empty binary frame is skipped, never its end)
 _EOF: Final = b""
 UNAVAILABLE: Final = (
@@ -223,7 +227,8 @@ async def _relay(websocket: WebSocket, session: Session, record: TaskRecord) -> 
         code = ENDED_CODE if ended else item
         frame: dict[str, Any] = {"type": "exit", "code": code}
         if not ended:  # the backend may have ended it with the task (Slurm's scancel does)
-            why = await run_in_threadpool(_stopped, websocket.app.state.store, record)
+            patience = STOP_SEEN_SECONDS if isinstance(code, int) and code > 128 else 0.0
+            why = await _stopped_within(websocket.app.state.store, record, patience)
             if why is not None:
                 frame["reason"] = why
         else:
@@ -283,6 +288,18 @@ async def _relay(websocket: WebSocket, session: Session, record: TaskRecord) -> 
         # the writer's last write fails once the command is gone (SIGKILL at the latest
         # KILL_GRACE_SECONDS after the kill): only then may the caller close its descriptors
         await run_in_threadpool(writer.join, WRITER_JOIN_SECONDS)
+
+
+async def _stopped_within(store: Store, record: TaskRecord, seconds: float) -> str | None:
+    """``_stopped``, read again every ``WATCH_SECONDS / 4`` for up to ``seconds`` while the
+    task still looks to run."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + seconds
+    while (why := await run_in_threadpool(_stopped, store, record)) is None:
+        if loop.time() >= deadline:
+            return None
+        await asyncio.sleep(WATCH_SECONDS / 4)
+    return why
 
 
 def _stopped(store: Store, record: TaskRecord) -> str | None:
