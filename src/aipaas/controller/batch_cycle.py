@@ -20,8 +20,9 @@ controller's guarantees kept:
 - NoExecute taints: the first time this controller sees a node's taint is when it appeared
   (``BatchState.taints_seen``; a restarted controller starts counting again), from which a
   toleration's ``tolerationSeconds`` runs (scheduler/batch/actions/taint_eviction.py).
-- Records are committed in one fenced transaction before the backend is asked to start
-  anything.
+- What it decided comes back in the cycle's ``Plan`` (controller/plan.py): the starts, whose
+  records the controller commits in one fenced transaction before the backend is asked to
+  start anything, and the evicted tasks' stops, which it sends after the write-back.
 
 A session is skipped when nothing it reads changed since the last one (jobs' resource versions,
 task records, nodes with their labels and taints, tenants, queues and users, and which jobs wait
@@ -30,7 +31,8 @@ backoff that ends, a job reaching its queue's minRuntime, a reservation's start,
 of a NoExecute taint running out), and at least every ``RECHECK_SECONDS`` (usage over time
 decays).
 
-Who calls it: controller/admission.py ``place``.
+Who calls it: controller/admission.py ``place``, with ``SessionInputs``; nothing here writes a
+task record or calls the backend (a waiting job's claims get an event: ``_reasons``).
 """
 
 from __future__ import annotations
@@ -40,14 +42,18 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import TYPE_CHECKING
 
 from aipaas.api.job import TaskPhase
 from aipaas.api.meta import Object
+from aipaas.api.queue import Queue
+from aipaas.api.tenancy import Tenant, User
 from aipaas.controller.batch_engine import PlacerEngine
 from aipaas.controller.batch_snapshot import Built, Templates, build, is_held, job_key
+from aipaas.controller.claims import ClaimBook
 from aipaas.controller.placement import Placer, Slot
+from aipaas.controller.plan import Plan
 from aipaas.controller.stop_drain import eviction_drain_seconds
+from aipaas.controller.transitions import Stop, evicted
 from aipaas.controller.work import ACTIVE, JobWork
 from aipaas.metering.usage import aware
 from aipaas.scheduler.batch.from_api import session_snapshot
@@ -58,10 +64,6 @@ from aipaas.scheduler.framework.constraints import TAINTS_ANNOTATION
 from aipaas.scheduler.framework.profile import load_profile
 from aipaas.scheduler.framework.types import Placement, Taint
 from aipaas.store import TaskRecord
-
-if TYPE_CHECKING:
-    from aipaas.controller.admission import Admission
-    from aipaas.controller.cycle import Controller
 
 log = logging.getLogger("aipaas.controller")
 
@@ -91,24 +93,47 @@ class BatchState:
     taints_seen: dict[tuple[str, Taint], float] = field(default_factory=dict)
 
 
-def options_of(ctl: Controller) -> BatchOptions:
-    state: BatchState = ctl.batch
+@dataclass
+class Admission:
+    """What the batch session admits against, read once per cycle: tenants and queues (their
+    quotas and budgets' holds become the queue tree) and users with their quotas."""
+
+    tenants: dict[str, Tenant]
+    queues: dict[tuple[str, str], Queue]
+    users: list[User] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class SessionInputs:
+    """What a session reads besides the cycle's work: its kept state, the claims, the
+    profile's name, the moment and the jobs' generation (the fingerprint's)."""
+
+    state: BatchState
+    claims: ClaimBook
+    policy: str
+    now: datetime
+    jobs_generation: int
+
+
+def options_of(state: BatchState, policy: str) -> BatchOptions:
     if state.options is None:
-        state.options = load_profile(ctl.policy).spec.batch
+        state.options = load_profile(policy).spec.batch
     return state.options
 
 
 def schedule(
-    ctl: Controller,
+    inputs: SessionInputs,
     work: list[JobWork],
     eligible: list[JobWork],
     placer: Placer,
     admission: Admission,
     held: dict[tuple[str, str], Placement],
+    plan: Plan,
 ) -> None:
-    """Run the session over the cycle and carry out what it decided."""
-    state: BatchState = ctl.batch
-    now = ctl.clock.now()
+    """Run the session over the cycle; what it decided goes into ``plan`` (its starts and the
+    evicted tasks' stops) and the items (records of evicted tasks, why jobs wait)."""
+    state = inputs.state
+    now = inputs.now
     waiting = _waiting_for_victims(work)
     if waiting:
         for item in eligible:
@@ -118,7 +143,7 @@ def schedule(
                 item.message = f"waiting for {count} evicted tasks to stop"
         eligible = [i for i in eligible if not waiting.get(job_key(i.job))]
     fingerprint = _fingerprint(
-        ctl.jobs_generation, work, eligible, placer, admission, waiting, now.timestamp()
+        inputs.jobs_generation, work, eligible, placer, admission, waiting, now.timestamp()
     )
     if fingerprint == state.fingerprint and now.timestamp() < state.due:
         return
@@ -131,14 +156,14 @@ def schedule(
         admission.queues.values(),
         admission.users,
     )
-    built = build(ctl.claims, work, {id(i) for i in eligible}, held, base, state.templates)
+    built = build(inputs.claims, work, {id(i) for i in eligible}, held, base, state.templates)
     claims = {  # pods whose explicit claims' GPUs count against quotas once placed
         pod.name: pod.claims for pod in built.pods.values() if pod.claims and not pod.gpu_claim
     }
     engine = PlacerEngine(placer, built.on_request, claims)
     built.snapshot.nodes = _taints_dated(list(engine.nodes), state.taints_seen, now.timestamp())
     try:
-        decisions = run_session(built.snapshot, engine, options_of(ctl))
+        decisions = run_session(built.snapshot, engine, options_of(state, inputs.policy))
     except Exception:
         # A scheduler bug must not stop the rest of the cycle (completions, cancellations,
         # stops): nothing starts or is evicted this cycle, and the next one tries again.
@@ -146,12 +171,12 @@ def schedule(
         state.fingerprint = None
         return
     state.due = _next_due(built, decisions, work, now.timestamp())
-    victims = _evict(ctl, built, decisions.evicted, held)
-    accepted = _starts(built, decisions, placer, engine)
+    victims = _evict(built, decisions.evicted, held, now, plan)
+    plan.starts = _starts(built, decisions, placer, engine)
+    plan.fresh = frozenset(built.fresh)
     for placement in victims:
         engine.hold(placement)  # they keep their resources until their stops are confirmed
-    _commit_and_start(ctl, built, accepted)
-    _reasons(ctl, built, decisions, eligible)
+    _reasons(inputs.claims, built, decisions, eligible)
     objects: list[Object] = [*admission.tenants.values(), *admission.queues.values()]
     shown = Snapshot(
         built.snapshot.now,
@@ -245,12 +270,14 @@ def _record(item: JobWork, name: str) -> TaskRecord | None:
 
 
 def _evict(
-    ctl: Controller,
     built: Built,
     evictions: Sequence[Eviction],
     held: dict[tuple[str, str], Placement],
+    now: datetime,
+    plan: Plan,
 ) -> list[Placement]:
-    """Carry out the evictions; the placements the victims still hold."""
+    """The evictions in the records (their stops in ``plan``); the placements the victims
+    still hold."""
     victims: list[Placement] = []
     by_job: dict[str, list[Eviction]] = defaultdict(list)
     for eviction in evictions:
@@ -261,7 +288,8 @@ def _evict(
             continue
         uid = item.job.metadata.uid or ""
         placement = held.get((uid, record.name))
-        stopped = evict(ctl, item, record, eviction)
+        stopped, stop = evict(item, record, eviction, now)
+        plan.stops += [stop] if stop is not None else []
         if stopped.stopping and placement is not None:
             victims.append(placement)
         by_job[eviction.job].append(eviction)
@@ -276,25 +304,17 @@ def _evict(
     return victims
 
 
-def evict(ctl: Controller, item: JobWork, record: TaskRecord, eviction: Eviction) -> TaskRecord:
+def evict(
+    item: JobWork, record: TaskRecord, eviction: Eviction, now: datetime
+) -> tuple[TaskRecord, Stop | None]:
     """Stop one task for a preemptor: it goes back to Pending, its attempt stopped and not
     counted against backoffLimit; it keeps its resources (``stopping``) until the backend
-    confirms (controller/cycle.py ``_observe`` then frees its node)."""
+    confirms (controller/cycle.py ``_observe`` then frees its node). The stop to send, if
+    it runs (an evicted service replica drains first)."""
     message = f"{eviction.reason} by {eviction.by}: {eviction.message}"
-    changed = record.with_(
-        phase=TaskPhase.PENDING.value, message=message, restart_after=None, exit_code=None
-    )
-    if record.phase in ACTIVE and record.request_id:
-        changed = changed.with_(
-            stopping=True,
-            finished_at=record.finished_at or ctl.clock.now(),
-            evictions=record.evictions + 1,
-        )
-        ctl.ask_stop(record.request_id, eviction_drain_seconds(item.job))
-    else:  # waiting to restart on its node: nothing runs, the node is free at once
-        changed = changed.with_(node=None, node_index=None, gpus=(), gpu_milli=0)
+    changed, stop = evicted(record, message, now, eviction_drain_seconds(item.job))
     item.set(changed)
-    return changed
+    return changed, stop
 
 
 def _taints_dated(
@@ -348,73 +368,8 @@ def _give_back(engine: PlacerEngine, starts: Sequence[Start]) -> None:
         engine.release(start.placement)
 
 
-def _commit_and_start(
-    ctl: Controller, built: Built, accepted: list[tuple[JobWork, list[tuple[Start, Slot]]]]
-) -> None:
-    """Records of the starts, durable in one fenced transaction, then the backend asked."""
-    from aipaas.controller.admission import new_records, starting_on
-
-    if not accepted:
-        return
-    fresh: list[JobWork] = []
-    placed: list[tuple[JobWork, TaskRecord]] = []
-    admitted: list[JobWork] = []
-    for item, starts in accepted:
-        key = job_key(item.job)
-        if not any(r.phase in ACTIVE for r in item.records):
-            admitted.append(item)
-        if key in built.fresh and not item.records:
-            item.records = new_records(ctl, item.job)
-            item.touched = True
-            fresh.append(item)
-        for start, slot in starts:
-            ctl.claims.record_allocated(item.job, start.task, slot.allocations)
-            record = _record(item, start.task)
-            if record is None:
-                continue
-            if record.request_id is not None:  # it ran before: a new attempt
-                record = record.with_(
-                    attempt=record.attempt + 1,
-                    restart_after=None,
-                    exit_code=None,
-                    message="",
-                    started_at=None,
-                    finished_at=None,
-                )
-            record = starting_on(record, slot)
-            item.set(record)
-            placed.append((item, record))
-    inserted = {id(i) for i in fresh}
-    with ctl.fenced() as tx:
-        ctl.tasks.insert_many([r for item in fresh for r in item.records], conn=tx)
-        ctl.tasks.save_many(
-            [
-                r
-                for item, _ in accepted
-                if id(item) not in inserted
-                for r in item.records
-                if r.name in item.changed
-            ],
-            conn=tx,
-        )
-    for item, _ in accepted:
-        item.changed.clear()
-    for item in admitted:
-        nodes = sorted({r.node for _, r in placed if _ is item and r.node})
-        count = sum(1 for i, _ in placed if i is item)
-        item.reason, item.message = "Scheduled", f"{count} tasks placed on {', '.join(nodes)}"
-        item.event("Scheduled", item.message)
-        created = item.job.metadata.creation_timestamp
-        if created and id(item) in inserted:
-            latency = ctl.clock.now() - datetime.fromisoformat(created.replace("Z", "+00:00"))
-            seconds = max(latency.total_seconds(), 0.0)
-            ctl.metrics.observe_scheduling(item.job.tenant, item.job.spec.queue, seconds)
-    for item, record in placed:
-        ctl.start_task(item, record)
-
-
 def _reasons(
-    ctl: Controller, built: Built, decisions: Decisions, eligible: Sequence[JobWork]
+    claims: ClaimBook, built: Built, decisions: Decisions, eligible: Sequence[JobWork]
 ) -> None:
     """Why each job that could have started waits, from the session (in words and numbers)."""
     started = {s.job for s in decisions.started}
@@ -435,7 +390,7 @@ def _reasons(
             if hints is None:
                 hints = _short_form_hints(built)
             item.message += hints.get(key, "")
-            ctl.claims.record_wait(item.job, item.message)
+            claims.record_wait(item.job, item.message)
 
 
 def _short_form_hints(built: Built) -> dict[str, str]:

@@ -150,4 +150,3 @@ class PlacerEngine:
     def capacity(self) -> Resources:
         total = self.placer.capacity()
         return Resources(total.gpu_milli, total.cpu_milli, total.memory_mib)
-

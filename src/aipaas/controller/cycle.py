@@ -67,6 +67,7 @@ from aipaas.backends.base import (
 from aipaas.backends.gang import places_gangs
 from aipaas.clock import Clock, SystemClock
 from aipaas.controller import admission, gang_restart, membership
+from aipaas.controller.admission import AdmitInputs
 from aipaas.controller.batch_cycle import BatchState
 from aipaas.controller.claims import ClaimBook
 from aipaas.controller.datasets_launch import with_datasets
@@ -75,6 +76,7 @@ from aipaas.controller.extensions import CycleContext, CycleExtension, run_exten
 from aipaas.controller.launch import make_request, request_id, task_spec
 from aipaas.controller.nodes import NodeInventory
 from aipaas.controller.placement import SliceIndex
+from aipaas.controller.plan import Plan, prepare_starts, scheduled
 from aipaas.controller.queue_status import write_queue_statuses
 from aipaas.controller.quiet import (
     WATCHED_KINDS,
@@ -87,6 +89,7 @@ from aipaas.controller.quiet import (
 )
 from aipaas.controller.stop_drain import HeldStops
 from aipaas.controller.task_devices import claim_devices, with_share_enforcement
+from aipaas.controller.transitions import Stop, given_up
 from aipaas.controller.work import ACTIVE, FactsCache, JobWork
 from aipaas.controller.workload import DEFAULT_SIZE, Workload
 from aipaas.controller.write_back import OnWritten, publish_metrics, write_back
@@ -269,9 +272,13 @@ class Controller:
         placer = kept.placer if kept is not None and all_clean(advancing) else None
         if placer is None:
             sessions = self.batch.sessions
-            placer = admission.place(self, work)
+            placer, plan = admission.place(self._admit_inputs(), work)
+            self._carry_out(plan)
             self._observe_started()
-            evict_for_device_taints(self, work)  # the claims placement just read
+            # the claims placement just read
+            self._queue_stops(
+                evict_for_device_taints(self.claims.no_execute, work, self.clock.now())
+            )
             placed_nothing = self.batch.sessions == sessions and self.batch.fingerprint is not None
             quiet = placed_nothing and all_clean(work)
         else:  # the last cycle's placement, with the same inputs: the same result
@@ -289,7 +296,7 @@ class Controller:
                 verified=self._verified,
             )
         self.send_stops()  # their ``stopping`` marks are durable now
-        membership.sync_all(self, work)
+        membership.sync_all(self.backend, self.batch.membership, work)
         self.inventory.write_status(placer)
         # Pending jobs per queue are read from the jobs as stored: the same models, the same
         # counts (the gauges keep them).
@@ -314,6 +321,52 @@ class Controller:
         )
         self.cycles += 1
         self.metrics.cycle_seconds.observe(self.clock.monotonic() - started)
+
+    def _admit_inputs(self) -> AdmitInputs:
+        return AdmitInputs(
+            store=self.store,
+            claims=self.claims,
+            inventory=self.inventory,
+            policy=self.policy,
+            pool_profiles=self.pool_profiles,
+            workload=self.workload,
+            now=self.clock.now(),
+            jobs_generation=self.jobs_generation,
+            batch=self.batch,
+        )
+
+    def _carry_out(self, plan: Plan) -> None:
+        """Step 4's act: the plan's failures and stops, then its starts: every started task's
+        record durable in one fenced transaction, and only then the backend asked."""
+        for item, reason, message in plan.failures:
+            self.finish(item, JobPhase.FAILED, reason, message)
+        self._queue_stops(plan.stops)
+        if not plan.starts:
+            return
+        prepared = prepare_starts(plan, self.log_dir, self.claims.record_allocated)
+        inserted = {id(i) for i in prepared.fresh}
+        with self.fenced() as tx:
+            self.tasks.insert_many([r for item in prepared.fresh for r in item.records], conn=tx)
+            self.tasks.save_many(
+                [
+                    r
+                    for item, _ in plan.starts
+                    if id(item) not in inserted
+                    for r in item.records
+                    if r.name in item.changed
+                ],
+                conn=tx,
+            )
+        for item, _ in plan.starts:
+            item.changed.clear()
+        for item, seconds in scheduled(prepared, self.clock.now()):
+            self.metrics.observe_scheduling(item.job.tenant, item.job.spec.queue, seconds)
+        for item, record in prepared.placed:
+            self.start_task(item, record)
+
+    def _queue_stops(self, stops: Sequence[Stop]) -> None:
+        for stop in stops:
+            self.ask_stop(stop.request_id, stop.drain_seconds)
 
     def _context(self) -> CycleContext:
         return CycleContext(
@@ -425,15 +478,9 @@ class Controller:
     ) -> TaskRecord:
         """Stop an attempt the controller no longer counts on; it stays ``stopping`` (holding
         its resources, blocking any replacement) until the backend confirms it has stopped."""
-        now = self.clock.now()
-        changed = record.with_(
-            phase=phase.value,
-            message=message,
-            finished_at=record.finished_at or now,
-            stopping=bool(record.request_id) or record.stopping,
-        )
-        if record.request_id:
-            self._ask_stop(record.request_id)
+        changed, stop = given_up(record, phase, message, self.clock.now())
+        if stop is not None:
+            self._ask_stop(stop.request_id)
         item.set(changed)
         return changed
 
@@ -694,7 +741,9 @@ class Controller:
             return
         backends = {n.name: n.backend for n in self.nodes}
         devices = claim_devices(self.claims.allocations(item.job, record))
-        membership.sync(self, item)  # an elastic job's file names the new member first
+        membership.sync(
+            self.backend, self.batch.membership, item
+        )  # an elastic job's file names the new member first
         request = make_request(
             item.job,
             record,
@@ -702,7 +751,7 @@ class Controller:
             backends,
             devices,
             fencing_token=self.fencing_token,
-            membership_file=membership.file_for(self, item.job, record.node),
+            membership_file=membership.file_for(self.backend, item.job, record.node),
             claims=self.claims.allocated_claims(item.job, record) if devices else (),
             gang=places_gangs(self.backend),  # Ray reserves a gang as one placement group
         )

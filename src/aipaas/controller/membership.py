@@ -10,7 +10,8 @@ that capability gets no file and tasks see WORLD_SIZE only.
 Written when it changes (the last payload per job is kept), before a new member is started
 (so it reads a file that names it) and after each cycle's write-back.
 
-Who calls it: controller/cycle.py (``start_task`` and the end of ``run_cycle``).
+Who calls it: controller/cycle.py (``start_task`` and the end of ``run_cycle``), with its
+backend and the payloads last written (``BatchState.membership``).
 """
 
 from __future__ import annotations
@@ -18,15 +19,11 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
 
 from aipaas.api.job import Job
-from aipaas.backends.base import membership_files
+from aipaas.backends.base import Backend, membership_files
 from aipaas.controller.work import ACTIVE, JobWork
 from aipaas.store import TaskRecord
-
-if TYPE_CHECKING:
-    from aipaas.controller.cycle import Controller
 
 log = logging.getLogger("aipaas.controller")
 
@@ -55,23 +52,23 @@ def payload(records: Iterable[TaskRecord]) -> dict[str, object]:
     }
 
 
-def file_for(ctl: Controller, job: Job, node: str | None) -> str | None:
+def file_for(engine: Backend, job: Job, node: str | None) -> str | None:
     """The membership file a task of ``job`` on ``node`` reads (None: none)."""
-    backend = membership_files(ctl.backend)
+    backend = membership_files(engine)
     if backend is None or not is_elastic(job) or node is None:
         return None
     return backend.membership_file(node, job.tenant, job_dir(job))
 
 
-def sync(ctl: Controller, item: JobWork) -> None:
-    """Write the job's membership if it changed since it was last written."""
-    backend = membership_files(ctl.backend)
+def sync(engine: Backend, written: dict[str, str], item: JobWork) -> None:
+    """Write the job's membership if it changed since it was last written (``written``: the
+    last payload per job uid, updated here)."""
+    backend = membership_files(engine)
     job = item.job
     if backend is None or not is_elastic(job):
         return
     uid = job.metadata.uid or ""
     text = json.dumps(payload(item.records), sort_keys=True)
-    written = ctl.batch.membership
     if written.get(uid) == text:
         return
     try:
@@ -82,10 +79,9 @@ def sync(ctl: Controller, item: JobWork) -> None:
     written[uid] = text
 
 
-def sync_all(ctl: Controller, work: Iterable[JobWork]) -> None:
+def sync_all(engine: Backend, written: dict[str, str], work: Iterable[JobWork]) -> None:
     """After the write-back: the membership of every elastic job whose records changed in this
     cycle (a membership changes only with them); jobs no longer listed are forgotten."""
-    written = ctl.batch.membership
     remembering = bool(written)  # else nothing to forget: the uids need not be gathered
     listed = set()
     for item in work:
@@ -96,6 +92,6 @@ def sync_all(ctl: Controller, work: Iterable[JobWork]) -> None:
         listed.add(item.job.metadata.uid or "")
         if item.phase is not None and item.phase.finished:
             continue
-        sync(ctl, item)
+        sync(engine, written, item)
     for uid in [u for u in written if u not in listed]:
         del written[uid]
