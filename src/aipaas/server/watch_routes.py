@@ -97,6 +97,11 @@ class _Streams:
     def open(self) -> int:
         return len(self.places)
 
+    @property
+    def streaming(self) -> int:
+        """Streams whose first state is read and being sent (admitted ones may still read)."""
+        return sum(1 for p in self.places if p.started)
+
     def admit(self, request: Request, caller: Principal) -> _Place:
         """A place for the caller's stream, if the process, the caller and its tenant have one
         to spare (else 429)."""

@@ -43,6 +43,12 @@ def open_streams(world: World) -> int:
     return int(getattr(getattr(world.app.state, "watch_streams", None), "open", 0))
 
 
+def streaming(world: World) -> int:
+    """Streams past their first state: a change now is a change the watch reports (a stream
+    only admitted may still be reading its first state, which would hold the change)."""
+    return int(getattr(getattr(world.app.state, "watch_streams", None), "streaming", 0))
+
+
 def when_watching(world: World, *actions: Callable[[], object]) -> threading.Thread:
     """The actions in order (as ``later``), once the server streams the next watch's first
     state (a loaded machine may take a while to open it: a change made before would be part
@@ -53,7 +59,7 @@ def when_watching(world: World, *actions: Callable[[], object]) -> threading.Thr
         time.sleep(0.01)
 
     def run() -> None:
-        while not open_streams(world) and time.monotonic() < deadline:
+        while not streaming(world) and time.monotonic() < deadline:
             time.sleep(0.01)
         for action in actions:
             action()
