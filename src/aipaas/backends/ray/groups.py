@@ -13,6 +13,10 @@ Names: ``aipaas-pg-<job uid>.<attempt>`` for a gang's round (its first start, or
 whole gang again after an eviction); a task restarted alone whose round already has a group
 without its bundle gets one of its own, ``aipaas-pg-<request id>``. Groups are detached and
 named (namespace ``aipaas``): a restarted server finds them by name and never makes a second.
+A round's members that took their place at an earlier start (``round-<key>.json`` says which)
+are left out of a group made later: they hold their resources already. An elastic job's tasks
+take no group: each is pinned alone, as a shrink takes back one task and Ray frees a bundle only
+with its whole group.
 
 The record of a group (``run_dir/.groups/<name>.json``: its bundles by task, and the request
 ids that used it) outlives the driver; a task's record says which group and bundle it uses
@@ -38,6 +42,7 @@ from ray.util.placement_group import (
     remove_placement_group,
 )
 
+from aipaas.backends import rendezvous
 from aipaas.backends.base import LaunchRequest
 from aipaas.backends.gang import Gang, GangMember, gang_of
 from aipaas.backends.ray.inventory import RayNode
@@ -82,7 +87,7 @@ class Groups:
         known = self._placement_of(rid)
         if known is not None:  # a start repeated after a crash: the same bundle
             return known
-        gang = gang_of(request) or _alone(request)
+        gang = _gang(request)
         own = gang.member(request.task) or _alone(request).members[0]
         name = GROUP_PREFIX + gang.key
         record = self._record(name)
@@ -90,6 +95,11 @@ class Groups:
         group = self._group(name) if record is not None else None
         if group is not None and record is not None and request.task in record["tasks"]:
             return self._use(name, group, record, record["tasks"].index(request.task), rid)
+        # Members of the round that took their place at an earlier start (still Starting, so
+        # the controller counts them in: elastic extras started one cycle apart, tasks
+        # restarted one by one) already hold their CPUs and GPUs; a group reserving them
+        # again would not fit on their nodes, and Ray would keep it, and this task, pending.
+        gang = self._unplaced(gang, request.task)
         if len(gang.members) == 1 or group is not None:
             # A task restarted alone: the bundle its job holds on its node, free since the
             # attempt before ended (Ray keeps a bundle reserved until its whole group ends).
@@ -106,6 +116,20 @@ class Groups:
                 return self._use(name, group, record, 0, rid)
         record, group = self._create(name, gang, request.task, own_gpus, nodes)
         return self._use(name, group, record, record["tasks"].index(request.task), rid)
+
+    def _unplaced(self, gang: Gang, task: str) -> Gang:
+        """``gang`` without the members already placed in its round, ``task`` noted as placed
+        there (before it is: a crash in between leaves it out of later groups all the same,
+        and its own repeated start keeps it). A task the controller told no gang for
+        (``_alone``) has no round."""
+        if not gang.job:
+            return gang
+        path = self.dir / f"round-{gang.key}.json"
+        placed = [str(t) for t in (self._read(path) or {}).get("tasks", [])]
+        if task not in placed:
+            write(path, json.dumps({"tasks": [*placed, task]}))
+        members = tuple(m for m in gang.members if m.task == task or m.task not in placed)
+        return gang if len(members) == len(gang.members) else Gang(gang.key, members, gang.job)
 
     def _pinned(
         self, request: LaunchRequest, own: GangMember, own_gpus: float, nodes: dict[str, RayNode]
@@ -353,7 +377,17 @@ def _gpus(member: GangMember) -> float:
     return float(member.gpus)
 
 
+def _gang(request: LaunchRequest) -> Gang:
+    """The gang the task reserves its place with. An elastic job's task (its rendezvous
+    endpoint in its environment: backends/rendezvous.py) reserves alone: its job shrinks one
+    task at a time, and Ray frees a group's bundle only with the whole group, so the tasks
+    that stay would hold the room of the one taken back, which aipaas gave to another job."""
+    if rendezvous.ENDPOINT_VARIABLES[0] in request.env:
+        return _alone(request)
+    return gang_of(request) or _alone(request)
+
+
 def _alone(request: LaunchRequest) -> Gang:
-    """A task the controller told no gang for: a gang of one."""
+    """A task the controller told no gang for, or an elastic job's: a gang of one."""
     member = GangMember(0, request.task, request.node, 0, 0, request.cpu_milli)
     return Gang(request.request_id, (member,), "")
