@@ -149,8 +149,10 @@ class TestGangRestart:
         status = world.job("both").status
         assert status is not None and status.restarts == 1
         assert world.reasons("both").count("GangRestarting") == 1
-        # its own restart, then the gang's: two attempts after the first
-        assert [t.restarts for t in status.tasks] == [2, 2]
+        # The gang's restart gave each rank one attempt more; a rank's own restart came
+        # before it when the rank's first failure was seen before the other rank's second
+        # (the cycles' timing decides that under load), so each ran two or three attempts.
+        assert [t.restarts for t in status.tasks] in ([2, 2], [1, 2], [2, 1])
         assert "after 1 restarts of the gang" in status.message
 
 
