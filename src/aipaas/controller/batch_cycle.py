@@ -59,7 +59,7 @@ from aipaas.metering.usage import aware
 from aipaas.scheduler.batch.from_api import session_snapshot
 from aipaas.scheduler.batch.model import Decisions, Eviction, Node, Snapshot, Start
 from aipaas.scheduler.batch.options import BatchOptions
-from aipaas.scheduler.batch.session import run_session
+from aipaas.scheduler.batch.run import run_session
 from aipaas.scheduler.framework.constraints import TAINTS_ANNOTATION
 from aipaas.scheduler.framework.profile import load_profile
 from aipaas.scheduler.framework.types import Placement, Taint

@@ -31,7 +31,7 @@ from aipaas.scheduler.batch.model import (
     Resources,
     Snapshot,
 )
-from aipaas.scheduler.batch.session import run_session
+from aipaas.scheduler.batch.run import run_session
 from aipaas.sim.scenario_build import Scenario
 
 MIB = 2**20

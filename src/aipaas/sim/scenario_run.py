@@ -26,7 +26,7 @@ from typing import Any, Final
 
 from aipaas.scheduler.batch.backlog_book import BacklogBook
 from aipaas.scheduler.batch.model import Decisions, Job, Resources, Snapshot
-from aipaas.scheduler.batch.session import run_session
+from aipaas.scheduler.batch.run import run_session
 from aipaas.sim.scenario_build import Scenario
 from aipaas.sim.scenario_records import Record, run_output
 

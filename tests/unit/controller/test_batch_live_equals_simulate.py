@@ -43,7 +43,7 @@ from aipaas.clock import VirtualClock
 from aipaas.controller.cycle import Controller
 from aipaas.metering.usage import aware
 from aipaas.scheduler.batch.model import Decisions
-from aipaas.scheduler.batch.session import run_session
+from aipaas.scheduler.batch.run import run_session
 from aipaas.scheduler.framework.constraints import TAINTS_ANNOTATION
 from aipaas.server.service import ObjectService
 from aipaas.sim import scenario_output
@@ -206,11 +206,7 @@ class Live:
 
     def records(self) -> dict[tuple[str, str], TaskRecord]:
         keys = {j.metadata.uid or "": key for key, j in self.jobs().items()}
-        return {
-            (keys[uid], r.name): r
-            for uid in keys
-            for r in self.controller.tasks.for_job(uid)
-        }
+        return {(keys[uid], r.name): r for uid in keys for r in self.controller.tasks.for_job(uid)}
 
 
 @pytest.fixture

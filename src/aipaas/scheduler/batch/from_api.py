@@ -281,9 +281,7 @@ def node_constraints(spec: JobSpec) -> NodeConstraints | None:
         required=tuple(_term(t) for t in required.node_selector_terms) if required else (),
         preferred=tuple((p.weight, _term(p.preference)) for p in preferred),
         tolerations=tuple(
-            Toleration(
-                t.key or "", t.operator, t.value or "", t.effect or "", t.toleration_seconds
-            )
+            Toleration(t.key or "", t.operator, t.value or "", t.effect or "", t.toleration_seconds)
             for t in spec.tolerations or ()
         ),
     )

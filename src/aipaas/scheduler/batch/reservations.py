@@ -49,11 +49,11 @@ from aipaas.scheduler.batch.reservations_fit import (
     size,
     total,
 )
+from aipaas.scheduler.batch.session_view import SessionPlan
 from aipaas.scheduler.framework.types import PodRequest
 
 if TYPE_CHECKING:
     from aipaas.scheduler.batch.cluster import PlacementEngine
-    from aipaas.scheduler.batch.session import Session
 
 
 @dataclass(slots=True)
@@ -128,7 +128,7 @@ class Reservations:
     without delaying a reservation (None: any); ``reserve(job)``: give a job that cannot start
     for lack of room a reservation at the earliest time it can (None if it gets none)."""
 
-    def __init__(self, session: Session) -> None:
+    def __init__(self, session: SessionPlan) -> None:
         self.session = session
         self.held: dict[str, Reservation] = {}
         self._per_queue: dict[str, int] = {}

@@ -15,11 +15,11 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from aipaas.devices.ledger import gpu_index
 from aipaas.scheduler.batch.model import Job, Node, Resources, Task
+from aipaas.scheduler.batch.session_view import SessionPlan
 from aipaas.scheduler.framework.types import MILLI_PER_GPU, Placement, PodRequest
 
 if TYPE_CHECKING:
     from aipaas.scheduler.batch.cluster import PlacementEngine
-    from aipaas.scheduler.batch.session import Session
 
 
 @runtime_checkable
@@ -216,7 +216,7 @@ class Shares:
     demands; what they hold falls as their jobs end. Without fair shares (``fifo``, or none
     computed) nothing is checked."""
 
-    def __init__(self, session: Session, job: Job, gang: Resources) -> None:
+    def __init__(self, session: SessionPlan, job: Job, gang: Resources) -> None:
         self.session = session
         shares = {} if session.options.fairShare == "fifo" else session.fair_share
         self.limits = {k: shares[k] for k in session.lineage(job.queue) if k and k in shares}

@@ -4,7 +4,9 @@ The session computes the queue tree's fair shares once (``fairshare.fair_shares`
 them from the caller), keeps what each queue (and every ancestor) holds as actions change it
 (``account``, which also logs the queue so that orderings re-key it), and collects the
 decisions. Actions are functions ``(Session) -> None`` registered by name in
-``batch/actions/__init__.py``; they change the snapshot only through a ``Statement``.
+``batch/actions/__init__.py``; they change the snapshot only through a ``Statement``. A cycle
+is run by ``batch/run.py`` (``run_session``), which imports the actions: the session imports
+none of them, so nothing here imports back what imports it.
 
 What actions share through it: ``quota_problem`` and ``fair_share_problem`` (words, or None),
 ``pending_gangs`` (each waiting gang and its size, kept until something changes),
@@ -365,47 +367,10 @@ class Session:
         """Say why ``job`` waits (the last action that looked at it has the last word)."""
         self.waiting[job.key] = (reason, message)
 
-    def run(self) -> Decisions:
-        """Fair shares, then each action of the profile in order; then the report."""
-        from aipaas.scheduler.batch.actions import ACTIONS
-        from aipaas.scheduler.batch.actions.taint_eviction import evict_untolerated
-        from aipaas.scheduler.batch.fairshare import demands, fair_shares
-
-        if self.given_fair_share is not None:
-            self.fair_share = dict(self.given_fair_share)
-        else:
-            self.fair_share = fair_shares(
-                self.queues, demands(self), self.capacity, self.now, self.options
-            )
-        for name in self.options.actions:
-            ACTIONS[name](self)
-        # NoExecute taints last: their victims stop before anything uses the room (as
-        # preemption's do), and no action of this cycle starts them again.
-        evict_untolerated(self)
-        self.waiting.update(self.stopped)  # the hold is why they wait, whatever else was said
-        started = {s.job for s in self.decisions.started}
-        waiting, reasons, gangs = self.waiting, self.decisions.reasons, self._gangs
-        walked: Iterable[tuple[str, Job]] = self.jobs.items()
-        book = self.book
-        if book is not None:
-            # The book's idle jobs were waiting whole when the cycle began, and only a start
-            # changes that (what preempt and reclaim take ran before the cycle): each one not
-            # started has its gang still to start. Set operations, not a walk; the reasons
-            # come in another order than the jobs' (they are looked up by key).
-            idle = waiting.keys() & book.idle.keys()
-            idle -= started
-            reasons.update({key: waiting[key] for key in idle})
-            walked = book.others.items()
-        for key, job in walked:
-            why = waiting.get(key)
-            if why is None or key in started:
-                continue
-            # A job with a gang to start has pending tasks (most of them: no walk).
-            if key in gangs or any(t.placement is None for t in job.tasks):
-                reasons[key] = why
-        self.decisions.reservations.update(self.reservations.held)
-        self.decisions.queues = self.report()
-        return self.decisions
+    def gangs_waiting(self) -> dict[str, tuple[list[Task], Resources]]:
+        """The gangs still to start, as kept (``pending_gangs`` without its reordering): the
+        end of a cycle reads which jobs have one (batch/run.py)."""
+        return self._gangs
 
     def report(self) -> dict[str, QueueReport]:
         """Per queue node: guaranteed, quota, fair share, allocated, pending, borrowed."""
@@ -430,15 +395,3 @@ class Session:
                 borrowed=borrowed,
             )
         return out
-
-
-def run_session(
-    snapshot: Snapshot,
-    engine: PlacementEngine,
-    options: BatchOptions | None = None,
-    *,
-    book: BacklogBook | None = None,
-) -> Decisions:
-    """One cycle: what the live controller and ``aipaas simulate`` call (``book``: the
-    snapshot's jobs as the caller keeps them across cycles, batch/backlog_book.py)."""
-    return Session(snapshot, engine, options, book=book).run()

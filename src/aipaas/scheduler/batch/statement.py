@@ -8,13 +8,10 @@ placement back and nothing was evicted. Only ``commit`` makes the changes decisi
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from aipaas.scheduler.batch.model import Eviction, Job, Resources, Start, Task
+from aipaas.scheduler.batch.session_view import SessionLedger
 from aipaas.scheduler.framework.types import Placement
-
-if TYPE_CHECKING:
-    from aipaas.scheduler.batch.session import Session
 
 
 @dataclass(slots=True)
@@ -33,7 +30,7 @@ class Statement:
     """Open on a session; every change is applied to the session at once (so later checks
     see it) and remembered, to be undone by ``discard`` or made decisions by ``commit``."""
 
-    def __init__(self, session: Session) -> None:
+    def __init__(self, session: SessionLedger) -> None:
         self.session = session
         self._ops: list[_Op] = []
         self._open = True
@@ -124,7 +121,7 @@ class Statement:
             raise RuntimeError("the statement was already committed or discarded")
 
 
-def claimed_gpus(session: Session, placement: Placement) -> Resources:
+def claimed_gpus(session: SessionLedger, placement: Placement) -> Resources:
     """The whole GPUs a placed task's DRA claims were given, in milli (the engine knows which
     devices the placement took; an engine without claims gives none)."""
     claimed = getattr(session.engine, "claimed_gpus", None)
@@ -150,12 +147,12 @@ def claims_over_quota(statement: Statement, job: Job, tasks: list[Task]) -> str 
     return session.quota_problem(job, want) or "its claims' GPUs break a quota"
 
 
-def evicted_jobs(session: Session) -> set[str]:
+def evicted_jobs(session: SessionLedger) -> set[str]:
     """Jobs with a task evicted this cycle (committed): no later action of the cycle starts
     them again, or the room their eviction freed would not go to their preemptor."""
     return {e.job for e in session.decisions.evicted}
 
 
-def touched_jobs(session: Session) -> set[str]:
+def touched_jobs(session: SessionLedger) -> set[str]:
     """Jobs started or evicted this cycle: neither preemptors nor victims again this cycle."""
     return evicted_jobs(session) | {s.job for s in session.decisions.started}

@@ -18,7 +18,8 @@ cached by the framework (``cacheable`` False). The caller keeps :attr:`view` cur
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from typing import Protocol
 
 import numpy as np
 from pydantic import Field
@@ -29,8 +30,14 @@ from aipaas.scheduler.framework.interfaces import MAX_NODE_SCORE, ScorePlugin
 from aipaas.scheduler.framework.registry import PluginArgs, PluginContext
 from aipaas.scheduler.framework.types import PodRequest
 
-if TYPE_CHECKING:
-    from aipaas.scheduler.framework.runtime import Scheduler
+
+class WithScorers(Protocol):
+    """What ``data_affinity_of`` reads of a scheduler (framework/runtime.py ``Scheduler``,
+    which imports the plugins: a Protocol here, not an import back)."""
+
+    @property
+    def scorers(self) -> Sequence[tuple[ScorePlugin, int, object]]: ...
+
 
 NAME = "DataAffinity"
 
@@ -86,7 +93,7 @@ def new_data_affinity(context: PluginContext) -> DataAffinityScore:
     return DataAffinityScore(context.typed(DataAffinityArgs))
 
 
-def data_affinity_of(scheduler: Scheduler) -> DataAffinityScore | None:
+def data_affinity_of(scheduler: WithScorers) -> DataAffinityScore | None:
     """The scheduler's DataAffinity scorer (to give it a view), or None when its profile has
     none."""
     for plugin, _, _ in scheduler.scorers:

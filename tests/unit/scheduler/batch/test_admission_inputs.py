@@ -18,7 +18,7 @@ from aipaas.scheduler.batch.model import (
     Snapshot,
     Task,
 )
-from aipaas.scheduler.batch.session import run_session
+from aipaas.scheduler.batch.run import run_session
 from aipaas.scheduler.framework.types import (
     NodeConstraints,
     Placement,
@@ -44,9 +44,7 @@ def tree(
     return nodes
 
 
-def gpu_job(
-    name: str, gpus: int, *, user: str = "", order: int = 0, claims: bool = False
-) -> Job:
+def gpu_job(name: str, gpus: int, *, user: str = "", order: int = 0, claims: bool = False) -> Job:
     request = PodRequest(
         name=f"t/{name}/w-0",
         cpu_milli=1000,

@@ -9,6 +9,7 @@ from batch_alloc_builders import job, node, queue, session, started, tree
 
 from aipaas.scheduler.batch.model import Decisions
 from aipaas.scheduler.batch.options import BatchOptions
+from aipaas.scheduler.batch.run import decide
 
 ALL = BatchOptions(actions=("enqueue", "allocate", "preempt", "reclaim", "backfill"))
 NO_BACKFILL = BatchOptions(actions=("enqueue", "allocate", "preempt", "reclaim"))
@@ -25,7 +26,7 @@ def _refused_then_freed(options: BatchOptions) -> Decisions:
         job("t/b2", "t/b", gpu=1, priority=100),
     ]
     running = {"t/a1": ["n1"], "t/bl": ["n1"]}
-    return session([node("n1", gpu=8)], Q, jobs, running, options=options).run()
+    return decide(session([node("n1", gpu=8)], Q, jobs, running, options=options))
 
 
 def test_a_fair_share_refusal_is_asked_again_after_evictions() -> None:
@@ -50,7 +51,7 @@ def test_a_refusal_that_still_stands_gets_todays_numbers() -> None:
         job("t/b2", "t/b", gpu=5, priority=100),
     ]
     running = {"t/a1": ["n1"], "t/bl": ["n1"]}
-    d = session([node("n1", gpu=8)], Q, jobs, running, options=ALL).run()
+    d = decide(session([node("n1", gpu=8)], Q, jobs, running, options=ALL))
     assert started(d) == {"t/bh": ["w-0"]}
     reason, message = d.reasons["t/b2"]
     assert reason == "FairShare"
@@ -66,7 +67,7 @@ def _held(options: BatchOptions) -> Decisions:
         job("t/a2", "t/a", gpu=2, priority=50),
         job("t/b1", "t/b", gpu=2),
     ]
-    return session([node("n1", gpu=8)], Q, jobs, {"t/big": ["n1"]}, options=options).run()
+    return decide(session([node("n1", gpu=8)], Q, jobs, {"t/big": ["n1"]}, options=options))
 
 
 def test_a_job_held_for_a_head_that_started_is_held_no_longer() -> None:

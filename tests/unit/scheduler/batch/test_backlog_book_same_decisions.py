@@ -20,7 +20,8 @@ from aipaas.scheduler.batch.backlog_book import BacklogBook
 from aipaas.scheduler.batch.model import Decisions, Job, Snapshot
 from aipaas.scheduler.batch.ordering import JobOrder
 from aipaas.scheduler.batch.ordering_groups import GroupedOrder
-from aipaas.scheduler.batch.session import Session, gang_entry, job_total, run_session
+from aipaas.scheduler.batch.run import run_session
+from aipaas.scheduler.batch.session import Session, gang_entry, job_total
 from aipaas.sim.scenario import validate_document
 from aipaas.sim.scenario_build import build_scenario
 from aipaas.sim.scenario_run import ScenarioRun

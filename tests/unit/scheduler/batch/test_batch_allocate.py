@@ -10,6 +10,7 @@ from aipaas.scheduler.batch.model import Job, Reservation, Resources
 from aipaas.scheduler.batch.options import BatchOptions
 from aipaas.scheduler.batch.ordering import ordered
 from aipaas.scheduler.batch.reservations import Reservations
+from aipaas.scheduler.batch.run import decide
 from aipaas.scheduler.batch.session import Session
 
 ONLY = BatchOptions(actions=("enqueue", "allocate"))
@@ -38,7 +39,7 @@ def test_the_queue_furthest_below_its_fair_share_goes_first() -> None:
     a2 = job("t/a2", "t/a", tasks=2)
     b1 = job("t/b1", "t/b", tasks=2)
     s = session([node("n1")], AB, [a1, a2, b1], {"t/a1": ["n1"] * 6}, fair_share=two_queues(8, 8))
-    d = s.run()
+    d = decide(s)
     assert started(d) == {"t/b1": ["w-0", "w-1"]}
     assert d.reasons["t/a2"][0] == "Unschedulable"
     assert "no room for its gang of 2 tasks" in d.reasons["t/a2"][1]
@@ -50,7 +51,7 @@ def test_starts_alternate_between_equal_queues_as_holdings_change() -> None:
     a = [job(f"t/a{i}", "t/a") for i in range(3)]
     b = [job(f"t/b{i}", "t/b") for i in range(3)]
     s = session([node("n1", gpu=4)], AB, a + b, fair_share=two_queues(4, 4), options=ONLY)
-    d = s.run()
+    d = decide(s)
     assert [x.job for x in d.started] == ["t/a0", "t/b0", "t/a1", "t/b1"]
 
 
@@ -112,7 +113,7 @@ def test_higher_priority_first_within_a_queue_then_submission_order() -> None:
     p10b = job("t/p10b", "t/a", priority=10)
     shares = two_queues(8, 8)
     s = session([node("n1", gpu=2)], AB, [p0, p10a, p10b], fair_share=shares, options=ONLY)
-    d = s.run()
+    d = decide(s)
     assert [x.job for x in d.started] == ["t/p10a", "t/p10b"]
     assert d.reasons["t/p0"][0] == "Unschedulable"
 
@@ -122,7 +123,7 @@ def test_job_order_fifo_ignores_priority() -> None:
     p0 = job("t/p0", "t/a")
     p10 = job("t/p10", "t/a", priority=10)
     s = session([node("n1", gpu=1)], AB, [p0, p10], options=BatchOptions(jobOrder="fifo"))
-    assert started(s.run()) == {"t/p0": ["w-0"]}
+    assert started(decide(s)) == {"t/p0": ["w-0"]}
 
 
 def test_higher_priority_sibling_first_then_the_queue_created_first() -> None:
@@ -134,7 +135,7 @@ def test_higher_priority_sibling_first_then_the_queue_created_first() -> None:
     c1 = job("t/c1", "t/c")
     shares = {"t": share(6), "t/a": share(2), "t/b": share(2), "t/c": share(2)}
     s = session([node("n1", gpu=2)], queues, [b1, a1, c1], fair_share=shares, options=ONLY)
-    d = s.run()
+    d = decide(s)
     assert [x.job for x in d.started] == ["t/c1", "t/a1"]
     assert "t/b1" in d.reasons
 
@@ -171,7 +172,7 @@ def test_a_queue_at_its_quota_refuses_with_numbers() -> None:
     a2 = job("t/a2", "t/a", tasks=2)
     s = session([node("n1")], queues, [a1, a2], {"t/a1": ["n1"] * 3}, options=ONLY)
     calls = _record_reservations(s)
-    d = s.run()
+    d = decide(s)
     assert d.started == []
     assert calls == []  # a quota does not wait for room: no reservation
     assert d.reasons["t/a2"] == (
@@ -187,7 +188,7 @@ def test_a_tenant_quota_limits_its_queues() -> None:
     a1 = job("t/a1", "t/a", tasks=2)
     b1 = job("t/b1", "t/b")
     shares = {"t": share(2), "t/a": share(2), "t/b": share(2)}
-    d = session([node("n1")], queues, [a1, b1], fair_share=shares, options=ONLY).run()
+    d = decide(session([node("n1")], queues, [a1, b1], fair_share=shares, options=ONLY))
     assert started(d) == {"t/a1": ["w-0", "w-1"]}
     assert d.reasons["t/b1"][0] == "QuotaExceeded"
     assert d.reasons["t/b1"][1].startswith("tenant t is at its quota of 2 GPUs")
@@ -199,7 +200,7 @@ def test_enqueue_keeps_out_a_gang_larger_than_its_quota() -> None:
     queues = tree(queue("t"), queue("t/a", quota=gpu_quota(8)))
     big = job("t/big", "t/a", tasks=2, gpu=8)
     small = job("t/small", "t/a")
-    d = session([node("n1"), node("n2")], queues, [big, small], options=ONLY).run()
+    d = decide(session([node("n1"), node("n2")], queues, [big, small], options=ONLY))
     assert started(d) == {"t/small": ["w-0"]}
     assert d.reasons["t/big"] == (
         "QuotaExceeded",
@@ -213,7 +214,7 @@ def test_enqueue_keeps_out_gangs_larger_than_the_cluster_or_any_node() -> None:
     exceeds every node."""
     huge = job("t/huge", "t/a", tasks=3, gpu=8)
     wide = job("t/wide", "t/a", gpu=16)
-    d = session([node("n1"), node("n2")], AB, [huge, wide], options=ONLY).run()
+    d = decide(session([node("n1"), node("n2")], AB, [huge, wide], options=ONLY))
     assert d.started == []
     assert d.reasons["t/huge"] == (
         "Unschedulable",
@@ -243,7 +244,7 @@ def test_a_queue_at_its_fair_share_waits_while_others_use_the_room() -> None:
         options=ONLY,
     )
     calls = _record_reservations(s)
-    d = s.run()
+    d = decide(s)
     assert started(d) == {"t/b1": ["w-0", "w-1", "w-2", "w-3"]}
     assert d.reasons["t/a2"] == (
         "FairShare",
@@ -259,7 +260,7 @@ def test_idle_capacity_is_borrowed_after_the_first_pass() -> None:
     a1 = job("t/a1", "t/a", tasks=4)
     a2 = job("t/a2", "t/a", tasks=2)
     s = session([node("n1")], AB, [a1, a2], {"t/a1": ["n1"] * 4}, fair_share=two_queues(4, 4))
-    d = s.run()
+    d = decide(s)
     assert started(d) == {"t/a2": ["w-0", "w-1"]}
     assert s.borrowed == {"t/a2"}
     assert d.queues["t/a"].borrowed.gpu_milli == 2000
@@ -273,7 +274,7 @@ def test_an_ancestor_at_its_fair_share_refuses_the_first_pass() -> None:
     shares = {"t": share(2), "t/a": share(8), "t/b": share(0)}
     a1 = job("t/a1", "t/a", tasks=3)
     s = session([node("n1")], AB, [a1], fair_share=shares, options=ALLOCATE)
-    d = s.run()
+    d = decide(s)
     assert started(d) == {"t/a1": ["w-0", "w-1", "w-2"]}
     assert s.borrowed == {"t/a1"}
 
@@ -285,7 +286,7 @@ def test_within_share_jobs_go_before_borrowers_even_if_submitted_later() -> None
     a2 = job("t/a2", "t/a", tasks=2)
     b1 = job("t/b1", "t/b", tasks=3)
     s = session([node("n1")], AB, [a1, a2, b1], {"t/a1": ["n1"] * 4}, fair_share=two_queues(4, 4))
-    d = s.run()
+    d = decide(s)
     assert started(d) == {"t/b1": ["w-0", "w-1", "w-2"]}
     assert d.reasons["t/a2"][0] == "FairShare"
 
@@ -305,7 +306,7 @@ def test_a_gang_starts_whole_or_not_at_all_and_smaller_jobs_pass_it() -> None:
         [node("n1", gpu=4)], AB, [r, g, s1], {"t/r": ["n1"]}, fair_share=shares, options=ONLY
     )
     calls = _record_reservations(s)
-    d = s.run()
+    d = decide(s)
     assert started(d) == {"t/s1": ["w-0"]}
     assert d.reasons["t/g"][0] == "Unschedulable"
     assert "gang: 3 of 4 pods fit" in d.reasons["t/g"][1]
@@ -319,7 +320,7 @@ def test_strict_fifo_stops_at_the_first_job_that_cannot_start() -> None:
     f2 = job("t/f2", "t/b", tasks=2)
     f3 = job("t/f3", "t/a")
     options = BatchOptions(actions=("allocate",), fairShare="fifo", strictOrder=True)
-    d = session([node("n1", gpu=3)], AB, [f1, f2, f3], options=options).run()
+    d = decide(session([node("n1", gpu=3)], AB, [f1, f2, f3], options=options))
     assert started(d) == {"t/f1": ["w-0", "w-1"]}
     assert d.reasons["t/f2"][0] == "Unschedulable"
     assert d.reasons["t/f3"][0] == "StrictOrder"
@@ -333,14 +334,14 @@ def test_fifo_orders_across_queues_by_priority_then_submission() -> None:
     a2 = job("t/a2", "t/a")
     hi = job("t/hi", "t/b", priority=9)
     options = BatchOptions(actions=("allocate",), fairShare="fifo")
-    d = session([node("n1", gpu=2)], AB, [a1, a2, hi], options=options).run()
+    d = decide(session([node("n1", gpu=2)], AB, [a1, a2, hi], options=options))
     assert [x.job for x in d.started] == ["t/hi", "t/a1"]
 
 
 def test_an_elastic_job_starts_its_gang_then_extras_as_room_allows() -> None:
     """e: 4 tasks, minAvailable 2; 3 GPUs free: the gang (w-0, w-1) and one extra (w-2)."""
     e = job("t/e", "t/a", tasks=4, min_available=2)
-    d = session([node("n1", gpu=3)], AB, [e], options=ONLY).run()
+    d = decide(session([node("n1", gpu=3)], AB, [e], options=ONLY))
     assert started(d) == {"t/e": ["w-0", "w-1", "w-2"]}
 
 
@@ -349,7 +350,7 @@ def test_extras_come_after_every_gang_of_the_pass() -> None:
     then no room for e's extras."""
     e = job("t/e", "t/a", tasks=4, min_available=1)
     g = job("t/g", "t/a", tasks=2)
-    d = session([node("n1", gpu=3)], AB, [e, g], options=ONLY).run()
+    d = decide(session([node("n1", gpu=3)], AB, [e, g], options=ONLY))
     assert started(d) == {"t/e": ["w-0"], "t/g": ["w-0", "w-1"]}
 
 
@@ -357,7 +358,7 @@ def test_extras_stay_within_fair_share_and_never_borrow() -> None:
     """t/a's share is 2 GPUs; e has 4 tasks, minAvailable 1; 8 GPUs idle. Gang w-0, one extra
     w-1 (a holds 2 = its share); the rest would go above the share: they wait though idle."""
     e = job("t/e", "t/a", tasks=4, min_available=1)
-    d = session([node("n1")], AB, [e], fair_share=two_queues(2, 2), options=ONLY).run()
+    d = decide(session([node("n1")], AB, [e], fair_share=two_queues(2, 2), options=ONLY))
     assert started(d) == {"t/e": ["w-0", "w-1"]}
 
 
@@ -365,7 +366,7 @@ def test_extras_of_a_running_job_start_one_by_one() -> None:
     """r runs w-0 of 4 (minAvailable 1) on n1; 2 GPUs free: w-1 and w-2 start."""
     r = job("t/r", "t/a", tasks=4, min_available=1)
     s = session([node("n1", gpu=3)], AB, [r], {"t/r": ["n1"]}, options=ONLY)
-    assert started(s.run()) == {"t/r": ["w-1", "w-2"]}
+    assert started(decide(s)) == {"t/r": ["w-1", "w-2"]}
 
 
 def test_extras_stay_within_quota() -> None:
@@ -373,12 +374,12 @@ def test_extras_stay_within_quota() -> None:
     queues = tree(queue("t"), queue("t/a", quota=gpu_quota(2)))
     r = job("t/r", "t/a", tasks=4, min_available=1)
     s = session([node("n1")], queues, [r], {"t/r": ["n1"]}, options=ONLY)
-    assert started(s.run()) == {"t/r": ["w-1"]}
+    assert started(decide(s)) == {"t/r": ["w-1"]}
 
 
 def test_every_waiting_job_has_a_reason_and_started_jobs_none() -> None:
     jobs = [job(f"t/j{i}", "t/a", tasks=3) for i in range(4)]
-    d = session([node("n1")], AB, jobs, options=ONLY).run()
+    d = decide(session([node("n1")], AB, jobs, options=ONLY))
     assert set(started(d)) == {"t/j0", "t/j1"}
     assert set(d.reasons) == {"t/j2", "t/j3"}
     assert all(message for _, message in d.reasons.values())
@@ -410,7 +411,7 @@ def test_a_resource_the_cluster_does_not_measure_has_no_fair_share() -> None:
         task.gpu_memory_mib = 20 * 1024
     shares = {"t": Resources(8000, 10**6, 10**9), "t/a": Resources(8000, 10**6, 10**9)}
     s = session([node("n1")], AB, [g], fair_share=shares, options=ONLY)
-    d = s.run()
+    d = decide(s)
     assert started(d) == {"t/g": ["w-0", "w-1"]}
     assert s.borrowed == set()
 
@@ -423,7 +424,7 @@ def test_computed_shares_split_a_full_cluster_evenly_between_equal_queues() -> N
     (demand 8 each): a and b alternate, 4 each; the rest wait for fair share."""
     a = [job(f"t/a{i}", "t/a") for i in range(8)]
     b = [job(f"t/b{i}", "t/b") for i in range(8)]
-    d = session([node("n1")], AB, a + b, options=ONLY).run()
+    d = decide(session([node("n1")], AB, a + b, options=ONLY))
     per_queue = {"t/a": 0, "t/b": 0}
     for start in d.started:
         per_queue[start.job[:3]] += 1
@@ -438,7 +439,7 @@ def test_computed_shares_give_what_one_queue_leaves_to_the_other() -> None:
     a = [job(f"t/a{i}", "t/a") for i in range(9)]
     b1 = job("t/b1", "t/b")
     s = session([node("n1")], AB, [*a, b1], options=ONLY)
-    d = s.run()
+    d = decide(s)
     assert len(d.started) == 8
     assert "t/b1" in started(d)
     assert s.borrowed == set()
@@ -504,6 +505,6 @@ def test_the_order_sees_holdings_fall_in_a_queue_it_does_not_order() -> None:
 
 def test_a_job_in_a_queue_that_does_not_exist_waits_and_says_so() -> None:
     lost = job("t/lost", "t/nowhere")
-    d = session([node("n1")], AB, [lost], options=ONLY).run()
+    d = decide(session([node("n1")], AB, [lost], options=ONLY))
     assert d.started == []
     assert d.reasons["t/lost"] == ("Unschedulable", "its queue t/nowhere does not exist")

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from aipaas.scheduler.batch.model import NO_LIMIT
 from aipaas.scheduler.batch.options import BatchOptions
 from aipaas.scheduler.batch.ordering import ordered
+from aipaas.scheduler.batch.run import decide
 
 QUEUES = ["t1/a", "t1/b", "t2/c"]
 
@@ -63,7 +64,7 @@ def test_quotas_gangs_and_reasons_hold(case: tuple[object, ...]) -> None:
     s = session(nodes, queues, jobs, options=options)
     keys = [j.key for j in ordered(s, jobs)]
     assert sorted(keys) == sorted(j.key for j in jobs)
-    d = s.run()
+    d = decide(s)
     for key, q in queues.items():
         if key:
             assert s.allocated[key].fits_within(q.quota), key

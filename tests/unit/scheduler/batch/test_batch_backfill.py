@@ -30,6 +30,7 @@ from aipaas.scheduler.batch.model import (
     Task,
 )
 from aipaas.scheduler.batch.options import BatchOptions
+from aipaas.scheduler.batch.run import decide
 from aipaas.scheduler.batch.session import Session
 from aipaas.scheduler.framework.types import Placement, PodRequest
 
@@ -490,7 +491,7 @@ def test_a_whole_cycle_reserves_the_big_gang_of_a_full_single_queue() -> None:
     long = gpus("t/long-8", 1, 8, order=3, limit=7200)
     no_limit = gpus("t/no-limit", 1, 4, order=4)
     s = usual(big, short, long, no_limit)
-    decisions = s.run()
+    decisions = decide(s)
     assert {(x.job, x.placement.node) for x in decisions.started} == {
         ("t/short-4", "n6"),
         ("t/long-8", "n7"),
@@ -512,7 +513,7 @@ def test_strict_order_lets_jobs_behind_the_blocker_through_only_where_it_is_not_
     long = gpus("t/long-8", 1, 8, order=3, limit=7200)
     no_limit = gpus("t/no-limit", 1, 4, order=4)
     s = usual(big, short, long, no_limit, options=options)
-    decisions = s.run()
+    decisions = decide(s)
     assert {(x.job, x.placement.node) for x in decisions.started} == {
         ("t/short-4", "n6"),
         ("t/long-8", "n7"),
@@ -527,7 +528,7 @@ def test_a_profile_without_backfill_holds_no_reservations() -> None:
     big = gpus("t/big", 4, order=1)
     no_limit = gpus("t/no-limit", 1, 4, order=2)
     s = usual(big, no_limit, options=options)
-    decisions = s.run()
+    decisions = decide(s)
     assert decisions.reservations == {}
     assert [(x.job, x.placement.node) for x in decisions.started] == [("t/no-limit", "n6")]
 

@@ -28,6 +28,7 @@ from aipaas.scheduler.batch.cluster import SnapshotCluster
 from aipaas.scheduler.batch.model import Job, Node, QueueNode, Snapshot, Task
 from aipaas.scheduler.batch.options import BatchOptions
 from aipaas.scheduler.batch.reservations_fit import Room, fit, size
+from aipaas.scheduler.batch.run import decide
 from aipaas.scheduler.batch.session import Session
 from aipaas.scheduler.framework.types import PodRequest
 
@@ -105,7 +106,7 @@ def end_of(job: Job) -> float:
 @SETTINGS
 def test_backfill_never_delays_a_reservation(mix: Mix) -> None:
     session = build(mix)
-    decisions = session.run()
+    decisions = decide(session)
     started_now = {s.job for s in decisions.started}
     for reservation in decisions.reservations.values():
         reserved = session.jobs[reservation.job]

@@ -8,6 +8,7 @@ from batch_alloc_builders import gpu_quota, job, node, queue, session, started, 
 
 from aipaas.scheduler.batch.cluster import SnapshotCluster
 from aipaas.scheduler.batch.model import UNBOUNDED, Job, Resources, Snapshot
+from aipaas.scheduler.batch.run import decide
 from aipaas.scheduler.batch.session import Session, gang_tasks, resources_of
 
 
@@ -44,7 +45,7 @@ def test_kept_gangs_and_pending_match_a_fresh_walk_after_preemption() -> None:
         job("t/elastic", "t/a", tasks=3, gpu=1, min_available=1),
     ]
     s = session([node("n1", gpu=8)], queues, jobs, {"t/low": ["n1"] * 4})
-    decisions = s.run()
+    decisions = decide(s)
     assert "t/high" in started(decisions)  # it took the node from t/low
     assert {e.job for e in decisions.evicted} == {"t/low"}
     assert _kept_gangs(s) == _fresh_gangs(s.jobs)  # t/low's gang back, in the jobs' order
@@ -56,7 +57,7 @@ def test_a_job_seen_by_an_earlier_session_is_judged_as_it_is_now() -> None:
     queues = tree(queue("t"), queue("t/a"))
     jobs = [job("t/x", "t/a", tasks=2, gpu=2), job("t/y", "t/a", gpu=2)]
     first = session([node("n1", gpu=8)], queues, jobs)
-    assert started(first.run()) == {"t/x": ["w-0", "w-1"], "t/y": ["w-0"]}
+    assert started(decide(first)) == {"t/x": ["w-0", "w-1"], "t/y": ["w-0"]}
     # The next cycle: t/x still runs, t/y ended and is submitted again (its task free).
     engine = SnapshotCluster([node("n1", gpu=8)], "bestfit")
     for task in jobs[0].tasks:
@@ -67,14 +68,14 @@ def test_a_job_seen_by_an_earlier_session_is_judged_as_it_is_now() -> None:
     second = Session(Snapshot(200.0, [node("n1", gpu=8)], queues, jobs), engine)
     assert [k for k, _, _ in _kept_gangs(second)] == ["t/y"]
     assert second.running == [jobs[0]]
-    assert started(second.run()) == {"t/y": ["w-0"]}
+    assert started(decide(second)) == {"t/y": ["w-0"]}
 
 
 def test_jobs_alike_behind_a_refused_one_get_its_reason() -> None:
     queues = tree(queue("t"), queue("t/a", quota=gpu_quota(2)))
     jobs = [job(f"t/j{i}", "t/a", gpu=1) for i in range(5)]
     jobs.insert(3, job("t/big", "t/a", gpu=2))
-    decisions = session([node("n1", gpu=8)], queues, jobs).run()
+    decisions = decide(session([node("n1", gpu=8)], queues, jobs))
     assert started(decisions) == {"t/j0": ["w-0"], "t/j1": ["w-0"]}
     refused = {k: decisions.reasons[k] for k in ("t/j2", "t/j3", "t/j4")}
     assert {code for code, _ in refused.values()} == {"QuotaExceeded"}
@@ -101,7 +102,7 @@ def test_a_job_without_room_is_not_given_another_queues_refusal() -> None:
         job("t/b2", "t/b", gpu=7, cpu=0),
     ]
     nodes = [node("n1", gpu=8), node("n2", gpu=8)]
-    decisions = session(nodes, queues, jobs, {"t/b0": ["n1"], "t/c0": ["n2"]}).run()
+    decisions = decide(session(nodes, queues, jobs, {"t/b0": ["n1"], "t/c0": ["n2"]}))
     assert started(decisions) == {"t/a1": ["w-0"]}
     assert decisions.reasons["t/a2"][0] == "QuotaExceeded"
     for name in ("t/b1", "t/b2"):

@@ -8,6 +8,7 @@ from batch_alloc_builders import job, node, queue, session, started, tree
 
 from aipaas.scheduler.batch.model import Decisions, Job, Resources
 from aipaas.scheduler.batch.options import BatchOptions
+from aipaas.scheduler.batch.run import decide
 
 HOLD = BatchOptions(actions=("enqueue", "allocate", "preempt"))
 NO_HOLD = BatchOptions(actions=("enqueue", "allocate", "preempt"), holdForHead=False)
@@ -29,7 +30,7 @@ def test_a_head_that_can_preempt_holds_back_lower_priority_jobs() -> None:
     not take the free GPU, so preempt evicts r and big starts on all 4; small waits, saying
     for whom."""
     jobs, running = _three(10)
-    d = session([node("n1", gpu=4)], Q, jobs, running, options=HOLD).run()
+    d = decide(session([node("n1", gpu=4)], Q, jobs, running, options=HOLD))
     assert started(d) == {"t/big": ["w-0", "w-1", "w-2", "w-3"]}
     assert {e.job for e in d.evicted} == {"t/r"}
     reason, message = d.reasons["t/small"]
@@ -41,7 +42,7 @@ def test_without_the_hold_the_small_job_takes_the_gap_and_the_head_starves() -> 
     """Same cluster, holdForHead off: small starts on the free GPU (started this cycle, it
     may not be a victim) and r's 3 GPUs are not enough for big: nothing is evicted."""
     jobs, running = _three(10)
-    d = session([node("n1", gpu=4)], Q, jobs, running, options=NO_HOLD).run()
+    d = decide(session([node("n1", gpu=4)], Q, jobs, running, options=NO_HOLD))
     assert started(d) == {"t/small": ["w-0"]}
     assert d.evicted == []
     assert d.reasons["t/big"][0] == "Unschedulable"
@@ -52,7 +53,7 @@ def test_no_hold_where_no_preemption_could_make_room() -> None:
     only wait for r to end, so holding small would leave the free GPU idle: small starts."""
     for r_priority, preemptible in ((100, True), (10, False)):
         jobs, running = _three(r_priority, preemptible=preemptible)
-        d = session([node("n1", gpu=4)], Q, jobs, running, options=HOLD).run()
+        d = decide(session([node("n1", gpu=4)], Q, jobs, running, options=HOLD))
         assert started(d) == {"t/small": ["w-0"]}, (r_priority, preemptible)
         assert d.evicted == []
 
@@ -67,9 +68,11 @@ def test_jobs_of_equal_priority_and_other_queues_are_not_held() -> None:
     big = job("t/big", "t/q", tasks=4, priority=100)
     same = job("t/same", "t/q", priority=100)
     other = job("t/other", "t/o", priority=0)
-    d = session(
-        [node("n1", gpu=4)], queues, [r, big, same, other], {"t/r": ["n1"] * 2}, options=HOLD
-    ).run()
+    d = decide(
+        session(
+            [node("n1", gpu=4)], queues, [r, big, same, other], {"t/r": ["n1"] * 2}, options=HOLD
+        )
+    )
     assert set(started(d)) == {"t/same", "t/other"}
     assert d.evicted == []
 
@@ -87,13 +90,15 @@ def _fragmented(options: BatchOptions) -> Decisions:
     big = job("t/big", "t/q", gpu=4, priority=100)
     mid = job("t/mid", "t/q", priority=50)
     running = {"t/r1": ["n1"] * 2, "t/k1": ["n1"] * 2, "t/r2": ["n2"] * 2, "t/k2": ["n2"] * 2}
-    return session(
-        [node("n1", gpu=4), node("n2", gpu=4)],
-        Q,
-        [r1, r2, k1, k2, big, mid],
-        running,
-        options=options,
-    ).run()
+    return decide(
+        session(
+            [node("n1", gpu=4), node("n2", gpu=4)],
+            Q,
+            [r1, r2, k1, k2, big, mid],
+            running,
+            options=options,
+        )
+    )
 
 
 def test_no_hold_where_no_node_could_give_the_largest_task_its_room() -> None:
@@ -119,13 +124,15 @@ def _blocked(options: BatchOptions) -> Decisions:
     k1.preemptible = False
     big = job("t/big", "t/q", gpu=4, cpu=4, priority=100)
     mid = job("t/mid", "t/q", priority=50)
-    return session(
-        [node("n1", gpu=4, cpu=8), node("n2", gpu=0, cpu=64)],
-        Q,
-        [r1, k1, big, mid],
-        {"t/r1": ["n1"], "t/k1": ["n1"]},
-        options=options,
-    ).run()
+    return decide(
+        session(
+            [node("n1", gpu=4, cpu=8), node("n2", gpu=0, cpu=64)],
+            Q,
+            [r1, k1, big, mid],
+            {"t/r1": ["n1"], "t/k1": ["n1"]},
+            options=options,
+        )
+    )
 
 
 def test_a_held_job_does_not_preempt_for_itself() -> None:
@@ -164,7 +171,7 @@ def test_borrowers_leave_alone_what_a_waiting_head_asks_for() -> None:
         ]
         nodes = [node("n1", gpu=4), node("n2", gpu=4)]
         running = {"t/r": ["n1", "n1"], "t/o1": ["n2"]}
-        return session(nodes, queues, jobs, running, fair_share=shares, options=options).run()
+        return decide(session(nodes, queues, jobs, running, fair_share=shares, options=options))
 
     d = run(BatchOptions(actions=("enqueue", "allocate")))
     assert d.reasons["t/big"][0] == "FairShare"  # no preempt: nothing holds
@@ -185,6 +192,6 @@ def test_no_hold_where_the_victims_and_idle_room_are_too_small() -> None:
     big = job("t/big", "t/q", tasks=4, priority=100)
     small = job("t/small", "t/q", priority=50)
     running = {"t/r": ["n1"], "t/keep": ["n1", "n1"]}
-    d = session([node("n1", gpu=4)], Q, [r, keep, big, small], running, options=HOLD).run()
+    d = decide(session([node("n1", gpu=4)], Q, [r, keep, big, small], running, options=HOLD))
     assert started(d) == {"t/small": ["w-0"]}
     assert d.evicted == []

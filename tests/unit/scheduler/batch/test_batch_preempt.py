@@ -21,6 +21,7 @@ from test_batch_preempt_builders import (
 
 from aipaas.scheduler.batch.actions.preempt import preempt
 from aipaas.scheduler.batch.model import Eviction
+from aipaas.scheduler.batch.run import decide
 from aipaas.scheduler.batch.session import Session
 
 
@@ -343,7 +344,7 @@ def test_whole_cycle_does_not_restart_the_victim_elsewhere() -> None:
     w = one_queue(("n1", 2), ("n2", 1), ("n3", 1))
     w.job("t/low", "t/a", tasks=2, priority=10, on=["n1", "n1"])
     w.job("t/high", "t/a", gpu=2, priority=100)
-    d = w.session().run()
+    d = decide(w.session())
     assert evicted(d) == ["t/low/w-0", "t/low/w-1"]
     assert started(d) == ["t/high/w-0"]
     assert d.reasons["t/low"] == (

@@ -37,7 +37,7 @@ from aipaas.scheduler.batch.model import (
     Snapshot,
     Task,
 )
-from aipaas.scheduler.batch.session import run_session
+from aipaas.scheduler.batch.run import run_session
 from aipaas.scheduler.framework.profile import load_profile
 from aipaas.scheduler.framework.types import PodRequest
 

@@ -21,6 +21,7 @@ from test_batch_preempt_builders import (
 from aipaas.scheduler.batch.actions.preempt import preempt
 from aipaas.scheduler.batch.actions.reclaim import reclaim
 from aipaas.scheduler.batch.model import Resources, Snapshot
+from aipaas.scheduler.batch.run import decide
 from aipaas.scheduler.batch.session import Session
 
 
@@ -283,13 +284,13 @@ def test_whole_cycle_with_computed_fair_shares_reaches_the_guarantee() -> None:
     w.job("t/a2", "t/a", gpu=4, on=["n1"], since=50)
     w.job("t/b1", "t/b", gpu=4)
     s = w.session()
-    d = s.run()
+    d = decide(s)
     assert (s.fair_share["t/a"].gpu_milli, s.fair_share["t/b"].gpu_milli) == (4000, 4000)
     assert evicted(d) == ["t/a2/w-0"]
     assert started(d) == ["t/b1/w-0"]
     assert d.reasons["t/a2"][0] == "Reclaimed"
     following = Session(Snapshot(NOW + 10, s.snapshot.nodes, s.queues, s.snapshot.jobs), s.engine)
-    again = following.run()
+    again = decide(following)
     assert (evicted(again), started(again)) == ([], [])
 
 

@@ -7,6 +7,7 @@ from batch_alloc_builders import job, node, nodes_of, queue, session, started, t
 
 from aipaas.scheduler.batch.model import Node, Resources
 from aipaas.scheduler.batch.options import BatchOptions
+from aipaas.scheduler.batch.run import decide
 from aipaas.scheduler.batch.topology import domains, level_name
 
 ONLY = BatchOptions(actions=("enqueue", "allocate"))
@@ -36,14 +37,14 @@ def test_required_takes_the_fullest_rack_that_fits() -> None:
     """r1 has 8 free, r2 4, n4 (no rack) 8: a 4-GPU gang goes to r2 (least free that fits),
     keeping r1 whole; never to n4 although the framework's best fit might like it."""
     g = job("t/g", "t/a", tasks=4, required="rack")
-    d = session(racks(), Q, [g], fair_share=SHARES, options=ONLY).run()
+    d = decide(session(racks(), Q, [g], fair_share=SHARES, options=ONLY))
     assert set(nodes_of(d, "t/g").values()) == {"n3"}
 
 
 def test_required_skips_racks_too_small_and_packs_into_one_rack() -> None:
     """A 6-GPU gang: r2 (4) is too small; r1 (8) holds it across n1 and n2."""
     g = job("t/g", "t/a", tasks=6, required="rack")
-    d = session(racks(), Q, [g], fair_share=SHARES, options=ONLY).run()
+    d = decide(session(racks(), Q, [g], fair_share=SHARES, options=ONLY))
     assert set(nodes_of(d, "t/g").values()) == {"n1", "n2"}
 
 
@@ -54,7 +55,7 @@ def test_required_refuses_with_the_largest_free_rack() -> None:
     other = job("t/other", "t/a")
     g = job("t/g", "t/a", tasks=4, required="rack")
     running = {"t/busy": ["n1"] * 4 + ["n2"] * 2, "t/other": ["n3"]}
-    d = session(racks(), Q, [busy, other, g], running, fair_share=SHARES, options=ONLY).run()
+    d = decide(session(racks(), Q, [busy, other, g], running, fair_share=SHARES, options=ONLY))
     assert d.started == []
     assert d.reasons["t/g"] == (
         "Topology",
@@ -69,14 +70,14 @@ def test_preferred_falls_back_to_anywhere() -> None:
     other = job("t/other", "t/a")
     g = job("t/g", "t/a", tasks=4, preferred="rack")
     running = {"t/busy": ["n1"] * 4 + ["n2"] * 2, "t/other": ["n3"]}
-    d = session(racks(), Q, [busy, other, g], running, fair_share=SHARES, options=ONLY).run()
+    d = decide(session(racks(), Q, [busy, other, g], running, fair_share=SHARES, options=ONLY))
     assert started(d) == {"t/g": ["w-0", "w-1", "w-2", "w-3"]}
     assert "t/g" not in d.reasons
 
 
 def test_preferred_uses_a_rack_when_one_fits() -> None:
     g = job("t/g", "t/a", tasks=3, preferred="rack")
-    d = session(racks(), Q, [g], fair_share=SHARES, options=ONLY).run()
+    d = decide(session(racks(), Q, [g], fair_share=SHARES, options=ONLY))
     assert set(nodes_of(d, "t/g").values()) == {"n3"}
 
 
@@ -84,18 +85,18 @@ def test_equal_free_gpus_go_to_less_free_cpu_then_by_name() -> None:
     """r1 and r2 both have 4 free GPUs; r2's node has 32 cores, r1's 64: r2 is fuller."""
     nodes = [node("a1", gpu=4, cpu=64, rack="r1"), node("b1", gpu=4, cpu=32, rack="r2")]
     g = job("t/g", "t/a", tasks=2, required="rack")
-    d = session(nodes, Q, [g], fair_share=SHARES, options=ONLY).run()
+    d = decide(session(nodes, Q, [g], fair_share=SHARES, options=ONLY))
     assert set(nodes_of(d, "t/g").values()) == {"b1"}
     nodes = [node("a1", gpu=4, rack="r9"), node("b1", gpu=4, rack="r1")]
     g = job("t/g", "t/a", tasks=2, required="rack")
-    d = session(nodes, Q, [g], fair_share=SHARES, options=ONLY).run()
+    d = decide(session(nodes, Q, [g], fair_share=SHARES, options=ONLY))
     assert set(nodes_of(d, "t/g").values()) == {"b1"}  # r1 sorts before r9
 
 
 def test_a_gang_larger_than_every_rack_waits_at_enqueue() -> None:
     """Racks hold 8 and 4 GPUs when empty: a 10-GPU gang can never fit in one."""
     g = job("t/g", "t/a", tasks=10, required="rack")
-    d = session(racks(), Q, [g], fair_share=SHARES, options=ONLY).run()
+    d = decide(session(racks(), Q, [g], fair_share=SHARES, options=ONLY))
     assert d.reasons["t/g"][0] == "Topology"
     assert "inside one rack; no rack is that large" in d.reasons["t/g"][1]
 
@@ -105,7 +106,7 @@ def test_elastic_extras_stay_in_the_gang_rack() -> None:
     extras fill r2 (3 more) and do not spill into r1 or n4."""
     e = job("t/e", "t/a", tasks=6, min_available=1, required="rack")
     s = session(racks(), Q, [e], {"t/e": ["n3"]}, fair_share=SHARES, options=ONLY)
-    d = s.run()
+    d = decide(s)
     assert started(d) == {"t/e": ["w-1", "w-2", "w-3"]}
     assert set(nodes_of(d, "t/e").values()) == {"n3"}
 
@@ -114,7 +115,7 @@ def test_each_start_changes_which_rack_is_fullest() -> None:
     """Four 4-GPU gangs, rack required: g1 takes r2 (4 free, the fullest that fits), g2 and g3
     fill r1 (8 free, then 4), g4 finds no rack with room: the largest free rack has 0."""
     gangs = [job(f"t/g{i}", "t/a", tasks=4, required="rack") for i in range(1, 5)]
-    d = session(racks(), Q, gangs, fair_share=SHARES, options=ONLY).run()
+    d = decide(session(racks(), Q, gangs, fair_share=SHARES, options=ONLY))
     assert set(nodes_of(d, "t/g1").values()) == {"n3"}
     assert set(nodes_of(d, "t/g2").values()) | set(nodes_of(d, "t/g3").values()) == {"n1", "n2"}
     assert d.reasons["t/g4"] == (
@@ -128,7 +129,7 @@ def test_an_8_gpu_gang_reads_right() -> None:
     nodes = [node("n1", gpu=8, rack="r1"), node("n2", gpu=4, rack="r2")]
     busy = job("t/busy", "t/a", tasks=1)
     g = job("t/g", "t/a", tasks=8, required="rack")
-    d = session(nodes, Q, [busy, g], {"t/busy": ["n1"]}, fair_share=SHARES, options=ONLY).run()
+    d = decide(session(nodes, Q, [busy, g], {"t/busy": ["n1"]}, fair_share=SHARES, options=ONLY))
     assert d.reasons["t/g"] == (
         "Topology",
         "waiting for an 8-GPU gang inside one rack; the largest free rack has 7",

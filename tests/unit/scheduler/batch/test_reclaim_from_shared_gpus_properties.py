@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 
 from aipaas.scheduler.batch.cluster import SnapshotCluster
 from aipaas.scheduler.batch.model import NO_LIMIT, Decisions, Job, Node, QueueNode, Snapshot, Task
-from aipaas.scheduler.batch.session import run_session
+from aipaas.scheduler.batch.run import run_session
 from aipaas.scheduler.framework.profile import load_profile
 from aipaas.scheduler.framework.types import PodRequest
 
