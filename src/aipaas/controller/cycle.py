@@ -74,6 +74,7 @@ from aipaas.controller.datasets_launch import with_datasets
 from aipaas.controller.device_taint_eviction import evict_for_device_taints
 from aipaas.controller.extensions import CycleContext, CycleExtension, run_extensions
 from aipaas.controller.launch import make_request, request_id, task_spec
+from aipaas.controller.memory import ControllerMemory
 from aipaas.controller.nodes import NodeInventory
 from aipaas.controller.placement import SliceIndex
 from aipaas.controller.plan import Plan, prepare_starts, scheduled
@@ -90,7 +91,7 @@ from aipaas.controller.quiet import (
 from aipaas.controller.stop_drain import HeldStops
 from aipaas.controller.task_devices import claim_devices, with_share_enforcement
 from aipaas.controller.transitions import Stop, given_up
-from aipaas.controller.work import ACTIVE, FactsCache, JobWork
+from aipaas.controller.work import ACTIVE, JobWork
 from aipaas.controller.workload import DEFAULT_SIZE, Workload
 from aipaas.controller.write_back import OnWritten, publish_metrics, write_back
 from aipaas.devices.binding import BindingWait
@@ -148,25 +149,25 @@ class Controller:
         self.lease = lease
         #: told which jobs each cycle's write-back changed (the log followers' wake-up)
         self.on_written = on_written
-        # Attempts this process asked to stop: one still running after a restart of the
-        # controller is asked again (the SIGKILL after the grace period died with the process).
-        self._stop_asked: set[str] = set()
-        # stopping attempts never seen running that the backend said once it did not know
-        self._unknown_once: set[str] = set()
-        self._stops: list[str] = []  # asked to stop this cycle, not yet sent (send_stops)
-        #: evicted service replicas draining before their SIGTERM (controller/stop_drain.py)
-        self.held_stops = HeldStops()
-        #: jobs (uid, resourceVersion) whose status matched their records at the last write-back
-        self._verified: set[tuple[str, str]] = set()
-        #: what each cycle reads of a job, kept while its version stays (controller/work.py)
-        self._facts = FactsCache()
-        self._published = -1  # the jobs' generation whose pending counts the metrics show
-        #: what the batch session keeps between cycles (controller/batch_cycle.py)
-        self.batch = BatchState()
-        #: a cycle's jobs and placement, used again by a next cycle with nothing new (quiet.py)
-        self.quiet = QuietCycles()
+        #: everything kept between cycles, with why each piece may be lost (memory.py)
+        self.memory = ControllerMemory()
         #: step 6's reconcilers, in order
         self.extensions = list(extensions)
+
+    @property
+    def batch(self) -> BatchState:
+        """The batch session's kept state (``memory.batch``)."""
+        return self.memory.batch
+
+    @property
+    def quiet(self) -> QuietCycles:
+        """The quiet cycles' kept jobs and placement (``memory.quiet``)."""
+        return self.memory.quiet
+
+    @property
+    def held_stops(self) -> HeldStops:
+        """Evicted replicas draining before their stop (``memory.held_stops``)."""
+        return self.memory.held_stops
 
     @property
     def fencing_token(self) -> int | None:
@@ -194,7 +195,7 @@ class Controller:
     def jobs_generation(self) -> int:
         """Changes whenever a cycle lists other jobs, or other versions of them, than the cycle
         before (the batch session's fingerprint, controller/batch_cycle.py)."""
-        return self._facts.generation
+        return self.memory.facts.generation
 
     @property
     def nodes(self) -> list[NodeInfo]:
@@ -228,18 +229,18 @@ class Controller:
 
     def _run_cycle(self) -> None:
         started = self.clock.monotonic()
-        self._stops = []  # a cycle ended by LeaseLost sends none of its stops
+        self.memory.stops = []  # a cycle ended by LeaseLost sends none of its stops
         self.inventory.refresh()
         self.claims.observe(self.inventory.device_conditions)  # drivers' binding conditions
         # Read before the jobs are listed: a write after it changes the next cycle's marks.
         marks = self.store.kind_marks(WATCHED_KINDS)
         token = self.lease.token if self.lease is not None else None
         listed_at = self.clock.monotonic()
-        due = self.clock.now().timestamp() >= self.batch.due
-        kept = self.quiet.take(marks, token, self.inventory.version, listed_at, due)
+        due = self.clock.now().timestamp() >= self.memory.batch.due
+        kept = self.memory.quiet.take(marks, token, self.inventory.version, listed_at, due)
         if kept is not None:  # nothing was written to any job since the last cycle's listing
             work = kept.work
-            self._facts.same_jobs = True
+            self.memory.facts.same_jobs = True
             listed_at = kept.listed_at
         else:
             jobs = [
@@ -247,19 +248,19 @@ class Controller:
                 for j in self.store.list_objects("Job", None, exclude_phases=FINISHED)
                 if isinstance(j, Job)
             ]
-            known = self.quiet.records_kept()
+            known = self.memory.quiet.records_kept()
             if known is not None:  # the records as the last cycle left them: the store's
                 work = [
                     item_for(j, facts, known.get(facts.uid))
-                    for j, facts in zip(jobs, self._facts.refresh(jobs), strict=True)
+                    for j, facts in zip(jobs, self.memory.facts.refresh(jobs), strict=True)
                 ]
             else:
                 records = self.tasks.of_jobs_not_in(FINISHED)
                 work = [
                     JobWork(j, records.get(facts.uid) or [], known=facts)
-                    for j, facts in zip(jobs, self._facts.refresh(jobs), strict=True)
+                    for j, facts in zip(jobs, self.memory.facts.refresh(jobs), strict=True)
                 ]
-            if not self._facts.same_jobs:  # the very jobs of the last cycle: nothing new
+            if not self.memory.facts.same_jobs:  # the very jobs of the last cycle: nothing new
                 self.workload.observe(jobs)
         # Only jobs with task records (or cancelled) are observed and advanced: only those
         # can change before placement.
@@ -268,10 +269,10 @@ class Controller:
         for item in advancing:
             self._advance(item)
         self.started_now = []
-        self.batch.report = None
+        self.memory.batch.report = None
         placer = kept.placer if kept is not None and all_clean(advancing) else None
         if placer is None:
-            sessions = self.batch.sessions
+            sessions = self.memory.batch.sessions
             placer, plan = admission.place(self._admit_inputs(), work)
             self._carry_out(plan)
             self._observe_started()
@@ -279,10 +280,12 @@ class Controller:
             self._queue_stops(
                 evict_for_device_taints(self.claims.no_execute, work, self.clock.now())
             )
-            placed_nothing = self.batch.sessions == sessions and self.batch.fingerprint is not None
+            placed_nothing = (
+                self.memory.batch.sessions == sessions and self.memory.batch.fingerprint is not None
+            )
             quiet = placed_nothing and all_clean(work)
         else:  # the last cycle's placement, with the same inputs: the same result
-            self.quiet.reused_placements += 1
+            self.memory.quiet.reused_placements += 1
             quiet = True
         if not (quiet and kept is not None):  # a quiet cycle on kept jobs has nothing to write
             write_back(
@@ -293,21 +296,21 @@ class Controller:
                 transaction=self.fenced,
                 on_written=self.on_written,
                 also=self._write_queue_status,
-                verified=self._verified,
+                verified=self.memory.verified,
             )
         self.send_stops()  # their ``stopping`` marks are durable now
-        membership.sync_all(self.backend, self.batch.membership, work)
+        membership.sync_all(self.backend, self.memory.batch.membership, work)
         self.inventory.write_status(placer)
         # Pending jobs per queue are read from the jobs as stored: the same models, the same
         # counts (the gauges keep them).
-        generation = self._facts.generation
+        generation = self.memory.facts.generation
         publish_metrics(
-            self.metrics, self.store, work, placer, pending=generation != self._published
+            self.metrics, self.store, work, placer, pending=generation != self.memory.published
         )
-        self._published = generation
+        self.memory.published = generation
         if self.extensions:
             run_extensions(self.extensions, self._context())
-        self.quiet.keep(  # membership and extensions leave the items as they are
+        self.memory.quiet.keep(  # membership and extensions leave the items as they are
             Kept(
                 marks,
                 token,
@@ -332,7 +335,7 @@ class Controller:
             workload=self.workload,
             now=self.clock.now(),
             jobs_generation=self.jobs_generation,
-            batch=self.batch,
+            batch=self.memory.batch,
         )
 
     def _carry_out(self, plan: Plan) -> None:
@@ -381,9 +384,9 @@ class Controller:
 
     def _write_queue_status(self, tx: Connection) -> None:
         """Each Queue's and Tenant's status from this cycle's session (none ran: unchanged)."""
-        if self.batch.report is None:
+        if self.memory.batch.report is None:
             return
-        snapshot, decisions, objects = self.batch.report
+        snapshot, decisions, objects = self.memory.batch.report
         write_queue_statuses(self.store, objects, snapshot, decisions, conn=tx)
 
     def _observe(self, work: list[JobWork]) -> None:
@@ -408,8 +411,8 @@ class Controller:
                 if not self._stopped(answer, record):
                     if (
                         answer.state is TaskState.RUNNING
-                        and rid not in self._stop_asked
-                        and not self.held_stops.holds(rid)
+                        and rid not in self.memory.stop_asked
+                        and not self.memory.held_stops.holds(rid)
                     ):
                         self._ask_stop(rid)
                     continue
@@ -418,7 +421,7 @@ class Controller:
                     # evicted (controller/batch_cycle.py): its node is free, placed again later
                     record = record.with_(node=None, node_index=None, gpus=(), gpu_milli=0)
                 item.set(record)
-                self._stop_asked.discard(rid)
+                self.memory.stop_asked.discard(rid)
                 if record.phase not in ACTIVE:
                     continue
             if answer.state is TaskState.UNKNOWN:
@@ -487,34 +490,34 @@ class Controller:
     def ask_stop(self, request_id: str, drain_seconds: float = 0.0) -> None:
         """Queue a stop; ``send_stops`` sends it once the lease is confirmed and, with a drain,
         no sooner than ``drain_seconds`` from now (an evicted service replica)."""
-        if drain_seconds > 0 and request_id not in self._stops:
-            self.held_stops.hold(request_id, self.clock.now().timestamp() + drain_seconds)
+        if drain_seconds > 0 and request_id not in self.memory.stops:
+            self.memory.held_stops.hold(request_id, self.clock.now().timestamp() + drain_seconds)
             return
         self._ask_stop(request_id)
 
     def _ask_stop(self, request_id: str) -> None:
         """Queue a stop; ``send_stops`` sends it once the lease is confirmed."""
-        self.held_stops.release(request_id)  # a stop at once (a cancel) ends any drain
-        if request_id not in self._stops:
-            self._stops.append(request_id)
+        self.memory.held_stops.release(request_id)  # a stop at once (a cancel) ends any drain
+        if request_id not in self.memory.stops:
+            self.memory.stops.append(request_id)
 
     def send_stops(self) -> None:
         """Send the stops queued so far and those whose drain is over, right after a fenced
         transaction has confirmed (and renewed) the lease: ``LeaseLost``, and none is sent,
         when this controller lost it."""
-        if self.held_stops:
-            for rid in self.held_stops.take_due(self.clock.now().timestamp()):
+        if self.memory.held_stops:
+            for rid in self.memory.held_stops.take_due(self.clock.now().timestamp()):
                 self._ask_stop(rid)
-        if not self._stops:
+        if not self.memory.stops:
             return
         if self.lease is not None:
             with self.fenced():
                 pass  # only the check: the lease is this controller's for its ttl from now
-        stops, self._stops = self._stops, []
+        stops, self.memory.stops = self.memory.stops, []
         for rid in stops:
             try:
                 self.backend.stop(rid, self.stop_grace_seconds)
-                self._stop_asked.add(rid)
+                self.memory.stop_asked.add(rid)
             except Exception as err:  # asked again next cycle while it still runs
                 log.warning("stopping %s failed: %s", rid, err)
 
@@ -707,7 +710,7 @@ class Controller:
             answer = answers.get(record.request_id or "")
             if answer is not None and self._stopped(answer, record):
                 item.set(record.with_(stopping=False))
-                self._stop_asked.discard(record.request_id or "")
+                self.memory.stop_asked.discard(record.request_id or "")
 
     def _stopped(self, answer: TaskStatus, record: TaskRecord) -> bool:
         """Whether an answer confirms that an attempt asked to stop no longer runs. An end
@@ -719,15 +722,15 @@ class Controller:
         rid = answer.request_id
         if answer.state is TaskState.UNKNOWN:
             if record.started_at is not None:
-                self._unknown_once.discard(rid)
+                self.memory.unknown_once.discard(rid)
                 return False
-            if rid not in self._unknown_once:
-                self._unknown_once.add(rid)
+            if rid not in self.memory.unknown_once:
+                self.memory.unknown_once.add(rid)
                 return False
         elif answer.state in (TaskState.RUNNING, TaskState.UNREACHABLE):
-            self._unknown_once.discard(rid)
+            self.memory.unknown_once.discard(rid)
             return False
-        self._unknown_once.discard(rid)
+        self.memory.unknown_once.discard(rid)
         return True
 
     def start_task(self, item: JobWork, record: TaskRecord) -> None:
@@ -742,7 +745,7 @@ class Controller:
         backends = {n.name: n.backend for n in self.nodes}
         devices = claim_devices(self.claims.allocations(item.job, record))
         membership.sync(
-            self.backend, self.batch.membership, item
+            self.backend, self.memory.batch.membership, item
         )  # an elastic job's file names the new member first
         request = make_request(
             item.job,
