@@ -27,10 +27,10 @@ from aipaas.controller import batch_cycle
 from aipaas.controller.batch_cycle import Admission, BatchState
 from aipaas.controller.claims import ClaimBook
 from aipaas.controller.data_placement import data_view_for
+from aipaas.controller.lifecycle import Event, Facts, apply
 from aipaas.controller.nodes import NodeInventory
 from aipaas.controller.placement import Placer
 from aipaas.controller.plan import Plan
-from aipaas.controller.transitions import given_up
 from aipaas.controller.work import ACTIVE, FINISHED_TASK, JobWork
 from aipaas.controller.workload import Workload
 from aipaas.scheduler.framework.types import Placement
@@ -98,14 +98,16 @@ def place(inputs: AdmitInputs, work: list[JobWork]) -> tuple[Placer, Plan]:
             if record.phase in ACTIVE:
                 # It may run where another task now is (a write-back lost in a crash): stopped,
                 # and replaced only once its stop is confirmed.
-                lost, stop = given_up(record, TaskPhase.LOST, problem, inputs.now)
-                item.set(lost)
-                plan.stops += [stop] if stop is not None else []
+                lost = apply(
+                    record, Event.GIVEN_UP, Facts(inputs.now, problem, phase=TaskPhase.LOST)
+                )
+                item.set(lost.record)
+                plan.stops += [stop] if (stop := lost.stop()) is not None else []
                 item.event("TaskLost", f"{record.name}: {problem}", True)
             else:
                 # A restart waiting for resources it no longer has: placed again, like a
                 # replica beyond minAvailable (within the quotas), not started where it was.
-                item.set(record.with_(node=None, node_index=None, gpus=(), gpu_milli=0))
+                item.set(apply(record, Event.HOLD_LOST, Facts(inputs.now)).record)
     store = inputs.store
     tenants = {t.name: t for t in store.list_objects("Tenant", "") if isinstance(t, Tenant)}
     queues = {

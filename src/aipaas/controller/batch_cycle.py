@@ -50,10 +50,10 @@ from aipaas.api.tenancy import Tenant, User
 from aipaas.controller.batch_engine import PlacerEngine
 from aipaas.controller.batch_snapshot import Built, Templates, build, is_held, job_key
 from aipaas.controller.claims import ClaimBook
+from aipaas.controller.lifecycle import Event, Facts, Stop, apply
 from aipaas.controller.placement import Placer, Slot
 from aipaas.controller.plan import Plan
 from aipaas.controller.stop_drain import eviction_drain_seconds
-from aipaas.controller.transitions import Stop, evicted
 from aipaas.controller.work import ACTIVE, JobWork
 from aipaas.metering.usage import aware
 from aipaas.scheduler.batch.from_api import session_snapshot
@@ -312,9 +312,9 @@ def evict(
     confirms (controller/cycle.py ``_observe`` then frees its node). The stop to send, if
     it runs (an evicted service replica drains first)."""
     message = f"{eviction.reason} by {eviction.by}: {eviction.message}"
-    changed, stop = evicted(record, message, now, eviction_drain_seconds(item.job))
-    item.set(changed)
-    return changed, stop
+    evicted = apply(record, Event.EVICTED, Facts(now, message))
+    item.set(evicted.record)
+    return evicted.record, evicted.stop(eviction_drain_seconds(item.job))
 
 
 def _taints_dated(

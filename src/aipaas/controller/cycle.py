@@ -41,8 +41,10 @@ and node inventory, no session due) uses the last cycle's jobs, records and plac
 nothing (controller/quiet.py).
 
 Steps 2 and 3, and the task actions the other steps share (``finish``, ``start_task``,
-``save_records``, ``give_up``), are here. Who calls it: controller/loop.py and
-cli/control_runtime.py.
+``save_records``, ``give_up``), are here; each change of a task record is a row of the
+lifecycle table (controller/lifecycle.py ``apply``), whose effects (a stop, a start) these
+methods carry out. What the controller keeps between cycles is ``self.memory``
+(controller/memory.py). Who calls it: controller/loop.py and cli/control_runtime.py.
 """
 
 from __future__ import annotations
@@ -73,7 +75,8 @@ from aipaas.controller.claims import ClaimBook
 from aipaas.controller.datasets_launch import with_datasets
 from aipaas.controller.device_taint_eviction import evict_for_device_taints
 from aipaas.controller.extensions import CycleContext, CycleExtension, run_extensions
-from aipaas.controller.launch import make_request, request_id, task_spec
+from aipaas.controller.launch import make_request, task_spec
+from aipaas.controller.lifecycle import Effect, Event, Facts, Stop, Transition, apply
 from aipaas.controller.memory import ControllerMemory
 from aipaas.controller.nodes import NodeInventory
 from aipaas.controller.placement import SliceIndex
@@ -90,7 +93,6 @@ from aipaas.controller.quiet import (
 )
 from aipaas.controller.stop_drain import HeldStops
 from aipaas.controller.task_devices import claim_devices, with_share_enforcement
-from aipaas.controller.transitions import Stop, given_up
 from aipaas.controller.work import ACTIVE, JobWork
 from aipaas.controller.workload import DEFAULT_SIZE, Workload
 from aipaas.controller.write_back import OnWritten, publish_metrics, write_back
@@ -103,6 +105,14 @@ from aipaas.store.lease import Lease, LeaseLost
 log = logging.getLogger("aipaas.controller")
 
 FINISHED = [p.value for p in JobPhase if p.finished]
+#: the lifecycle event of each backend answer (UNREACHABLE concludes nothing: never looked up)
+_EVENTS = {
+    TaskState.RUNNING: Event.RUNNING,
+    TaskState.SUCCEEDED: Event.SUCCEEDED,
+    TaskState.FAILED: Event.FAILED,
+    TaskState.LOST: Event.LOST,
+    TaskState.UNKNOWN: Event.UNKNOWN,
+}
 
 
 class Controller:
@@ -346,7 +356,9 @@ class Controller:
         self._queue_stops(plan.stops)
         if not plan.starts:
             return
-        prepared = prepare_starts(plan, self.log_dir, self.claims.record_allocated)
+        prepared = prepare_starts(
+            plan, self.log_dir, self.claims.record_allocated, self.clock.now()
+        )
         inserted = {id(i) for i in prepared.fresh}
         with self.fenced() as tx:
             self.tasks.insert_many([r for item in prepared.fresh for r in item.records], conn=tx)
@@ -414,57 +426,29 @@ class Controller:
                         and rid not in self.memory.stop_asked
                         and not self.memory.held_stops.holds(rid)
                     ):
-                        self._ask_stop(rid)
+                        self._carry(item, apply(record, Event.STILL_RUNS, Facts(now)))
                     continue
-                record = record.with_(stopping=False)  # confirmed: no longer runs
-                if record.phase == TaskPhase.PENDING.value and record.restart_after is None:
-                    # evicted (controller/batch_cycle.py): its node is free, placed again later
-                    record = record.with_(node=None, node_index=None, gpus=(), gpu_milli=0)
-                item.set(record)
+                record = self._carry(item, apply(record, Event.STOP_CONFIRMED, Facts(now)))
                 self.memory.stop_asked.discard(rid)
                 if record.phase not in ACTIVE:
                     continue
-            if answer.state is TaskState.UNKNOWN:
-                if record.phase == TaskPhase.STARTING:
-                    if answer.message != record.message:  # why it waits (Slurm's own queue)
-                        record = record.with_(message=answer.message)
-                        item.set(record)
-                    self.start_task(item, record)  # the start was lost in a crash: ask again
-                else:
-                    self.give_up(item, record, TaskPhase.LOST, "the backend does not know the task")
-                    item.event("TaskLost", f"{record.name}: the backend does not know it", True)
-                continue
-            if answer.state is TaskState.RUNNING:
-                if record.phase == TaskPhase.STARTING:
-                    started = answer.started_at or now  # the backend's own time, if it knows
-                    item.set(
-                        record.with_(phase=TaskPhase.RUNNING.value, started_at=started, message="")
-                    )
-                continue
-            phase = {
-                TaskState.SUCCEEDED: TaskPhase.SUCCEEDED,
-                TaskState.FAILED: TaskPhase.FAILED,
-                TaskState.LOST: TaskPhase.LOST,
-            }[answer.state]
-            ended = record.with_(
-                phase=phase.value,
+            event = _EVENTS[answer.state]
+            facts = Facts(
+                now,
+                answer.message,
                 exit_code=answer.exit_code,
-                # the times the backend says it really ran (Slurm's accounting) replace the
-                # cycle's observations: they are what the usage ledger charges
-                started_at=answer.started_at or record.started_at,
-                finished_at=answer.finished_at or now,
-                message=answer.message,
+                started_at=answer.started_at,
+                finished_at=answer.finished_at,
             )
-            item.set(ended)
-            if phase is TaskPhase.LOST:
-                # Lost without an exit code: what is left of it (its process group) is stopped,
-                # and no replacement starts before the backend confirms.
-                self.give_up(item, ended, TaskPhase.LOST, answer.message)
-            if phase is TaskPhase.SUCCEEDED:
+            if event is Event.UNKNOWN and record.phase == TaskPhase.RUNNING.value:
+                facts = Facts(now, "the backend does not know the task")
+                item.event("TaskLost", f"{record.name}: the backend does not know it", True)
+            self._carry(item, apply(record, event, facts))
+            if event is Event.SUCCEEDED:
                 item.event("TaskSucceeded", f"{record.name} exited with code 0")
-            else:
+            elif event in (Event.FAILED, Event.LOST):
                 item.event(
-                    "TaskFailed", f"{record.name} {phase.value.lower()}: {answer.message}", True
+                    "TaskFailed", f"{record.name} {event.value.lower()}: {answer.message}", True
                 )
 
     def status(self, request_ids: Sequence[str]) -> dict[str, TaskStatus]:
@@ -481,11 +465,19 @@ class Controller:
     ) -> TaskRecord:
         """Stop an attempt the controller no longer counts on; it stays ``stopping`` (holding
         its resources, blocking any replacement) until the backend confirms it has stopped."""
-        changed, stop = given_up(record, phase, message, self.clock.now())
-        if stop is not None:
+        given = apply(record, Event.GIVEN_UP, Facts(self.clock.now(), message, phase=phase))
+        return self._carry(item, given)
+
+    def _carry(self, item: JobWork, moved: Transition) -> TaskRecord:
+        """Store a lifecycle transition's record in the item and carry out its effects (a
+        stop is queued; a start asked now)."""
+        if moved.changed:
+            item.set(moved.record)
+        if (stop := moved.stop()) is not None:
             self._ask_stop(stop.request_id)
-        item.set(changed)
-        return changed
+        if Effect.START in moved.effects:
+            self.start_task(item, moved.record)
+        return moved.record
 
     def ask_stop(self, request_id: str, drain_seconds: float = 0.0) -> None:
         """Queue a stop; ``send_stops`` sends it once the lease is confirmed and, with a drain,
@@ -540,8 +532,8 @@ class Controller:
         for item, record in asked:
             answer = answers.get(record.request_id or "")
             if answer is not None and answer.state is TaskState.RUNNING:
-                started = answer.started_at or now
-                item.set(record.with_(phase=TaskPhase.RUNNING.value, started_at=started))
+                facts = Facts(now, started_at=answer.started_at)
+                item.set(apply(record, Event.RUNNING, facts).record)
 
     def _advance(self, item: JobWork) -> None:
         """Step 3: cancel, restart with backoff, fail or complete one job."""
@@ -564,12 +556,8 @@ class Controller:
                 restarts = record.attempt - record.evictions
                 if spec.restart_policy == "OnFailure" and restarts < spec.backoff_limit:
                     delay = min(self.backoff_seconds * 2**record.attempt, self.backoff_max_seconds)
-                    item.set(
-                        record.with_(
-                            phase=TaskPhase.PENDING.value,
-                            restart_after=now + timedelta(seconds=delay),
-                        )
-                    )
+                    later = Facts(now, restart_after=now + timedelta(seconds=delay))
+                    item.set(apply(record, Event.RESTART_LATER, later).record)
                     item.event(
                         "TaskRestarting",
                         f"{record.name} restarts in {delay:g}s "
@@ -595,17 +583,8 @@ class Controller:
                 and not record.stopping  # the attempt before must be confirmed stopped
                 and self.inventory.is_ready(record.node)
             ):
-                restarted = record.with_(
-                    attempt=record.attempt + 1,
-                    restart_after=None,
-                    exit_code=None,
-                    message="",
-                    phase=TaskPhase.STARTING.value,
-                    started_at=None,  # the new attempt's own times (usage ledger: E)
-                    finished_at=None,
-                )
-                restarted = restarted.with_(request_id=request_id(restarted))
-                item.set(restarted)
+                restarted = apply(record, Event.RESTART_DUE, Facts(now)).record
+                item.set(restarted)  # started below, once durable
                 if job.spec.restarts_as_gang:  # started together below, as one gang
                     together.append(restarted)
                     continue
@@ -681,14 +660,7 @@ class Controller:
                 record = self.give_up(item, record, TaskPhase.CANCELLED, message)
                 stopped.append(record)
             if not TaskPhase(record.phase).finished:
-                item.set(
-                    record.with_(
-                        phase=TaskPhase.CANCELLED.value,
-                        finished_at=now,
-                        restart_after=None,
-                        message=message,
-                    )
-                )
+                item.set(apply(record, Event.CLOSED, Facts(now, message)).record)
         self._confirm_now(item, [r for r in item.records if r.stopping])
         waiting = sum(r.stopping for r in item.records)
         if waiting:
@@ -709,7 +681,7 @@ class Controller:
         for record in stopping:
             answer = answers.get(record.request_id or "")
             if answer is not None and self._stopped(answer, record):
-                item.set(record.with_(stopping=False))
+                item.set(apply(record, Event.STOP_CONFIRMED, Facts(self.clock.now())).record)
                 self.memory.stop_asked.discard(record.request_id or "")
 
     def _stopped(self, answer: TaskStatus, record: TaskRecord) -> bool:
@@ -778,16 +750,8 @@ class Controller:
         node, so that its claims' devices are freed and it is placed again (devices/binding.py).
         """
         if waits.failed:
-            item.set(
-                record.with_(
-                    phase=TaskPhase.PENDING.value,
-                    node=None,
-                    node_index=None,
-                    gpus=(),
-                    gpu_milli=0,
-                    message=waits.message,
-                )
-            )
+            failed = Facts(self.clock.now(), waits.message)
+            item.set(apply(record, Event.BINDING_FAILED, failed).record)
             item.event("BindingFailed", f"{record.name}: {waits.message}", True)
             return
         if record.message != waits.message:

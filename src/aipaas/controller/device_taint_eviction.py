@@ -15,7 +15,7 @@ from datetime import datetime
 
 from aipaas.controller.batch_cycle import evict
 from aipaas.controller.claims import NoExecuteHit
-from aipaas.controller.transitions import Stop
+from aipaas.controller.lifecycle import Stop
 from aipaas.controller.work import ACTIVE, JobWork
 from aipaas.scheduler.batch.model import Eviction
 

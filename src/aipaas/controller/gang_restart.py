@@ -34,7 +34,7 @@ from datetime import datetime, timedelta
 
 from aipaas.api.job import Job, RestartPolicy, TaskPhase
 from aipaas.controller.launch import task_spec
-from aipaas.controller.work import ACTIVE
+from aipaas.controller.lifecycle import Event, Facts, apply
 from aipaas.store import TaskRecord
 
 #: the phases of a task that failed (an exit code other than 0, or lost with its node)
@@ -93,25 +93,17 @@ def restart(
             record.phase == TaskPhase.PENDING.value and record.restart_after is None
         ):
             continue  # not placed: nothing of it runs or waits on a node
-        running = record.phase in ACTIVE and record.request_id is not None
-        if running:
-            stops.append(record.request_id or "")
         message = (
             f"restarts the gang: {why}"
             if record.name in failed_names
             else f"restarts with its gang: {why}"
         )
-        changed.append(
-            record.with_(
-                phase=TaskPhase.PENDING.value,
-                restart_after=after,
-                message=message,
-                finished_at=record.finished_at or now,
-                stopping=record.stopping or running,
-                # not an attempt the task spent: its own backoffLimit counts without it
-                evictions=record.evictions + 1,
-            )
-        )
+        # lifecycle.py GANG_RESTART: a running task is stopped, every task waits on its node
+        # (its ``evictions`` count: not an attempt the task spent)
+        moved = apply(record, Event.GANG_RESTART, Facts(now, message, restart_after=after))
+        if (stop := moved.stop()) is not None:
+            stops.append(stop.request_id)
+        changed.append(moved.record)
     return GangRestart(
         records=tuple(changed),
         stops=tuple(stops),

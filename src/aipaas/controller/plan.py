@@ -18,11 +18,11 @@ from datetime import datetime
 from pathlib import Path
 
 from aipaas.api.devices import AllocationResult
-from aipaas.api.job import Job, TaskPhase
+from aipaas.api.job import Job
 from aipaas.controller.batch_snapshot import job_key
-from aipaas.controller.launch import log_path, request_id
+from aipaas.controller.launch import log_path
+from aipaas.controller.lifecycle import Event, Facts, Stop, apply
 from aipaas.controller.placement import Slot
-from aipaas.controller.transitions import Stop
 from aipaas.controller.work import ACTIVE, JobWork
 from aipaas.scheduler.batch.model import Start
 from aipaas.store import TaskRecord
@@ -58,9 +58,11 @@ class PreparedStarts:
     admitted: list[JobWork]
 
 
-def prepare_starts(plan: Plan, log_dir: Path, record_allocated: RecordAllocated) -> PreparedStarts:
+def prepare_starts(
+    plan: Plan, log_dir: Path, record_allocated: RecordAllocated, now: datetime
+) -> PreparedStarts:
     """Each start's record, Starting on its slot under a new request id (a task that ran
-    before gets a new attempt); a fresh job's records made first."""
+    before gets a new attempt: lifecycle.py ``PLACED``); a fresh job's records made first."""
     prepared = PreparedStarts([], [], [])
     for item, starts in plan.starts:
         if not any(r.phase in ACTIVE for r in item.records):
@@ -74,16 +76,7 @@ def prepare_starts(plan: Plan, log_dir: Path, record_allocated: RecordAllocated)
             record = next((r for r in item.records if r.name == start.task), None)
             if record is None:
                 continue
-            if record.request_id is not None:  # it ran before: a new attempt
-                record = record.with_(
-                    attempt=record.attempt + 1,
-                    restart_after=None,
-                    exit_code=None,
-                    message="",
-                    started_at=None,
-                    finished_at=None,
-                )
-            record = starting_on(record, slot)
+            record = apply(record, Event.PLACED, Facts(now, slot=slot)).record
             item.set(record)
             prepared.placed.append((item, record))
     return prepared
@@ -105,18 +98,6 @@ def scheduled(prepared: PreparedStarts, now: datetime) -> list[tuple[JobWork, fl
             latency = now - datetime.fromisoformat(created.replace("Z", "+00:00"))
             latencies.append((item, max(latency.total_seconds(), 0.0)))
     return latencies
-
-
-def starting_on(record: TaskRecord, slot: Slot) -> TaskRecord:
-    """The record of a task placed in ``slot``, to be started under its request id."""
-    placed = record.with_(
-        node=slot.node,
-        node_index=slot.node_index,
-        gpus=slot.gpus,
-        gpu_milli=slot.gpu_milli,
-        phase=TaskPhase.STARTING.value,
-    )
-    return placed.with_(request_id=request_id(placed))
 
 
 def new_records(log_dir: Path, job: Job) -> list[TaskRecord]:
