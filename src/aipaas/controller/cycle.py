@@ -53,11 +53,10 @@ import gc
 import logging
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from datetime import datetime, timedelta
 from pathlib import Path
 
 from aipaas.api.devices import ResourceSlice
-from aipaas.api.job import CANCEL_ANNOTATION, Job, JobPhase, TaskPhase
+from aipaas.api.job import Job, JobPhase, TaskPhase
 from aipaas.backends.base import (
     Backend,
     FencingRefused,
@@ -68,8 +67,10 @@ from aipaas.backends.base import (
 )
 from aipaas.backends.gang import places_gangs
 from aipaas.clock import Clock, SystemClock
-from aipaas.controller import admission, gang_restart, membership
+from aipaas.controller import admission, membership
+from aipaas.controller import observe as observed_step
 from aipaas.controller.admission import AdmitInputs
+from aipaas.controller.advance import Backoff, advance
 from aipaas.controller.batch_cycle import BatchState
 from aipaas.controller.claims import ClaimBook
 from aipaas.controller.datasets_launch import with_datasets
@@ -79,6 +80,7 @@ from aipaas.controller.launch import make_request, task_spec
 from aipaas.controller.lifecycle import Effect, Event, Facts, Stop, Transition, apply
 from aipaas.controller.memory import ControllerMemory
 from aipaas.controller.nodes import NodeInventory
+from aipaas.controller.observe import stop_confirmed
 from aipaas.controller.placement import SliceIndex
 from aipaas.controller.plan import Plan, prepare_starts, scheduled
 from aipaas.controller.queue_status import write_queue_statuses
@@ -98,21 +100,12 @@ from aipaas.controller.workload import DEFAULT_SIZE, Workload
 from aipaas.controller.write_back import OnWritten, publish_metrics, write_back
 from aipaas.devices.binding import BindingWait
 from aipaas.metering.metrics import Metrics
-from aipaas.metering.usage import aware
 from aipaas.store import Connection, Store, TaskRecord, TaskRepository
 from aipaas.store.lease import Lease, LeaseLost
 
 log = logging.getLogger("aipaas.controller")
 
 FINISHED = [p.value for p in JobPhase if p.finished]
-#: the lifecycle event of each backend answer (UNREACHABLE concludes nothing: never looked up)
-_EVENTS = {
-    TaskState.RUNNING: Event.RUNNING,
-    TaskState.SUCCEEDED: Event.SUCCEEDED,
-    TaskState.FAILED: Event.FAILED,
-    TaskState.LOST: Event.LOST,
-    TaskState.UNKNOWN: Event.UNKNOWN,
-}
 
 
 class Controller:
@@ -148,8 +141,8 @@ class Controller:
         self.pool_profiles = dict(pool_profiles or {})
         #: the task shapes of recent submissions: what FGD-class placement expects
         self.workload = Workload(workload_size)
-        self.backoff_seconds = backoff_seconds
-        self.backoff_max_seconds = backoff_max_seconds
+        #: restart delays (controller/advance.py)
+        self.backoff = Backoff(backoff_seconds, backoff_max_seconds)
         self.stop_grace_seconds = stop_grace_seconds
         self.inventory = NodeInventory(store, backend, self.clock, inventory_seconds)
         self.claims = ClaimBook(store)
@@ -403,53 +396,26 @@ class Controller:
 
     def _observe(self, work: list[JobWork]) -> None:
         """Step 2: record what the backend says became of each started task, and which of the
-        attempts asked to stop have stopped."""
-        asked = [
-            (item, r)
-            for item in work
-            for r in item.records
-            if r.request_id and (r.phase in ACTIVE or r.stopping)
-        ]
-        if not asked:
+        attempts asked to stop have stopped (controller/observe.py decides; here it is
+        carried out)."""
+        asking = observed_step.asked(work)
+        if not asking:
             return
-        answers = self.status([r.request_id or "" for _, r in asked])
-        now = self.clock.now()
-        for item, record in asked:
-            rid = record.request_id or ""
-            answer = answers.get(rid) or TaskStatus(rid, TaskState.UNREACHABLE)
-            if answer.state is TaskState.UNREACHABLE:
-                continue  # nothing is known: nothing is concluded
-            if record.stopping:
-                if not self._stopped(answer, record):
-                    if (
-                        answer.state is TaskState.RUNNING
-                        and rid not in self.memory.stop_asked
-                        and not self.memory.held_stops.holds(rid)
-                    ):
-                        self._carry(item, apply(record, Event.STILL_RUNS, Facts(now)))
-                    continue
-                record = self._carry(item, apply(record, Event.STOP_CONFIRMED, Facts(now)))
-                self.memory.stop_asked.discard(rid)
-                if record.phase not in ACTIVE:
-                    continue
-            event = _EVENTS[answer.state]
-            facts = Facts(
-                now,
-                answer.message,
-                exit_code=answer.exit_code,
-                started_at=answer.started_at,
-                finished_at=answer.finished_at,
-            )
-            if event is Event.UNKNOWN and record.phase == TaskPhase.RUNNING.value:
-                facts = Facts(now, "the backend does not know the task")
-                item.event("TaskLost", f"{record.name}: the backend does not know it", True)
-            self._carry(item, apply(record, event, facts))
-            if event is Event.SUCCEEDED:
-                item.event("TaskSucceeded", f"{record.name} exited with code 0")
-            elif event in (Event.FAILED, Event.LOST):
-                item.event(
-                    "TaskFailed", f"{record.name} {event.value.lower()}: {answer.message}", True
-                )
+        answers = self.status([r.request_id or "" for _, r in asking])
+        memory = self.memory
+        changes = observed_step.observe(
+            asking,
+            answers,
+            self.clock.now(),
+            unknown_once=memory.unknown_once,
+            asked_to_stop=lambda rid: rid in memory.stop_asked or memory.held_stops.holds(rid),
+        )
+        for change in changes:
+            self._carry(change.item, change.moved)
+            if change.stop_confirmed:
+                memory.stop_asked.discard(change.moved.record.request_id or "")
+            if change.event is not None:
+                change.item.event(*change.event)
 
     def status(self, request_ids: Sequence[str]) -> dict[str, TaskStatus]:
         """The backend's answers; a call that fails is "unreachable" for every id (unknown
@@ -468,14 +434,15 @@ class Controller:
         given = apply(record, Event.GIVEN_UP, Facts(self.clock.now(), message, phase=phase))
         return self._carry(item, given)
 
-    def _carry(self, item: JobWork, moved: Transition) -> TaskRecord:
+    def _carry(self, item: JobWork, moved: Transition, *, start: bool = True) -> TaskRecord:
         """Store a lifecycle transition's record in the item and carry out its effects (a
-        stop is queued; a start asked now)."""
+        stop is queued; a start asked now, unless ``start`` is False: the caller starts it
+        once its record is durable)."""
         if moved.changed:
             item.set(moved.record)
         if (stop := moved.stop()) is not None:
             self._ask_stop(stop.request_id)
-        if Effect.START in moved.effects:
+        if start and Effect.START in moved.effects:
             self.start_task(item, moved.record)
         return moved.record
 
@@ -536,118 +503,27 @@ class Controller:
                 item.set(apply(record, Event.RUNNING, facts).record)
 
     def _advance(self, item: JobWork) -> None:
-        """Step 3: cancel, restart with backoff, fail or complete one job."""
-        job = item.job
-        if CANCEL_ANNOTATION in job.metadata.annotations:
-            self.finish(item, JobPhase.CANCELLED, "Cancelled", "the job was cancelled")
-            return
-        if not item.records:
-            return  # not admitted yet: nothing runs, nothing to restart or end
+        """Step 3: cancel, restart with backoff, fail or complete one job (controller/advance.py
+        decides; here the restarted tasks' records are made durable before their starts)."""
         now = self.clock.now()  # restart times are wall-clock: stored, read by any host
-        if self._past_time_limit(item, now):
-            return
-        if job.spec.restarts_as_gang and not self._restart_gang(item, now):
-            return
-        together: list[TaskRecord] = []
-        for record in list(item.records):
-            if record.phase in (TaskPhase.FAILED.value, TaskPhase.LOST.value):
-                spec = task_spec(job, record.group_name)
-                # Attempts ended by an eviction do not count against the backoff limit.
-                restarts = record.attempt - record.evictions
-                if spec.restart_policy == "OnFailure" and restarts < spec.backoff_limit:
-                    delay = min(self.backoff_seconds * 2**record.attempt, self.backoff_max_seconds)
-                    later = Facts(now, restart_after=now + timedelta(seconds=delay))
-                    item.set(apply(record, Event.RESTART_LATER, later).record)
-                    item.event(
-                        "TaskRestarting",
-                        f"{record.name} restarts in {delay:g}s "
-                        f"(restart {restarts + 1} of {spec.backoff_limit})",
-                    )
-                else:
-                    why = (
-                        f"{record.name} {record.phase.lower()}"
-                        + (
-                            f" with exit code {record.exit_code}"
-                            if record.exit_code is not None
-                            else ""
-                        )
-                        + (f" after {record.attempt} restarts" if record.attempt else "")
-                    )
-                    self.finish(item, JobPhase.FAILED, "TaskFailed", why)
-                    return
-            elif (
-                record.phase == TaskPhase.PENDING.value
-                and record.restart_after is not None
-                and record.restart_after <= now
-                and record.node is not None
-                and not record.stopping  # the attempt before must be confirmed stopped
-                and self.inventory.is_ready(record.node)
-            ):
-                restarted = apply(record, Event.RESTART_DUE, Facts(now)).record
-                item.set(restarted)  # started below, once durable
-                if job.spec.restarts_as_gang:  # started together below, as one gang
-                    together.append(restarted)
-                    continue
-                self.save_records(item)  # durable (and fenced) before the backend is asked
-                self.start_task(item, restarted)
-        if together:  # each start sees the others Starting (a backend that reserves a gang)
+        step = advance(item, now, self.backoff, self.inventory.is_ready)
+        starts = []
+        for moved in step.moves:
+            self._carry(item, moved, start=False)
+            if Effect.START in moved.effects:
+                starts.append(moved.record)
+        if step.restarts is not None:
+            item.restarts = step.restarts
+        for reason, message, warning in step.events:
+            item.event(reason, message, warning)
+        if starts:
+            # durable (and fenced) before the backend is asked; a gang's members each see the
+            # others Starting (a backend that reserves a gang)
             self.save_records(item)
-            for restarted in together:
-                self.start_task(item, restarted)
-        if item.records and all(r.phase == TaskPhase.SUCCEEDED.value for r in item.records):
-            self.finish(
-                item, JobPhase.SUCCEEDED, "Succeeded", f"all {len(item.records)} tasks succeeded"
-            )
-
-    def _restart_gang(self, item: JobWork, now: datetime) -> bool:
-        """A job with ``spec.restartPolicy: OnFailure``: a task failed past its own policy
-        restarts the whole gang, or fails the job once the gang's backoffLimit is spent
-        (controller/gang_restart.py); False when the job ends here."""
-        job = item.job
-        failed = gang_restart.failed_past_own_policy(job, item.records)
-        restarts = item.restarts
-        if restarts is None:
-            restarts = (job.status.restarts if job.status is not None else None) or 0
-        if failed and restarts >= job.spec.gang_backoff_limit:
-            why = gang_restart.gang_failure(failed, restarts, job.spec.gang_backoff_limit)
-            self.finish(item, JobPhase.FAILED, "TaskFailed", why)
-            return False
-        if failed:
-            plan = gang_restart.restart(
-                item.records,
-                failed,
-                restarts=restarts,
-                now=now,
-                backoff_seconds=self.backoff_seconds,
-                backoff_max_seconds=self.backoff_max_seconds,
-            )
-            for record in plan.records:
-                item.set(record)
-            for rid in plan.stops:
-                self.ask_stop(rid)
-            item.restarts = plan.restarts
-            item.event("GangRestarting", plan.message, True)
-        for record in gang_restart.held(item.records, now, self.backoff_seconds):
-            item.set(record)
-        return True
-
-    def _past_time_limit(self, item: JobWork, now: datetime) -> bool:
-        """A job running longer than its ``timeLimit`` (since the first start of its current
-        run) is stopped and ends Failed with reason TimeLimit."""
-        limit = item.job.spec.time_limit_seconds
-        if limit is None:
-            return False
-        # Cancelled records with a start: this job is being stopped for its limit (finish
-        # runs again each cycle until every stop is confirmed).
-        counted = (*ACTIVE, TaskPhase.CANCELLED.value)
-        starts = [r.started_at for r in item.records if r.phase in counted and r.started_at]
-        if not starts:
-            return False
-        ran = (now - min(aware(s) for s in starts)).total_seconds()
-        if ran < limit:
-            return False
-        self.finish(item, JobPhase.FAILED, "TimeLimit", f"reached its time limit of {limit}s")
-        return True
+            for record in starts:
+                self.start_task(item, record)
+        if step.end is not None:
+            self.finish(item, *step.end)
 
     def finish(self, item: JobWork, phase: JobPhase, reason: str, message: str) -> None:
         """End the job: stop what still runs, close every open task record. The job ends only
@@ -680,30 +556,9 @@ class Controller:
         answers = self.status([r.request_id or "" for r in stopping])
         for record in stopping:
             answer = answers.get(record.request_id or "")
-            if answer is not None and self._stopped(answer, record):
+            if answer is not None and stop_confirmed(answer, record, self.memory.unknown_once):
                 item.set(apply(record, Event.STOP_CONFIRMED, Facts(self.clock.now())).record)
                 self.memory.stop_asked.discard(record.request_id or "")
-
-    def _stopped(self, answer: TaskStatus, record: TaskRecord) -> bool:
-        """Whether an answer confirms that an attempt asked to stop no longer runs. An end
-        (exit code, lost) confirms at once. "Unknown" (the backend has no record of it)
-        confirms only where the backend is authoritative that the attempt never ran: one never
-        seen running (no ``started_at``), said in two answers in a row, so one wrong answer
-        never frees what may still run. For an attempt once seen running
-        it confirms nothing: the backend's own record said it ran."""
-        rid = answer.request_id
-        if answer.state is TaskState.UNKNOWN:
-            if record.started_at is not None:
-                self.memory.unknown_once.discard(rid)
-                return False
-            if rid not in self.memory.unknown_once:
-                self.memory.unknown_once.add(rid)
-                return False
-        elif answer.state in (TaskState.RUNNING, TaskState.UNREACHABLE):
-            self.memory.unknown_once.discard(rid)
-            return False
-        self.memory.unknown_once.discard(rid)
-        return True
 
     def start_task(self, item: JobWork, record: TaskRecord) -> None:
         """Ask the backend to start a placed task (idempotent by its request id), under the

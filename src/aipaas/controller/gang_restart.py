@@ -34,7 +34,7 @@ from datetime import datetime, timedelta
 
 from aipaas.api.job import Job, RestartPolicy, TaskPhase
 from aipaas.controller.launch import task_spec
-from aipaas.controller.lifecycle import Event, Facts, apply
+from aipaas.controller.lifecycle import Event, Facts, Transition, apply
 from aipaas.store import TaskRecord
 
 #: the phases of a task that failed (an exit code other than 0, or lost with its node)
@@ -43,11 +43,10 @@ FAILED = (TaskPhase.FAILED.value, TaskPhase.LOST.value)
 
 @dataclass(frozen=True, slots=True)
 class GangRestart:
-    """What restarting the gang changes: the records to set, the attempts to stop, the job's
-    restart count after it, and why (for the event)."""
+    """What restarting the gang changes: the records' transitions (a running task's asks to
+    stop it), the job's restart count after it, and why (for the event)."""
 
-    records: tuple[TaskRecord, ...]
-    stops: tuple[str, ...]
+    moves: tuple[Transition, ...]
     restarts: int
     delay_seconds: float
     message: str
@@ -86,8 +85,7 @@ def restart(
     names = ", ".join(r.name for r in failed)
     failed_names = {r.name for r in failed}
     why = "; ".join(_failure(r) for r in failed)
-    changed: list[TaskRecord] = []
-    stops: list[str] = []
+    moves: list[Transition] = []
     for record in records:
         if record.node is None or (
             record.phase == TaskPhase.PENDING.value and record.restart_after is None
@@ -100,13 +98,9 @@ def restart(
         )
         # lifecycle.py GANG_RESTART: a running task is stopped, every task waits on its node
         # (its ``evictions`` count: not an attempt the task spent)
-        moved = apply(record, Event.GANG_RESTART, Facts(now, message, restart_after=after))
-        if (stop := moved.stop()) is not None:
-            stops.append(stop.request_id)
-        changed.append(moved.record)
+        moves.append(apply(record, Event.GANG_RESTART, Facts(now, message, restart_after=after)))
     return GangRestart(
-        records=tuple(changed),
-        stops=tuple(stops),
+        moves=tuple(moves),
         restarts=restarts + 1,
         delay_seconds=delay,
         message=f"{names} failed: the job restarts as a gang in {delay:g}s ({why})",

@@ -13,6 +13,7 @@ from ctl_world import World, sim_backend
 
 from aipaas.backends.sim import SimBackend
 from aipaas.clock import VirtualClock
+from aipaas.controller.advance import Backoff
 from aipaas.controller.cycle import Controller
 from aipaas.store import TaskRepository
 
@@ -165,7 +166,7 @@ class TestPreemption:
         clock.advance(1)
         controller.run_cycle()
         assert world.job("flaky").status.reason == "Preempted"  # type: ignore[union-attr]
-        controller.backoff_seconds = 0.0
+        controller.backoff = Backoff(0.0, controller.backoff.max_seconds)
         for _ in range(12):  # urgent and other end after 100 s; flaky runs 30 s, fails
             clock.advance(20)
             controller.run_cycle()

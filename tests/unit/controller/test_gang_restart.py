@@ -15,6 +15,7 @@ from ctl_world import World, cycle_until
 from aipaas.backends.local import LocalBackend
 from aipaas.controller import gang_restart
 from aipaas.controller.cycle import Controller
+from aipaas.controller.lifecycle import Stop
 from aipaas.store import TaskRecord
 
 GANG = "  restartPolicy: OnFailure\n  terminationGracePeriodSeconds: 5\n"
@@ -201,7 +202,8 @@ class TestHeld:
             backoff_seconds=1.0,
             backoff_max_seconds=60.0,
         )
-        assert [r.name for r in plan.records] == ["worker-0", "worker-1"]
-        assert plan.stops == ("uid.worker-1.0",)
-        assert all(r.phase == "Pending" and r.evictions == 1 for r in plan.records)
+        moved = [m.record for m in plan.moves]
+        assert [r.name for r in moved] == ["worker-0", "worker-1"]
+        assert [m.stop() for m in plan.moves] == [None, Stop("uid.worker-1.0")]
+        assert all(r.phase == "Pending" and r.evictions == 1 for r in moved)
         assert plan.restarts == 1

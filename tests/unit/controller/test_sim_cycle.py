@@ -10,6 +10,7 @@ from prometheus_client import generate_latest
 from aipaas.backends.base import Backend, Inventory, LaunchRequest, TaskState, TaskStatus
 from aipaas.backends.sim import SimBackend, load_cluster
 from aipaas.clock import VirtualClock
+from aipaas.controller.advance import Backoff
 from aipaas.controller.cycle import Controller
 from aipaas.store import TaskRepository
 
@@ -262,7 +263,7 @@ class TestSimulatedFailures:
     def test_declared_exit_code_and_restarts(self, world: World) -> None:
         world.setup()
         controller, clock = sim(world)
-        controller.backoff_seconds = 0.0
+        controller.backoff = Backoff(0.0, controller.backoff.max_seconds)
         tasks = GPU_TASKS.format(replicas=1, gpu=1) + (
             "      restartPolicy: OnFailure\n      backoffLimit: 2\n"
         )
