@@ -66,6 +66,11 @@ def main() -> None:
         "params": [float(v) for p in model.parameters() for v in p.detach().flatten()],
     }
     (out / f"lightning-{trainer.global_rank}").write_text(json.dumps(seen))
+    # Leave the process group before the interpreter exits: gloo's threads torn down by the
+    # exit now and then abort the process ("terminate called without an active exception",
+    # exit code 134) after the work is done.
+    if torch.distributed.is_initialized():
+        torch.distributed.destroy_process_group()
 
 
 if __name__ == "__main__":

@@ -168,9 +168,14 @@ def test_another_tenant_is_told_the_job_does_not_exist(world: World) -> None:
 
 
 def test_a_viewer_may_not_exec(world: World) -> None:
+    # its own job: the role is refused before the task's phase is looked at
+    with world.server.http() as client:
+        client.post("/apply", content=sleeper("viewed")).raise_for_status()
     with world.server.http(world.tokens["vera"]) as client:
-        answer = client.post("/jobs/private/exec", json={"command": ["hostname"]})
+        assert client.get("/jobs/viewed").status_code == 200  # the viewer sees the job
+        answer = client.post("/jobs/viewed/exec", json={"command": ["hostname"]})
     assert answer.status_code == 403, answer.text
+    assert "may not run commands" in answer.json()["message"]
 
 
 def test_exec_into_a_task_that_is_not_running_says_so(world: World) -> None:
