@@ -37,10 +37,6 @@ from aipaas.scheduler.batch.victims import eligible
 if TYPE_CHECKING:
     from aipaas.scheduler.batch.session import Session
 
-#: ``session.scratch`` key: each held job's head (job key -> head's key), for backfill: a job
-#: whose head has started since is held no longer
-HELD_BY = "head_hold.held_by"
-
 
 @dataclass(frozen=True, slots=True)
 class Head:
@@ -73,7 +69,7 @@ class HeadHolds:
         #: per (queue, priority): the most one node could offer, per resource (asked once)
         self._best_node: dict[tuple[str, int], tuple[int, int, int]] = {}
         self._free_max: tuple[int, int, int] | None = None
-        self._held_by: dict[str, str] = session.scratch.setdefault(HELD_BY, {})
+        self._held_by = session.memos.held_by
 
     def refused(self, job: Job, want: Resources) -> None:
         """``job`` could not start: it becomes its queue's head unless one is held already, or

@@ -12,7 +12,7 @@ What actions share through it: ``quota_problem`` and ``fair_share_problem`` (wor
 ``pending_gangs`` (each waiting gang and its size, kept until something changes),
 ``enqueued``/``considered`` (what enqueue let in), ``borrowed`` (jobs started above their
 share: reclaim's first prey), ``wait`` (why a job waits), ``reservations`` (backfill) and
-``scratch`` (per-cycle memos).
+``memos`` (``CycleMemos``: what the actions remember within the cycle and hand one another).
 
 A caller that keeps its jobs from cycle to cycle (the simulator) may give a ``BacklogBook``
 (batch/backlog_book.py): the waiting backlog is then taken from it, grouped, instead of walked
@@ -23,7 +23,8 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from aipaas.scheduler.batch.cluster import PlacementEngine
 from aipaas.scheduler.batch.gangs import gang_entry as gang_entry
@@ -48,6 +49,23 @@ from aipaas.scheduler.batch.statement import Statement
 
 if TYPE_CHECKING:
     from aipaas.scheduler.batch.backlog_book import BacklogBook
+
+
+@dataclass
+class CycleMemos:
+    """What the actions remember within one cycle, each field named for who writes and who
+    reads it (a typed record, not a dict of names)."""
+
+    #: enqueue: how many jobs with a gang to start it kept out (None: enqueue did not run);
+    #: allocate reads it (0: every such job was let in, no filter needed)
+    refused: int | None = None
+    #: enqueue: whether some node could hold a pod of this shape (backlogs repeat shapes)
+    fits: dict[tuple[object, ...], bool] = field(default_factory=dict)
+    #: head holds (head_hold.py): each held job's head (job key -> head's key); backfill
+    #: reads it (a job whose head has started since is held no longer)
+    held_by: dict[str, str] = field(default_factory=dict)
+    #: victims.py: the nodes of each topology domain, by the level's label
+    domains: dict[str, list[frozenset[str]]] = field(default_factory=dict)
 
 
 class Session:
@@ -208,8 +226,8 @@ class Session:
         self.enqueued: set[str] | None = None
         #: jobs started beyond their queue's fair share (the borrowing pass): reclaim's prey
         self.borrowed: set[str] = set()
-        #: per-cycle memos of the actions, by a name the action chooses
-        self.scratch: dict[str, Any] = {}
+        #: what the actions remember within the cycle, and hand one another
+        self.memos = CycleMemos()
         #: nodes where a task was evicted in this cycle (committed): starts there are pipelined
         self.freed_nodes: set[str] = set()
         #: what counts against quotas (``quota_problem``) besides ``allocated``, by queue node

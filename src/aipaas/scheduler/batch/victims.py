@@ -114,16 +114,15 @@ def domains_for(session: Session, job: Job) -> list[frozenset[str]] | None:
     label = job.topology_required
     if not label:
         return None
-    key = f"victims.domains:{label}"
-    if key not in session.scratch:
+    memo = session.memos.domains
+    if label not in memo:
         domains: dict[str, set[str]] = {}
         for node in session.engine.nodes:
             value = node.labels.get(label)
             if value is not None:
                 domains.setdefault(value, set()).add(node.name)
-        session.scratch[key] = [frozenset(d) for _, d in sorted(domains.items())]
-    found: list[frozenset[str]] = session.scratch[key]
-    return found
+        memo[label] = [frozenset(d) for _, d in sorted(domains.items())]
+    return memo[label]
 
 
 def preemptors(

@@ -8,7 +8,7 @@ from test_batch_preempt_builders import World, consistent, node
 
 from aipaas.scheduler.batch.model import Eviction
 from aipaas.scheduler.batch.session import Session
-from aipaas.scheduler.batch.statement import evicted_jobs, touched_jobs
+from aipaas.scheduler.batch.statement import Statement, evicted_jobs, touched_jobs
 
 
 def _world() -> Session:
@@ -18,7 +18,7 @@ def _world() -> Session:
     return w.session()
 
 
-def _swap(session: Session) -> None:
+def _swap(session: Session) -> Statement:
     """Evict low's two tasks and start high on the room they free (not committed)."""
     st = session.statement()
     low, high = session.jobs["t/low"], session.jobs["t/high"]
@@ -27,18 +27,18 @@ def _swap(session: Session) -> None:
     placed = session.engine.place([high.tasks[0].request])
     assert isinstance(placed, list)
     st.allocate(high, high.tasks[0], placed[0])
-    session.scratch["st"] = st
+    return st
 
 
 def test_changes_apply_at_once_and_discard_restores_everything() -> None:
     s = _world()
-    _swap(s)
+    st = _swap(s)
     low, high = s.jobs["t/low"], s.jobs["t/high"]
     assert not low.is_running and low.started is None
     assert high.is_running and high.started == s.now
     assert s.allocated["t/a"].gpu_milli == 4000
     consistent(s)
-    s.scratch["st"].discard()
+    st.discard()
     assert [t.since for t in low.tasks] == [10.0, 20.0] and low.started == 10.0
     assert not high.is_running and high.started is None and high.tasks[0].since is None
     assert s.allocated["t/a"].gpu_milli == 4000
@@ -48,14 +48,14 @@ def test_changes_apply_at_once_and_discard_restores_everything() -> None:
 
 def test_commit_makes_decisions_and_marks_the_jobs_touched() -> None:
     s = _world()
-    _swap(s)
-    s.scratch["st"].commit()
+    st = _swap(s)
+    st.commit()
     assert [(e.job, e.task) for e in s.decisions.evicted] == [("t/low", "w-0"), ("t/low", "w-1")]
     assert [(x.job, x.task) for x in s.decisions.started] == [("t/high", "w-0")]
     assert evicted_jobs(s) == {"t/low"}
     assert touched_jobs(s) == {"t/low", "t/high"}
     with pytest.raises(RuntimeError, match="already committed"):
-        s.scratch["st"].discard()
+        st.discard()
 
 
 def test_evicting_a_task_that_does_not_run_is_refused() -> None:

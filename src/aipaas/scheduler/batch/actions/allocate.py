@@ -20,7 +20,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from aipaas.scheduler.batch.actions.enqueue import REFUSED
 from aipaas.scheduler.batch.actions.starting import FAIR_SHARE as FAIR_SHARE
 from aipaas.scheduler.batch.actions.starting import NO_ROOM as NO_ROOM
 from aipaas.scheduler.batch.actions.starting import QUOTA as QUOTA
@@ -46,7 +45,7 @@ def allocate(session: Session) -> None:
     strict = session.options.strictOrder
     enqueued = session.enqueued
     gangs = dict(session.pending_gangs())
-    if enqueued is not None and session.scratch.get(REFUSED) != 0:  # 0: it let every one in
+    if enqueued is not None and session.memos.refused != 0:  # 0: it let every one in
         gangs = {k: g for k, g in gangs.items() if k in enqueued}
     holds = HeadHolds(session, lambda: _idle(session))
     deferred: list[Job] = []

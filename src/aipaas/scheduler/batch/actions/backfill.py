@@ -37,7 +37,6 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Final
 
 from aipaas.scheduler.batch.actions.allocate import NO_ROOM, STARTED, Placer, start_gang
-from aipaas.scheduler.batch.head_hold import HELD_BY
 from aipaas.scheduler.batch.model import Job, Reservation, Resources, Task
 from aipaas.scheduler.batch.ordering import ordered
 from aipaas.scheduler.batch.session import gang_tasks
@@ -71,7 +70,7 @@ def backfill(session: Session) -> None:
     gangs = session.pending_gangs()
     evicted = bool(session.decisions.evicted)
     tried = RESERVING_REASONS | LIMIT_REASONS if evicted else RESERVING_REASONS
-    held_by: dict[str, str] = session.scratch.get(HELD_BY, {})
+    held_by = session.memos.held_by
     waiting = [  # the jobs with a gang to start; the cheap test first: most of a backlog
         # waits for policy, not room
         jobs[key]

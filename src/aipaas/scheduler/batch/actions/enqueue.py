@@ -9,7 +9,7 @@ actions do not look at it (Volcano's enqueue, Kueue's admission check against no
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING
 
 from aipaas.scheduler.batch.explain import capacity_message, describe, over_quota_message
 from aipaas.scheduler.batch.model import UNBOUNDED, Job, Node, Resources, Task
@@ -19,10 +19,6 @@ from aipaas.scheduler.framework.types import PodRequest
 
 if TYPE_CHECKING:
     from aipaas.scheduler.batch.session import Session
-
-
-#: ``session.scratch`` key: how many jobs with a gang to start enqueue kept out
-REFUSED: Final = "enqueue.refused"
 
 
 def enqueue(session: Session) -> None:
@@ -83,8 +79,7 @@ def enqueue(session: Session) -> None:
             refused += 1
             session.wait(job, *problem)
     session.enqueued = admitted
-    #: how many jobs with a gang to start it kept out (none: every such job was let in)
-    session.scratch[REFUSED] = refused
+    session.memos.refused = refused
 
 
 def _verdict(
@@ -131,7 +126,7 @@ def _never_fits(
 
 def _fits_some_node(session: Session, pod: PodRequest, nodes: list[Node]) -> bool:
     """Some node could hold ``pod``; remembered per pod shape (backlogs repeat shapes)."""
-    cache: dict[tuple[object, ...], bool] = session.scratch.setdefault("enqueue.fits", {})
+    cache = session.memos.fits
     shape = pod.fit_key
     fits = cache.get(shape)
     if fits is None:
