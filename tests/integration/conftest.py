@@ -59,6 +59,7 @@ _SLURM_MODULES = (
     "test_data_slurm.py",
     "test_task_images_slurm.py",
     "test_pytorch_slurm.py",
+    "test_backend_conformance.py",
 )
 
 
