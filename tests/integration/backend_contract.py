@@ -1,6 +1,6 @@
 """The backend contract (backends/base.py's module docstring), written once as tests that any
 backend's harness runs: test_backend_conformance.py runs them against sim, local, the demo
-composite, Slurm and Ray; tests/kube/test_backend_conformance_kube.py against Kubernetes.
+composite, Slurm and Ray; tests/kube/test_kube_contract.py against Kubernetes.
 
 A test module imports the ``test_*`` functions below and gives a ``harness`` fixture: a
 ``Harness`` builds the backend through its real constructor or registry over one state (a run

@@ -9,7 +9,7 @@ backend this machine can run, each built by the server's registry (``make_backen
 - slurm: a real Slurm cluster (slurm_cluster.py: munged, slurmctld, slurmds n1 and n2);
 - ray: a real Ray cluster (ray_cluster.py: a head and three nodes on this host).
 
-Kubernetes runs the same tests in tests/kube/test_backend_conformance_kube.py (its real API
+Kubernetes runs the same tests in tests/kube/test_kube_contract.py (its real API
 server is a fixture of that folder). Run by scripts/test.sh with the integration tests; this
 module shares the Slurm worker (conftest.py ``_SLURM_MODULES``). A cluster missing from this
 machine (Slurm, Ray not installed) skips its backend and says why.

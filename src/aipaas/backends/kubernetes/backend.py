@@ -352,7 +352,7 @@ class KubernetesBackend:
         for rid in request_ids:
             pod = pods.get(rid)
             if pod is None:
-                out[rid] = TaskStatus(rid, TaskState.UNKNOWN)
+                out[rid] = self._gone(rid)
                 continue
             finished = self._finish_binding(pod, rid)
             if finished is None:
@@ -360,6 +360,13 @@ class KubernetesBackend:
                 out[rid] = TaskStatus(rid, TaskState.UNKNOWN, None, message)
                 continue
             pod = finished
+            if not pod["spec"].get("nodeName") and not pod["metadata"].get("deletionTimestamp"):
+                # made but not bound yet (its start is under way): it runs nowhere, and a
+                # record must not read Running before its pod is bound (a restart would
+                # then find a Running task whose pod is unbound, and give it up)
+                message = "its pod is not bound yet: the start is under way"
+                out[rid] = TaskStatus(rid, TaskState.UNKNOWN, None, message)
+                continue
             answer = task_status(rid, pod, nodes)
             out[rid] = answer
             over = answer.state in (TaskState.SUCCEEDED, TaskState.FAILED, TaskState.LOST)
@@ -368,6 +375,14 @@ class KubernetesBackend:
                 self._after_end(rid, pod)
         self._reconcile_services()
         return out
+
+    def _gone(self, rid: str) -> TaskStatus:
+        """No pod of ``rid``: one this process deleted to stop it has ended (another
+        controller may remove a deleted pod's finalizers, KWOK does, before its end was
+        read); any other is unknown here."""
+        if rid in self._stopped:
+            return TaskStatus(rid, TaskState.LOST, None, "its pod was deleted to stop it")
+        return TaskStatus(rid, TaskState.UNKNOWN)
 
     def _reconcile_services(self) -> None:
         """The headless Services of multi-pod jobs: made for live pods, deleted after."""
