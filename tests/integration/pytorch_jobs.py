@@ -1,13 +1,16 @@
-"""What the PyTorch workload tests share (test_pytorch_local.py, test_pytorch_slurm.py): the
-tests' own PyTorch (model_venv.py: skipped only when pip cannot install it, saying so), the
-training script (examples/pytorch/train.py) copied where a task's user can read it, Job
-manifests that start it by the platform's variables or under torchrun, and what the script
-leaves in its output folder, read back."""
+"""What the PyTorch workload tests share (test_pytorch_local.py, test_pytorch_slurm.py,
+test_pytorch_ray.py): the tests' own PyTorch (model_venv.py: skipped only when pip cannot
+install it, saying so), the training script (examples/pytorch/train.py) copied where a task's
+user can read it, Job manifests that start it by the platform's variables or under torchrun,
+what the script leaves in its output folder, read back, and the five cases every backend runs
+through the API (each backend's module sizes the jobs to its nodes)."""
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import signal
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -139,3 +142,114 @@ def succeeded(server: ServerProcess, name: str, timeout: float) -> dict[str, Any
         time.sleep(0.5)
     logs = server.cli("logs", f"job/{name}", "-t", "acme", check=False).stdout
     raise AssertionError(f"job {name}: {found.get('status')}\n{logs[-4000:]}")
+
+
+# --- the cases every backend runs (test_pytorch_local.py, _slurm.py, _ray.py) ----------------
+
+
+def ddp_ends_with_equal_parameters(
+    server: ServerProcess, python: Path, steps: int, timeout: float
+) -> list[float]:
+    """A 2-task DDP job by the platform's variables (env://) succeeds and both ranks hold the
+    same parameters; those parameters."""
+    out, script = workspace()
+    apply(server, job("ddp", [str(python), str(script), "--steps", str(steps), "--out", str(out)]))
+    succeeded(server, "ddp", timeout)
+    first, second = finals(out, 2)
+    assert first == second
+    return first
+
+
+def torchrun_across_two_tasks_ends_equal(
+    server: ServerProcess, python: Path, timeout: float
+) -> None:
+    """torchrun with one node per task, from the platform's variables, succeeds with equal
+    parameters on both ranks."""
+    out, script = workspace()
+    apply(server, job("torchrun", torchrun_across_tasks(python, script, out)))
+    succeeded(server, "torchrun", timeout)
+    first, second = finals(out, 2)
+    assert first == second
+
+
+def killed_rank_restarts_the_gang_from_its_checkpoint(server: ServerProcess, python: Path) -> None:
+    """A rank SIGKILLed mid-training restarts the whole gang (restartPolicy OnFailure of the
+    job), which resumes from the newest checkpoint written at a relative path. The tasks run
+    on this machine on every backend here, so the test kills the rank's process itself."""
+    out, script = workspace()
+    command = [str(python), str(script), "--steps", "300", "--step-seconds", "0.02"]
+    command += ["--checkpoint-every", "25", "--out", str(out)]
+    gang = "  restartPolicy: OnFailure\n  backoffLimit: 2\n"
+    apply(server, job("killed", command, extra=gang))
+    wait_for("rank 1 past step 110", lambda: number(out / "progress-1-0") >= 110, 240)
+    os.kill(number(out / "pid-1-0"), signal.SIGKILL)
+    killed_at = number(out / "progress-1-0")
+    done = succeeded(server, "killed", 300)
+    assert done["status"]["restarts"] == 1
+    assert [t["restarts"] for t in done["status"]["tasks"]] == [1, 1]
+    logs = server.cli("logs", "job/killed", "-t", "acme").stdout
+    steps = {resumed_at(logs, rank, 1) for rank in (0, 1)}
+    assert len(steps) == 1, logs[-3000:]  # both ranks resume at the same step
+    (step,) = steps
+    # the newest checkpoint before the kill (one behind at most, if the kill cut a write)
+    assert step % 25 == 0 and killed_at - 50 <= step <= killed_at, (step, killed_at)
+    first, second = finals(out, 2)
+    assert first == second
+
+
+def preempted_job_resumes_after_its_preemptor_ends(
+    server: ServerProcess, python: Path, *, task_cpu: str, preemptor_cpu: str
+) -> None:
+    """A low-priority 2-task job (``task_cpu`` each) is preempted by a critical one
+    (``preemptor_cpu``, sized by the caller to need the job's room) and resumes after it ends,
+    losing at most the steps since its last checkpoint."""
+    out, script = workspace()
+    command = [str(python), str(script), "--steps", "400", "--step-seconds", "0.02"]
+    command += ["--checkpoint-every", "25", "--out", str(out)]
+    apply(server, job("victim", command, cpu=task_cpu, extra="  priority: low\n"))
+    wait_for("the victim past step 100", lambda: number(out / "progress-0-0") >= 100, 240)
+    sleeper = ["/bin/sleep", "3"]
+    critical = "  priority: critical\n"
+    apply(server, job("preemptor", sleeper, replicas=1, cpu=preemptor_cpu, extra=critical))
+    server.wait_phase("preemptor", "Succeeded", timeout=120)
+    done = succeeded(server, "victim", 300)
+    assert [t["restarts"] for t in done["status"]["tasks"]] == [1, 1]
+    logs = server.cli("logs", "job/victim", "-t", "acme").stdout
+    stopped_at = min(number(out / f"progress-{rank}-0") for rank in (0, 1))
+    step = resumed_at(logs, 0, 1)
+    assert step == resumed_at(logs, 1, 1)
+    # lost at most the steps since the last checkpoint (two intervals if a write was cut)
+    assert step % 25 == 0 and 0 < stopped_at - step <= 50, (step, stopped_at)
+    first, second = finals(out, 2)
+    assert first == second
+
+
+def elastic_torchrun_grows_to_three_and_shrinks_to_two(
+    server: ServerProcess, python: Path, *, blocker: str, task_cpu: str, urgent: str
+) -> None:
+    """An elastic torchrun job (minAvailable 1 of 3, ``task_cpu`` each) starts with one task
+    while the caller's job ``blocker`` runs, grows to 3 when the blocker is cancelled, and
+    shrinks to 2 when the critical job ``urgent`` (a manifest sized to need one elastic
+    task's room) takes one back; each worker logs the world size it started in."""
+    out, script = workspace()
+    command = [torchrun(python), "--nproc-per-node=1", str(script), "--until", str(out / "stop")]
+    command += ["--step-seconds", "0.05", "--out", str(out)]
+    fast = {"PET_RDZV_CONF": "last_call_timeout=2,join_timeout=300", "PET_MONITOR_INTERVAL": "1"}
+    elastic = job(
+        "elastic", command, replicas=3, cpu=task_cpu, extra="  minAvailable: 1\n", env=fast
+    )
+    apply(server, elastic)
+    try:
+        wait_for("a world of 1", lambda: "1" in worlds(out), 180)
+        server.cli("cancel", f"job/{blocker}", "-t", "acme")
+        wait_for("a world of 3", lambda: "3" in worlds(out), 240)
+        apply(server, urgent)
+        server.wait_phase("urgent", "Running", timeout=120)
+        seen = len(worlds(out))
+        wait_for("a world of 2", lambda: "2" in worlds(out)[seen:], 240)
+        sizes = worlds(out)
+        assert sizes.index("1") < sizes.index("3") < seen <= len(sizes) - 1
+    finally:
+        (out / "stop").write_text("")
+        for name in ("elastic", "urgent", blocker):
+            server.cli("cancel", f"job/{name}", "-t", "acme", check=False)

@@ -10,8 +10,6 @@ the tests skip only when pip cannot install them, or Slurm is not installed, and
 from __future__ import annotations
 
 import json
-import os
-import signal
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,17 +18,15 @@ import model_venv
 import pytest
 from pytorch_jobs import (
     apply,
+    elastic_torchrun_grows_to_three_and_shrinks_to_two,
     finals,
     job,
-    number,
-    resumed_at,
+    killed_rank_restarts_the_gang_from_its_checkpoint,
+    preempted_job_resumes_after_its_preemptor_ends,
     succeeded,
     torch_python,
-    torchrun,
     torchrun_across_tasks,
-    wait_for,
     workspace,
-    worlds,
 )
 from server_process import SETUP, ServerProcess
 from slurm_cluster import SlurmCluster, slurm_cluster
@@ -99,51 +95,17 @@ def test_lightning_gives_each_slurm_task_its_own_global_rank(server: ServerProce
 def test_a_killed_rank_restarts_the_gang_from_its_checkpoint_on_slurm(
     python: Path, server: ServerProcess
 ) -> None:
-    out, script = workspace()
-    command = [str(python), str(script), "--steps", "300", "--step-seconds", "0.02"]
-    command += ["--checkpoint-every", "25", "--out", str(out)]
-    gang = "  restartPolicy: OnFailure\n  backoffLimit: 2\n"
-    apply(server, job("killed", command, extra=gang))
-    wait_for("rank 1 past step 110", lambda: number(out / "progress-1-0") >= 110, 240)
-    os.kill(number(out / "pid-1-0"), signal.SIGKILL)  # the cluster's nodes are this machine
-    killed_at = number(out / "progress-1-0")
-    done = succeeded(server, "killed", 300)
-    assert done["status"]["restarts"] == 1
-    assert [t["restarts"] for t in done["status"]["tasks"]] == [1, 1]
-    logs = server.cli("logs", "job/killed", "-t", "acme").stdout
-    steps = {resumed_at(logs, rank, 1) for rank in (0, 1)}
-    assert len(steps) == 1, logs[-3000:]  # both ranks resume at the same step
-    (step,) = steps
-    # the newest checkpoint before the kill (one behind at most, if the kill cut a write)
-    assert step % 25 == 0 and killed_at - 50 <= step <= killed_at, (step, killed_at)
-    first, second = finals(out, 2)
-    assert first == second
+    killed_rank_restarts_the_gang_from_its_checkpoint(server, python)  # the nodes are this machine
 
 
 def test_a_preempted_job_resumes_after_its_preemptor_ends_on_slurm(
     python: Path, server: ServerProcess, slurm_cluster: SlurmCluster
 ) -> None:
-    out, script = workspace()
-    command = [str(python), str(script), "--steps", "400", "--step-seconds", "0.02"]
-    command += ["--checkpoint-every", "25", "--out", str(out)]
     # each task takes a whole node's CPUs: the preemptor's task needs one of the victim's nodes
-    cpus = node_cpus(slurm_cluster)
-    apply(server, job("victim", command, cpu=str(cpus), extra="  priority: low\n"))
-    wait_for("the victim past step 100", lambda: number(out / "progress-0-0") >= 100, 240)
-    sleeper = ["/bin/sleep", "3"]
-    critical = "  priority: critical\n"
-    apply(server, job("preemptor", sleeper, replicas=1, cpu=str(cpus), extra=critical))
-    server.wait_phase("preemptor", "Succeeded", timeout=120)
-    done = succeeded(server, "victim", 300)
-    assert [t["restarts"] for t in done["status"]["tasks"]] == [1, 1]
-    logs = server.cli("logs", "job/victim", "-t", "acme").stdout
-    stopped_at = min(number(out / f"progress-{rank}-0") for rank in (0, 1))
-    step = resumed_at(logs, 0, 1)
-    assert step == resumed_at(logs, 1, 1)
-    # lost at most the steps since the last checkpoint (two intervals if a write was cut)
-    assert step % 25 == 0 and 0 < stopped_at - step <= 50, (step, stopped_at)
-    first, second = finals(out, 2)
-    assert first == second
+    cpus = str(node_cpus(slurm_cluster))
+    preempted_job_resumes_after_its_preemptor_ends(
+        server, python, task_cpu=cpus, preemptor_cpu=cpus
+    )
 
 
 def node_cpus(cluster: SlurmCluster) -> int:
@@ -154,9 +116,9 @@ def node_cpus(cluster: SlurmCluster) -> int:
 def test_elastic_torchrun_grows_to_three_and_shrinks_to_two_on_slurm(
     python: Path, server: ServerProcess, slurm_cluster: SlurmCluster
 ) -> None:
-    out, script = workspace()
     # two nodes: room for four elastic tasks of half a node each; the blocker (a whole node
-    # and a half) leaves room for one
+    # and a half) leaves room for one; once the job holds three, one half node is free and a
+    # critical job of two halves takes back one elastic task
     cpus = node_cpus(slurm_cluster)
     half = f"{cpus * 500}m"
     blocker = job("blocker", ["/bin/sleep", "600"], replicas=1, cpu=str(cpus))
@@ -164,26 +126,7 @@ def test_elastic_torchrun_grows_to_three_and_shrinks_to_two_on_slurm(
     blocker += f"      resources: {{cpu: {half}, memory: 1Gi}}\n"
     apply(server, blocker)
     server.wait_phase("blocker", "Running", timeout=60)
-    command = [torchrun(python), "--nproc-per-node=1", str(script), "--until", str(out / "stop")]
-    command += ["--step-seconds", "0.05", "--out", str(out)]
-    fast = {"PET_RDZV_CONF": "last_call_timeout=2,join_timeout=300", "PET_MONITOR_INTERVAL": "1"}
-    apply(
-        server,
-        job("elastic", command, replicas=3, cpu=half, extra="  minAvailable: 1\n", env=fast),
+    urgent = job("urgent", ["/bin/sleep", "600"], cpu=half, extra="  priority: critical\n")
+    elastic_torchrun_grows_to_three_and_shrinks_to_two(
+        server, python, blocker="blocker", task_cpu=half, urgent=urgent
     )
-    try:
-        wait_for("a world of 1", lambda: "1" in worlds(out), 180)
-        server.cli("cancel", "job/blocker", "-t", "acme")
-        wait_for("a world of 3", lambda: "3" in worlds(out), 240)
-        # one half node is free: a critical job of two halves takes back one elastic task
-        urgent = job("urgent", ["/bin/sleep", "600"], cpu=half, extra="  priority: critical\n")
-        apply(server, urgent)
-        server.wait_phase("urgent", "Running", timeout=120)
-        seen = len(worlds(out))
-        wait_for("a world of 2", lambda: "2" in worlds(out)[seen:], 240)
-        sizes = worlds(out)
-        assert sizes.index("1") < sizes.index("3") < seen <= len(sizes) - 1
-    finally:
-        (out / "stop").write_text("")
-        for name in ("elastic", "urgent", "blocker"):
-            server.cli("cancel", f"job/{name}", "-t", "acme", check=False)
