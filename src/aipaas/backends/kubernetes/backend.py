@@ -90,6 +90,8 @@ class KubernetesBackend:
         self._end_reported: set[str] = set()  # deleted pods whose end was answered once
         self._released: set[str] = set()  # ended pods whose claims were released
         self._stopped: set[str] = set()  # tasks this process asked to stop
+        #: tasks whose start in this process made and bound their pod
+        self._started: set[str] = set()
         #: pods this process bound (uid -> node), for as long as the watch may still bring an
         #: older copy of them without their node
         self._bound: dict[str, str] = {}
@@ -157,6 +159,8 @@ class KubernetesBackend:
         under_way = self._starting.get(rid)
         if under_way is not None and not under_way.done():
             return
+        if rid in self._started and rid in tasks_by_request(self.cached("Pod")):
+            return  # made and bound by a start of this process (asked again while it bound)
         self._starting[rid] = self._pool.submit(self._start_logged, request)
         for done in [k for k, f in self._starting.items() if f.done() and k != rid]:
             del self._starting[done]
@@ -166,6 +170,9 @@ class KubernetesBackend:
             self._start_now(request)
         except Exception as err:  # the task stays "unknown": the controller asks again
             log.warning("start of %s failed: %s", request.request_id, err)
+            return
+        with self._lock:
+            self._started.add(request.request_id)
 
     def _start_now(self, request: LaunchRequest) -> None:
         if IMPORTED_ANNOTATION in request.annotations:
@@ -459,6 +466,7 @@ class KubernetesBackend:
         """Delete the pod (the kubelet ends it); one that never ran, or whose node is gone,
         has no kubelet to end it and goes at once."""
         under_way = self._starting.pop(request_id, None)
+        self._started.discard(request_id)
         if under_way is not None:
             with contextlib.suppress(Exception):
                 under_way.result(timeout=120)  # no pod may be made after its stop
