@@ -147,7 +147,7 @@ def succeeded(server: ServerProcess, name: str, timeout: float) -> dict[str, Any
 # --- the cases every backend runs (test_pytorch_local.py, _slurm.py, _ray.py) ----------------
 
 
-def ddp_ends_with_equal_parameters(
+def check_ddp_ends_with_equal_parameters(
     server: ServerProcess, python: Path, steps: int, timeout: float
 ) -> list[float]:
     """A 2-task DDP job by the platform's variables (env://) succeeds and both ranks hold the
@@ -160,7 +160,7 @@ def ddp_ends_with_equal_parameters(
     return first
 
 
-def torchrun_across_two_tasks_ends_equal(
+def check_torchrun_across_two_tasks_ends_equal(
     server: ServerProcess, python: Path, timeout: float
 ) -> None:
     """torchrun with one node per task, from the platform's variables, succeeds with equal
@@ -172,7 +172,9 @@ def torchrun_across_two_tasks_ends_equal(
     assert first == second
 
 
-def killed_rank_restarts_the_gang_from_its_checkpoint(server: ServerProcess, python: Path) -> None:
+def check_killed_rank_restarts_the_gang_from_its_checkpoint(
+    server: ServerProcess, python: Path
+) -> None:
     """A rank SIGKILLed mid-training restarts the whole gang (restartPolicy OnFailure of the
     job), which resumes from the newest checkpoint written at a relative path. The tasks run
     on this machine on every backend here, so the test kills the rank's process itself."""
@@ -197,7 +199,7 @@ def killed_rank_restarts_the_gang_from_its_checkpoint(server: ServerProcess, pyt
     assert first == second
 
 
-def preempted_job_resumes_after_its_preemptor_ends(
+def check_preempted_job_resumes_after_its_preemptor_ends(
     server: ServerProcess, python: Path, *, task_cpu: str, preemptor_cpu: str
 ) -> None:
     """A low-priority 2-task job (``task_cpu`` each) is preempted by a critical one
@@ -224,7 +226,7 @@ def preempted_job_resumes_after_its_preemptor_ends(
     assert first == second
 
 
-def elastic_torchrun_grows_to_three_and_shrinks_to_two(
+def check_elastic_torchrun_grows_to_three_and_shrinks_to_two(
     server: ServerProcess, python: Path, *, blocker: str, task_cpu: str, urgent: str
 ) -> None:
     """An elastic torchrun job (minAvailable 1 of 3, ``task_cpu`` each) starts with one task

@@ -15,13 +15,13 @@ from pathlib import Path
 import pytest
 from pytorch_jobs import (
     apply,
-    ddp_ends_with_equal_parameters,
-    elastic_torchrun_grows_to_three_and_shrinks_to_two,
+    check_ddp_ends_with_equal_parameters,
+    check_elastic_torchrun_grows_to_three_and_shrinks_to_two,
+    check_killed_rank_restarts_the_gang_from_its_checkpoint,
+    check_preempted_job_resumes_after_its_preemptor_ends,
+    check_torchrun_across_two_tasks_ends_equal,
     job,
-    killed_rank_restarts_the_gang_from_its_checkpoint,
-    preempted_job_resumes_after_its_preemptor_ends,
     torch_python,
-    torchrun_across_two_tasks_ends_equal,
 )
 from server_process import SETUP, ServerProcess
 
@@ -44,7 +44,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
 def test_ddp_by_the_platforms_variables_ends_with_equal_parameters(
     python: Path, server: ServerProcess
 ) -> None:
-    trained = ddp_ends_with_equal_parameters(server, python, steps=150, timeout=240)
+    trained = check_ddp_ends_with_equal_parameters(server, python, steps=150, timeout=240)
     assert trained != finals_untrained(python)
 
 
@@ -62,20 +62,22 @@ def finals_untrained(python: Path) -> list[float]:
 def test_torchrun_across_two_tasks_from_the_platforms_variables(
     python: Path, server: ServerProcess
 ) -> None:
-    torchrun_across_two_tasks_ends_equal(server, python, timeout=240)
+    check_torchrun_across_two_tasks_ends_equal(server, python, timeout=240)
 
 
 def test_a_killed_rank_restarts_the_gang_from_its_checkpoint(
     python: Path, server: ServerProcess
 ) -> None:
-    killed_rank_restarts_the_gang_from_its_checkpoint(server, python)
+    check_killed_rank_restarts_the_gang_from_its_checkpoint(server, python)
 
 
 def test_a_preempted_job_resumes_after_its_preemptor_ends(
     python: Path, server: ServerProcess
 ) -> None:
     # 2 tasks x 3 CPUs of the server's 8: the preemptor's 4 CPUs need this job's room
-    preempted_job_resumes_after_its_preemptor_ends(server, python, task_cpu="3", preemptor_cpu="4")
+    check_preempted_job_resumes_after_its_preemptor_ends(
+        server, python, task_cpu="3", preemptor_cpu="4"
+    )
 
 
 def test_elastic_torchrun_grows_to_three_and_shrinks_to_two(
@@ -87,6 +89,6 @@ def test_elastic_torchrun_grows_to_three_and_shrinks_to_two(
     server.wait_phase("blocker", "Running", timeout=60)
     critical = "  priority: critical\n"
     urgent = job("urgent", ["/bin/sleep", "600"], replicas=1, cpu="4", extra=critical)
-    elastic_torchrun_grows_to_three_and_shrinks_to_two(
+    check_elastic_torchrun_grows_to_three_and_shrinks_to_two(
         server, python, blocker="blocker", task_cpu="2", urgent=urgent
     )

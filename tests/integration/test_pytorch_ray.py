@@ -17,13 +17,13 @@ from pathlib import Path
 import pytest
 from pytorch_jobs import (
     apply,
-    ddp_ends_with_equal_parameters,
-    elastic_torchrun_grows_to_three_and_shrinks_to_two,
+    check_ddp_ends_with_equal_parameters,
+    check_elastic_torchrun_grows_to_three_and_shrinks_to_two,
+    check_killed_rank_restarts_the_gang_from_its_checkpoint,
+    check_preempted_job_resumes_after_its_preemptor_ends,
+    check_torchrun_across_two_tasks_ends_equal,
     job,
-    killed_rank_restarts_the_gang_from_its_checkpoint,
-    preempted_job_resumes_after_its_preemptor_ends,
     torch_python,
-    torchrun_across_two_tasks_ends_equal,
 )
 from ray_cluster import RayCluster, ray_cluster
 from server_process import SETUP, ServerProcess
@@ -58,17 +58,19 @@ def server(
 
 
 def test_ddp_by_the_platforms_variables_on_ray(python: Path, server: ServerProcess) -> None:
-    ddp_ends_with_equal_parameters(server, python, steps=100, timeout=300)
+    check_ddp_ends_with_equal_parameters(server, python, steps=100, timeout=300)
 
 
 def test_torchrun_across_two_tasks_on_ray(python: Path, server: ServerProcess) -> None:
-    torchrun_across_two_tasks_ends_equal(server, python, timeout=300)
+    check_torchrun_across_two_tasks_ends_equal(server, python, timeout=300)
 
 
 def test_a_killed_rank_restarts_the_gang_from_its_checkpoint_on_ray(
     python: Path, server: ServerProcess
 ) -> None:
-    killed_rank_restarts_the_gang_from_its_checkpoint(server, python)  # the nodes are this machine
+    check_killed_rank_restarts_the_gang_from_its_checkpoint(
+        server, python
+    )  # the nodes are this machine
 
 
 def test_a_preempted_job_resumes_after_its_preemptor_ends_on_ray(
@@ -79,7 +81,7 @@ def test_a_preempted_job_resumes_after_its_preemptor_ends_on_ray(
     apply(server, job("blocker", ["/bin/sleep", "600"], replicas=1, cpu=NODE))
     server.wait_phase("blocker", "Running", timeout=120)
     try:
-        preempted_job_resumes_after_its_preemptor_ends(
+        check_preempted_job_resumes_after_its_preemptor_ends(
             server, python, task_cpu=NODE, preemptor_cpu=NODE
         )
     finally:
@@ -96,6 +98,6 @@ def test_elastic_torchrun_grows_to_three_and_shrinks_to_two_on_ray(
     urgent = job(
         "urgent", ["/bin/sleep", "600"], replicas=1, cpu=NODE, extra="  priority: critical\n"
     )
-    elastic_torchrun_grows_to_three_and_shrinks_to_two(
+    check_elastic_torchrun_grows_to_three_and_shrinks_to_two(
         server, python, blocker="busy", task_cpu=NODE, urgent=urgent
     )

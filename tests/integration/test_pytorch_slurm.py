@@ -18,11 +18,11 @@ import model_venv
 import pytest
 from pytorch_jobs import (
     apply,
-    elastic_torchrun_grows_to_three_and_shrinks_to_two,
+    check_elastic_torchrun_grows_to_three_and_shrinks_to_two,
+    check_killed_rank_restarts_the_gang_from_its_checkpoint,
+    check_preempted_job_resumes_after_its_preemptor_ends,
     finals,
     job,
-    killed_rank_restarts_the_gang_from_its_checkpoint,
-    preempted_job_resumes_after_its_preemptor_ends,
     succeeded,
     torch_python,
     torchrun_across_tasks,
@@ -95,7 +95,9 @@ def test_lightning_gives_each_slurm_task_its_own_global_rank(server: ServerProce
 def test_a_killed_rank_restarts_the_gang_from_its_checkpoint_on_slurm(
     python: Path, server: ServerProcess
 ) -> None:
-    killed_rank_restarts_the_gang_from_its_checkpoint(server, python)  # the nodes are this machine
+    check_killed_rank_restarts_the_gang_from_its_checkpoint(
+        server, python
+    )  # the nodes are this machine
 
 
 def test_a_preempted_job_resumes_after_its_preemptor_ends_on_slurm(
@@ -103,7 +105,7 @@ def test_a_preempted_job_resumes_after_its_preemptor_ends_on_slurm(
 ) -> None:
     # each task takes a whole node's CPUs: the preemptor's task needs one of the victim's nodes
     cpus = str(node_cpus(slurm_cluster))
-    preempted_job_resumes_after_its_preemptor_ends(
+    check_preempted_job_resumes_after_its_preemptor_ends(
         server, python, task_cpu=cpus, preemptor_cpu=cpus
     )
 
@@ -127,6 +129,6 @@ def test_elastic_torchrun_grows_to_three_and_shrinks_to_two_on_slurm(
     apply(server, blocker)
     server.wait_phase("blocker", "Running", timeout=60)
     urgent = job("urgent", ["/bin/sleep", "600"], cpu=half, extra="  priority: critical\n")
-    elastic_torchrun_grows_to_three_and_shrinks_to_two(
+    check_elastic_torchrun_grows_to_three_and_shrinks_to_two(
         server, python, blocker="blocker", task_cpu=half, urgent=urgent
     )
