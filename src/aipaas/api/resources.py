@@ -30,6 +30,7 @@ from pydantic_core import CoreSchema, InitErrorDetails, PydanticCustomError
 
 from aipaas.api.meta import Model, Name
 from aipaas.api.quantity import QuantityStr, parse_quantity
+from aipaas.api.resource_vector import Resources
 
 MAX_CPU_CORES = 4096
 MAX_MEMORY_BYTES = 64 * 2**40
@@ -63,6 +64,10 @@ class Amounts:
             self.gpu_count * factor,
             self.gpu_milli,
         )
+
+    def total(self) -> Resources:
+        """What the request holds in all, as the one resource vector (its GPUs x their share)."""
+        return Resources(self.gpu_count * self.gpu_milli, self.cpu_milli, self.memory_mib)
 
 
 # Pure functions of a short text, asked for every placed task every controller cycle.

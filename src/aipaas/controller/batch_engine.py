@@ -148,5 +148,4 @@ class PlacerEngine:
         return tuple(int(v) for v in pool.state.gpu_free[i, : int(pool.state.gpu_count[i])])
 
     def capacity(self) -> Resources:
-        total = self.placer.capacity()
-        return Resources(total.gpu_milli, total.cpu_milli, total.memory_mib)
+        return self.placer.capacity()

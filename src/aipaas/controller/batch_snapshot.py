@@ -38,7 +38,6 @@ from aipaas.scheduler.batch.from_api import gpu_memory_mib, job_user, session_jo
 from aipaas.scheduler.batch.model import Job, Resources, Snapshot, Task
 from aipaas.scheduler.framework.types import Placement, PodRequest
 from aipaas.store import TaskRecord
-from aipaas.tenancy.quota import Usage
 
 HELD_SUFFIX = "#held"
 
@@ -249,12 +248,12 @@ def _placeable(record: TaskRecord, now: float) -> bool:
 def _counted(pod: Pod, gpus: tuple[int, ...], gpu_memory: int) -> Resources:
     """What the task counts against quotas (as admission always counted it): its resources,
     and the whole GPUs its explicit DRA claims were given."""
-    usage = Usage.of(pod.amounts)
+    usage = pod.amounts.total() + Resources(gpu_memory_mib=gpu_memory)
     # ``gpus`` (a placed task's) also lists those it asked by count, in its resources already
     claimed = len(gpus) - pod.amounts.gpu_count
     if pod.claims and not pod.gpu_claim and claimed > 0:
-        usage += Usage(gpu_milli=1000 * claimed)
-    return Resources(usage.gpu_milli, usage.cpu_milli, usage.memory_mib, gpu_memory)
+        usage += Resources(gpu_milli=1000 * claimed)
+    return usage
 
 
 def _placeholder(pod: Pod, record: TaskRecord) -> Placement:

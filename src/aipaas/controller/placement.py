@@ -19,6 +19,7 @@ from aipaas.api.devices import (
     ResourceClaim,
     ResourceSlice,
 )
+from aipaas.api.resource_vector import Resources
 from aipaas.api.resources import Amounts
 from aipaas.backends.base import NodeInfo
 from aipaas.backends.composite import ON_REQUEST_LABEL
@@ -47,7 +48,6 @@ from aipaas.scheduler.framework.types import (
     Unschedulable,
 )
 from aipaas.scheduler.plugins.data_affinity import data_affinity_of
-from aipaas.tenancy.quota import Usage
 
 
 @dataclass(frozen=True)
@@ -348,12 +348,12 @@ class Placer:
                     gpus.add(index)
         return tuple(sorted(gpus))
 
-    def capacity(self) -> Usage:
-        """What all nodes offer, in quota units."""
-        return Usage(
-            sum(int(p.state.cpu_capacity.sum()) for p in self._pools),
-            sum(int(p.state.memory_capacity.sum()) for p in self._pools),
-            sum(p.state.total_gpu_milli for p in self._pools),
+    def capacity(self) -> Resources:
+        """What all nodes offer (no GPU memory: the session counts that per GPU)."""
+        return Resources(
+            gpu_milli=sum(p.state.total_gpu_milli for p in self._pools),
+            cpu_milli=sum(int(p.state.cpu_capacity.sum()) for p in self._pools),
+            memory_mib=sum(int(p.state.memory_capacity.sum()) for p in self._pools),
         )
 
     def allocated(self) -> dict[str, tuple[int, int, float]]:
