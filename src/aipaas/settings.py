@@ -58,6 +58,13 @@ class Settings(BaseModel):
         description="A pod group without a declared size is taken once its pods stayed the"
         " same this long (backend kubernetes).",
     )
+    kube_fencing_namespace: str = Field(
+        default="default",
+        max_length=63,
+        pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
+        description="Namespace of the ConfigMap aipaas-fencing, which keeps the highest fencing"
+        " token of the controllers' leases (backend kubernetes).",
+    )
     kube_import: bool = Field(
         default=True,
         description="Schedule pods that others create with schedulerName aipaas (kubernetes).",

@@ -35,6 +35,7 @@ import yaml
 
 from aipaas.backends.kubernetes.api import ApiError, KubeApi
 from aipaas.backends.kubernetes.fake_dra import DEVICE_CLASS
+from aipaas.backends.kubernetes.fencing import FENCE_NAME
 from aipaas.backends.kubernetes.options import KubeOptions
 
 if TYPE_CHECKING:
@@ -220,6 +221,10 @@ class Cluster:
                 pass  # its CRD is not installed
         for obj in self.admin.list("ResourceSlice"):
             self.admin.delete("ResourceSlice", obj["metadata"]["name"])
+        # each test's controllers have stores of their own, whose lease tokens start at 1: the
+        # mark an earlier test's controller left would fence them all (backends/kubernetes/
+        # fencing.py), as it fences a new store against a cluster a different one ran
+        self.admin.delete("ConfigMap", FENCE_NAME, "default")
         for obj in self.admin.list("Node"):
             self.remove("Node", "", obj["metadata"]["name"])
         self.apply(DEVICE_CLASS)

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 import pytest
 from kube_backend import make_backend
@@ -24,7 +24,6 @@ from kube_cluster import Cluster
 sys.path.insert(0, str(Path(__file__).parents[1] / "integration"))
 
 from backend_contract import (
-    FENCING,
     Harness,
     Task,
     test_a_new_backend_object_reports_a_task_an_earlier_one_started,
@@ -53,13 +52,6 @@ NODE = "gpu-a"
 
 class KubeHarness(Harness):
     name = "kubernetes"
-    not_applicable: ClassVar[Mapping[str, str]] = {
-        FENCING: (
-            "the backend keeps no state of its own to hold a highest token in: the cluster is "
-            "the record, and backends/kubernetes/registry.py adds no token file (a stale "
-            "controller's start of an id already started finds the pod that exists)"
-        )
-    }
 
     def __init__(self, cluster: Cluster, tmp: Path) -> None:
         super().__init__()

@@ -70,8 +70,12 @@ def used(requests: list[Request]) -> set[tuple[str, str, str]]:
 # resourceclaims/binding when a claim's status.allocation or reservedFor changes (1.36+); the
 # coscheduling PodGroup is read for pods of that convention, which this scenario does not make;
 # a claim or a pod is read from the server only when the informer's copy is stale (a write
-# conflicts) or a start finds its pod made already
+# conflicts) or a start finds its pod made already; the fencing ConfigMap is written only by
+# a controller holding a lease (this world's has none: it reads the mark), as
+# test_kube_fencing.py does as the user aipaas
 IMPLIED = {
+    ("", "configmaps", "create"),
+    ("", "configmaps", "patch"),
     ("", "pods", "get"),
     ("resource.k8s.io", "resourceclaims/binding", "update"),
     ("scheduling.x-k8s.io", "podgroups", "get"),

@@ -290,6 +290,7 @@ def kube_options(settings: Settings) -> KubeOptions:
         context=settings.kube_context,
         namespaces=settings.kube_namespaces,
         default_image=settings.kube_image,
+        fencing_namespace=settings.kube_fencing_namespace,
     )
 
 

@@ -45,6 +45,7 @@ KINDS: Final[dict[str, Kind]] = {
     "Namespace": Kind("v1", "namespaces", False),
     "Pod": Kind("v1", "pods", True),
     "Service": Kind("v1", "services", True),
+    "ConfigMap": Kind("v1", "configmaps", True),
     "ServiceAccount": Kind("v1", "serviceaccounts", True),
     "PodTemplate": Kind("v1", "podtemplates", True),
     "ResourceSlice": Kind("resource.k8s.io/v1", "resourceslices", False),

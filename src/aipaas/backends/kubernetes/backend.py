@@ -43,6 +43,7 @@ from aipaas.backends.kubernetes import manifests as m
 from aipaas.backends.kubernetes.api import Conflict, KubeApi
 from aipaas.backends.kubernetes.claims import pod_claim_names, release_claims, reserve_claim
 from aipaas.backends.kubernetes.events import EventSink
+from aipaas.backends.kubernetes.fencing import ClusterFence
 from aipaas.backends.kubernetes.foreign import IMPORTED_BY, foreign_pod, is_pending_foreign
 from aipaas.backends.kubernetes.informer import Informer, start_all
 from aipaas.backends.kubernetes.inventory import inventory
@@ -100,6 +101,8 @@ class KubernetesBackend:
         #: headless Services this process made (or a start is making) and did not delete
         self._services_made: set[tuple[str, str]] = set()
         self._lock = threading.Lock()
+        #: the highest fencing token, kept in the cluster (fencing.py)
+        self.fence = ClusterFence(lambda: self.api, options.fencing_namespace)
 
     @property
     def api(self) -> KubeApi:
@@ -152,6 +155,8 @@ class KubernetesBackend:
     # -- start ---------------------------------------------------------------------------------
 
     def start(self, request: LaunchRequest) -> None:
+        # before a worker takes it: a refused start raises to the controller that asked
+        self.fence.admit(request.fencing_token, request.request_id)
         if self._pool is None:
             self._start_now(request)
             return

@@ -30,6 +30,8 @@ class KubeOptions:
     #: the cluster's DNS domain: a multi-pod job's ranks are ``rank-N.<job>.<namespace>.svc.``
     #: followed by it (backends/kubernetes/job_services.py)
     cluster_domain: str = "cluster.local"
+    #: where the highest fencing token is kept (a ConfigMap ``aipaas-fencing``: fencing.py)
+    fencing_namespace: str = "default"
 
     def namespace(self, tenant: str) -> str:
         return self.namespaces.get(tenant, tenant)

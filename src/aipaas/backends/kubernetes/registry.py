@@ -1,8 +1,8 @@
 """Build the Kubernetes backend for ``make_backend`` (``--backend kubernetes``).
 
 lightkube is an optional dependency (``pip install 'aipaas[kubernetes]'``), imported only
-when this backend is asked for. No fencing token file: the cluster is the record (pods are
-named by their request id, so a stale controller's start finds the pod that exists).
+when this backend is asked for. Its fencing token is kept in the cluster (fencing.py), not in
+a token file.
 """
 
 from __future__ import annotations
