@@ -1,11 +1,20 @@
 """The batch part of a scheduler profile: which actions run, in what order, and how jobs and
-queues are ordered. A profile YAML carries it as ``spec.batch`` (framework/profile.py)."""
+queues are ordered. A profile YAML carries it as ``spec.batch`` (framework/profile.py).
+
+``fairShare`` and ``jobOrder`` name a queue order and a job order of the policy registry
+(batch/policy_registry.py); a name it does not know is refused as a choice outside a literal
+is, naming the field and the names known. ``Session`` resolves them to the policy objects.
+"""
 
 from __future__ import annotations
 
-from typing import Literal
+from collections.abc import Mapping
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic_core import PydanticCustomError
+
+from aipaas.scheduler.batch.policy_registry import POLICIES
 
 ActionName = Literal["enqueue", "allocate", "preempt", "reclaim", "backfill"]
 DEFAULT_ACTIONS: tuple[ActionName, ...] = ("enqueue", "allocate", "preempt", "reclaim", "backfill")
@@ -18,9 +27,10 @@ class BatchOptions(BaseModel):
     #: how queues are ordered and shares computed: "drf" (dominant resource share against the
     #: fair share, over the tree), "proportion" (Volcano's proportion plugin: GPU share
     #: against weight only), "fifo" (no fair share: jobs in submission order)
-    fairShare: Literal["drf", "proportion", "fifo"] = "drf"
+    #: (the queue orders of batch/policy_orders.py, or one registered besides)
+    fairShare: str = "drf"
     #: "priority": higher priority first, then submission order; "fifo": submission order
-    jobOrder: Literal["priority", "fifo"] = "priority"
+    jobOrder: str = "priority"
     #: FIFO only: a job that cannot start blocks every later one (strict FIFO)
     strictOrder: bool = False
     #: a job that cannot start (and has no backfill reservation) holds back the jobs of lower
@@ -28,3 +38,21 @@ class BatchOptions(BaseModel):
     holdForHead: bool = True
     #: fair share over time: honour queues' ``usage_half_life`` (decayed usage)
     usageOverTime: bool = True
+
+    @field_validator("fairShare", mode="before")
+    @classmethod
+    def _known_queue_order(cls, value: Any) -> Any:
+        return _known(value, POLICIES.queue_orders.by_name, POLICIES.queue_orders.known())
+
+    @field_validator("jobOrder", mode="before")
+    @classmethod
+    def _known_job_order(cls, value: Any) -> Any:
+        return _known(value, POLICIES.job_orders.by_name, POLICIES.job_orders.known())
+
+
+def _known(value: Any, names: Mapping[str, object], known: str) -> Any:
+    """``value`` when it names a registered policy; else the error a literal gives (the
+    profile's message names the field: ``spec.batch.fairShare: Input should be ...``)."""
+    if isinstance(value, str) and value in names:
+        return value
+    raise PydanticCustomError("literal_error", "Input should be {expected}", {"expected": known})

@@ -1,12 +1,11 @@
 """The order in which a session considers jobs: down the queue tree by fair share.
 
-``drf`` (default): at each level of the tree the child with pending work that holds least
-against its fair share goes first: a child below its fair share in every resource before one
-at or above it, then higher sibling ``priority``, then the lower dominant share (DRF: the
-largest allocated / fair share over resources), then the child created first. Within a leaf,
-jobs by priority (higher first) then submission order (``jobOrder: fifo``: submission order
-only). ``proportion`` (Volcano's proportion plugin): the leaves flat, by allocated GPU over fair
-share GPU. ``fifo``: one global order of jobs, no queues.
+The session's policy (batch/policy.py) says what the order is: its queue order shapes the
+tree (``drf``: the queue tree, at each level the child with pending work that holds least
+against its fair share first; ``proportion``: the leaves flat; ``fifo``: no queues, one list
+of jobs) and keys the queue nodes; its job order keys the jobs within a leaf (``priority``:
+higher first, then submission order; ``fifo``: submission order). batch/policy_orders.py
+has the keys; this module walks them.
 
 Fast for big backlogs: one heap per leaf (jobs) and one per inner node (children, with a
 version so that entries made stale by a start are skipped: lazy re-evaluation). A start changes
@@ -21,14 +20,12 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING
 
 from aipaas.scheduler.batch.model import Job
+from aipaas.scheduler.batch.policy import NodeKey, TreeShape
 
 if TYPE_CHECKING:
     from aipaas.scheduler.batch.session import Session
 
 _TOP = "\0top"  # the parent of the tree's top node(s): the root, or tenants without one
-_INF = float("inf")
-
-NodeKey = tuple[int, int, float, int]
 
 
 class JobOrder:
@@ -37,15 +34,11 @@ class JobOrder:
 
     def __init__(self, session: Session, jobs: Iterable[Job]) -> None:
         self._setup(session)
-        by_priority = session.options.jobOrder == "priority"
-        #: per leaf (or the one global list in fifo mode): (job key tuple, seq, job)
+        #: per leaf (or the one global list with no queues): (job key tuple, seq, job)
         self._jobs: dict[str, list[tuple[int, int, int, Job]]] = {}
         # Built in one comprehension and grouped after (backlogs of thousands, per action).
-        entries = [
-            (-job.priority if by_priority else 0, job.order, seq, job)
-            for seq, job in enumerate(jobs)
-        ]
-        if self.mode == "fifo":
+        entries = session.policy.job_order.entries(jobs)
+        if self._one_list:
             if entries:
                 self._jobs[_TOP] = entries
         else:
@@ -62,9 +55,13 @@ class JobOrder:
 
     def _setup(self, session: Session) -> None:
         self.session = session
-        self.mode = session.options.fairShare
-        #: resources the cluster measures (a resource with no capacity has no share)
-        self._measured = tuple(c > 0 for c in session.capacity.as_tuple())
+        queue_order = session.policy.queue_order
+        #: no queues: the jobs in one list (``_TOP``'s), no tree
+        self._one_list = queue_order.shape is TreeShape.NONE
+        #: every leaf directly under the top (no inner nodes)
+        self._flat = queue_order.shape is TreeShape.LEAVES
+        #: a queue node's sort key as holdings stand (bound once: called per re-key)
+        self._node_key: Callable[[str], NodeKey] = queue_order.node_key(session)
         #: node -> parent in the order's tree (proportion: every leaf under the top)
         self._parent: dict[str, str] = {}
         self._pending: dict[str, int] = {}
@@ -73,7 +70,7 @@ class JobOrder:
 
     def _link(self, sizes: dict[str, int]) -> None:
         """Link the leaves holding jobs (``sizes``: how many each) into the order's tree."""
-        if self.mode != "fifo":
+        if not self._one_list:
             for leaf, size in sizes.items():
                 path = self._path(leaf)
                 for node in path:
@@ -89,7 +86,7 @@ class JobOrder:
 
     def _path(self, leaf: str) -> list[str]:
         """The leaf and its ancestors (as ordered), each linked to its parent."""
-        if self.mode == "proportion":
+        if self._flat:
             self._parent[leaf] = _TOP
             return [leaf]
         path = list(self.session.lineage(leaf))
@@ -97,39 +94,11 @@ class JobOrder:
             self._parent[child] = parent
         return path
 
-    def _key(self, node: str) -> NodeKey:
-        session = self.session
-        held = session.allocated.get(node)
-        share = session.fair_share.get(node)
-        queue = session.queues.get(node)
-        priority = queue.priority if queue is not None else 0
-        created = queue.created if queue is not None else 0
-        if held is None or share is None:
-            ratio, below = 0.0, share is not None and share.as_tuple() != (0, 0, 0, 0)
-        elif self.mode == "proportion":
-            ratio = _ratio(held.gpu_milli, share.gpu_milli)
-            below = ratio < 1.0
-        else:
-            ratio, counted = 0.0, False
-            for used, fair, measured in zip(
-                held.as_tuple(), share.as_tuple(), self._measured, strict=True
-            ):
-                if (used == 0 and fair == 0) or not measured:
-                    continue
-                counted = True  # a measured resource held or shared: the ratio says something
-                r = _ratio(used, fair)
-                if r > ratio:
-                    ratio = r
-            below = ratio < 1.0 and counted
-        if self.mode == "proportion":
-            return (0, -priority, ratio, created)
-        return (0 if below else 1, -priority, ratio, created)
-
     def _push(self, node: str) -> None:
         version = self._version.get(node, 0) + 1
         self._version[node] = version
         heapq.heappush(
-            self._children.setdefault(self._parent[node], []), (self._key(node), version, node)
+            self._children.setdefault(self._parent[node], []), (self._node_key(node), version, node)
         )
 
     def _top_child(self, parent: str) -> str | None:
@@ -153,7 +122,7 @@ class JobOrder:
         for leaf in leaves:
             # The whole lineage, not only the order's own nodes: an eviction in a queue with
             # no job in this order still changes what its ancestors (in the order) hold.
-            chain = [leaf] if self.mode == "proportion" else self.session.lineage(leaf)
+            chain = [leaf] if self._flat else self.session.lineage(leaf)
             for node in chain:
                 if node in done:
                     break  # its ancestors were walked with it
@@ -165,7 +134,7 @@ class JobOrder:
 
     def pop(self) -> Job | None:
         """The next job, or None when every job came out."""
-        if self.mode == "fifo":
+        if self._one_list:
             heap = self._jobs.get(_TOP)
             return heapq.heappop(heap)[3] if heap else None
         node = self._next_leaf()
@@ -196,7 +165,7 @@ class JobOrder:
         of jobs that fare alike is passed over at once; otherwise nothing is taken."""
         if self._log_seen != len(self.session.account_log):
             return []
-        if self.mode == "fifo":
+        if self._one_list:
             heap = self._jobs.get(_TOP)
             taken = []
             while heap and heap[0][3].queue == leaf and same(heap[0][3]):
@@ -226,7 +195,7 @@ class JobOrder:
         leaf = job.queue
         if self._log_seen != len(self.session.account_log):
             return []
-        if self.mode == "fifo":
+        if self._one_list:
             return self.take_while(leaf, alike)
         if self._last != leaf:
             return []
@@ -256,9 +225,9 @@ class JobOrder:
             current = self._parent.get(current)
 
     def drain(self, leaf: str) -> list[Job]:
-        """Take every job still in ``leaf`` out of the order (any order; none in ``fifo``
-        mode, which has no queues): a queue whose rest waits alike costs no pops."""
-        if self.mode == "fifo":
+        """Take every job still in ``leaf`` out of the order (any order; none in an order
+        with no queues): a queue whose rest waits alike costs no pops."""
+        if self._one_list:
             return []
         heap = self._jobs.get(leaf)
         if not heap:
@@ -294,12 +263,6 @@ def alike_test(
         )
 
     return alike
-
-
-def _ratio(used: int, fair: int) -> float:
-    if fair > 0:
-        return used / fair
-    return _INF if used > 0 else 0.0
 
 
 def ordered(session: Session, jobs: Iterable[Job]) -> JobOrder:

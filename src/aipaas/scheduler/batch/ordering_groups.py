@@ -1,5 +1,6 @@
-"""The session's order over runs of jobs alike (batch/ordering.py's, ``drf`` and
-``proportion`` modes), for a backlog kept grouped across cycles (batch/backlog_book.py).
+"""The session's order over runs of jobs alike (batch/ordering.py's, for a queue order with
+queues and a job order whose key is the priority then the submission order: ``runs_by_priority``),
+for a backlog kept grouped across cycles (batch/backlog_book.py).
 
 A ``JobOrder`` puts every job in its leaf's heap: thousands of entries built, heapified and
 popped per cycle. Here a leaf's heap holds one cursor per run (a group of the book: jobs of
@@ -39,9 +40,12 @@ class GroupedOrder(JobOrder):
         singles: Sequence[Job],
     ) -> None:
         self._setup(session)
-        if self.mode == "fifo":
+        if self._one_list:
             raise ValueError("a grouped order needs queues (fairShare drf or proportion)")
-        by_priority = session.options.jobOrder == "priority"
+        job_order = session.policy.job_order
+        if not job_order.runs_by_priority:
+            raise ValueError(f"job order {job_order.name!r} does not keep runs by priority")
+        rank = job_order.key
         heaps: dict[str, list[_Cursor]] = {}
         sizes: dict[str, int] = {}
         seq = 0
@@ -49,7 +53,7 @@ class GroupedOrder(JobOrder):
             if not jobs:
                 continue
             head = jobs[0]
-            cursor = [-head.priority if by_priority else 0, orders[0], seq, 0, jobs, orders]
+            cursor = [rank(head)[0], orders[0], seq, 0, jobs, orders]
             seq += 1
             heaps.setdefault(head.queue, []).append(cursor)
             sizes[head.queue] = sizes.get(head.queue, 0) + len(jobs)

@@ -213,12 +213,14 @@ def claimed_gpus(placement: Placement) -> tuple[int, ...]:
 class Shares:
     """Fair share over the walk: the job's queue and each ancestor (the root aside) may not
     hold more than its fair share of what the gang asks for, after the start, as allocate
-    demands; what they hold falls as their jobs end. Without fair shares (``fifo``, or none
-    computed) nothing is checked."""
+    demands; what they hold falls as their jobs end. Where fair share does not limit
+    allocation (the queue order's ``limits_allocation``: not under ``fifo``) or none was
+    computed, nothing is checked."""
 
     def __init__(self, session: SessionPlan, job: Job, gang: Resources) -> None:
         self.session = session
-        shares = {} if session.options.fairShare == "fifo" else session.fair_share
+        limited = session.policy.queue_order.limits_allocation
+        shares = session.fair_share if limited else {}
         self.limits = {k: shares[k] for k in session.lineage(job.queue) if k and k in shares}
         self.held = {k: session.allocated[k] for k in self.limits}
         self.gang = gang

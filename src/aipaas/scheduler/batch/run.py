@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from aipaas.scheduler.batch.actions import ACTIONS
 from aipaas.scheduler.batch.actions.taint_eviction import evict_untolerated
 from aipaas.scheduler.batch.cluster import PlacementEngine
-from aipaas.scheduler.batch.fairshare import demands, fair_shares
+from aipaas.scheduler.batch.fairshare import demands
 from aipaas.scheduler.batch.model import Decisions, Job, Snapshot
 from aipaas.scheduler.batch.options import BatchOptions
 from aipaas.scheduler.batch.session import Session
@@ -39,12 +39,17 @@ def run_session(
 
 
 def decide(session: Session) -> Decisions:
-    """Fair shares, then each action of the profile in order; then the report."""
+    """Fair shares (by the session's queue order), then each action of the profile in order;
+    then the report."""
     if session.given_fair_share is not None:
         session.fair_share = dict(session.given_fair_share)
     else:
-        session.fair_share = fair_shares(
-            session.queues, demands(session), session.capacity, session.now, session.options
+        session.fair_share = session.policy.queue_order.fair_shares(
+            session.queues,
+            demands(session),
+            session.capacity,
+            session.now,
+            session.options.usageOverTime,
         )
     for name in session.options.actions:
         ACTIONS[name](session)

@@ -1,18 +1,21 @@
 """A session: one scheduling cycle over one snapshot, the profile's actions in order.
 
-The session computes the queue tree's fair shares once (``fairshare.fair_shares``; or takes
-them from the caller), keeps what each queue (and every ancestor) holds as actions change it
-(``account``, which also logs the queue so that orderings re-key it), and collects the
+The session's fair shares are computed once per cycle by its queue order (batch/run.py; or
+taken from the caller); it keeps what each queue (and every ancestor) holds as actions change
+it (``account``, which also logs the queue so that orderings re-key it), and collects the
 decisions. Actions are functions ``(Session) -> None`` registered by name in
 ``batch/actions/__init__.py``; they change the snapshot only through a ``Statement``. A cycle
 is run by ``batch/run.py`` (``run_session``), which imports the actions: the session imports
 none of them, so nothing here imports back what imports it.
 
-What actions share through it: ``quota_problem`` and ``fair_share_problem`` (words, or None),
-``pending_gangs`` (each waiting gang and its size, kept until something changes),
-``enqueued``/``considered`` (what enqueue let in), ``borrowed`` (jobs started above their
-share: reclaim's first prey), ``wait`` (why a job waits), ``reservations`` (backfill) and
-``memos`` (``CycleMemos``: what the actions remember within the cycle and hand one another).
+Its policy (``policy``: queue order, job order, admission, victim order; batch/policy.py) is
+what the options name, resolved through the registry (batch/policy_registry.py), or what the
+caller gives. What actions share through it: ``quota_problem`` (the admission's words) and
+``fair_share_problem`` (words, or None), ``pending_gangs`` (each waiting gang and its size,
+kept until something changes), ``enqueued``/``considered`` (what enqueue let in),
+``borrowed`` (jobs started above their share: reclaim's first prey), ``wait`` (why a job
+waits), ``reservations`` (backfill) and ``memos`` (``CycleMemos``: what the actions remember
+within the cycle and hand one another).
 
 A caller that keeps its jobs from cycle to cycle (the simulator) may give a ``BacklogBook``
 (batch/backlog_book.py): the waiting backlog is then taken from it, grouped, instead of walked
@@ -44,6 +47,8 @@ from aipaas.scheduler.batch.model import (
     Task,
 )
 from aipaas.scheduler.batch.options import BatchOptions
+from aipaas.scheduler.batch.policy import SessionPolicy
+from aipaas.scheduler.batch.policy_registry import session_policy
 from aipaas.scheduler.batch.reservations import Reservations
 from aipaas.scheduler.batch.statement import Statement
 
@@ -80,12 +85,19 @@ class Session:
         *,
         fair_share: Mapping[str, Resources] | None = None,
         book: BacklogBook | None = None,
+        policy: SessionPolicy | None = None,
     ) -> None:
         self.snapshot = snapshot
         #: the snapshot's jobs as kept across cycles by the caller (None: walk them all)
         self.book = book
         self.engine = engine
         self.options = options or BatchOptions()
+        #: the orders, admission and victim order of the cycle (what the options name)
+        self.policy = (
+            policy
+            if policy is not None
+            else session_policy(self.options.fairShare, self.options.jobOrder)
+        )
         self.now = snapshot.now
         self.queues: dict[str, QueueNode] = snapshot.queues
         self._lineages: dict[str, tuple[str, ...]] = {}
@@ -307,28 +319,10 @@ class Session:
             claimed[key] = held + amount if sign > 0 else held - amount
 
     def quota_problem(self, job: Job, extra: Resources) -> str | None:
-        """Words naming the first queue node (leaf upward) whose quota ``extra`` more of ``job``
-        would break; None when every level has room."""
-        from aipaas.scheduler.batch.explain import quota_message, user_quota_message
-
-        for key in self.lineage(job.queue):
-            queue = self.queues.get(key)
-            if queue is None or key == "":
-                continue
-            held = self.allocated[key]
-            if self.claimed:
-                held = held + self.claimed.get(key, Resources())
-            if not (held + extra).fits_within(queue.quota):
-                return quota_message(key, queue, held, extra)
-        if job.user and self.users:
-            limit = self.users.get(job.user)
-            if limit is not None:
-                held = self.user_allocated[job.user]
-                if self.claimed:
-                    held = held + self.claimed.get("@" + job.user, Resources())
-                if not (held + extra).fits_within(limit):
-                    return user_quota_message(job.user, limit, held, extra)
-        return None
+        """Words saying why ``extra`` more of ``job`` may not be admitted now (the policy's
+        admission: the first queue node, leaf upward, or the user whose quota it would
+        break); None when it may."""
+        return self.policy.admission.problem(self, job, extra)
 
     def fair_share_problem(self, job: Job, extra: Resources) -> str | None:
         """Words naming the first queue node (leaf upward, the root aside) that would hold more

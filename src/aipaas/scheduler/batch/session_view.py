@@ -16,6 +16,7 @@ from typing import Protocol
 from aipaas.scheduler.batch.cluster import PlacementEngine
 from aipaas.scheduler.batch.model import Decisions, Job, QueueNode, Resources
 from aipaas.scheduler.batch.options import BatchOptions
+from aipaas.scheduler.batch.policy import SessionPolicy
 
 
 class SessionLedger(Protocol):
@@ -36,11 +37,12 @@ class SessionLedger(Protocol):
 
 class SessionPlan(SessionLedger, Protocol):
     """What ``Reservations`` read besides: the jobs, the queue tree with its fair shares and
-    holdings, and the profile's options."""
+    holdings, the profile's options and the policy they name."""
 
     jobs: dict[str, Job]
     queues: dict[str, QueueNode]
     options: BatchOptions
+    policy: SessionPolicy
     fair_share: dict[str, Resources]
     allocated: dict[str, Resources]
 

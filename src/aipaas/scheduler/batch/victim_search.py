@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from aipaas.scheduler.batch.model import Eviction, Job, Resources, Task
 from aipaas.scheduler.batch.statement import claims_over_quota
-from aipaas.scheduler.batch.victims import EvictionMaker, Unit, biggest_first, task_started
+from aipaas.scheduler.batch.victims import EvictionMaker, Unit, task_started
 from aipaas.scheduler.framework.types import Placement, Unschedulable
 
 if TYPE_CHECKING:
@@ -181,10 +181,11 @@ class Search:
 
     def plan(self, units: Sequence[Unit], nodes: frozenset[str] | None) -> Plan | None:
         """Greedy then reprieve over ``units`` (already limited to ``nodes``' victims); when
-        that takes several whole jobs, the same with bigger jobs first, and the cheaper."""
+        that takes several whole jobs, the same in the victim order's second order (bigger jobs
+        first), and the cheaper."""
         found = self._plan(units, nodes)
         if found is not None and found.cost[1] > 1:
-            other = self._plan(biggest_first(units), nodes)
+            other = self._plan(self.session.policy.victim_order.second(units), nodes)
             if other is not None and other.cost < found.cost:
                 found = other
         return found

@@ -1,42 +1,26 @@
 """Victims for preempt and reclaim: who may be taken, and in what steps and order.
 
-Candidates come as ``Unit``s: an elastic task above minAvailable (one task, the newest extra
-first), or a whole job (every task it still runs: a gang never drops below minAvailable).
-Extras go before whole jobs; among each, lowest priority first, then the most recently started
-(``units_of``). Never a job that is not preemptible, that ran less than its queue's minRuntime,
-or that was started or evicted this cycle (``eligible``). ``victim_search.Search`` finds the
-fewest, cheapest of them that let a preemptor's gang start.
+Candidates come as ``Unit``s (victim_units.py): an elastic task above minAvailable, or a whole
+job; the session's victim order (``Session.policy.victim_order``, batch/policy_rules.py) says
+in which order they are tried. Never a job that is not preemptible, that ran less than its
+queue's minRuntime, or that was started or evicted this cycle (``eligible``).
+``victim_search.Search`` finds the fewest, cheapest of them that let a preemptor's gang start.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Final
 
 from aipaas.scheduler.batch.model import Eviction, Job, Task
 from aipaas.scheduler.batch.ordering import ordered
+from aipaas.scheduler.batch.victim_units import Unit as Unit
+from aipaas.scheduler.batch.victim_units import biggest_first as biggest_first
+from aipaas.scheduler.batch.victim_units import task_started as task_started
+from aipaas.scheduler.batch.victim_units import units_of as units_of
 
 if TYPE_CHECKING:
     from aipaas.scheduler.batch.session import Session
-
-
-@dataclass(frozen=True, slots=True, eq=False)
-class Unit:
-    """What one eviction step takes: one elastic extra (``task``), or the whole job (``task``
-    None: every task it runs when the step is taken)."""
-
-    job: Job
-    task: Task | None = None
-
-    @property
-    def extra(self) -> bool:
-        return self.task is not None
-
-    def tasks(self) -> list[Task]:
-        if self.task is not None:
-            return [self.task] if self.task.running else []
-        return self.job.running_tasks
 
 
 #: builds the Eviction of one task of a unit, with the state just before it is evicted
@@ -52,61 +36,6 @@ def eligible(session: Session, job: Job, protected: Collection[str]) -> bool:
     min_runtime = queue.min_runtime if queue is not None else 0.0
     started = job.started if job.started is not None else session.now
     return session.now - started >= min_runtime
-
-
-def task_started(job: Job, task: Task) -> float:
-    if task.since is not None:
-        return task.since
-    return job.started if job.started is not None else 0.0
-
-
-def units_of(jobs: Iterable[Job]) -> list[Unit]:
-    """Eviction steps in the order victims are taken: extras first (newest extra of each job
-    first), then whole jobs; each by lowest priority, then most recently started (whole jobs
-    started together: the fewest GPUs first, then the last submitted)."""
-    # Ties in start time: the smaller job first (less GPU-time lost; the search's second
-    # greedy takes bigger ones first when that needs fewer), then the one submitted last.
-    extras: list[tuple[tuple[int, float, float, int, str, int], Unit]] = []
-    wholes: list[tuple[tuple[int, float, int, float, int, str], Unit]] = []
-    for job in jobs:
-        running = job.running_tasks
-        spare = len(running) - job.min_available
-        if spare > 0:
-            newest = sorted(running, key=lambda t: (task_started(job, t), t.name), reverse=True)
-            # Ties in start time keep newest's order (the higher index first), so that a job
-            # shrinks from its top rank down and keeps w-0..w-(n-1), as it was chosen here.
-            for rank, task in enumerate(newest[:spare]):
-                started = task_started(job, task)
-                key = (job.priority, -started, -job.submitted, -job.order, job.key, rank)
-                extras.append((key, Unit(job, task)))
-        started = job.started if job.started is not None else 0.0
-        gpu = job.allocated().gpu_milli
-        wholes.append(
-            ((job.priority, -started, gpu, -job.submitted, -job.order, job.key), Unit(job))
-        )
-    extras.sort(key=lambda e: e[0])
-    wholes.sort(key=lambda w: w[0])
-    return [u for _, u in extras] + [u for _, u in wholes]
-
-
-def biggest_first(units: Sequence[Unit]) -> list[Unit]:
-    """The same steps with whole jobs of equal priority taken biggest first (GPU, then CPU,
-    then memory): the second order a search tries, to need fewer victims."""
-    extras = [u for u in units if u.extra]
-    wholes = [u for u in units if not u.extra]
-    place = {id(u): i for i, u in enumerate(wholes)}
-
-    def key(unit: Unit) -> tuple[int, int, int, int, int]:
-        held = unit.job.allocated()
-        return (
-            unit.job.priority,
-            -held.gpu_milli,
-            -held.cpu_milli,
-            -held.memory_mib,
-            place[id(unit)],
-        )
-
-    return extras + sorted(wholes, key=key)
 
 
 def domains_for(session: Session, job: Job) -> list[frozenset[str]] | None:

@@ -3,9 +3,10 @@
 Three passes over the jobs the enqueue action let in (batch/ordering.py gives the order):
 
 1. Gangs within fair share: a pending job starts only if every level of its queue stays within
-   its quota and (unless ``fairShare: fifo``) at or below its fair share in each resource the
-   gang asks for, after the start; then the whole gang (``min_available`` tasks) is placed
-   (topology and backfill reservations restrict where) inside a Statement, or nothing is.
+   its quota and (where the queue order limits allocation: not ``fifo``) at or below its fair
+   share in each resource the gang asks for, after the start; then the whole gang
+   (``min_available`` tasks) is placed (topology and backfill reservations restrict where)
+   inside a Statement, or nothing is.
 2. Elastic extras of running jobs (and of jobs just started), one task at a time, within quota
    and fair share; extras never borrow.
 3. Borrowing: jobs refused only for fair share may use capacity still idle (within quotas).
@@ -32,6 +33,7 @@ from aipaas.scheduler.batch.head_hold import HeadHolds
 from aipaas.scheduler.batch.model import UNBOUNDED, Job, Resources, Task
 from aipaas.scheduler.batch.ordering import JobOrder, ordered
 from aipaas.scheduler.batch.ordering_groups import GroupedOrder
+from aipaas.scheduler.batch.policy import TreeShape
 from aipaas.scheduler.batch.session import gang_tasks
 
 if TYPE_CHECKING:
@@ -41,7 +43,7 @@ if TYPE_CHECKING:
 def allocate(session: Session) -> None:
     placer = Placer(session)
     limits = Limits(session)
-    fair_share = session.options.fairShare != "fifo"
+    fair_share = session.policy.queue_order.limits_allocation
     strict = session.options.strictOrder
     enqueued = session.enqueued
     gangs = dict(session.pending_gangs())
@@ -158,9 +160,17 @@ def allocate(session: Session) -> None:
 def _order(session: Session, gangs: dict[str, tuple[list[Task], Resources]]) -> JobOrder:
     """The order of the first pass over ``gangs`` (the jobs let in): by the groups of the
     caller's backlog book where the session has one and nothing changed yet (each group was
-    let in or kept out whole by enqueue: one verdict per group), else job by job."""
+    let in or kept out whole by enqueue: one verdict per group), else job by job. Groups
+    need queues in the order and a job order that keeps a leaf's jobs of one priority in
+    submission order."""
     book, enqueued = session.book, session.enqueued
-    if book is None or session.account_log or session.options.fairShare == "fifo":
+    policy = session.policy
+    if (
+        book is None
+        or session.account_log
+        or policy.queue_order.shape is TreeShape.NONE
+        or not policy.job_order.runs_by_priority
+    ):
         jobs = session.jobs
         return ordered(session, [jobs[key] for key in gangs])
     stopped = session.stopped  # a group is one leaf: held whole or not at all

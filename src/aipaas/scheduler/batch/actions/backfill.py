@@ -63,7 +63,7 @@ def backfill(session: Session) -> None:
     reservations = session.reservations
     reservations.refresh()
     placer = Placer(session)
-    fair_share = session.options.fairShare != "fifo"
+    fair_share = session.policy.queue_order.limits_allocation
     memo: dict[tuple[object, ...], bool] = {}
     jobs, why, enqueued = session.jobs, session.waiting, session.enqueued
     unlooked = ("Unschedulable", "")

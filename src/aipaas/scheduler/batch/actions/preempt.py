@@ -24,7 +24,6 @@ from aipaas.scheduler.batch.victims import (
     eligible,
     preemptor_jobs,
     shape_of,
-    units_of,
 )
 
 if TYPE_CHECKING:
@@ -143,7 +142,7 @@ def _try(session: Session, job: Job, gang: Sequence[Task], victims: Sequence[Job
     # main scheduler goes in priority order; backfill protects what it reserved).
     allowed = session.reservations.allowed_by_priority(job)
     search = Search(session, job, gang, lambda unit: True, may_start, allowed)
-    plan = search.best(units_of(victims), domains_for(session, job))
+    plan = search.best(session.policy.victim_order.units(victims), domains_for(session, job))
     if plan is None:
         return False
 

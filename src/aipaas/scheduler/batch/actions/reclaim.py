@@ -16,8 +16,9 @@ its guarantee may also take from a branch that holds more than that branch's gua
 loop either: the reclaimer's side ends within its guarantee and its fair share, so neither
 rule lets the victim's side take the room back.
 
-Last, under DRF fair share, capacity stranded in the idle slivers of shared GPUs (where no
-queue is above its share and so nothing above is reclaimable): slivers.py.
+Last, where the queue order says so (DRF fair share), capacity stranded in the idle slivers of
+shared GPUs (where no queue is above its share and so nothing above is reclaimable):
+slivers.py.
 
 The tests on the tree (fair share, guarantee, common ancestor): reclaim_rules.py; which running
 jobs may be taken, by queue node: reclaim_index.py.
@@ -52,7 +53,6 @@ from aipaas.scheduler.batch.victims import (
     domains_for,
     preemptor_jobs,
     shape_of,
-    units_of,
 )
 
 if TYPE_CHECKING:
@@ -71,11 +71,12 @@ def _label(key: str) -> str:
 
 
 def reclaim(session: Session) -> None:
-    """Reclaim from queues above their share (or guarantee); then, under DRF fair share, from
-    the sharers of GPUs whose idle slivers strand the reclaimers' shares (slivers.py; the
-    volcano baseline's proportion plugin knows no GPU shares and keeps Volcano's rule)."""
+    """Reclaim from queues above their share (or guarantee); then, where the queue order says
+    so (DRF fair share), from the sharers of GPUs whose idle slivers strand the reclaimers'
+    shares (slivers.py; the volcano baseline's proportion plugin knows no GPU shares and
+    keeps Volcano's rule)."""
     _reclaim_over_share(session)
-    if session.options.fairShare == "drf":
+    if session.policy.queue_order.reclaims_slivers:
         reclaim_slivers(session)
 
 
@@ -204,7 +205,7 @@ def _try(
         return within_share(session, tree.lineage[:top], need)
 
     search = Search(session, job, gang, may_evict, may_start)
-    plan = search.best(units_of(victims), domains_for(session, job))
+    plan = search.best(session.policy.victim_order.units(victims), domains_for(session, job))
     if plan is None:
         return False
 

@@ -40,7 +40,6 @@ from aipaas.scheduler.batch.victims import (
     eligible,
     preemptor_jobs,
     shape_of,
-    units_of,
 )
 from aipaas.scheduler.framework.types import MILLI_PER_GPU, PodRequest
 
@@ -211,7 +210,7 @@ def _try(
     # As preempt: it may not delay the reservation of a job of at least its priority.
     allowed = session.reservations.allowed_by_priority(job)
     search = Search(session, job, gang, lambda unit: True, may_start, allowed)
-    plan = search.best(units_of(victims), domains_for(session, job))
+    plan = search.best(session.policy.victim_order.units(victims), domains_for(session, job))
     if plan is None:
         return False
     share = session.fair_share.get(job.queue, Resources())
