@@ -17,6 +17,7 @@ Values are exact ``decimal.Decimal``s (no float rounding: "0.1" + "0.2" == "0.3"
 from __future__ import annotations
 
 import decimal
+import functools
 import re
 from decimal import Decimal
 from typing import Annotated, Any, Final
@@ -94,6 +95,13 @@ def parse_quantity(text: str | int | float | Decimal) -> Decimal:
         return text
     if not isinstance(text, str):
         raise QuantityError(f"quantity must be a string or number, not {type(text).__name__}")
+    return _parse_text(text)
+
+
+# The device allocator reads the same few capacity texts of every device of every node for
+# each pod it places; a Decimal is immutable, so one parse per text serves them all.
+@functools.lru_cache(maxsize=4096)
+def _parse_text(text: str) -> Decimal:
     stripped = text.strip()
     match = _QUANTITY_RE.match(stripped)
     if match is None or stripped in ("", "+", "-", "."):

@@ -118,6 +118,13 @@ class Inventory:
         self.generation = 0
         """Counts the changes of what may be allocated (a slice put or removed, the taint
         rules set): a scheduler that skips unchanged cycles reads it."""
+        self.candidates: dict[tuple[tuple[object, ...], str], list[DeviceInfo]] = {}
+        """(an alternative's ``static_key``, node) -> the node's devices it selects, before
+        what is held (requests.py ``static_candidates``): the same for every pod of one shape,
+        so filtering pods against every node reads it; emptied with each change above."""
+        self.consumed: dict[tuple[tuple[object, ...], DeviceId], dict[str, Decimal] | None] = {}
+        """(``static_key``, device) -> what one share of the device takes for such a request
+        (requests.py ``consumed_capacity``; None: it cannot): a static answer, kept alike."""
         for item in slices:
             self.put_slice(item)
 
@@ -131,6 +138,8 @@ class Inventory:
         """
         name = slice_name(item)
         self.generation += 1
+        self.candidates.clear()
+        self.consumed.clear()
         if name in self._slices:
             self.remove_slice(name)
         records = [device_record(item, name, index) for index in range(len(item.spec.devices))]
@@ -150,6 +159,8 @@ class Inventory:
         """
         item = self._slices.pop(name)
         self.generation += 1
+        self.candidates.clear()
+        self.consumed.clear()
         del self._devices_by_slice[name]
         pool = (item.spec.driver, item.spec.pool.name)
         self._pool_slices[pool].remove(name)
@@ -209,6 +220,8 @@ class Inventory:
         """Taint the devices the rules select, besides the taints their slices publish."""
         self._taint_rules = list(rules)
         self.generation += 1
+        self.candidates.clear()
+        self.consumed.clear()
         for records in self._devices_by_slice.values():
             for record in records:
                 record.taints = self._taints_for(record)

@@ -56,6 +56,11 @@ class Alternative:
     tolerations: tuple[DeviceToleration, ...]
     class_missing: bool = False
     candidates: dict[str, list[DeviceInfo]] = field(default_factory=dict)
+    #: what ``static_candidates`` depends on: alternatives of equal keys select the same
+    #: devices of a node (the inventory caches them across pods: search.py)
+    static_key: tuple[object, ...] = ()
+    #: driver -> ``capacity`` with its names qualified by that driver (read per device)
+    qualified_capacity: dict[str, dict[str, Decimal]] = field(default_factory=dict)
 
 
 @dataclass(eq=False, slots=True)
@@ -123,7 +128,7 @@ def consumed_capacity(device: DeviceInfo, alternative: Alternative) -> dict[str,
     value, or to ``min + k * step`` of the valid range.
     """
     consumed: dict[str, Decimal] = {}
-    requested = _qualified(alternative.capacity, device.driver)
+    requested = _requested(alternative, device.driver)
     for key, total in device.capacity.items():
         policy = device.policies.get(key)
         wanted = requested.get(key)
@@ -165,7 +170,7 @@ def meets_capacity(device: DeviceInfo, alternative: Alternative) -> bool:
         return True
     if device.multiple:
         return consumed_capacity(device, alternative) is not None
-    requested = _qualified(alternative.capacity, device.driver)
+    requested = _requested(alternative, device.driver)
     return all(device.capacity.get(k, Decimal(-1)) >= v for k, v in requested.items())
 
 
@@ -212,6 +217,15 @@ def _qualified(capacity: Mapping[str, Decimal], driver: str) -> dict[str, Decima
     return {"/".join(qualify(k, driver)): v for k, v in capacity.items()}
 
 
+def _requested(alternative: Alternative, driver: str) -> dict[str, Decimal]:
+    """The alternative's capacity requests as a device of ``driver`` names them (memoized:
+    asked for every device of every node a pod is filtered against)."""
+    found = alternative.qualified_capacity.get(driver)
+    if found is None:
+        found = alternative.qualified_capacity[driver] = _qualified(alternative.capacity, driver)
+    return found
+
+
 def _alternative(
     claim: str,
     name: str,
@@ -225,6 +239,14 @@ def _alternative(
         [s.cel.expression for s in device_class.spec.selectors] if device_class else []
     )
     capacity = body.capacity.requests if body.capacity else {}
+    parsed = {k: parse_quantity(v) for k, v in capacity.items()}
+    static_key = (
+        device_class is None,
+        tuple(class_selectors),
+        tuple(s.cel.expression for s in body.selectors),
+        tuple(sorted(parsed.items())),
+        tuple((t.key, t.operator, t.value, t.effect) for t in body.tolerations),
+    )
     return Alternative(
         claim=claim,
         name=name,
@@ -235,7 +257,8 @@ def _alternative(
         all_mode=body.allocation_mode == "All",
         count=body.wanted,
         admin=admin,
-        capacity={k: parse_quantity(v) for k, v in capacity.items()},
+        capacity=parsed,
         tolerations=tuple(body.tolerations),
         class_missing=device_class is None,
+        static_key=static_key,
     )

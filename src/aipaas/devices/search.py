@@ -70,7 +70,7 @@ class Search:
                         needed += min(1 if a.all_mode else a.count for a in covered)
                     for alternative in covered:
                         for device in candidates_for(
-                            alternative, self.node, self.devices, self.state
+                            alternative, self.node, self.devices, self.state, self.inventory
                         ):
                             if device.id not in self.state.devices or alternative.admin:
                                 pool[device.id] = device
@@ -92,7 +92,9 @@ class Search:
             return True
         request = self.plan.requests[index]
         for alternative in request.alternatives:
-            candidates = candidates_for(alternative, self.node, self.devices, self.state)
+            candidates = candidates_for(
+                alternative, self.node, self.devices, self.state, self.inventory
+            )
             covering = self.plan.constraints_for(alternative, request.claim_index)
             if alternative.all_mode:
                 if candidates and self._take_all(
@@ -211,7 +213,7 @@ class Search:
             return False, None
         consumed: dict[str, Decimal] | None = None
         if device.multiple:
-            consumed = consumed_capacity(device, alternative)
+            consumed = self._consumed(device, alternative)
             if consumed is None:
                 return False, None
             used = self.state.capacity.get(device.id, {})
@@ -231,6 +233,18 @@ class Search:
                 if used_counters.get(name, Decimal(0)) + amount > total.get(name, Decimal(-1)):
                     return False, None
         return True, consumed
+
+    def _consumed(self, device: DeviceInfo, alternative: Alternative) -> dict[str, Decimal] | None:
+        """``consumed_capacity``, which depends on the device and the alternative's selection
+        alone: kept in the inventory for every pod of the same shape (never mutated)."""
+        if not alternative.static_key:
+            return consumed_capacity(device, alternative)
+        key = (alternative.static_key, device.id)
+        cache = self.inventory.consumed
+        if key in cache:
+            return cache[key]
+        found = cache[key] = consumed_capacity(device, alternative)
+        return found
 
     def _hold(
         self, device: DeviceInfo, alternative: Alternative, consumed: dict[str, Decimal] | None
@@ -347,12 +361,23 @@ def _any_shareable(candidates: list[DeviceInfo]) -> bool:
 
 
 def candidates_for(
-    alternative: Alternative, node: str, devices: list[DeviceInfo], state: InUse
+    alternative: Alternative,
+    node: str,
+    devices: list[DeviceInfo],
+    state: InUse,
+    inventory: Inventory | None = None,
 ) -> list[DeviceInfo]:
-    """The node's devices that an alternative may take, best topology first (cached per node)."""
+    """The node's devices that an alternative may take, best topology first (cached per node,
+    and in ``inventory`` across the pods whose alternatives select alike)."""
     cached = alternative.candidates.get(node)
     if cached is None:
-        cached = static_candidates(alternative, devices)[0]
+        key = (alternative.static_key, node)
+        shared = inventory.candidates if inventory is not None and alternative.static_key else None
+        cached = shared.get(key) if shared is not None else None
+        if cached is None:
+            cached = static_candidates(alternative, devices)[0]
+            if shared is not None:
+                shared[key] = cached
         alternative.candidates[node] = cached
     if alternative.all_mode or not cached:
         return cached
