@@ -226,6 +226,7 @@ def make_app(settings: Settings) -> FastAPI:
         max_body_bytes=settings.max_body_bytes,
         metrics_public=settings.metrics_public,
         on_write=loop.wake if loop else None,
+        on_request=loop.saw_request if loop else None,
         task_exec=executor,
         task_session=opener,
     )

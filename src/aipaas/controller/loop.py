@@ -8,9 +8,12 @@ the next cycle comes after a short rest (``floor``); each quiet cycle after it r
 long as the last, up to the ``period``: a short task's end is seen soon after its start, while
 a loop with nothing to do (or only long tasks) is back to one cycle a period after a few
 cycles. A write through the API of this process (``wake``) ends a rest early, and so does a
-backend that says a task ended (its ``watch``: Ray's). Either way a rest
-lasts at least as long as the cycle took: the API server in the same process keeps at least
-half of the time (and of the GIL), and a flood of API writes cannot spin the loop. (Wall time,
+backend that says a task ended (its ``watch``: Ray's). Either way, when the API of this
+process had a request during the cycle (``saw_request``), the rest lasts at least as long as
+the cycle took: the API server in the same process keeps at least half of the time (and of
+the GIL), and a flood of API writes cannot spin the loop. With no caller there is no one to
+yield to: the rest is the plain one, and a backend whose work comes from elsewhere (others'
+pods on Kubernetes) gets the controller's whole time. (Wall time,
 not the cycle thread's CPU time: measured with 500 local jobs at once, a rest as long as the
 CPU time alone cut the API's submissions per second by 40%.) The time the cycle spent blocked
 on a backend that says so (``backend_waited``: the Ray backend waiting on its driver process,
@@ -59,11 +62,14 @@ def cycle_share(took: float, blocked: float) -> float:
     return max(0.0, took - blocked)
 
 
-def rest_plan(took: float, rest: float, floor: float) -> tuple[float, float]:
+def rest_plan(
+    took: float, rest: float, floor: float, api_active: bool = True
+) -> tuple[float, float]:
     """A ``rest`` after a cycle that took ``took`` seconds, in two parts: the
     first, which no wake-up ends (only a stop), then the second, which a wake-up ends. Each
-    lasts at least ``floor``, and the whole at least ``took``."""
-    least = max(floor, took)
+    lasts at least ``floor``, and the whole at least ``took`` when the API had a request
+    during the cycle (``api_active``)."""
+    least = max(floor, took) if api_active else floor
     return least, max(0.0, rest - least)
 
 
@@ -88,6 +94,9 @@ class ControllerLoop:
         self._stop = threading.Event()
         self._wake = threading.Event()  # set by wake() and stop(): ends the wakeable rest
         self._wrote = False  # the running cycle wrote something (set from on_written)
+        #: HTTP requests this process's API has taken (``saw_request``); a counter, not a
+        #: flag, so that the loop thread only reads it (the event loop's thread adds)
+        self._api_requests = 0
         self._rest = period  # the last rest (see next_rest)
         self._thread: threading.Thread | None = None
         self.ready = threading.Event()
@@ -117,6 +126,11 @@ class ControllerLoop:
             return
         self._thread = threading.Thread(target=self._run, name="aipaas-controller", daemon=True)
         self._thread.start()
+
+    def saw_request(self) -> None:
+        """The API took an HTTP request (from the event loop's thread; cheap: one addition):
+        the controller yields the API time after its cycles while requests come."""
+        self._api_requests += 1
 
     def wake(self) -> None:
         """Something was written that the controller acts on (a job created, cancelled or
@@ -164,6 +178,7 @@ class ControllerLoop:
     def _run(self) -> None:
         clock = self.controller.clock
         backend = self.controller.backend
+        requests_before_rest = -1  # the first cycle yields as before: callers may be waiting
         while not self._stop.is_set():
             started = clock.monotonic()
             waited = backend_waited(backend)
@@ -190,7 +205,10 @@ class ControllerLoop:
                 self._cycle_finished, self._cycle_started = time.monotonic(), None
             self._rest = next_rest(self._rest, self._wrote, self.period, self.floor)
             took = cycle_share(clock.monotonic() - started, backend_waited(backend) - waited)
-            least, more = rest_plan(took, self._rest, self.floor)
+            # a request since the last rest began (it may still be answered, or more follow)
+            seen, requests_before = self._api_requests, requests_before_rest
+            requests_before_rest = seen
+            least, more = rest_plan(took, self._rest, self.floor, seen != requests_before)
             if self._stop.wait(least):
                 return
             self._wake.wait(more)

@@ -43,6 +43,7 @@ def create_app(
     max_body_bytes: int = 1 << 20,
     metrics_public: bool = False,
     on_write: Hook | None = None,
+    on_request: Hook | None = None,
     write_probe: WriteProbe | None = None,
     task_exec: TaskExecutor | None = None,
     task_session: SessionOpener | None = None,
@@ -50,6 +51,8 @@ def create_app(
     """``on_write``: called after each request that may have written (any method but GET,
     HEAD and OPTIONS), answered or refused: the process's controller acts on it at once
     rather than at its next cycle (cli/control_runtime.py passes ``ControllerLoop.wake``).
+    ``on_request``: called as each HTTP request comes in (``ControllerLoop.saw_request``: the
+    controller yields time to the API only while it has callers).
     ``write_probe``: /readyz also asks whether the store can write (store/health.py: the
     database disk's free space, a small write every few seconds). ``task_exec``: runs a
     command in a running task through this process's backend (server/exec_routes.py);
@@ -77,6 +80,7 @@ def create_app(
     app.state.metrics = metrics or Metrics()
     app.state.max_body_bytes = max_body_bytes
     app.state.on_write = on_write
+    app.state.on_request = on_request
     app.state.principals = PrincipalCache()
     app.state.task_exec = task_exec
     app.state.task_session = task_session
@@ -130,6 +134,9 @@ class _Application(FastAPI):
         if scope["type"] != "http":
             await super().__call__(scope, receive, send)
             return
+        on_request = self.state.on_request
+        if on_request is not None:
+            on_request()
         try:
             if (
                 scope["method"] == "POST"

@@ -5,6 +5,7 @@ cycle that comes at all came from a write or a wake-up."""
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -171,3 +172,61 @@ def test_a_backend_that_says_a_task_ended_wakes_the_loop() -> None:
         assert controller.wait_cycles(2)
     finally:
         loop.stop()
+
+
+def test_with_no_api_caller_the_rest_does_not_wait_out_the_cycle() -> None:
+    """Others' pods on Kubernetes come from the cluster, not through this API: nobody to
+    yield to, so a long cycle is followed after the plain rest."""
+    assert rest_plan(took=0.5, rest=0.02, floor=0.02, api_active=False) == (0.02, 0.0)
+    least, more = rest_plan(took=0.5, rest=0.2, floor=0.02, api_active=False)
+    assert least == 0.02 and abs(more - 0.18) < 1e-9
+
+
+class SlowController(FakeController):
+    """Each cycle takes ``seconds`` and writes (so the plain rest is the floor); ``during``
+    runs inside each cycle (an API request arriving)."""
+
+    def __init__(self, seconds: float, during: Callable[[], None] = lambda: None) -> None:
+        super().__init__([])
+        self.seconds, self.during = seconds, during
+        self.spans: list[tuple[float, float]] = []
+
+    def run_cycle(self) -> None:
+        started = time.monotonic()
+        self.during()
+        time.sleep(self.seconds)
+        if self.on_written is not None:
+            self.on_written(["job"])
+        self.spans.append((started, time.monotonic()))
+        super().run_cycle()
+
+
+def _gaps(spans: list[tuple[float, float]]) -> list[float]:
+    return [nxt[0] - cur[1] for cur, nxt in itertools.pairwise(spans)]
+
+
+def test_while_api_requests_come_each_rest_lasts_the_cycle() -> None:
+    holder: list[ControllerLoop] = []
+    controller = SlowController(0.2, during=lambda: holder[0].saw_request())
+    loop = ControllerLoop(cast(Controller, controller), period=HOUR)
+    holder.append(loop)
+    loop.start()
+    try:
+        assert controller.wait_cycles(4)
+    finally:
+        loop.stop()
+    # a lower bound, whatever the machine's load: every rest waited out its cycle
+    assert min(_gaps(controller.spans[:4])) >= 0.2 - 0.01
+
+
+def test_without_api_requests_the_next_cycle_follows_after_the_floor() -> None:
+    controller = SlowController(0.2)
+    loop = ControllerLoop(cast(Controller, controller), period=HOUR)
+    loop.start()
+    try:
+        assert controller.wait_cycles(5)
+    finally:
+        loop.stop()
+    # the first cycle yields as before (callers may be waiting); after it, rests of the
+    # floor: a rest as long as the cycle (0.2 s) would make every gap at least that
+    assert min(_gaps(controller.spans[1:5])) < 0.2
