@@ -570,7 +570,8 @@ class Controller:
             self.wait_for_binding(item, record, waits)
             return
         backends = {n.name: n.backend for n in self.nodes}
-        devices = claim_devices(self.claims.allocations(item.job, record))
+        allocations = self.claims.allocations(item.job, record)
+        devices = claim_devices(allocations)
         membership.sync(
             self.backend, self.memory.batch.membership, item
         )  # an elastic job's file names the new member first
@@ -582,7 +583,9 @@ class Controller:
             devices,
             fencing_token=self.fencing_token,
             membership_file=membership.file_for(self.backend, item.job, record.node),
-            claims=self.claims.allocated_claims(item.job, record) if devices else (),
+            # an adminAccess claim holds no device, and its allocation is still the backend's
+            # to write (Kubernetes: a pod bound with its claim unallocated never starts)
+            claims=self.claims.allocated_claims(item.job, record) if allocations else (),
             gang=places_gangs(self.backend),  # Ray reserves a gang as one placement group
         )
         request = self.enforce_share(item, record, request)

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Final, Literal
 
 from aipaas.api.devices import (
     AllocationResult,
@@ -38,6 +38,7 @@ from aipaas.api.devices import (
     DeviceAllocationResult,
     DeviceClass,
     DeviceRequestAllocationResult,
+    OpaqueDeviceConfiguration,
     ResourceClaim,
 )
 from aipaas.devices.diagnosis import diagnose
@@ -62,6 +63,7 @@ __all__ = [
     "PodAllocation",
     "allocate_on_node",
     "allocate_pod",
+    "allocation_config",
 ]
 
 PERFECT_SCORE: Final = 100.0
@@ -92,29 +94,7 @@ class NodeAllocation:
         """
         name = claim.metadata.name or claim.metadata.generate_name or ""
         results = [p.result() for p in self.picks if p.claim == name]
-        config: list[DeviceAllocationConfiguration] = []
-        used_classes: dict[str, list[str]] = {}
-        for request in claim.spec.devices.requests:
-            bodies = [request.exactly] if request.exactly else list(request.first_available or ())
-            for body in bodies:
-                if body is not None:
-                    used_classes.setdefault(body.device_class_name, []).append(request.name)
-        for class_name, requests in used_classes.items():
-            device_class = classes.get(class_name)
-            for class_config in device_class.spec.config if device_class else ():
-                config.append(
-                    DeviceAllocationConfiguration(
-                        source="FromClass", requests=requests, opaque=class_config.opaque
-                    )
-                )
-        for claim_config in claim.spec.devices.config:
-            config.append(
-                DeviceAllocationConfiguration(
-                    source="FromClaim",
-                    requests=list(claim_config.requests),
-                    opaque=claim_config.opaque,
-                )
-            )
+        config = allocation_config(claim, classes, {r.request for r in results})
         node_selector = None
         if any(p.device.node != ALL_NODES for p in self.picks if p.claim == name):
             node_selector = {
@@ -130,6 +110,60 @@ class NodeAllocation:
             devices=DeviceAllocationResult(results=results, config=config),
             node_selector=node_selector,
         )
+
+
+def allocation_config(
+    claim: ResourceClaim, classes: Mapping[str, DeviceClass], allocated: set[str]
+) -> list[DeviceAllocationConfiguration]:
+    """``status.allocation.devices.config`` as kube-scheduler's DRA plugin (1.37) writes it,
+    given the request names of the results (``allocated``, "parent/subrequest" where a
+    firstAvailable request chose one).
+
+    The configuration of each class a request was allocated from (the chosen subrequest's
+    class), once per class, for the requests that used it; then the claim's configurations
+    that apply to an allocated request: one naming no request, a request, or a request's chosen
+    subrequest (one naming only subrequests not chosen is left out). A configuration that
+    applies to every request of the claim is written without ``requests``, as kube-scheduler
+    writes it (checked against it on a real cluster by
+    tests/kube/test_kube_dra_as_kube_scheduler.py); a driver reads both forms the same.
+    """
+    chosen: dict[str, str] = {}  # request name -> the name its results carry
+    class_of: dict[str, str] = {}  # that name -> the class it was allocated from
+    for request in claim.spec.devices.requests:
+        if request.exactly is not None:
+            chosen[request.name] = request.name
+            class_of[request.name] = request.exactly.device_class_name
+        for sub in request.first_available or ():
+            taken = f"{request.name}/{sub.name}"
+            if taken in allocated:
+                chosen[request.name] = taken
+                class_of[taken] = sub.device_class_name
+                break
+
+    def covers(requests: Sequence[str]) -> bool:
+        return all(r in requests or c in requests for r, c in chosen.items())
+
+    def entry(
+        source: Literal["FromClass", "FromClaim"],
+        requests: list[str],
+        opaque: OpaqueDeviceConfiguration | None,
+    ) -> DeviceAllocationConfiguration:
+        kept = [] if covers(requests) else requests
+        return DeviceAllocationConfiguration(source=source, requests=kept, opaque=opaque)
+
+    config: list[DeviceAllocationConfiguration] = []
+    by_class: dict[str, list[str]] = {}
+    for taken in chosen.values():
+        by_class.setdefault(class_of[taken], []).append(taken)
+    for class_name, requests in by_class.items():
+        device_class = classes.get(class_name)
+        for class_config in device_class.spec.config if device_class else ():
+            config.append(entry("FromClass", requests, class_config.opaque))
+    for claim_config in claim.spec.devices.config:
+        named = list(claim_config.requests)
+        if not named or any(r in named or c in named for r, c in chosen.items()):
+            config.append(entry("FromClaim", named, claim_config.opaque))
+    return config
 
 
 @dataclass(frozen=True, slots=True)

@@ -92,6 +92,23 @@ def _raise_for(response: httpx2.Response) -> None:
     raise kind(response.status_code, reason, message)
 
 
+def encode(body: object) -> bytes:
+    """A request body as compact JSON, as Go clients send it. The API server keeps an opaque
+    device configuration's ``parameters`` (a RawExtension) as the bytes it was sent and, on
+    any later update of the object, compares them with the object encoded again, compactly:
+    parameters sent with json.dumps's default ", " and ": " made every later patch of the
+    claim (the DRA finalizer among them) fail with "spec: field is immutable". Go's encoder
+    also escapes <, >, & and U+2028/2029 and leaves other non-ASCII text as UTF-8."""
+    text = json.dumps(body, separators=(",", ":"), ensure_ascii=False)
+    return text.translate(_GO_ESCAPES).encode()
+
+
+#: what Go's encoding/json escapes in strings beyond JSON's own (these appear only in strings)
+_GO_ESCAPES: Final = str.maketrans(
+    {c: f"\\u{ord(c):04x}" for c in ("<", ">", "&", "\u2028", "\u2029")}
+)
+
+
 def make_client(options: KubeOptions) -> httpx2.Client:
     """An HTTP client for the kubeconfig named in the options, else lightkube's order:
     in-cluster service account, $KUBECONFIG, ~/.kube/config."""
@@ -148,7 +165,7 @@ class KubeApi:
         content_type: str = "application/json",
     ) -> Any:
         headers = {"Content-Type": content_type} if body is not None else None
-        content = json.dumps(body).encode() if body is not None else None
+        content = encode(body) if body is not None else None
         query: dict[str, str | int] = {k: v for k, v in (params or {}).items() if v is not None}
         response = self.http.request(method, url, content=content, headers=headers, params=query)
         _raise_for(response)

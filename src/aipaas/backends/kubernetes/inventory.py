@@ -2,9 +2,9 @@
 
 What aipaas may place on a node is its allocatable CPU and memory less what the pods that are
 not its tasks request there (other schedulers share the cluster); the devices it may allocate
-are the ResourceSlices' devices less those that claims allocated by others hold. The node's
-labels are its topology (``topology.kubernetes.io/zone``, a rack label...), as the scheduler
-reads them.
+are the ResourceSlices' devices less those that claims allocated by others hold, and their
+pools' shared counters less what those devices consume. The node's labels are its topology
+(``topology.kubernetes.io/zone``, a rack label...), as the scheduler reads them.
 A node that is not Ready, or is cordoned, is reported as ``unknown``: nothing new goes there and
 its tasks are not given up.
 """
@@ -14,12 +14,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Mapping, Set
 from dataclasses import replace
+from decimal import Decimal
 from typing import Any
 
 from pydantic import ValidationError
 
 from aipaas.api.devices import ResourceSlice
-from aipaas.api.quantity import parse_quantity
+from aipaas.api.quantity import format_quantity, parse_quantity
 from aipaas.backends.base import Inventory, NodeInfo
 from aipaas.devices.binding import DeviceKey
 from aipaas.devices.gpu_health import gpu_annotations, slice_gpus
@@ -100,12 +101,59 @@ def node_info(node: Mapping[str, Any], used: tuple[int, int]) -> NodeInfo:
     )
 
 
-def _slice(document: Mapping[str, Any], held: set[tuple[str, str, str]]) -> ResourceSlice | None:
+#: (driver, pool, counter set) -> counter -> how much of it devices held by others consume
+HeldCounters = dict[tuple[str, str, str], dict[str, Decimal]]
+
+
+def held_counters(
+    slices: Iterable[Mapping[str, Any]], held: set[tuple[str, str, str]]
+) -> HeldCounters:
+    """What the devices others hold consume of their pools' shared counters (partitionable
+    devices, KEP-4815). A held device is left out of its slice, and its counters would
+    otherwise look free: kube-scheduler's partitions of a GPU would leave aipaas room for
+    partitions the GPU no longer has."""
+    used: HeldCounters = {}
+    for document in slices:
+        spec = document.get("spec") or {}
+        driver, pool = spec.get("driver", ""), (spec.get("pool") or {}).get("name", "")
+        for device in spec.get("devices") or []:
+            if (driver, pool, device.get("name", "")) not in held:
+                continue
+            for consumption in device.get("consumesCounters") or []:
+                counters = used.setdefault((driver, pool, consumption.get("counterSet", "")), {})
+                for name, counter in (consumption.get("counters") or {}).items():
+                    amount = parse_quantity(str((counter or {}).get("value", 0)))
+                    counters[name] = counters.get(name, Decimal(0)) + amount
+    return used
+
+
+def _left(
+    counter_set: Mapping[str, Any], driver: str, pool: str, used: HeldCounters
+) -> dict[str, Any]:
+    """A shared counter set less what held devices consume of it (never below 0)."""
+    taken = used.get((driver, pool, counter_set.get("name", "")))
+    if not taken:
+        return dict(counter_set)
+    counters = {}
+    for name, counter in (counter_set.get("counters") or {}).items():
+        value = parse_quantity(str((counter or {}).get("value", 0)))
+        left = max(value - taken.get(name, Decimal(0)), Decimal(0))
+        counters[name] = {**counter, "value": format_quantity(left)}
+    return {**counter_set, "counters": counters}
+
+
+def _slice(
+    document: Mapping[str, Any],
+    held: set[tuple[str, str, str]],
+    used: HeldCounters | None = None,
+) -> ResourceSlice | None:
     spec = dict(document.get("spec") or {})
     driver, pool = spec.get("driver", ""), (spec.get("pool") or {}).get("name", "")
     spec["devices"] = [
         d for d in spec.get("devices") or [] if (driver, pool, d.get("name", "")) not in held
     ]
+    if used and spec.get("sharedCounters"):
+        spec["sharedCounters"] = [_left(c, driver, pool, used) for c in spec["sharedCounters"]]
     meta = document.get("metadata") or {}
     body = {"apiVersion": document.get("apiVersion"), "kind": "ResourceSlice", "spec": spec}
     body["metadata"] = {"name": meta.get("name"), "labels": meta.get("labels") or {}}
@@ -133,9 +181,10 @@ def inventory(
     )
     names = {n.name for n in infos}
     held = held_by_others(claims, tasks)
+    consumed = held_counters(slices, held)
     kept = [
         s
-        for s in (_slice(d, held) for d in slices)
+        for s in (_slice(d, held, consumed) for d in slices)
         if s is not None and (s.spec.node_name is None or s.spec.node_name in names)
     ]
     infos = tuple(_with_dra_gpus(n, kept) for n in infos)
