@@ -285,12 +285,29 @@ class ClaimBook:
             self._serving[resource] = serving_class(self._classes, resource)
         return self._serving[resource]
 
+    def _find(self, tenant: str, name: str) -> Object | None:
+        """A stored claim as this cycle knows it: listed by ``devices`` or written since by
+        this controller, else read once from the store (a start is asked for each placed task
+        every cycle until its backend confirms it: three reads a task and cycle otherwise)."""
+        found = self._stored.get((tenant, name))
+        if found is not None:
+            return found
+        read = self.store.find("ResourceClaim", tenant, name)
+        if isinstance(read, ResourceClaimObject):
+            self._stored[(tenant, name)] = read
+        return read
+
+    def _wrote(self, written: Object) -> None:
+        """What this controller just wrote of a claim is what the cycle knows of it now."""
+        if isinstance(written, ResourceClaimObject):
+            self._stored[(written.tenant, written.name)] = written
+
     def allocations(self, job: Job, record: TaskRecord) -> list[AllocationResult]:
         """The stored allocations of the claims a task uses (its own, shared ones, and its
         compiled ``gpu:`` claim): what the backend pins it to."""
         out = []
         for name in task_claim_names(job, record):
-            stored = self.store.find("ResourceClaim", job.tenant, name)
+            stored = self._find(job.tenant, name)
             status = stored.status if isinstance(stored, ResourceClaimObject) else None
             if status is not None and status.allocation:
                 out.append(AllocationResult.model_validate(status.allocation))
@@ -349,7 +366,7 @@ class ClaimBook:
         status.devices (devices/binding.py); None: it may start."""
         now = self.store.clock.now()
         for name in task_claim_names(job, record):
-            stored = self.store.find("ResourceClaim", job.tenant, name)
+            stored = self._find(job.tenant, name)
             status = stored.status if isinstance(stored, ResourceClaimObject) else None
             if status is None or not status.allocation:
                 continue
@@ -381,7 +398,7 @@ class ClaimBook:
         status.allocation): what a backend with DRA of its own (Kubernetes) writes there."""
         out = []
         for name in task_claim_names(job, record):
-            stored = self.store.find("ResourceClaim", job.tenant, name)
+            stored = self._find(job.tenant, name)
             if (
                 isinstance(stored, ResourceClaimObject)
                 and stored.status
@@ -461,12 +478,13 @@ class ClaimBook:
             if before is not None and before.allocation:
                 # A shared claim: allocated once; each consumer is added to reservedFor.
                 users = [r for r in before.reserved_for if r != consumer] + [consumer]
-                self.store.update_status(
+                stored = self.store.update_status(
                     stored,
                     ClaimStatus(
                         allocation=before.allocation, reserved_for=users, devices=before.devices
                     ),
                 )
+                self._wrote(stored)
                 self.store.record_event(
                     stored,
                     "Reserved",
@@ -480,7 +498,8 @@ class ClaimBook:
                 reserved_for=[consumer],
                 devices=device_statuses(result, now),
             )
-            self.store.update_status(stored, status)
+            stored = self.store.update_status(stored, status)
+            self._wrote(stored)
             self._waiting.pop((job.tenant, name), None)
             devices = ", ".join(r.device for r in result.devices.results)
             self.store.record_event(

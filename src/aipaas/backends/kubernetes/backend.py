@@ -54,7 +54,7 @@ from aipaas.backends.kubernetes.options import KubeOptions
 from aipaas.backends.kubernetes.pod_logs import LogCopier
 from aipaas.backends.kubernetes.pod_status import task_status, tasks_by_request
 from aipaas.backends.kubernetes.podgroups import PodGroups
-from aipaas.backends.kubernetes.take import take_imported
+from aipaas.backends.kubernetes.take import imported_pod_name, take_imported
 
 log = logging.getLogger("aipaas.backends.kubernetes")
 
@@ -164,11 +164,21 @@ class KubernetesBackend:
         under_way = self._starting.get(rid)
         if under_way is not None and not under_way.done():
             return
-        if rid in self._started and rid in tasks_by_request(self.cached("Pod")):
+        if rid in self._started and self._made(request):
             return  # made and bound by a start of this process (asked again while it bound)
         self._starting[rid] = self._pool.submit(self._start_logged, request)
         for done in [k for k, f in self._starting.items() if f.done() and k != rid]:
             del self._starting[done]
+
+    def _made(self, request: LaunchRequest) -> bool:
+        """The cache holds the request's pod (by its name, not a walk over every pod: a start
+        is asked for each placed task of every cycle)."""
+        namespace = self.options.namespace(request.tenant)
+        imported = IMPORTED_ANNOTATION in request.annotations
+        name = imported_pod_name(request) if imported else m.pod_name(request)
+        pod = self.informers["Pod"].get(namespace, name) if name is not None else None
+        annotations = ((pod or {}).get("metadata") or {}).get("annotations") or {}
+        return annotations.get(m.REQUEST_ANNOTATION) == request.request_id
 
     def _start_logged(self, request: LaunchRequest) -> None:
         try:

@@ -23,6 +23,12 @@ def _group(task: str) -> str:
     return task.rsplit("-", 1)[0]
 
 
+def imported_pod_name(request: LaunchRequest) -> str | None:
+    """The name of the others' pod a task of an imported job is (None: the job names none)."""
+    entry = json.loads(request.annotations[IMPORTED_ANNOTATION]).get(_group(request.task))
+    return str(entry["name"]) if isinstance(entry, dict) and "name" in entry else None
+
+
 def take_imported(backend: KubernetesBackend, request: LaunchRequest) -> None:
     pods = json.loads(request.annotations[IMPORTED_ANNOTATION])
     entry = pods.get(_group(request.task))
