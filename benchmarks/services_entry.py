@@ -10,7 +10,7 @@ Prints a markdown table. The replica is a standard-library ThreadingHTTPServer; 
 requests in flight per replica. Numbers depend on the machine's load: say what ran beside.
 
 ``--model``: the real embedding model (examples/embedding_server.py, its packages in the tests'
-virtual environment, tests/integration/model_venv.py, made when absent) under a stepped load
+virtual environment, tests/support/model_venv.py, made when absent) under a stepped load
 (``--steps`` client threads, each step ``--step-seconds``), autoscaled from zero (target 1 in
 flight per replica) beside the same load on a static service at the peak's count: cold start,
 p50/p95/p99 latency, the share of requests within ``--slo-ms``, replica-seconds, and the
@@ -178,8 +178,8 @@ def model_run(
 
 
 def model_main(args: argparse.Namespace) -> None:
-    sys.path.insert(0, str(Path(__file__).parents[1] / "tests" / "integration"))
-    import model_venv
+    sys.path.insert(0, str(Path(__file__).parents[1]))  # the repository root: tests.support
+    from tests.support import model_venv
 
     python = model_venv.ensure()
     steps = [int(part) for part in args.steps.split(",")]

@@ -7,9 +7,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from server_process import ServerProcess
 
 from aipaas.store.pgtest import ThrowawayPostgres, unavailable_reason
+from tests.support.server_process import ServerProcess
 
 
 @pytest.fixture(scope="session")

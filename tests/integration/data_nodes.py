@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 
-from s3_server import ACCESS_KEY, SECRET_KEY
+from tests.integration.s3_server import ACCESS_KEY, SECRET_KEY
 
 BUCKET = "datasets"
 OBJECTS = {f"train/part-{i}.bin": os.urandom((1 << 19) + i * 4099) for i in range(3)}

@@ -14,7 +14,7 @@ import threading
 import time
 from collections.abc import Iterator
 
-from server_process import AIPAAS, ServerProcess
+from tests.support.server_process import AIPAAS, ServerProcess
 
 READ_SECONDS = 30.0
 END_SECONDS = 60.0

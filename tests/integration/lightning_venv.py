@@ -1,13 +1,14 @@
 """A virtual environment of the tests' own with PyTorch Lightning: the Slurm test of Lightning's
 SLURM environment detection (test_pytorch_slurm.py) runs its training script there.
 
-It is made over the model environment (model_venv.py, which holds PyTorch): a ``.pth`` file
+It is made over the model environment (tests/support/model_venv.py, which holds PyTorch): a
+``.pth`` file
 puts that environment's packages on its path, so pip sees PyTorch installed and adds only
 Lightning and what Lightning needs (tens of MB, not 3 GB again). Where: beside the model
 environment, ``lightning-venv``; pip's cache is shared with it. Made when absent, reused after.
 
-Run as a script (``python tests/integration/lightning_venv.py``) it makes the environment and
-prints its Python.
+Run as a module from the repository root (``python -m tests.integration.lightning_venv``) it
+makes the environment and prints its Python.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import subprocess
 import time
 from pathlib import Path
 
-import model_venv
+from tests.support import model_venv
 
 #: pinned: the Lightning the Slurm test was written against
 PACKAGES = ("lightning==2.6.6",)

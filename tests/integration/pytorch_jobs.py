@@ -1,9 +1,9 @@
 """What the PyTorch workload tests share (test_pytorch_local.py, test_pytorch_slurm.py,
-test_pytorch_ray.py): the tests' own PyTorch (model_venv.py: skipped only when pip cannot
-install it, saying so), the training script (examples/pytorch/train.py) copied where a task's
-user can read it, Job manifests that start it by the platform's variables or under torchrun,
-what the script leaves in its output folder, read back, and the five cases every backend runs
-through the API (each backend's module sizes the jobs to its nodes)."""
+test_pytorch_ray.py): the tests' own PyTorch (tests/support/model_venv.py: skipped only when pip
+cannot install it, saying so), the training script (examples/pytorch/train.py) copied where a task's
+user can read it, Job manifests that start it by the platform's variables or under torchrun, what
+the script leaves in its output folder, read back, and the five cases every backend runs through the
+API (each backend's module sizes the jobs to its nodes)."""
 
 from __future__ import annotations
 
@@ -16,9 +16,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import model_venv
 import pytest
-from server_process import ServerProcess, shared_dir
+
+from tests.support import model_venv
+from tests.support.server_process import ServerProcess, shared_dir
 
 SCRIPT = Path(__file__).resolve().parents[2] / "examples" / "pytorch" / "train.py"
 

@@ -1,9 +1,10 @@
 """A real S3 API for the dataset tests: moto's server, as a subprocess on a free port, with a
 count of the requests it answered (so a test can tell that a read never reached S3).
 
-Run as ``python s3_server.py PORT``: moto's server application (``moto[server]``) behind a
-counting middleware; ``GET /_test/requests`` answers the requests seen so far as JSON
-(method and path), ``DELETE /_test/requests`` forgets them. The fixture side is ``S3Server``.
+Run as ``python -m tests.integration.s3_server PORT`` from the repository root: moto's server
+application (``moto[server]``) behind a counting middleware; ``GET /_test/requests`` answers the
+requests seen so far as JSON (method and path), ``DELETE /_test/requests`` forgets them. The
+fixture side is ``S3Server``.
 """
 
 from __future__ import annotations
@@ -20,8 +21,11 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from port_owner import serves_port
 
+from tests.support.port_owner import serves_port
+
+#: the repository root: where ``python -m tests.integration.s3_server`` finds its package
+ROOT = Path(__file__).resolve().parents[2]
 ACCESS_KEY = "test-access-key"
 SECRET_KEY = "test-secret-key"
 COUNT_PATH = "/_test/requests"
@@ -106,7 +110,10 @@ class S3Server:
         """True once moto answers; False when it exited (its port taken)."""
         with self.log.open("ab") as log:
             self.process = subprocess.Popen(
-                [sys.executable, __file__, str(self.port)], stdout=log, stderr=log
+                [sys.executable, "-m", "tests.integration.s3_server", str(self.port)],
+                cwd=ROOT,
+                stdout=log,
+                stderr=log,
             )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:

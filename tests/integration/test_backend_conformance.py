@@ -1,5 +1,5 @@
-"""The backend contract (backend_contract.py: exit codes, idempotent start, unknown ids, an
-asynchronous stop, level-triggered status across backend objects, fencing) run against every
+"""The backend contract (tests/support/backend_contract.py: exit codes, idempotent start, unknown
+ids, an asynchronous stop, level-triggered status across backend objects, fencing) run against every
 backend this machine can run, each built by the server's registry (``make_backend``):
 
 - sim: simulated nodes on a virtual clock (a task's exit code is its
@@ -21,7 +21,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from backend_contract import (
+
+from aipaas.backends.base import Backend, LaunchRequest
+from aipaas.backends.registry import make_backend
+from aipaas.backends.sim.backend import EXIT_CODE_ANNOTATION
+from aipaas.clock import VirtualClock
+from tests.integration.ray_cluster import RayCluster, ray_cluster
+from tests.integration.slurm_cluster import SlurmCluster, slurm_cluster
+from tests.support.backend_contract import (
     Harness,
     Task,
     shell_task,
@@ -32,13 +39,6 @@ from backend_contract import (
     test_a_task_ends_with_its_exit_code,
     test_an_id_never_started_is_unknown,
 )
-from ray_cluster import RayCluster, ray_cluster
-from slurm_cluster import SlurmCluster, slurm_cluster
-
-from aipaas.backends.base import Backend, LaunchRequest
-from aipaas.backends.registry import make_backend
-from aipaas.backends.sim.backend import EXIT_CODE_ANNOTATION
-from aipaas.clock import VirtualClock
 
 __all__ = [  # the contract's tests and the cluster fixtures, used by name
     "ray_cluster",

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import subprocess
 
-from server_process import ADMIN, AIPAAS, TASK_PYTHON, ServerProcess
+from tests.support.server_process import ADMIN, AIPAAS, TASK_PYTHON, ServerProcess
 
 SETUP = """apiVersion: aipaas/v1
 kind: Tenant

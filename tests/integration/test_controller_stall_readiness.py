@@ -8,7 +8,8 @@ import time
 from pathlib import Path
 
 import httpx
-from server_process import SETUP, TASK_PYTHON, ServerProcess, shared_dir
+
+from tests.support.server_process import SETUP, TASK_PYTHON, ServerProcess, shared_dir
 
 STALL_SECONDS = 3
 HOLD = """---

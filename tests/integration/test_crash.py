@@ -7,7 +7,7 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-from server_process import SETUP, TASK_PYTHON, ServerProcess, shared_dir
+from tests.support.server_process import SETUP, TASK_PYTHON, ServerProcess, shared_dir
 
 CLUSTER = """nodes:
   - {name: dgx, count: 2, cpu: 64, memory: 512Gi, gpus: {count: 8, model: H100, memory: 80Gi}}

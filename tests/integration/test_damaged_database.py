@@ -8,7 +8,7 @@ import random
 import subprocess
 from pathlib import Path
 
-from server_process import ADMIN, AIPAAS, SETUP, ServerProcess, free_port
+from tests.support.server_process import ADMIN, AIPAAS, SETUP, ServerProcess, free_port
 
 PAGE = 4096
 QUEUES = 300  # rows enough for the file to have pages in the middle to damage

@@ -14,9 +14,10 @@ from dataclasses import dataclass, field
 
 import httpx
 import pytest
-from dashboard_browser import Browser, browser_or_skip, screenshot_dir
 from playwright.sync_api import Page, Route, expect
-from server_process import ADMIN, SETUP, ServerProcess, shared_dir
+
+from tests.integration.dashboard_browser import Browser, browser_or_skip, screenshot_dir
+from tests.support.server_process import ADMIN, SETUP, ServerProcess, shared_dir
 
 # Playwright's default waits (5 s for an expectation, 30 s for an action) are too short for a
 # loaded 2-core machine running Chromium beside the server: every wait here is a polled

@@ -12,9 +12,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from dashboard_browser import Browser, browser_or_skip, screenshot_dir
 from playwright.sync_api import Locator, Page, Route, expect
-from up_process import UpProcess
+
+from tests.integration.dashboard_browser import Browser, browser_or_skip, screenshot_dir
+from tests.integration.up_process import UpProcess
 
 ROOT = Path(__file__).resolve().parents[2]
 WAIT_MS = 60_000  # every wait is a polled condition: a long deadline costs nothing when fast

@@ -15,13 +15,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from s3_server import ACCESS_KEY, SECRET_KEY, S3Server
-from server_process import free_port
 
 from aipaas.data.cache import NodeCache
 from aipaas.data.copier import fill
 from aipaas.data.entry import LOAD, MANIFEST, PART_SUFFIX
 from aipaas.data.source import SourceSpec
+from tests.integration.s3_server import ACCESS_KEY, SECRET_KEY, S3Server
+from tests.support.server_process import free_port
 
 BUCKET = "crash"
 MIB = 1 << 20

@@ -18,10 +18,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from data_nodes import BUCKET, OBJECTS, READER, SIZE, manifests
-from ray_cluster import RayCluster, World, cycle_until, ray_cluster, world
-from s3_server import S3Server
-from server_process import free_port
 
 from aipaas.api.data import Dataset
 from aipaas.backends.base import Backend
@@ -30,6 +26,10 @@ from aipaas.backends.ray.registry import ray_backend
 from aipaas.clock import isoformat
 from aipaas.controller.cycle import Controller
 from aipaas.controller.datasets import WARM_NODES, WARM_REQUESTED, DatasetExtension
+from tests.integration.data_nodes import BUCKET, OBJECTS, READER, SIZE, manifests
+from tests.integration.ray_cluster import RayCluster, World, cycle_until, ray_cluster, world
+from tests.integration.s3_server import S3Server
+from tests.support.server_process import free_port
 
 __all__ = ["ray_cluster", "world"]  # fixtures, used by name
 

@@ -17,10 +17,16 @@ from typing import Any
 import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
-from s3_server import ACCESS_KEY, SECRET_KEY, S3Server
-from server_process import ADMIN, SETUP, TASK_PYTHON, ServerProcess, free_port, shared_dir
 
 from aipaas.backends.local.isolation import default_task_root
+from tests.integration.s3_server import ACCESS_KEY, SECRET_KEY, S3Server
+from tests.support.server_process import (
+    ADMIN,
+    TASK_PYTHON,
+    ServerProcess,
+    free_port,
+    shared_dir,
+)
 
 BUCKET = "datasets"
 OBJECTS = {f"train/part-{i}.bin": os.urandom((1 << 20) + i * 4099) for i in range(4)}
@@ -83,14 +89,6 @@ def s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
     server.stop()
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    process = ServerProcess(tmp_path_factory.mktemp("aipaas") / "data").start()
-    process.cli("apply", "-f", "-", input=SETUP)
-    yield process
-    process.stop()
-
-
 def _apply(server: ServerProcess, text: str, token: str = ADMIN) -> httpx.Response:
     with server.http(token) as client:
         return client.post("/apply", content=text, headers={"Content-Type": "application/yaml"})
@@ -115,14 +113,16 @@ def _wait_status(server: ServerProcess, check: Any, timeout: float = 90) -> dict
     raise AssertionError(f"dataset status never matched: {status}")
 
 
-def test_jobs_read_a_dataset_from_s3_through_the_cache(s3: S3Server, server: ServerProcess) -> None:
+def test_jobs_read_a_dataset_from_s3_through_the_cache(
+    s3: S3Server, tenant_server: ServerProcess
+) -> None:
     expected = s3.upload(BUCKET, OBJECTS)
     out = shared_dir()
-    assert _apply(server, _manifests(s3.url)).status_code == 200
+    assert _apply(tenant_server, _manifests(s3.url)).status_code == 200
     s3.forget()
 
-    assert _apply(server, _job("first", out)).status_code == 200
-    first = server.wait_phase("first", "Succeeded", timeout=90)
+    assert _apply(tenant_server, _job("first", out)).status_code == 200
+    first = tenant_server.wait_phase("first", "Succeeded", timeout=90)
     assert [t["exitCode"] for t in first["status"]["tasks"]] == [0, 0]
     assert (out / "first-0").read_text() == expected
     assert (out / "first-1").read_text() == expected
@@ -132,7 +132,7 @@ def test_jobs_read_a_dataset_from_s3_through_the_cache(s3: S3Server, server: Ser
     def reads(state: dict[str, Any]) -> int:
         return int(state.get("hits", 0)) + int(state.get("misses", 0))
 
-    status = _wait_status(server, lambda s: s.get("phase") == "Cached" and reads(s) == 2)
+    status = _wait_status(tenant_server, lambda s: s.get("phase") == "Cached" and reads(s) == 2)
     assert status["sizeBytes"] == sum(len(b) for b in OBJECTS.values())
     assert status["files"] == len(OBJECTS)
     assert status["nodes"][0]["complete"] is True
@@ -140,23 +140,23 @@ def test_jobs_read_a_dataset_from_s3_through_the_cache(s3: S3Server, server: Ser
     assert status["misses"] <= 1
 
     s3.forget()
-    assert _apply(server, _job("second", out)).status_code == 200
-    server.wait_phase("second", "Succeeded", timeout=90)
+    assert _apply(tenant_server, _job("second", out)).status_code == 200
+    tenant_server.wait_phase("second", "Succeeded", timeout=90)
     assert (out / "second-0").read_text() == expected
     assert (out / "second-1").read_text() == expected
     assert s3.requests() == [], "the second job was served from the cache alone"
-    status = _wait_status(server, lambda s: reads(s) == 4)
+    status = _wait_status(tenant_server, lambda s: reads(s) == 4)
     size, hits = status["sizeBytes"], status["hits"]
     assert hits >= 3
     assert status["bytesFromCache"] == hits * size
     assert status["bytesFromSource"] == size  # copied from S3 once
 
-    with server.http() as client:
+    with tenant_server.http() as client:
         params = {"tenant": "acme", "kind": "Dataset", "name": "train"}
         events = client.get("/events", params=params).json()["items"]
     assert "DatasetLoaded" in {event["reason"] for event in events}
     headers = {"Authorization": f"Bearer {ADMIN}"}
-    text = httpx.get(server.url + "/metrics", headers=headers, timeout=10).text
+    text = httpx.get(tenant_server.url + "/metrics", headers=headers, timeout=10).text
     metrics = {
         sample.name: sample.value
         for family in text_string_to_metric_families(text)
@@ -170,9 +170,9 @@ def test_jobs_read_a_dataset_from_s3_through_the_cache(s3: S3Server, server: Ser
 
 
 def test_a_tenant_cannot_name_or_read_another_tenants_data(
-    s3: S3Server, server: ServerProcess
+    s3: S3Server, tenant_server: ServerProcess
 ) -> None:
-    assert _apply(server, _manifests(s3.url)).status_code == 200
+    assert _apply(tenant_server, _manifests(s3.url)).status_code == 200
     other = """apiVersion: aipaas/v1
 kind: Tenant
 metadata: {name: rival}
@@ -191,21 +191,21 @@ kind: User
 metadata: {name: vic, tenant: acme}
 spec: {role: member}
 """
-    assert _apply(server, other).status_code == 200
-    mallory = server.cli("tokens", "create", "mallory", "--tenant", "rival").stdout.strip()
-    vic = server.cli("tokens", "create", "vic", "--tenant", "acme").stdout.strip()
+    assert _apply(tenant_server, other).status_code == 200
+    mallory = tenant_server.cli("tokens", "create", "mallory", "--tenant", "rival").stdout.strip()
+    vic = tenant_server.cli("tokens", "create", "vic", "--tenant", "acme").stdout.strip()
 
     # Naming acme's dataset or secret from rival: as if they did not exist.
-    job = _apply(server, _job("steal", shared_dir(), tenant="rival"), token=mallory)
+    job = _apply(tenant_server, _job("steal", shared_dir(), tenant="rival"), token=mallory)
     assert job.status_code == 422
     assert "spec.datasets[0].name" in job.text and "tenant rival" in job.text
     borrowed = _manifests(s3.url, tenant="rival").split("---\n")[1]
-    refused = _apply(server, borrowed, token=mallory)
+    refused = _apply(tenant_server, borrowed, token=mallory)
     assert refused.status_code == 422 and "spec.secretRef" in refused.text
-    cross = _apply(server, _manifests(s3.url).split("---\n")[1], token=mallory)
+    cross = _apply(tenant_server, _manifests(s3.url).split("---\n")[1], token=mallory)
     assert cross.status_code == 404  # writing into acme
 
-    with server.http(mallory) as client:
+    with tenant_server.http(mallory) as client:
         for path in ("/secrets/s3-creds", "/datasets/train", "/Secret/s3-creds"):
             assert client.get(path, params={"tenant": "acme"}).status_code == 404
         assert client.get("/secrets", params={"tenant": "acme"}).status_code == 404
@@ -215,7 +215,7 @@ spec: {role: member}
 
     # Inside acme, nobody reads the values back: not a member, not an admin, no spelling.
     for token in (vic, ADMIN):
-        with server.http(token) as client:
+        with tenant_server.http(token) as client:
             for path in ("/secrets/s3-creds", "/Secret/s3-creds", "/SECRETS/s3-creds"):
                 shown = client.get(path, params={"tenant": "acme"})
                 assert shown.status_code == 200
@@ -229,13 +229,13 @@ spec: {role: member}
                 "/watch/secrets", params={"tenant": "acme", "timeoutSeconds": 1}
             ).text
             assert SECRET_KEY not in watched and "s3-creds" in watched
-    with server.http(vic) as client:  # a member reads datasets but writes no secrets
+    with tenant_server.http(vic) as client:  # a member reads datasets but writes no secrets
         assert client.get("/datasets/train", params={"tenant": "acme"}).status_code == 200
-    assert _apply(server, _manifests(s3.url), token=vic).status_code == 403
+    assert _apply(tenant_server, _manifests(s3.url), token=vic).status_code == 403
 
 
 def test_warm_on_demand_then_evicted_when_its_time_to_live_ends(
-    s3: S3Server, server: ServerProcess
+    s3: S3Server, tenant_server: ServerProcess
 ) -> None:
     s3.upload(BUCKET, {"val/a.bin": os.urandom(300_000), "val/b.txt": b"x" * 1000})
     dataset = f"""apiVersion: aipaas/v1
@@ -248,17 +248,17 @@ spec:
   include: ["*.bin"]
   cache: {{ttl: 30s}}  # long enough for the checks below on a loaded machine
 """
-    assert _apply(server, _manifests(s3.url)).status_code == 200
-    assert _apply(server, dataset).status_code == 200
-    with server.http() as client:
+    assert _apply(tenant_server, _manifests(s3.url)).status_code == 200
+    assert _apply(tenant_server, dataset).status_code == 200
+    with tenant_server.http() as client:
         node = client.get("/nodes").json()["items"][0]["metadata"]["name"]
-    warmed = server.cli("dataset", "warm", "val", "--nodes", node, "--tenant", "acme").stdout
+    warmed = tenant_server.cli("dataset", "warm", "val", "--nodes", node, "--tenant", "acme").stdout
     assert warmed == f"dataset/val warming on {node}\n"
 
     deadline = time.monotonic() + 90
     state: dict[str, Any] = {}
     while time.monotonic() < deadline:
-        state = _dataset(server, "val").get("status") or {}
+        state = _dataset(tenant_server, "val").get("status") or {}
         if state.get("phase") == "Cached":
             break
         time.sleep(0.2)
@@ -267,15 +267,18 @@ spec:
     assert state["nodes"] == [
         {"node": node, "pool": "", "bytes": 300_000, "complete": True, "files": 1, "inUse": 0}
     ]
-    table = server.cli("get", "datasets", "--tenant", "acme").stdout
+    table = tenant_server.cli("get", "datasets", "--tenant", "acme").stdout
     row = next(cells for cells in map(str.split, table.splitlines()) if cells[:1] == ["val"])
     assert row[:6] == ["val", "acme", "Cached", "293.0KiB", "-=293.0KiB", "-"], table
 
     deadline = time.monotonic() + 150  # the time to live, then the controller's next pass
-    while time.monotonic() < deadline and (_dataset(server, "val").get("status") or {})["nodes"]:
+    while (
+        time.monotonic() < deadline
+        and (_dataset(tenant_server, "val").get("status") or {})["nodes"]
+    ):
         time.sleep(0.3)
-    assert _dataset(server, "val")["status"]["nodes"] == [], _dataset(server, "val")
-    with server.http() as client:
+    assert _dataset(tenant_server, "val")["status"]["nodes"] == [], _dataset(tenant_server, "val")
+    with tenant_server.http() as client:
         params = {"tenant": "acme", "kind": "Dataset", "name": "val"}
         reasons = [e["reason"] for e in client.get("/events", params=params).json()["items"]]
     assert reasons.index("WarmRequested") < reasons.index("DatasetLoaded")
@@ -294,8 +297,10 @@ assert out == pathlib.Path(os.environ["AIPAAS_OUTPUT_0_PATH"])
 """
 
 
-def test_outputs_are_uploaded_when_the_task_ends(s3: S3Server, server: ServerProcess) -> None:
-    assert _apply(server, _manifests(s3.url)).status_code == 200
+def test_outputs_are_uploaded_when_the_task_ends(
+    s3: S3Server, tenant_server: ServerProcess
+) -> None:
+    assert _apply(tenant_server, _manifests(s3.url)).status_code == 200
     s3.upload(BUCKET, {"results/.keep": b""})
     output = {
         "path": "/out",
@@ -314,8 +319,8 @@ def test_outputs_are_uploaded_when_the_task_ends(s3: S3Server, server: ServerPro
         "metadata": {"name": "trainer", "tenant": "acme"},
         "spec": spec,
     }
-    assert _apply(server, json.dumps(job)).status_code == 200
-    done = server.wait_phase("trainer", "Succeeded", timeout=90)
+    assert _apply(tenant_server, json.dumps(job)).status_code == 200
+    done = tenant_server.wait_phase("trainer", "Succeeded", timeout=90)
     assert done["status"]["tasks"][0]["exitCode"] == 0
     client = s3.client()
     listed = client.list_objects_v2(Bucket=BUCKET, Prefix="results/trainer/")
@@ -329,30 +334,32 @@ def test_outputs_are_uploaded_when_the_task_ends(s3: S3Server, server: ServerPro
         "metadata": {"name": "nowhere", "tenant": "acme"},
         "spec": {**spec, "outputs": [{**output, "secretRef": "x"}]},
     }
-    refused = _apply(server, json.dumps(missing))
+    refused = _apply(tenant_server, json.dumps(missing))
     assert refused.status_code == 422 and "spec.outputs[0].secretRef" in refused.text
 
 
-def test_prefetch_warms_the_data_of_a_job_that_waits(s3: S3Server, server: ServerProcess) -> None:
+def test_prefetch_warms_the_data_of_a_job_that_waits(
+    s3: S3Server, tenant_server: ServerProcess
+) -> None:
     s3.upload(BUCKET, {"queued/a.bin": os.urandom(200_000)})
     dataset = f"""apiVersion: aipaas/v1
 kind: Dataset
 metadata: {{name: queued, tenant: acme}}
 spec: {{source: "s3://{BUCKET}/queued", endpoint: "{s3.url}", secretRef: s3-creds}}
 """
-    assert _apply(server, _manifests(s3.url)).status_code == 200
-    assert _apply(server, dataset).status_code == 200
+    assert _apply(tenant_server, _manifests(s3.url)).status_code == 200
+    assert _apply(tenant_server, dataset).status_code == 200
     job = json.loads(_job("waiting", shared_dir(), dataset="queued"))
     job["spec"]["tasks"][0]["resources"] = {"cpu": 64}  # more than the node: it waits
-    assert _apply(server, json.dumps(job)).status_code == 200
+    assert _apply(tenant_server, json.dumps(job)).status_code == 200
     deadline = time.monotonic() + 90
     state: dict[str, Any] = {}
     while time.monotonic() < deadline and state.get("phase") != "Cached":
-        state = _dataset(server, "queued").get("status") or {}
+        state = _dataset(tenant_server, "queued").get("status") or {}
         time.sleep(0.3)
     assert state.get("phase") == "Cached", state
-    assert server.phase("waiting") == "Pending"
-    with server.http() as client:
+    assert tenant_server.phase("waiting") == "Pending"
+    with tenant_server.http() as client:
         params = {"tenant": "acme", "kind": "Dataset", "name": "queued"}
         messages = [e["message"] for e in client.get("/events", params=params).json()["items"]]
         client.post("/jobs/waiting/cancel", params={"tenant": "acme"})
@@ -372,9 +379,11 @@ pathlib.Path({out!r}, os.environ["AIPAAS_TENANT"]).write_text(result)
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="tasks run as per-tenant users only as root")
-def test_another_tenants_task_cannot_read_the_cache(s3: S3Server, server: ServerProcess) -> None:
+def test_another_tenants_task_cannot_read_the_cache(
+    s3: S3Server, tenant_server: ServerProcess
+) -> None:
     s3.upload(BUCKET, OBJECTS)
-    assert _apply(server, _manifests(s3.url)).status_code == 200
+    assert _apply(tenant_server, _manifests(s3.url)).status_code == 200
     rival = """apiVersion: aipaas/v1
 kind: Tenant
 metadata: {name: rival}
@@ -383,14 +392,14 @@ apiVersion: aipaas/v1
 kind: Queue
 metadata: {name: research, tenant: rival}
 """
-    assert _apply(server, rival).status_code == 200
+    assert _apply(tenant_server, rival).status_code == 200
     out = shared_dir()
-    assert _apply(server, _job("warmer", out)).status_code == 200
-    server.wait_phase("warmer", "Succeeded", timeout=90)
+    assert _apply(tenant_server, _job("warmer", out)).status_code == 200
+    tenant_server.wait_phase("warmer", "Succeeded", timeout=90)
     # the dataset's status is written by the controller's next pass over the caches
-    _wait_status(server, lambda status: any(n["complete"] for n in status.get("nodes", [])))
+    _wait_status(tenant_server, lambda status: any(n["complete"] for n in status.get("nodes", [])))
     # this server's cache (other xdist workers' servers keep theirs under /var/lib too)
-    tasks = default_task_root(server.data_dir)
+    tasks = default_task_root(tenant_server.data_dir)
     target = str(tasks.with_name(tasks.name + "-datasets") / "acme")
     assert Path(target).is_dir(), target
     for owner in ("acme", "rival"):
@@ -408,23 +417,23 @@ metadata: {name: research, tenant: rival}
                 ],
             },
         }
-        assert _apply(server, json.dumps(job)).status_code == 200
-        server.wait_phase("peek", "Succeeded", tenant=owner, timeout=90)
+        assert _apply(tenant_server, json.dumps(job)).status_code == 200
+        tenant_server.wait_phase("peek", "Succeeded", tenant=owner, timeout=90)
     seen = (out / "acme").read_text()
     assert seen.startswith("read ") and "train-" in seen  # its own: readable
     assert (out / "rival").read_text() == "denied"
 
 
-def test_the_node_reports_its_cache(s3: S3Server, server: ServerProcess) -> None:
+def test_the_node_reports_its_cache(s3: S3Server, tenant_server: ServerProcess) -> None:
     s3.upload(BUCKET, OBJECTS)
-    assert _apply(server, _manifests(s3.url)).status_code == 200
-    assert _apply(server, _job("reporter", shared_dir())).status_code == 200
-    server.wait_phase("reporter", "Succeeded", timeout=90)
+    assert _apply(tenant_server, _manifests(s3.url)).status_code == 200
+    assert _apply(tenant_server, _job("reporter", shared_dir())).status_code == 200
+    tenant_server.wait_phase("reporter", "Succeeded", timeout=90)
     size = sum(len(b) for b in OBJECTS.values())
     deadline = time.monotonic() + 90
     state: dict[str, Any] = {}
     while time.monotonic() < deadline:
-        with server.http() as client:
+        with tenant_server.http() as client:
             node = client.get("/nodes").json()["items"][0]
         state = json.loads(node["metadata"]["annotations"].get("aipaas.dev/dataset-cache", "{}"))
         if state.get("complete", 0) >= 1 and state["usedBytes"] >= size:

@@ -16,10 +16,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from data_nodes import BUCKET, OBJECTS, READER, SIZE, manifests
-from s3_server import S3Server
-from server_process import SETUP, TASK_PYTHON, ServerProcess, free_port, shared_dir
-from slurm_cluster import SlurmCluster, slurm_cluster
+
+from tests.integration.data_nodes import BUCKET, OBJECTS, READER, SIZE, manifests
+from tests.integration.s3_server import S3Server
+from tests.integration.slurm_cluster import SlurmCluster, slurm_cluster
+from tests.support.server_process import SETUP, TASK_PYTHON, ServerProcess, free_port, shared_dir
 
 __all__ = ["slurm_cluster"]  # the fixture, used by name
 

@@ -17,9 +17,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from data_nodes import BUCKET, OBJECTS, SIZE
-from s3_server import ACCESS_KEY, SECRET_KEY, S3Server
-from server_process import SETUP, TASK_PYTHON, ServerProcess, free_port, shared_dir
+
+from tests.integration.data_nodes import BUCKET, OBJECTS, SIZE
+from tests.integration.s3_server import ACCESS_KEY, SECRET_KEY, S3Server
+from tests.support.server_process import TASK_PYTHON, ServerProcess, free_port, shared_dir
 
 #: the task: its mode (stream or cache) and the sha256 of the files it read, in path order.
 #: The task's Python is the system's: fsspec and s3fs come from the test's environment.
@@ -89,14 +90,6 @@ def s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
     server.stop()
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    process = ServerProcess(tmp_path_factory.mktemp("aipaas") / "data").start()
-    process.cli("apply", "-f", "-", input=SETUP)
-    yield process
-    process.stop()
-
-
 def _apply(server: ServerProcess, text: str) -> None:
     with server.http() as client:
         client.post("/apply", content=text).raise_for_status()
@@ -111,32 +104,33 @@ def _status(server: ServerProcess) -> dict[str, Any]:
 
 
 def test_a_cold_cache_streams_from_the_source_and_a_warm_one_serves_the_path(
-    s3: S3Server, server: ServerProcess
+    s3: S3Server, tenant_server: ServerProcess
 ) -> None:
     expected = s3.upload(BUCKET, OBJECTS)
     out = shared_dir()
     _apply(
-        server, MANIFESTS.format(key=ACCESS_KEY, secret=SECRET_KEY, bucket=BUCKET, endpoint=s3.url)
+        tenant_server,
+        MANIFESTS.format(key=ACCESS_KEY, secret=SECRET_KEY, bucket=BUCKET, endpoint=s3.url),
     )
     s3.forget()
 
-    _apply(server, _job("streamed", out))
-    server.wait_phase("streamed", "Succeeded", timeout=90)
+    _apply(tenant_server, _job("streamed", out))
+    tenant_server.wait_phase("streamed", "Succeeded", timeout=90)
     assert (out / "streamed").read_text() == f"stream {expected}"
     gets = [path for method, path in s3.requests() if method == "GET" and "part-" in path]
     assert len(gets) >= 3, "the task read the objects from S3 itself"
-    status = _status(server)
+    status = _status(tenant_server)
     assert not any(n.get("complete") for n in status.get("nodes", [])), status
     assert status.get("hits", 0) + status.get("misses", 0) == 0  # the cache served nothing
 
-    server.cli("dataset", "warm", "train", "-t", "acme")
+    tenant_server.cli("dataset", "warm", "train", "-t", "acme")
     deadline = time.monotonic() + 60
-    while _status(server).get("phase") != "Cached":
-        assert time.monotonic() < deadline, f"never cached: {_status(server)}"
+    while _status(tenant_server).get("phase") != "Cached":
+        assert time.monotonic() < deadline, f"never cached: {_status(tenant_server)}"
         time.sleep(0.3)
     s3.forget()
-    _apply(server, _job("cached", out))
-    server.wait_phase("cached", "Succeeded", timeout=90)
+    _apply(tenant_server, _job("cached", out))
+    tenant_server.wait_phase("cached", "Succeeded", timeout=90)
     assert (out / "cached").read_text() == f"cache {expected}"
     assert s3.requests() == [], "a warm cache serves the path: S3 is not asked"
-    assert _status(server)["sizeBytes"] == SIZE
+    assert _status(tenant_server)["sizeBytes"] == SIZE

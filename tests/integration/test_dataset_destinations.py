@@ -11,8 +11,9 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from dataset_site import DatasetSite
-from server_process import SETUP, ServerProcess
+
+from tests.integration.dataset_site import DatasetSite
+from tests.support.server_process import ServerProcess
 
 
 @pytest.fixture(scope="module")
@@ -20,17 +21,6 @@ def site() -> Iterator[DatasetSite]:
     made = DatasetSite()
     yield made
     made.close()
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    process = ServerProcess(tmp_path_factory.mktemp("destinations") / "data").start()
-    try:
-        with process.http() as client:
-            client.post("/apply", content=SETUP).raise_for_status()
-        yield process
-    finally:
-        process.close()
 
 
 def dataset(name: str, source: str, secret: str | None = None, endpoint: str = "") -> str:
@@ -74,10 +64,10 @@ def warm_until_settled(server: ServerProcess, name: str, timeout: float = 90) ->
 
 
 def test_a_redirect_to_the_metadata_address_is_refused_at_the_hop(
-    server: ServerProcess, site: DatasetSite
+    tenant_server: ServerProcess, site: DatasetSite
 ) -> None:
-    apply(server, dataset("hop", f"{site.url}/redirect/"))
-    status = warm_until_settled(server, "hop")
+    apply(tenant_server, dataset("hop", f"{site.url}/redirect/"))
+    status = warm_until_settled(tenant_server, "hop")
     assert status["phase"] == "Failed", status
     assert "169.254.169.254" in status["message"], status
     assert "not a dataset location" in status["message"], status
@@ -85,28 +75,28 @@ def test_a_redirect_to_the_metadata_address_is_refused_at_the_hop(
 
 
 def test_a_proxy_in_the_secret_is_refused_and_never_used(
-    server: ServerProcess, site: DatasetSite
+    tenant_server: ServerProcess, site: DatasetSite
 ) -> None:
-    apply(server, secret("via", "{note: plain}"))
-    apply(server, dataset("proxied", f"{site.url}/data/", secret="via"))
+    apply(tenant_server, secret("via", "{note: plain}"))
+    apply(tenant_server, dataset("proxied", f"{site.url}/data/", secret="via"))
     # The Secret changes after the dataset was accepted: the node still refuses the proxy.
-    apply(server, secret("via", f"{{proxy: {site.url}}}"))
-    status = warm_until_settled(server, "proxied")
+    apply(tenant_server, secret("via", f"{{proxy: {site.url}}}"))
+    status = warm_until_settled(tenant_server, "proxied")
     assert status["phase"] == "Failed", status
     assert "proxy is not allowed" in status["message"], status
     assert site.proxied == [], "no read went through the proxy"
     # A dataset naming a Secret that sets a proxy is refused when applied, naming the field.
-    with server.http() as client:
+    with tenant_server.http() as client:
         answer = client.post("/apply", content=dataset("proxied-2", f"{site.url}/data/", "via"))
     assert answer.status_code == 422, answer.text
     assert "spec.secretRef" in answer.text and "proxy" in answer.text, answer.text
 
 
 def test_a_webhdfs_namenode_cannot_send_the_reader_to_the_metadata_address(
-    server: ServerProcess, site: DatasetSite
+    tenant_server: ServerProcess, site: DatasetSite
 ) -> None:
-    apply(server, dataset("hdfs-hop", f"webhdfs://127.0.0.1:{site.port}/data"))
-    status = warm_until_settled(server, "hdfs-hop")
+    apply(tenant_server, dataset("hdfs-hop", f"webhdfs://127.0.0.1:{site.port}/data"))
+    status = warm_until_settled(tenant_server, "hdfs-hop")
     assert status["phase"] == "Failed", status
     assert "169.254.169.254" in status["message"], status
     assert "not a dataset location" in status["message"], status
@@ -128,9 +118,9 @@ def test_a_webhdfs_namenode_cannot_send_the_reader_to_the_metadata_address(
     ],
 )
 def test_addresses_in_other_forms_and_unchecked_protocols_are_refused_when_applied(
-    server: ServerProcess, source: str, endpoint: str, field: str
+    tenant_server: ServerProcess, source: str, endpoint: str, field: str
 ) -> None:
-    with server.http() as client:
+    with tenant_server.http() as client:
         answer = client.post("/apply", content=dataset("written", source, endpoint=endpoint))
     assert answer.status_code == 422, answer.text
     assert field in answer.text, answer.text

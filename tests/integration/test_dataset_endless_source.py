@@ -11,8 +11,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from dataset_site import DatasetSite
-from server_process import SETUP, ServerProcess
+
+from tests.integration.dataset_site import DatasetSite
+from tests.support.server_process import ServerProcess
 
 
 @pytest.fixture(scope="module")
@@ -27,17 +28,6 @@ def slow() -> Iterator[DatasetSite]:
     made = DatasetSite(width=2, delay=0.3)
     yield made
     made.close()
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    process = ServerProcess(tmp_path_factory.mktemp("endless") / "data").start()
-    try:
-        with process.http() as client:
-            client.post("/apply", content=SETUP).raise_for_status()
-        yield process
-    finally:
-        process.close()
 
 
 def apply_dataset(server: ServerProcess, name: str, source: str) -> None:
@@ -75,15 +65,15 @@ def copiers(name: str) -> list[int]:
 
 
 def test_an_endless_index_is_given_up_at_its_bound(
-    server: ServerProcess, fast: DatasetSite
+    tenant_server: ServerProcess, fast: DatasetSite
 ) -> None:
-    apply_dataset(server, "endless", f"{fast.url}/endless/")
+    apply_dataset(tenant_server, "endless", f"{fast.url}/endless/")
     started = time.monotonic()
     deadline = started + 120
-    while status_of(server, "endless").get("phase") != "Failed":
+    while status_of(tenant_server, "endless").get("phase") != "Failed":
         assert time.monotonic() < deadline, f"still listing: {len(fast.requests)} pages read"
         time.sleep(0.5)
-    message = status_of(server, "endless")["message"]
+    message = status_of(tenant_server, "endless")["message"]
     print(f"gave up after {time.monotonic() - started:.1f} s, {len(fast.requests)} requests")
     assert "spec.source" in message and "index pages" in message, message
     time.sleep(2)
@@ -93,13 +83,15 @@ def test_an_endless_index_is_given_up_at_its_bound(
     assert len(fast.requests) == seen, "the source is not read any more"
 
 
-def test_deleting_a_dataset_stops_its_copier(server: ServerProcess, slow: DatasetSite) -> None:
-    apply_dataset(server, "dripping", f"{slow.url}/endless/")
+def test_deleting_a_dataset_stops_its_copier(
+    tenant_server: ServerProcess, slow: DatasetSite
+) -> None:
+    apply_dataset(tenant_server, "dripping", f"{slow.url}/endless/")
     deadline = time.monotonic() + 60
     while len(slow.paths("/endless/")) < 3 or not copiers("dripping"):
         assert time.monotonic() < deadline, "the load never started"
         time.sleep(0.2)
-    with server.http() as client:
+    with tenant_server.http() as client:
         answer = client.delete("/datasets/dripping", params={"tenant": "acme"})
         assert answer.status_code == 200, answer.text
     deleted = time.monotonic()

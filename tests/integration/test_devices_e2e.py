@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from server_process import ServerProcess
+
+from tests.support.server_process import ServerProcess
 
 EXAMPLES = Path(__file__).parents[2] / "examples"
 SETUP = """apiVersion: aipaas/v1

@@ -40,12 +40,12 @@ from pathlib import Path
 
 import pytest
 import yaml
-from up_process import UpProcess
 
 from aipaas.api.parsing import load_documents
 from aipaas.api.registry import parse_object
 from aipaas.errors import AipaasError
 from aipaas.scheduler.framework.profile import load_profile
+from tests.integration.up_process import UpProcess
 
 ROOT = Path(__file__).resolve().parents[2]
 SHELLS = {"sh", "bash", "shell", "console"}
@@ -279,7 +279,7 @@ def test_the_marker_is_honoured_and_explained(tmp_path: Path) -> None:
     ]
 
 
-if __name__ == "__main__":  # list what would run: python tests/integration/test_docs_examples.py
+if __name__ == "__main__":  # what would run: python -m tests.integration.test_docs_examples
     for each in ALL_BLOCKS:
         print(each.id, each.language, f"not run: {each.not_run}" if each.not_run else "")
     sys.exit(0)

@@ -7,7 +7,7 @@ process, local backend), in the page's order, after examples/hello.yaml as the p
 - a ``bash`` block runs with ``bash -e -o pipefail`` in the repository, with ``AIPAAS_URL`` and
   ``AIPAAS_TOKEN`` exported and the project's ``.venv/bin`` first on PATH. The model server's
   block gets ``AIPAAS_MODEL_VENV``: the tests' own environment with its packages
-  (tests/integration/model_venv.py, made when absent: about 3 GB of PyTorch the first time);
+  (tests/support/model_venv.py, made when absent: about 3 GB of PyTorch the first time);
   it alone is skipped when pip cannot install them, saying so.
 
 The blocks are read when the test is collected: a new block is run without a change here.
@@ -25,10 +25,11 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import model_venv
 import pytest
 import yaml
-from server_process import ADMIN, ServerProcess
+
+from tests.support import model_venv
+from tests.support.server_process import ADMIN, ServerProcess
 
 pytestmark = pytest.mark.slow
 

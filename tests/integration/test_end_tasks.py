@@ -1,6 +1,6 @@
-"""server_process.end_tasks: a fixture's end kills the task runners a stopped server left in
-its run directory, with the commands they started (in the runner's process group), and nothing
-else."""
+"""tests.support.server_process.end_tasks: a fixture's end kills the task runners a stopped server
+left in its run directory, with the commands they started (in the runner's process group), and
+nothing else."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import sys
 import time
 from pathlib import Path
 
-from server_process import end_tasks
+from tests.support.server_process import end_tasks
 
 # a stand-in for the local backend's runner.py: given its attempt's directory, it leads a
 # process group of its own and starts the command in it

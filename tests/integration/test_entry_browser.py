@@ -12,12 +12,12 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
-from dashboard_browser import Browser, browser_or_skip
 from playwright.sync_api import expect
-from server_process import ADMIN, ServerProcess
 
 from aipaas.api.service import Endpoint, ServiceStatus
 from aipaas.store import Store
+from tests.integration.dashboard_browser import Browser, browser_or_skip
+from tests.support.server_process import ADMIN, ServerProcess
 
 SETUP = """apiVersion: aipaas/v1
 kind: Tenant

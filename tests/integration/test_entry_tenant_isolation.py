@@ -22,11 +22,11 @@ from typing import Any
 
 import httpx
 import pytest
-from server_process import ADMIN, ServerProcess
 
 from aipaas.api.service import Endpoint, ServiceStatus
 from aipaas.server.entry_upstream import TENANT_CONNECTIONS
 from aipaas.store import Store
+from tests.support.server_process import ADMIN, ServerProcess
 
 TENANTS = """apiVersion: aipaas/v1
 kind: Tenant

@@ -23,14 +23,14 @@ from pathlib import Path
 from urllib.parse import urlencode
 
 import pytest
-from exec_sessions import READ_SECONDS, session
-from server_process import AIPAAS, SETUP, ServerProcess
-from task_images import IMAGE, build_image, unavailable_reason
-from test_task_exec import USERS, World, sleeper
 from websockets.exceptions import InvalidStatus
 from websockets.sync.client import ClientConnection, connect
 
 from aipaas.backends import task_session
+from tests.integration.exec_sessions import READ_SECONDS, session
+from tests.integration.task_images import IMAGE, build_image, unavailable_reason
+from tests.integration.test_task_exec import USERS, World, sleeper
+from tests.support.server_process import AIPAAS, SETUP, ServerProcess
 
 QUEUE_OF_GLOBEX = """apiVersion: aipaas/v1
 kind: Queue

@@ -12,10 +12,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from exec_sessions import session
-from server_process import ADMIN, SETUP, ServerProcess
-from slurm_cluster import SlurmCluster, slurm_cluster
-from task_images import IMAGE, build_image, unavailable_reason
+
+from tests.integration.exec_sessions import session
+from tests.integration.slurm_cluster import SlurmCluster, slurm_cluster
+from tests.integration.task_images import IMAGE, build_image, unavailable_reason
+from tests.support.server_process import ADMIN, SETUP, ServerProcess
 
 __all__ = ["slurm_cluster"]  # the fixture, used by name
 

@@ -24,13 +24,12 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-from server_process import end_tasks, live_runners
-
 from aipaas.api.job import Job
 from aipaas.api.tenancy import Role
 from aipaas.server.service import ObjectService
 from aipaas.store import Store
 from aipaas.tenancy.principal import Principal
+from tests.support.server_process import end_tasks, live_runners
 
 ROUNDS = 200
 SEED = 1110

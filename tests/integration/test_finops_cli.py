@@ -10,7 +10,8 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from server_process import ServerProcess
+
+from tests.support.server_process import ServerProcess
 
 SIM = 'sim.aipaas.dev/duration: "2"'
 SETUP = """

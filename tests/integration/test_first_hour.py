@@ -24,8 +24,9 @@ from pathlib import Path
 import httpx
 import pytest
 import yaml
-from server_process import AIPAAS, free_port
-from up_process import UpProcess
+
+from tests.integration.up_process import UpProcess
+from tests.support.server_process import AIPAAS, free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 

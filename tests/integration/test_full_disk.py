@@ -15,7 +15,8 @@ from pathlib import Path
 
 import httpx
 import pytest
-from server_process import SETUP, TASK_PYTHON, ServerProcess
+
+from tests.support.server_process import SETUP, TASK_PYTHON, ServerProcess
 
 MIB = 1 << 20
 DISK_BYTES = 24 * MIB

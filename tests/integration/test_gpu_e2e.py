@@ -13,7 +13,8 @@ from typing import Any
 
 import pynvml
 import pytest
-from server_process import SETUP, TASK_PYTHON, ServerProcess
+
+from tests.support.server_process import SETUP, TASK_PYTHON, ServerProcess
 
 pytestmark = pytest.mark.gpu
 

@@ -3,31 +3,20 @@ stored; 2,000 submissions from 20 concurrent clients all land."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 import threading
 import time
 from pathlib import Path
-from types import ModuleType
 
 import httpx
-from server_process import SETUP, ServerProcess
 
-
-def bad_manifests() -> ModuleType:
-    path = Path(__file__).parents[1] / "unit" / "api" / "bad_manifests.py"
-    spec = importlib.util.spec_from_file_location("bad_manifests_integration", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+from tests.support import bad_manifests
+from tests.support.server_process import SETUP, ServerProcess
 
 
 def test_malformed_manifests_are_refused(server: ServerProcess) -> None:
     server.cli("apply", "-f", "-", input=SETUP)
-    cases = bad_manifests().CASES
+    cases = bad_manifests.CASES
     assert len(cases) >= 30
     with server.http() as client:
         before = len(client.get("/events", params={"tenant": "acme"}).json()["items"])

@@ -22,7 +22,6 @@ from urllib.parse import urlencode
 
 import httpx
 import pytest
-from server_process import ADMIN, ServerProcess
 from websockets.exceptions import InvalidStatus
 from websockets.sync.client import connect
 
@@ -30,6 +29,7 @@ from aipaas.cli.failure import EXIT_UNAUTHORISED
 from aipaas.server.app import create_app
 from aipaas.store import Store
 from aipaas.store.pgtest import ThrowawayPostgres
+from tests.support.server_process import ADMIN, ServerProcess
 
 REAL = ("admin", "tad", "alice", "vera")  # platform admin, tenant admin, member, viewer
 CALLERS = (*REAL, "scraper", "bad", "revoked", "expired")

@@ -10,7 +10,8 @@ import time
 from pathlib import Path
 
 import httpx
-from server_process import ADMIN, AIPAAS, TASK_PYTHON, ServerProcess, shared_dir
+
+from tests.support.server_process import ADMIN, AIPAAS, TASK_PYTHON, ServerProcess, shared_dir
 
 EXAMPLES = Path(__file__).parents[2] / "examples"
 

@@ -6,10 +6,9 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from task_images import IMAGE, build_image, skip_unless_available
-
 from aipaas.backends.base import LaunchRequest
 from aipaas.backends.local.backend import LocalBackend
+from tests.integration.task_images import IMAGE, build_image, skip_unless_available
 
 pytestmark = skip_unless_available()
 

@@ -10,7 +10,8 @@ from contextlib import ExitStack
 
 import httpx
 import pytest
-from server_process import ServerProcess
+
+from tests.support.server_process import ServerProcess
 
 MAX_FOLLOWERS = 32  # AIPAAS_LOG_MAX_FOLLOWERS: a caller may hold 32 // 8, a tenant 32 // 2
 PER_CALLER = 4

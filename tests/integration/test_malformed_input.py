@@ -20,7 +20,8 @@ from typing import Any
 
 import httpx
 import pytest
-from server_process import ADMIN, VIEWER, ServerProcess, viewer_world
+
+from tests.support.server_process import ADMIN, VIEWER, ServerProcess, viewer_world
 
 pytestmark = pytest.mark.slow
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from server_process import SETUP, ServerProcess
-from slurm_cluster import SlurmCluster, slurm_cluster
+from tests.integration.slurm_cluster import SlurmCluster, slurm_cluster
+from tests.support.server_process import SETUP, ServerProcess
 
 __all__ = ["slurm_cluster"]  # the fixture, used by name
 

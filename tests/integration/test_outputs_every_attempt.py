@@ -9,8 +9,9 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
-from s3_server import ACCESS_KEY, SECRET_KEY, S3Server
-from server_process import ADMIN, SETUP, TASK_PYTHON, ServerProcess, free_port
+
+from tests.integration.s3_server import ACCESS_KEY, SECRET_KEY, S3Server
+from tests.support.server_process import ADMIN, SETUP, TASK_PYTHON, ServerProcess, free_port
 
 BUCKET = "results"
 SECRET = f"""apiVersion: aipaas/v1

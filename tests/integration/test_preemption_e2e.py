@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from server_process import SETUP, TASK_PYTHON, ServerProcess, shared_dir
+
+from tests.support.server_process import SETUP, TASK_PYTHON, ServerProcess, shared_dir
 
 SLEEPER = """apiVersion: aipaas/v1
 kind: Job

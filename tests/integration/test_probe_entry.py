@@ -16,10 +16,10 @@ from typing import Any
 
 import httpx
 import pytest
-from server_process import ADMIN, ServerProcess
 
 from aipaas.api.service import Endpoint, ServiceStatus
 from aipaas.store import Store
+from tests.support.server_process import ADMIN, ServerProcess
 
 SETUP = """apiVersion: aipaas/v1
 kind: Tenant

@@ -12,7 +12,8 @@ from typing import Any
 
 import httpx
 import pytest
-from server_process import ADMIN, ServerProcess
+
+from tests.support.server_process import ADMIN, ServerProcess
 
 SETUP = """apiVersion: aipaas/v1
 kind: Tenant

@@ -12,10 +12,10 @@ from dataclasses import dataclass
 import httpx
 import pytest
 import yaml
-from server_process import ADMIN, ServerProcess
 
 from aipaas.api.data import Secret
 from aipaas.store import Store
+from tests.support.server_process import ADMIN, ServerProcess
 
 VALUE = "wJalrXUtnFEMI-K7MDENG-probe"
 SETUP = """apiVersion: aipaas/v1

@@ -12,7 +12,8 @@ from typing import Any
 
 import httpx
 import pytest
-from server_process import ServerProcess, free_port
+
+from tests.support.server_process import ServerProcess, free_port
 
 PROMETHEUS = shutil.which("prometheus")
 pytestmark = pytest.mark.skipif(

@@ -2,8 +2,8 @@
 run as the tenant's user): DDP by the platform's variables, torchrun across two tasks, a rank
 killed mid-training restarting its gang from a checkpoint at a relative path, a preempted job
 resuming after its preemptor, and elastic torchrun growing from 1 to 3 tasks and shrinking to
-2. The tests' own PyTorch (model_venv.py) is made when absent; they skip only when pip cannot
-install it, and say so."""
+2. The tests' own PyTorch (tests/support/model_venv.py) is made when absent; they skip only when
+pip cannot install it, and say so."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from pytorch_jobs import (
+
+from tests.integration.pytorch_jobs import (
     apply,
     check_ddp_ends_with_equal_parameters,
     check_elastic_torchrun_grows_to_three_and_shrinks_to_two,
@@ -23,7 +24,7 @@ from pytorch_jobs import (
     job,
     torch_python,
 )
-from server_process import SETUP, ServerProcess
+from tests.support.server_process import SETUP, ServerProcess
 
 pytestmark = pytest.mark.slow
 

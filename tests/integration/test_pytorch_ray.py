@@ -6,8 +6,8 @@ address in MASTER_ADDR) end with equal parameters on every rank; a rank killed m
 restarts its gang, which resumes from a checkpoint at a relative path (the task's directory
 outlives its attempts); a preempted job resumes after its preemptor ends, losing at most the
 steps since its last checkpoint; elastic torchrun grows from 1 to 3 tasks and shrinks to 2.
-The tests' own PyTorch (model_venv.py) is made when absent; they skip only when Ray is not
-installed or pip cannot install PyTorch, and say so."""
+The tests' own PyTorch (tests/support/model_venv.py) is made when absent; they skip only when
+Ray is not installed or pip cannot install PyTorch, and say so."""
 
 from __future__ import annotations
 
@@ -15,7 +15,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from pytorch_jobs import (
+
+from tests.integration.pytorch_jobs import (
     apply,
     check_ddp_ends_with_equal_parameters,
     check_elastic_torchrun_grows_to_three_and_shrinks_to_two,
@@ -25,8 +26,8 @@ from pytorch_jobs import (
     job,
     torch_python,
 )
-from ray_cluster import RayCluster, ray_cluster
-from server_process import SETUP, ServerProcess
+from tests.integration.ray_cluster import RayCluster, ray_cluster
+from tests.support.server_process import SETUP, ServerProcess
 
 pytest.importorskip("ray", reason="ray is not installed (the ray extra; scripts/setup.sh)")
 

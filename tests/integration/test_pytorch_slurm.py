@@ -1,11 +1,11 @@
 """Real PyTorch training (CPU, gloo) through the API on the Slurm backend (real daemons:
-slurm_cluster.py, two nodes on this machine): DDP by the platform's variables, torchrun across
-two tasks, PyTorch Lightning, whose own SLURM detection gives each task its own global rank, a
-rank killed mid-training restarting its gang from a checkpoint at a relative path (each task's
-working directory outlives its attempts), a preempted job resuming after its preemptor, and
-elastic torchrun growing from 1 to 3 tasks and shrinking to 2.
-The tests' own PyTorch (model_venv.py) and Lightning (lightning_venv.py) are made when absent;
-the tests skip only when pip cannot install them, or Slurm is not installed, and say so."""
+slurm_cluster.py, two nodes on this machine): DDP by the platform's variables, torchrun across two
+tasks, PyTorch Lightning, whose own SLURM detection gives each task its own global rank, a rank
+killed mid-training restarting its gang from a checkpoint at a relative path (each task's working
+directory outlives its attempts), a preempted job resuming after its preemptor, and elastic torchrun
+growing from 1 to 3 tasks and shrinking to 2. The tests' own PyTorch (tests/support/model_venv.py)
+and Lightning (lightning_venv.py) are made when absent; the tests skip only when pip cannot install
+them, or Slurm is not installed, and say so."""
 
 from __future__ import annotations
 
@@ -13,10 +13,10 @@ import json
 from collections.abc import Iterator
 from pathlib import Path
 
-import lightning_venv
-import model_venv
 import pytest
-from pytorch_jobs import (
+
+from tests.integration import lightning_venv
+from tests.integration.pytorch_jobs import (
     apply,
     check_elastic_torchrun_grows_to_three_and_shrinks_to_two,
     check_killed_rank_restarts_the_gang_from_its_checkpoint,
@@ -28,8 +28,9 @@ from pytorch_jobs import (
     torchrun_across_tasks,
     workspace,
 )
-from server_process import SETUP, ServerProcess
-from slurm_cluster import SlurmCluster, slurm_cluster
+from tests.integration.slurm_cluster import SlurmCluster, slurm_cluster
+from tests.support import model_venv
+from tests.support.server_process import SETUP, ServerProcess
 
 __all__ = ["slurm_cluster"]  # the fixture, used by name
 

@@ -17,11 +17,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ray_cluster import GPUS_PER_NODE, RayCluster, World, cycle_until, ray_cluster, world
 
 from aipaas.backends.base import Backend, LaunchRequest, TaskState
 from aipaas.controller.cycle import Controller
 from aipaas.store import TaskRecord, TaskRepository
+from tests.integration.ray_cluster import (
+    GPUS_PER_NODE,
+    RayCluster,
+    World,
+    cycle_until,
+    ray_cluster,
+    world,
+)
 
 pytest.importorskip("ray", reason="ray is not installed (the ray extra; scripts/setup.sh)")
 
@@ -411,7 +418,7 @@ def test_kill_9_of_the_server_and_a_restart_adopt_the_running_work(
 ) -> None:
     """The real server (`--backend ray --ray-address`): killed while its gang runs, restarted
     on the same data directory, it adopts both actors (never a third) and sees them finish."""
-    from server_process import SETUP, ServerProcess
+    from tests.support.server_process import SETUP, ServerProcess
 
     out = tmp_path / "out"
     out.mkdir()

@@ -10,9 +10,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from ray_cluster import RayCluster, World, cycle_until, ray_cluster, world
 
 from aipaas.backends.base import Backend
+from tests.integration.ray_cluster import RayCluster, World, cycle_until, ray_cluster, world
 
 pytest.importorskip("ray", reason="ray is not installed (the ray extra; scripts/setup.sh)")
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from server_process import ServerProcess
+from tests.support.server_process import ServerProcess
 
 
 def test_a_server_starts_on_its_port_right_after_a_kill_9(tmp_path: Path) -> None:

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from server_process import SETUP, ServerProcess
+
+from tests.support.server_process import ServerProcess
 
 pytestmark = pytest.mark.skipif(
     os.geteuid() != 0, reason="tasks run as the tenant's own user only under a root server"
@@ -26,17 +27,6 @@ import helper
 print("trained on", open("data/input.txt").read().strip(), "as", os.environ["USER"])
 print("workdir", os.environ["AIPAAS_WORKDIR"], "cwd", os.getcwd())
 """
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    process = ServerProcess(tmp_path_factory.mktemp("run-command")).start()
-    with process.http() as client:
-        client.post("/apply", content=SETUP).raise_for_status()
-    try:
-        yield process
-    finally:
-        process.close()
 
 
 @pytest.fixture
@@ -55,9 +45,9 @@ def private_folder() -> Iterator[Path]:
 
 
 def test_run_with_a_workdir_runs_the_folders_code_as_the_tenants_user(
-    server: ServerProcess, private_folder: Path
+    tenant_server: ServerProcess, private_folder: Path
 ) -> None:
-    done = server.cli(
+    done = tenant_server.cli(
         "run",
         "--workdir",
         str(private_folder),
@@ -76,8 +66,8 @@ def test_run_with_a_workdir_runs_the_folders_code_as_the_tenants_user(
         "train.py",
     )
     assert "job/train submitted" in done.stdout
-    server.wait_phase("train", "Succeeded", timeout=90)
-    log = server.cli("logs", "job/train", "-t", "acme").stdout
+    tenant_server.wait_phase("train", "Succeeded", timeout=90)
+    log = tenant_server.cli("logs", "job/train", "-t", "acme").stdout
     assert "trained on the-folders-data as aipaas-t-acme" in log, log
     words = log.split("workdir", 1)[1].split()
     assert words[0] == words[2]  # it ran in its working directory
@@ -85,12 +75,12 @@ def test_run_with_a_workdir_runs_the_folders_code_as_the_tenants_user(
 
 
 def test_a_program_that_comes_with_the_workdir_runs(
-    server: ServerProcess, private_folder: Path
+    tenant_server: ServerProcess, private_folder: Path
 ) -> None:
     script = private_folder / "run.sh"
     script.write_text("#!/bin/sh\necho started by run.sh from $(pwd)\n")
     script.chmod(0o755)
-    server.cli(
+    tenant_server.cli(
         "run",
         "--workdir",
         str(private_folder),
@@ -107,14 +97,16 @@ def test_a_program_that_comes_with_the_workdir_runs(
         "--",
         "./run.sh",
     )
-    server.wait_phase("script", "Succeeded", timeout=90)
-    assert "started by run.sh from /" in server.cli("logs", "job/script", "-t", "acme").stdout
+    tenant_server.wait_phase("script", "Succeeded", timeout=90)
+    assert (
+        "started by run.sh from /" in tenant_server.cli("logs", "job/script", "-t", "acme").stdout
+    )
 
 
 def test_dry_run_prints_the_manifest_and_submits_nothing(
-    server: ServerProcess, private_folder: Path
+    tenant_server: ServerProcess, private_folder: Path
 ) -> None:
-    printed = server.cli(
+    printed = tenant_server.cli(
         "run",
         "--dry-run",
         "-o",
@@ -139,7 +131,7 @@ def test_dry_run_prints_the_manifest_and_submits_nothing(
     assert task["command"] == ["python3", "train.py", "--lr", "0.1"]
     assert task["replicas"] == 3 and task["resources"]["gpu"] == 2
     assert manifest["spec"]["workdir"].startswith("sha256-")
-    with server.http() as client:
+    with tenant_server.http() as client:
         assert client.get("/jobs/dry", params={"tenant": "acme"}).status_code == 404
 
 
@@ -176,22 +168,24 @@ def archive(*members: tuple[str, str, str]) -> bytes:
     ids=["dot-dot", "absolute", "link-out", "link-absolute", "through-link", "not-a-tar"],
 )
 def test_an_unsafe_workdir_is_refused_naming_the_member(
-    server: ServerProcess, body: bytes, said: str
+    tenant_server: ServerProcess, body: bytes, said: str
 ) -> None:
-    with server.http() as client:
+    with tenant_server.http() as client:
         answer = client.post("/workdirs", params={"tenant": "acme"}, content=body)
     assert answer.status_code == 422, answer.text
     assert said in answer.json()["message"], answer.text
 
 
-def test_a_job_naming_a_workdir_never_uploaded_fails_saying_so(server: ServerProcess) -> None:
+def test_a_job_naming_a_workdir_never_uploaded_fails_saying_so(
+    tenant_server: ServerProcess,
+) -> None:
     missing = "sha256-" + "0" * 64
     manifest = (
         "apiVersion: aipaas/v1\nkind: Job\nmetadata: {name: nocode, tenant: acme}\n"
         f"spec:\n  queue: research\n  workdir: {missing}\n  tasks:\n"
         "    - {name: worker, command: [python3, train.py], resources: {cpu: 100m}}\n"
     )
-    with server.http() as client:
+    with tenant_server.http() as client:
         client.post("/apply", content=manifest).raise_for_status()
-    status = server.wait_phase("nocode", "Failed")["status"]
+    status = tenant_server.wait_phase("nocode", "Failed")["status"]
     assert f"spec.workdir: {missing} was not uploaded" in status["tasks"][0]["message"]

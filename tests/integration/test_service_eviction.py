@@ -16,7 +16,8 @@ from typing import Any
 
 import httpx
 import pytest
-from server_process import ADMIN, SETUP, TASK_PYTHON, ServerProcess, shared_dir
+
+from tests.support.server_process import ADMIN, SETUP, TASK_PYTHON, ServerProcess, shared_dir
 
 REPLICA = r"""
 import json, os, time

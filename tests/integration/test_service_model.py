@@ -10,7 +10,7 @@ starts in 3 minutes) and the service's status says CrashLoopBackOff with its exi
 end of its log.
 
 Cost: the model's packages (PyTorch from PyPI, about 3 GB with its CUDA libraries; it runs on
-the CPU) go into a virtual environment of the tests' own (tests/integration/model_venv.py),
+the CPU) go into a virtual environment of the tests' own (tests/support/model_venv.py),
 made when absent: about 4 minutes the first time on the build machine, nothing after
 (test_elastic_doc.py's model block uses the same environment; a lock makes one install). The
 module then takes about 4 minutes (the 3-minute crash-loop window runs beside the other
@@ -31,9 +31,10 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import model_venv
 import pytest
-from server_process import ADMIN, SETUP, ServerProcess, shared_dir
+
+from tests.support import model_venv
+from tests.support.server_process import ADMIN, SETUP, ServerProcess, shared_dir
 
 pytestmark = pytest.mark.slow
 

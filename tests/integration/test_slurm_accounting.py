@@ -10,8 +10,8 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from server_process import SETUP, ServerProcess
-from slurm_cluster import SlurmCluster, slurm_accounting_cluster
+from tests.integration.slurm_cluster import SlurmCluster, slurm_accounting_cluster
+from tests.support.server_process import SETUP, ServerProcess
 
 __all__ = ["slurm_accounting_cluster"]  # the fixture, used by name
 

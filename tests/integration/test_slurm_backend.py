@@ -14,8 +14,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from server_process import SETUP, ServerProcess
-from slurm_cluster import SlurmCluster, slurm_cluster
+
+from tests.integration.slurm_cluster import SlurmCluster, slurm_cluster
+from tests.support.server_process import SETUP, ServerProcess
 
 __all__ = ["slurm_cluster"]  # the fixture, used by name
 

@@ -9,10 +9,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from server_process import SETUP, ServerProcess
-from slurm_cluster import SlurmCluster, slurm_cluster
 
 from aipaas.backends.slurm.jobs import TASK_PATH
+from tests.integration.slurm_cluster import SlurmCluster, slurm_cluster
+from tests.support.server_process import SETUP, ServerProcess
 
 __all__ = ["slurm_cluster"]  # the fixture, used by name
 

@@ -13,11 +13,9 @@ import json
 import os
 import signal
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-from server_process import SETUP, TASK_PYTHON, ServerProcess, live_runners, shared_dir
+from tests.support.server_process import TASK_PYTHON, ServerProcess, live_runners, shared_dir
 
 # Counts the SIGTERMs it receives (one line each), spends 2 s writing a checkpoint on the
 # first, then says it finished and exits 0.
@@ -61,17 +59,6 @@ def job(name: str, script: str, out: Path, grace: int | None) -> str:
     )
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    process = ServerProcess(tmp_path_factory.mktemp("stop-signals")).start()
-    with process.http() as client:
-        client.post("/apply", content=SETUP).raise_for_status()
-    try:
-        yield process
-    finally:
-        process.close()
-
-
 def wait_for(path: Path, timeout: float = 60) -> None:
     deadline = time.monotonic() + timeout
     while not path.exists():
@@ -80,10 +67,10 @@ def wait_for(path: Path, timeout: float = 60) -> None:
 
 
 def test_a_stopped_task_gets_exactly_one_sigterm_and_finishes_its_checkpoint(
-    server: ServerProcess,
+    tenant_server: ServerProcess,
 ) -> None:
     out = shared_dir()
-    with server.http() as client:
+    with tenant_server.http() as client:
         client.post("/apply", content=job("ckpt", CHECKPOINTER, out, 20)).raise_for_status()
         wait_for(out / "ready")
         # Cancelled three times while it checkpoints: the stop is asked for again, never
@@ -94,36 +81,36 @@ def test_a_stopped_task_gets_exactly_one_sigterm_and_finishes_its_checkpoint(
     # A stop sent again to the runner itself (what a restarted server's stop does) is not
     # passed on either.
     wait_for(out / "checkpointing")
-    for pids in live_runners(server.data_dir.resolve() / "run").values():
+    for pids in live_runners(tenant_server.data_dir.resolve() / "run").values():
         for pid in pids:
             os.kill(pid, signal.SIGTERM)
-    server.wait_phase("ckpt", "Cancelled", timeout=60)
+    tenant_server.wait_phase("ckpt", "Cancelled", timeout=60)
     assert (out / "terms").read_text() == "TERM\n"
     assert (out / "checkpoint").read_text() == "complete"
 
 
 def test_a_task_that_ignores_sigterm_is_killed_after_the_jobs_grace_period(
-    server: ServerProcess,
+    tenant_server: ServerProcess,
 ) -> None:
     out = shared_dir()
-    with server.http() as client:
+    with tenant_server.http() as client:
         client.post("/apply", content=job("stubborn", STUBBORN, out, 3)).raise_for_status()
         wait_for(out / "ready")
         asked = time.monotonic()
         client.post("/jobs/stubborn/cancel", params={"tenant": "acme"}).raise_for_status()
-    server.wait_phase("stubborn", "Cancelled", timeout=60)
+    tenant_server.wait_phase("stubborn", "Cancelled", timeout=60)
     took = time.monotonic() - asked
     # Not before its 3 s, and long before the default 30 s or the backend's own margin.
     assert 3 <= took < 15, took
-    with server.http() as client:
+    with tenant_server.http() as client:
         log = client.get("/jobs/stubborn/logs", params={"tenant": "acme"}).text
     assert "still running 3s after SIGTERM: SIGKILL" in log
 
 
 def test_the_grace_period_is_refused_out_of_range_naming_the_field(
-    server: ServerProcess,
+    tenant_server: ServerProcess,
 ) -> None:
-    with server.http() as client:
+    with tenant_server.http() as client:
         answer = client.post("/apply", content=job("bad", STUBBORN, Path("/tmp"), -1))
     assert answer.status_code == 422
     assert "spec.terminationGracePeriodSeconds" in answer.text

@@ -11,14 +11,13 @@ import json
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from server_process import SETUP, TASK_PYTHON, ServerProcess, shared_dir
 
 from aipaas.backends.base import MASTER_PORTS
 from aipaas.backends.local.isolation import TASK_PATH
+from tests.support.server_process import TASK_PYTHON, ServerProcess, shared_dir
 
 pytestmark = pytest.mark.skipif(
     os.geteuid() != 0, reason="tasks run as the tenant's own user only under a root server"
@@ -59,29 +58,18 @@ def job(name: str, command: list[str], *, replicas: int = 1, extra: str = "") ->
     )
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    process = ServerProcess(tmp_path_factory.mktemp("task-env")).start()
-    with process.http() as client:
-        client.post("/apply", content=SETUP).raise_for_status()
-    try:
-        yield process
-    finally:
-        process.close()
-
-
 def apply(server: ServerProcess, text: str) -> None:
     with server.http() as client:
         client.post("/apply", content=text).raise_for_status()
 
 
 def test_every_rank_sees_the_same_distributed_variables_and_its_users_home_and_path(
-    server: ServerProcess,
+    tenant_server: ServerProcess,
 ) -> None:
     out = shared_dir()
     command = [TASK_PYTHON, "-c", DUMP_ENV, str(out), "$(RANK)", "$$(RANK)", "$(NOPE)", "$RANK"]
-    apply(server, job("envs", command, replicas=2, extra="      env: {GREETING: hi}\n"))
-    server.wait_phase("envs", "Succeeded")
+    apply(tenant_server, job("envs", command, replicas=2, extra="      env: {GREETING: hi}\n"))
+    tenant_server.wait_phase("envs", "Succeeded")
     seen = {rank: json.loads((out / f"env-{rank}").read_text()) for rank in (0, 1)}
     ports = {seen[rank]["env"]["MASTER_PORT"] for rank in (0, 1)}
     assert len(ports) == 1 and int(ports.pop()) in MASTER_PORTS
@@ -102,19 +90,19 @@ def test_every_rank_sees_the_same_distributed_variables_and_its_users_home_and_p
 
 
 def test_a_program_the_tasks_user_cannot_run_is_refused_naming_the_path_and_the_user(
-    server: ServerProcess,
+    tenant_server: ServerProcess,
 ) -> None:
     private = Path(tempfile.mkdtemp(prefix="aipaas-private-"))  # 0700 root, like /root
     try:
         program = private / "venv" / "bin" / "python"
         program.parent.mkdir(parents=True)
         shutil.copy(TASK_PYTHON, program)
-        apply(server, job("private", [str(program), "-c", "print('ran')"]))
-        status = server.wait_phase("private", "Failed")["status"]
+        apply(tenant_server, job("private", [str(program), "-c", "print('ran')"]))
+        status = tenant_server.wait_phase("private", "Failed")["status"]
         message = status["tasks"][0]["message"]
         assert str(program) in message and "aipaas-t-acme" in message, message
         assert f"cannot enter {private}" in message, message
-        with server.http() as client:
+        with tenant_server.http() as client:
             log = client.get("/jobs/private/logs", params={"tenant": "acme"}).text
         assert "ran" not in log.replace("cannot", "")
     finally:
@@ -122,12 +110,12 @@ def test_a_program_the_tasks_user_cannot_run_is_refused_naming_the_path_and_the_
 
 
 def test_a_restarted_task_resumes_from_a_checkpoint_at_a_relative_path(
-    server: ServerProcess,
+    tenant_server: ServerProcess,
 ) -> None:
     out = shared_dir()
     extra = "      restartPolicy: OnFailure\n      backoffLimit: 2\n"
-    apply(server, job("resume", [TASK_PYTHON, "-c", TRAIN, str(out)], extra=extra))
-    done = server.wait_phase("resume", "Succeeded", timeout=120)
+    apply(tenant_server, job("resume", [TASK_PYTHON, "-c", TRAIN, str(out)], extra=extra))
+    done = tenant_server.wait_phase("resume", "Succeeded", timeout=120)
     assert done["status"]["tasks"][0]["restarts"] == 1
     attempts = [line.split() for line in (out / "resumed").read_text().splitlines()]
     # The first attempt started at step 0, the second where the first left off, in the same

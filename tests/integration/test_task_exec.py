@@ -11,8 +11,9 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from server_process import SETUP, ServerProcess
-from task_images import IMAGE, build_image, unavailable_reason
+
+from tests.integration.task_images import IMAGE, build_image, unavailable_reason
+from tests.support.server_process import SETUP, ServerProcess
 
 USERS = """apiVersion: aipaas/v1
 kind: Tenant

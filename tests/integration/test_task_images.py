@@ -11,8 +11,8 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from server_process import ServerProcess
-from task_images import (
+
+from tests.integration.task_images import (
     DATA,
     IMAGE,
     build_image,
@@ -23,6 +23,7 @@ from task_images import (
     setup_objects,
     skip_unless_available,
 )
+from tests.support.server_process import ServerProcess
 
 pytestmark = skip_unless_available()
 

@@ -13,9 +13,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from server_process import ServerProcess
-from slurm_cluster import SlurmCluster, slurm_cluster
-from task_images import (
+
+from aipaas.backends import containers
+from tests.integration.slurm_cluster import SlurmCluster, slurm_cluster
+from tests.integration.task_images import (
     DATA,
     IMAGE,
     build_image,
@@ -26,8 +27,7 @@ from task_images import (
     setup_objects,
     skip_unless_available,
 )
-
-from aipaas.backends import containers
+from tests.support.server_process import ServerProcess
 
 __all__ = ["slurm_cluster"]  # the fixture, used by name
 

@@ -16,7 +16,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from server_process import ServerProcess
+
+from tests.support.server_process import ServerProcess
 
 pytestmark = pytest.mark.skipif(
     os.geteuid() != 0,

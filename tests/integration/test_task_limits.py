@@ -7,13 +7,12 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from server_process import SETUP, TASK_PYTHON, ServerProcess, shared_dir
 
 from aipaas.backends.local.limits import GROUP_DIR, ROOT, own_group
+from tests.support.server_process import TASK_PYTHON, ServerProcess, shared_dir
 
 pytestmark = pytest.mark.skipif(
     os.geteuid() != 0 or not (ROOT / "memory" / "cgroup.procs").exists(),
@@ -52,29 +51,18 @@ def job(name: str, script: str, limits: str, *args: str) -> str:
     )
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    process = ServerProcess(tmp_path_factory.mktemp("limits")).start()
-    with process.http() as client:
-        client.post("/apply", content=SETUP).raise_for_status()
-    try:
-        yield process
-    finally:
-        process.close()
-
-
 def apply(server: ServerProcess, text: str) -> None:
     with server.http() as client:
         client.post("/apply", content=text).raise_for_status()
 
 
-def test_a_task_over_its_memory_limit_ends_oomkilled(server: ServerProcess) -> None:
-    apply(server, job("hog", HOG, "{memory: 96Mi}"))
-    status = server.wait_phase("hog", "Failed", timeout=90)["status"]
+def test_a_task_over_its_memory_limit_ends_oomkilled(tenant_server: ServerProcess) -> None:
+    apply(tenant_server, job("hog", HOG, "{memory: 96Mi}"))
+    status = tenant_server.wait_phase("hog", "Failed", timeout=90)["status"]
     task = status["tasks"][0]
     assert task["exitCode"] == 137
     assert task["message"].startswith("OOMKilled"), task
-    uid = server.job("hog")["metadata"]["uid"]
+    uid = tenant_server.job("hog")["metadata"]["uid"]
     groups = ROOT / "memory" / own_group("memory").lstrip("/") / GROUP_DIR
 
     def left() -> list[Path]:
@@ -86,18 +74,20 @@ def test_a_task_over_its_memory_limit_ends_oomkilled(server: ServerProcess) -> N
     assert not left(), "the task's group is removed when it ends"
 
 
-def test_a_cpu_limit_is_a_cfs_quota_the_task_runs_under(server: ServerProcess) -> None:
+def test_a_cpu_limit_is_a_cfs_quota_the_task_runs_under(tenant_server: ServerProcess) -> None:
     out = shared_dir()
-    apply(server, job("slow", QUOTA, "{cpu: 200m}", str(out)))
-    server.wait_phase("slow", "Succeeded", timeout=90)
+    apply(tenant_server, job("slow", QUOTA, "{cpu: 200m}", str(out)))
+    tenant_server.wait_phase("slow", "Succeeded", timeout=90)
     seen = json.loads((out / "cpu.json").read_text())
     assert seen["quota"] == 20_000  # 200m: 20 ms of each 100 ms period
     assert seen["group"].endswith(f"/{GROUP_DIR}/" + Path(seen["group"]).name)
     assert seen["busy"] < 0.7, seen  # 2 s of spinning, about 0.4 s of CPU under the quota
 
 
-def test_a_limit_that_is_no_quantity_is_refused_naming_its_field(server: ServerProcess) -> None:
-    with server.http() as client:
+def test_a_limit_that_is_no_quantity_is_refused_naming_its_field(
+    tenant_server: ServerProcess,
+) -> None:
+    with tenant_server.http() as client:
         answer = client.post("/apply", content=job("bad", "pass", "{memory: 0}"))
     assert answer.status_code == 422
     assert "spec.tasks[0].limits.memory" in answer.text

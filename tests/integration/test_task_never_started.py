@@ -7,7 +7,7 @@ import os
 import time
 from pathlib import Path
 
-from server_process import SETUP, TASK_PYTHON, ServerProcess, shared_dir
+from tests.support.server_process import SETUP, TASK_PYTHON, ServerProcess, shared_dir
 
 JOBS = """---
 apiVersion: aipaas/v1

@@ -11,7 +11,8 @@ import time
 from pathlib import Path
 
 import httpx
-from server_process import ADMIN, AIPAAS, SETUP, TASK_PYTHON, ServerProcess
+
+from tests.support.server_process import ADMIN, AIPAAS, SETUP, TASK_PYTHON, ServerProcess
 
 JOB = """apiVersion: aipaas/v1
 kind: Job

@@ -13,7 +13,8 @@ import time
 from pathlib import Path
 
 import httpx
-from server_process import AIPAAS, free_port
+
+from tests.support.server_process import AIPAAS, free_port
 
 
 def test_up_prints_url_and_token_and_configures_the_cli(tmp_path: Path) -> None:

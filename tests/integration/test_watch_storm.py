@@ -16,9 +16,9 @@ from pathlib import Path
 
 import httpx
 import pytest
-from server_process import ADMIN, ServerProcess
 
 from aipaas.server.watch_routes import MAX_STREAMS_PER_CALLER, MAX_STREAMS_PER_TENANT
+from tests.support.server_process import ADMIN, ServerProcess
 
 JOBS = 1000
 SETUP = """apiVersion: aipaas/v1

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import httpx
 import pytest
-from server_process import ServerProcess
+
+from tests.support.server_process import ServerProcess
 
 SIM = 'sim.aipaas.dev/duration: "3600"'
 SETUP = """

@@ -9,10 +9,10 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from server_process import ServerProcess
-from webhook_receiver import Receiver
 
 from aipaas.metering.webhooks import DELIVERY_HEADER, verify
+from tests.integration.webhook_receiver import Receiver
+from tests.support.server_process import ServerProcess
 
 SIM = 'sim.aipaas.dev/duration: "3600"'
 KEY = "receiver-key"

@@ -17,7 +17,8 @@ import time
 from pathlib import Path
 
 import httpx
-from server_process import AIPAAS, end_tasks, free_port
+
+from tests.support.server_process import AIPAAS, end_tasks, free_port
 
 __all__ = ["UpProcess"]
 

@@ -2,25 +2,21 @@
 once per session by scripts/kube_cluster.sh (kube_cluster.py), cleaned for each test, with two
 GPU nodes publishing DRA ResourceSlices as NVIDIA's DRA driver does; the backend talking to it
 as the user aipaas (deploy/kubernetes/rbac.yaml's role); the controller world of
-tests/unit/controller. All tests of this folder run on one xdist worker (one cluster)."""
+tests/support/ctl_world.py. All tests of this folder run on one xdist worker (one cluster)."""
 
 from __future__ import annotations
 
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parents[1] / "unit" / "controller"))
-
-from ctl_world import World, world
-from kube_backend import make_backend
-from kube_cluster import ROOT, Cluster, start
-
 from aipaas.backends.kubernetes.backend import KubernetesBackend
+from tests.kube.kube_backend import make_backend
+from tests.kube.kube_cluster import ROOT, Cluster, start
+from tests.support.ctl_world import World, world
 
 __all__ = ["World", "backend", "cluster", "world"]
 HERE = Path(__file__).parent

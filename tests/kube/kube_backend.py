@@ -5,11 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kube_cluster import Cluster
-
 from aipaas.backends.kubernetes.api import KubeApi
 from aipaas.backends.kubernetes.backend import KubernetesBackend
 from aipaas.backends.kubernetes.options import KubeOptions
+from tests.kube.kube_cluster import Cluster
 
 
 def make_backend(cluster: Cluster, tmp_path: Path, **options: object) -> KubernetesBackend:

@@ -352,7 +352,7 @@ def _keep(found: dict[str, Any]) -> dict[str, Any]:
 
 
 def gpu_slice(node: str, count: int) -> dict[str, Any]:
-    from kube_objects import gpu_slice as shaped
+    from tests.kube.kube_objects import gpu_slice as shaped
 
     return shaped(node, count)
 

@@ -6,13 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ctl_world import World
-from kube_cluster import Cluster
-from kube_objects import user_pod
-
 from aipaas.backends.kubernetes.backend import KubernetesBackend
 from aipaas.controller.cycle import Controller
 from aipaas.controller.kube_import import KubeImport
+from tests.kube.kube_cluster import Cluster
+from tests.kube.kube_objects import user_pod
+from tests.support.ctl_world import World
 
 EXAMPLES = Path(__file__).parents[2] / "examples" / "dra"
 TEMPLATE = """apiVersion: resource.k8s.io/v1

@@ -9,7 +9,6 @@ and frees their claims."""
 from __future__ import annotations
 
 import subprocess
-import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -17,15 +16,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kube_cluster import Cluster
-from kube_objects import user_pod
-from kube_scenarios import gpu_claim
 
 from aipaas.backends.kubernetes.fake_dra import publish, uniform
-
-sys.path.insert(0, str(Path(__file__).parents[1] / "integration"))
-
-from server_process import ServerProcess
+from tests.kube.kube_cluster import Cluster
+from tests.kube.kube_objects import user_pod
+from tests.kube.kube_scenarios import gpu_claim
+from tests.support.server_process import ServerProcess
 
 EXAMPLES = Path(__file__).parents[2] / "examples" / "dra"
 SETUP = """apiVersion: aipaas/v1

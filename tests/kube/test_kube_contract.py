@@ -1,4 +1,4 @@
-"""The backend contract (tests/integration/backend_contract.py) run against the Kubernetes
+"""The backend contract (tests/support/backend_contract.py) run against the Kubernetes
 backend, talking to the tests' real kube-apiserver as the user aipaas (kube_backend.py); the
 other backends run it in tests/integration/test_backend_conformance.py.
 
@@ -11,19 +11,18 @@ cluster per session, conftest.py).
 
 from __future__ import annotations
 
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from kube_backend import make_backend
-from kube_cluster import Cluster
 
-sys.path.insert(0, str(Path(__file__).parents[1] / "integration"))
-
-from backend_contract import (
+from aipaas.backends.base import Backend, LaunchRequest
+from aipaas.backends.kubernetes.manifests import REQUEST_LABEL, request_hash
+from tests.kube.kube_backend import make_backend
+from tests.kube.kube_cluster import Cluster
+from tests.support.backend_contract import (
     Harness,
     Task,
     test_a_new_backend_object_reports_a_task_an_earlier_one_started,
@@ -33,9 +32,6 @@ from backend_contract import (
     test_a_task_ends_with_its_exit_code,
     test_an_id_never_started_is_unknown,
 )
-
-from aipaas.backends.base import Backend, LaunchRequest
-from aipaas.backends.kubernetes.manifests import REQUEST_LABEL, request_hash
 
 __all__ = [  # the contract's tests, used by name
     "test_a_new_backend_object_reports_a_task_an_earlier_one_started",

@@ -10,11 +10,11 @@ from typing import Any
 import kubernetes_validate  # type: ignore[import-untyped]
 import pytest
 import yaml
-from ctl_world import World
-from kube_cluster import Cluster, Request
-from kube_scenarios import start_gang, submit_gang
 
 from aipaas.backends.kubernetes.backend import KubernetesBackend
+from tests.kube.kube_cluster import Cluster, Request
+from tests.kube.kube_scenarios import start_gang, submit_gang
+from tests.support.ctl_world import World
 
 DEPLOY = Path(__file__).parents[2] / "deploy" / "kubernetes"
 

@@ -31,13 +31,13 @@ from typing import Any
 
 import pytest
 import yaml
-from ctl_world import World
-from kube_cluster import SCRIPT, Cluster
-from kube_objects import DRIVER, user_pod
-from kube_scenarios import EXAMPLES, controller_for
 
 from aipaas.backends.kubernetes.backend import KubernetesBackend
 from aipaas.controller.cycle import Controller
+from tests.kube.kube_cluster import SCRIPT, Cluster
+from tests.kube.kube_objects import DRIVER, user_pod
+from tests.kube.kube_scenarios import EXAMPLES, controller_for
+from tests.support.ctl_world import World
 
 NODE = "gpu-a"
 POOL = NODE

@@ -10,12 +10,12 @@ import time
 from pathlib import Path
 
 import pytest
-from kube_backend import make_backend
-from kube_cluster import Cluster
 
 from aipaas.backends.base import FencingRefused, LaunchRequest
 from aipaas.backends.kubernetes.fencing import FENCE_NAME, FRESH_SECONDS, ClusterFence
 from aipaas.backends.kubernetes.manifests import REQUEST_LABEL, request_hash
+from tests.kube.kube_backend import make_backend
+from tests.kube.kube_cluster import Cluster
 
 
 def _request(rid: str, token: int | None, tmp: Path) -> LaunchRequest:

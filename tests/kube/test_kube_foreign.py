@@ -5,15 +5,15 @@ bound by Binding (no pod created) with their claims allocated by aipaas."""
 from __future__ import annotations
 
 import pytest
-from ctl_world import World
-from kube_cluster import Cluster
-from kube_objects import user_pod
-from kube_scenarios import controller_for, gpu_claim, submit_gang
 
 from aipaas.api.job import Job
 from aipaas.backends.kubernetes.backend import KubernetesBackend
 from aipaas.controller.kube_import import KubeImport
 from aipaas.errors import InvalidObject
+from tests.kube.kube_cluster import Cluster
+from tests.kube.kube_objects import user_pod
+from tests.kube.kube_scenarios import controller_for, gpu_claim, submit_gang
+from tests.support.ctl_world import World
 
 
 def imported_jobs(world: World) -> list[Job]:
@@ -97,7 +97,7 @@ def test_kai_convention_and_a_declared_size_wait_for_the_whole_group(
 def test_pods_of_a_namespace_without_a_tenant_wait(
     world: World, cluster: Cluster, backend: KubernetesBackend
 ) -> None:
-    from kube_objects import namespace
+    from tests.kube.kube_objects import namespace
 
     controller = controller_for(world, backend)
     cluster.put(namespace("other"))

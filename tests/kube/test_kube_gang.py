@@ -9,11 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from ctl_world import World
-from kube_cluster import Cluster
-from kube_scenarios import EXAMPLES, GANG, start_gang
-
 from aipaas.backends.kubernetes.backend import KubernetesBackend
+from tests.kube.kube_cluster import Cluster
+from tests.kube.kube_scenarios import EXAMPLES, GANG, start_gang
+from tests.support.ctl_world import World
 
 
 def expected_claim_status(node: str, devices: list[str], pod: dict[str, Any]) -> dict[str, Any]:

@@ -7,12 +7,12 @@ from __future__ import annotations
 import time
 
 import httpx
-from ctl_world import World
-from kube_cluster import Cluster, gpu_node
 
 from aipaas.backends.kubernetes.api import Gone
 from aipaas.backends.kubernetes.backend import KubernetesBackend
 from aipaas.backends.kubernetes.informer import Informer
+from tests.kube.kube_cluster import Cluster, gpu_node
+from tests.support.ctl_world import World
 
 ONE = """    - name: main
       command: [sh, -c, "echo hello"]

@@ -6,10 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from kube_cluster import Cluster
-from kube_objects import gpu_node, gpu_slice
-
 from aipaas.backends.kubernetes.backend import KubernetesBackend
+from tests.kube.kube_cluster import Cluster
+from tests.kube.kube_objects import gpu_node, gpu_slice
 
 
 def other_pod(node: str) -> dict:  # type: ignore[type-arg]

@@ -8,11 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from ctl_world import World
-from kube_cluster import Cluster
-from kube_scenarios import start_gang
-
 from aipaas.backends.kubernetes.backend import KubernetesBackend
+from tests.kube.kube_cluster import Cluster
+from tests.kube.kube_scenarios import start_gang
+from tests.support.ctl_world import World
 
 MASTER = "rank-0.train.acme.svc.cluster.local"
 

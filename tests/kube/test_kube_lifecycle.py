@@ -8,13 +8,13 @@ import time
 from pathlib import Path
 
 import pytest
-from ctl_world import World
-from kube_backend import make_backend
-from kube_cluster import Cluster
 
 from aipaas.backends.base import LaunchRequest, TaskState
 from aipaas.backends.kubernetes.backend import KubernetesBackend
 from aipaas.store import TaskRepository
+from tests.kube.kube_backend import make_backend
+from tests.kube.kube_cluster import Cluster
+from tests.support.ctl_world import World
 
 ONE = """    - name: main
       command: [sh, -c, "echo hello"]
@@ -199,10 +199,9 @@ def test_a_stopped_pod_is_deleted_once_its_end_is_read(
 def test_a_pod_of_the_same_name_made_by_someone_else_is_not_taken(
     cluster: Cluster, backend: KubernetesBackend
 ) -> None:
-    from kube_objects import user_pod
-
     from aipaas.backends.kubernetes.api import Conflict
     from aipaas.backends.kubernetes.manifests import pod_name
+    from tests.kube.kube_objects import user_pod
 
     request = LaunchRequest(
         request_id="uid-4.main-0.0",

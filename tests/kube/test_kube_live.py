@@ -21,15 +21,15 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from ctl_world import World, cycle_until
-from kube_cluster import Cluster
-from kube_objects import user_pod
 
 from aipaas.backends.kubernetes.api import KubeApi
 from aipaas.backends.kubernetes.backend import KubernetesBackend
 from aipaas.backends.kubernetes.fake_dra import publish, uniform, withdraw
 from aipaas.backends.kubernetes.options import KubeOptions
 from aipaas.controller.kube_import import KubeImport
+from tests.kube.kube_cluster import Cluster
+from tests.kube.kube_objects import user_pod
+from tests.support.ctl_world import World, cycle_until
 
 KUBECONFIG = os.environ.get("AIPAAS_KUBECONFIG")
 NAMESPACE = os.environ.get("AIPAAS_KUBE_NAMESPACE", "aipaas-live")

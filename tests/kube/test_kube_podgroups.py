@@ -11,14 +11,14 @@ from typing import Any
 
 import pytest
 import yaml
-from ctl_world import World
-from kube_cluster import Cluster
-from kube_objects import user_pod
-from kube_scenarios import controller_for, gpu_claim
 
 from aipaas.api.job import Job
 from aipaas.backends.kubernetes.backend import KubernetesBackend
 from aipaas.backends.kubernetes.podgroups import COSCHEDULING, VOLCANO
+from tests.kube.kube_cluster import Cluster
+from tests.kube.kube_objects import user_pod
+from tests.kube.kube_scenarios import controller_for, gpu_claim
+from tests.support.ctl_world import World
 
 CRDS = Path(__file__).parents[2] / "deploy" / "kube-build" / "podgroup-crds.yaml"
 

@@ -4,18 +4,15 @@ and the CLI, and pods others create are taken as a job the API lists."""
 
 from __future__ import annotations
 
-import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from kube_cluster import Cluster
-from kube_objects import user_pod
 
-sys.path.insert(0, str(Path(__file__).parents[1] / "integration"))
-
-from server_process import ServerProcess
+from tests.kube.kube_cluster import Cluster
+from tests.kube.kube_objects import user_pod
+from tests.support.server_process import ServerProcess
 
 SETUP = """apiVersion: aipaas/v1
 kind: Tenant

@@ -6,13 +6,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from kube_cluster import Cluster
 from pydantic import ValidationError
 
 from aipaas.backends.kubernetes.backend import KubernetesBackend
 from aipaas.backends.registry import make_backend
 from aipaas.cli.control_runtime import kube_options
 from aipaas.settings import Settings, env_overrides
+from tests.kube.kube_cluster import Cluster
 
 
 def test_the_server_settings_build_a_backend_that_reads_the_cluster(

@@ -8,13 +8,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from ctl_world import World
-from kube_cluster import Cluster
-from kube_objects import user_pod
-from kube_scenarios import controller_for
-
 from aipaas.backends.kubernetes.backend import KubernetesBackend
 from aipaas.backends.kubernetes.fake_dra import FakeNode, slice_document
+from tests.kube.kube_cluster import Cluster
+from tests.kube.kube_objects import user_pod
+from tests.kube.kube_scenarios import controller_for
+from tests.support.ctl_world import World
 
 
 def share_claim(name: str, compute: str) -> dict[str, Any]:

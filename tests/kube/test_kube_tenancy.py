@@ -7,13 +7,12 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from ctl_world import World
-from kube_backend import make_backend
-from kube_cluster import Cluster
-from kube_objects import namespace, user_pod
-
 from aipaas.api.job import Job
 from aipaas.controller.kube_import import KubeImport
+from tests.kube.kube_backend import make_backend
+from tests.kube.kube_cluster import Cluster
+from tests.kube.kube_objects import namespace, user_pod
+from tests.support.ctl_world import World
 
 BETA = """
 apiVersion: aipaas/v1

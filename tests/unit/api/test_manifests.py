@@ -5,12 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from bad_manifests import CASES
 
 from aipaas.api.job import Job
 from aipaas.api.registry import MAX_DOCUMENT_BYTES, load_objects, resolve_kind
 from aipaas.api.tenancy import Role, Tenant, User
 from aipaas.errors import InvalidObject, PayloadTooLarge
+from tests.support.bad_manifests import CASES
 
 EXAMPLES = Path(__file__).parents[3] / "examples"
 

@@ -7,13 +7,12 @@ import os
 import time
 from pathlib import Path
 
-from test_gpu_discovery import Nvml as FakeNvml
-
 from aipaas.backends.base import ClaimDevice, LaunchRequest, TaskState
 from aipaas.backends.local import LocalBackend
 from aipaas.backends.local.fake_gpus import FAKE_LABEL, FAKE_MODEL
 from aipaas.backends.local.nvml import DRIVER
 from aipaas.backends.registry import DEMO_FAKE_GPUS, make_backend
+from tests.unit.backends.test_gpu_discovery import Nvml as FakeNvml
 
 
 def no_driver() -> FakeNvml:

@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 from pydantic import ValidationError
-from test_sim_journal_trim import request
 
 from aipaas.backends.base import TaskState
 from aipaas.backends.registry import make_backend
 from aipaas.backends.sim import SimBackend
 from aipaas.clock import VirtualClock
 from aipaas.settings import Settings
+from tests.unit.backends.test_sim_journal_trim import request
 
 
 def test_the_setting_defaults_to_a_day_and_must_be_positive() -> None:

@@ -13,12 +13,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cli_world import World, job_yaml
 from typer.testing import CliRunner
 
 from aipaas import __version__
 from aipaas.cli import control_server
 from aipaas.cli.app import app
+from tests.unit.cli.cli_world import World, job_yaml
 
 AIPAAS = str(Path(sys.executable).parent / "aipaas")
 EXAMPLE = Path(__file__).parents[3] / "examples" / "dra" / "whatif-h100.yaml"

@@ -7,7 +7,8 @@ import json
 from pathlib import Path
 
 import yaml
-from cli_world import World, job_yaml
+
+from tests.unit.cli.cli_world import World, job_yaml
 
 
 def submit(world: World) -> None:

@@ -8,10 +8,10 @@ import time
 from collections.abc import Callable, Iterator
 
 import pytest
-from cli_world import World, job_yaml
 
 from aipaas.client import WaitFailed, WaitTimeout
 from aipaas.errors import NotFound
+from tests.unit.cli.cli_world import World, job_yaml
 
 _STARTED: list[threading.Thread] = []
 

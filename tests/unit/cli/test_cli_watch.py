@@ -11,10 +11,10 @@ from typing import Any
 
 import httpx
 import pytest
-from cli_world import World, job_yaml
 
 from aipaas.errors import InvalidObject, NotFound, TooManyRequests, Unauthenticated
 from aipaas.server import watch_stream
+from tests.unit.cli.cli_world import World, job_yaml
 
 
 def later(seconds: float, *actions: Callable[[], object]) -> threading.Thread:

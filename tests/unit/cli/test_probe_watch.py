@@ -8,10 +8,10 @@ from typing import Any
 
 import httpx
 import pytest
-from cli_world import World
 
 from aipaas.client import Client
 from aipaas.errors import TooManyRequests
+from tests.unit.cli.cli_world import World
 
 
 def opened(client: Client, plural: str = "jobs") -> Iterator[dict[str, Any]]:

@@ -1,5 +1,5 @@
-"""Fixtures of the controller tests; the helpers live in ctl_world.py."""
+"""Fixtures of the controller tests; the helpers live in tests/support/ctl_world.py."""
 
-from ctl_world import cluster_kind, world
+from tests.support.ctl_world import cluster_kind, world
 
 __all__ = ["cluster_kind", "world"]

@@ -6,11 +6,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ctl_world import World
-
 from aipaas.backends.base import LaunchRequest
 from aipaas.backends.registry import make_backend
 from aipaas.clock import VirtualClock
+from tests.support.ctl_world import World
 
 EXAMPLES = Path(__file__).parents[3] / "examples" / "dra"
 MONITOR = """apiVersion: resource.k8s.io/v1

@@ -7,7 +7,6 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
-from ctl_world import World
 
 from aipaas.api.job import Job
 from aipaas.backends.base import (
@@ -24,6 +23,7 @@ from aipaas.backends.sim import SimBackend, load_cluster
 from aipaas.clock import VirtualClock
 from aipaas.controller.cycle import Controller
 from aipaas.store import TaskRepository
+from tests.support.ctl_world import World
 
 GPU_TASKS = """    - name: w
       replicas: {replicas}

@@ -5,9 +5,8 @@ running jobs reach their time limits; a later job starts now only if it ends bef
 
 from __future__ import annotations
 
-from ctl_world import World, sim_backend
-
 from aipaas.clock import VirtualClock
+from tests.support.ctl_world import World, sim_backend
 
 
 def tasks(replicas: int, gpus: int) -> str:

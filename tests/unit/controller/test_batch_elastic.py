@@ -8,13 +8,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ctl_world import World
-
 from aipaas.backends.base import LaunchRequest
 from aipaas.backends.sim import SimBackend
 from aipaas.backends.sim.cluster import load_cluster_with_slices
 from aipaas.clock import VirtualClock
 from aipaas.controller.cycle import Controller
+from tests.support.ctl_world import World
 
 ELASTIC = """    - name: w
       replicas: 3

@@ -3,13 +3,12 @@ scoring expects from what is submitted (issue 11 item 7)."""
 
 from __future__ import annotations
 
-from ctl_world import World
-
 from aipaas.api.resources import Amounts
 from aipaas.backends.base import NodeInfo
 from aipaas.backends.sim import SimBackend, load_cluster
 from aipaas.clock import VirtualClock
 from aipaas.controller.placement import Placer, Pod
+from tests.support.ctl_world import World
 
 POOL = "aipaas.dev/pool"
 

@@ -9,13 +9,12 @@ its status and events name the preemptor.
 
 from __future__ import annotations
 
-from ctl_world import World, sim_backend
-
 from aipaas.backends.sim import SimBackend
 from aipaas.clock import VirtualClock
 from aipaas.controller.advance import Backoff
 from aipaas.controller.cycle import Controller
 from aipaas.store import TaskRepository
+from tests.support.ctl_world import World, sim_backend
 
 ONE_NODE = """    - name: worker
       replicas: 1

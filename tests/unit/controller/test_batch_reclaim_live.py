@@ -4,11 +4,10 @@ victim goes back to Pending with reason Reclaimed and its status names the recla
 
 from __future__ import annotations
 
-from ctl_world import World, sim_backend
-
 from aipaas.clock import VirtualClock
 from aipaas.controller.cycle import Controller
 from aipaas.store import TaskRepository
+from tests.support.ctl_world import World, sim_backend
 
 ONE_NODE = """    - name: worker
       replicas: 1

@@ -4,12 +4,12 @@ runs (completions are recorded), nothing starts, and the next cycle tries again.
 from __future__ import annotations
 
 import pytest
-from ctl_world import World
 
 from aipaas.backends.sim import SimBackend, load_cluster
 from aipaas.clock import VirtualClock
 from aipaas.scheduler.batch import actions
 from aipaas.scheduler.batch.session import Session
+from tests.support.ctl_world import World
 
 TASK = """    - name: w
       replicas: 1

@@ -3,11 +3,10 @@ something time-based comes due."""
 
 from __future__ import annotations
 
-from ctl_world import World
-
 from aipaas.backends.sim import SimBackend, load_cluster
 from aipaas.clock import VirtualClock
 from aipaas.controller.batch_cycle import RECHECK_SECONDS
+from tests.support.ctl_world import World
 
 TASK = """    - name: w
       replicas: 1

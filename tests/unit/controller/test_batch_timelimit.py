@@ -3,11 +3,10 @@ stopped and ends Failed with reason TimeLimit; one that ends in time is not touc
 
 from __future__ import annotations
 
-from ctl_world import World
-
 from aipaas.backends.sim import SimBackend, load_cluster
 from aipaas.clock import VirtualClock
 from aipaas.controller.cycle import Controller
+from tests.support.ctl_world import World
 
 TASK = """    - name: worker
       replicas: 2

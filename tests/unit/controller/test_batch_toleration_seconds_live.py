@@ -6,14 +6,13 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ctl_world import World
-
 from aipaas.backends.base import NodeInfo
 from aipaas.backends.sim import SimBackend
 from aipaas.clock import VirtualClock
 from aipaas.controller.cycle import Controller
 from aipaas.scheduler.framework.constraints import TAINTS_ANNOTATION
 from aipaas.store import TaskRepository
+from tests.support.ctl_world import World
 
 NODE = NodeInfo(
     name="a", backend="sim", cpu_milli=64_000, memory_mib=262_144, gpu_count=4, gpu_model="H100"

@@ -10,13 +10,12 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from ctl_world import World, cycle_until
-
 from aipaas.api.devices import ResourceSlice
 from aipaas.api.dra import ClaimStatus, ResourceClaimObject
 from aipaas.backends.base import Inventory
 from aipaas.backends.local import LocalBackend
 from aipaas.controller.cycle import Controller
+from tests.support.ctl_world import World, cycle_until
 
 EXAMPLES = Path(__file__).parents[3] / "examples" / "dra"
 DRIVER = "gpu.nvidia.com"

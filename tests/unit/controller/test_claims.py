@@ -6,13 +6,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from ctl_world import World
 
 from aipaas.api.dra import ResourceClaimObject
 from aipaas.backends.registry import make_backend
 from aipaas.clock import VirtualClock
 from aipaas.controller.cycle import Controller
 from aipaas.errors import InvalidObject
+from tests.support.ctl_world import World
 
 EXAMPLES = Path(__file__).parents[3] / "examples" / "dra"
 CLAIM = """apiVersion: resource.k8s.io/v1

@@ -7,12 +7,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from ctl_world import World
 
 from aipaas.api.data import Dataset, DatasetStatus, NodeCacheStatus
 from aipaas.backends.sim import SimBackend, load_cluster
 from aipaas.clock import VirtualClock
 from aipaas.store import Store
+from tests.support.ctl_world import World
 
 CLUSTER = """nodes:
   - {name: a, count: 1, cpu: 4, memory: 16Gi}

@@ -13,13 +13,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ctl_world import World, cycle_until
 
 from aipaas.api.devices import ResourceSlice
 from aipaas.api.dra import DeviceTaintRuleObject
 from aipaas.backends.local import LocalBackend
 from aipaas.controller.cycle import Controller
 from aipaas.errors import InvalidObject
+from tests.support.ctl_world import World, cycle_until
 
 EXAMPLES = Path(__file__).parents[3] / "examples" / "dra"
 DRIVER = "gpu.nvidia.com"

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ctl_world import World
-
 from aipaas.api.devices import ResourceSlice
 from aipaas.api.dra import ResourceClaimObject
 from aipaas.backends.base import ClaimDevice, LaunchRequest, NodeInfo
@@ -22,6 +20,7 @@ from aipaas.clock import VirtualClock
 from aipaas.controller.cycle import Controller
 from aipaas.controller.placement import Placer
 from aipaas.store import TaskRecord
+from tests.support.ctl_world import World
 
 EXAMPLES = Path(__file__).parents[3] / "examples" / "dra"
 DRIVER = "fpga.example.com"

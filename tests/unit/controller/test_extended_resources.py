@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ctl_world import World, cycle_until
 
 from aipaas.api.devices import DeviceClass, ResourceSlice
 from aipaas.api.dra import ResourceClaimObject
@@ -19,6 +18,7 @@ from aipaas.backends.local import LocalBackend
 from aipaas.controller.cycle import Controller
 from aipaas.devices.extended import serving_class
 from aipaas.errors import InvalidObject
+from tests.support.ctl_world import World, cycle_until
 
 EXAMPLES = Path(__file__).parents[3] / "examples" / "dra"
 DRIVER = "gpu.nvidia.com"

@@ -9,8 +9,6 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
-from ctl_world import World
-from test_at_most_once import Faulty, faulty, task_phases, tasks
 
 from aipaas.backends.base import FencingRefused, LaunchRequest, TaskState, TaskStatus
 from aipaas.backends.fencing import Fenced, TokenFile
@@ -18,6 +16,8 @@ from aipaas.backends.sim import SimBackend, load_cluster
 from aipaas.clock import VirtualClock
 from aipaas.controller.loop import ControllerLoop
 from aipaas.store.lease import Lease, LeaseLost
+from tests.support.ctl_world import World
+from tests.unit.controller.test_at_most_once import Faulty, faulty, task_phases, tasks
 
 TTL = 0.5
 

@@ -4,8 +4,6 @@ lowered."""
 
 from __future__ import annotations
 
-from ctl_world import World
-
 from aipaas.api.finops import ADMISSION_STOPPED, LOWERED_QUEUE_PRIORITY, PRIORITY_LOWERED
 from aipaas.api.queue import Queue
 from aipaas.api.tenancy import Role, Tenant
@@ -15,6 +13,7 @@ from aipaas.controller.cycle import Controller
 from aipaas.scheduler.batch.from_api import queue_tree
 from aipaas.server.service import ObjectService
 from aipaas.tenancy.principal import Principal
+from tests.support.ctl_world import World
 
 USERS = """
 apiVersion: aipaas/v1

@@ -10,13 +10,12 @@ import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from ctl_world import World, cycle_until
-
 from aipaas.backends.local import LocalBackend
 from aipaas.controller import gang_restart
 from aipaas.controller.cycle import Controller
 from aipaas.controller.lifecycle import Stop
 from aipaas.store import TaskRecord
+from tests.support.ctl_world import World, cycle_until
 
 GANG = "  restartPolicy: OnFailure\n  terminationGracePeriodSeconds: 5\n"
 

@@ -6,7 +6,6 @@ price and credited to the lender."""
 from __future__ import annotations
 
 import pytest
-from ctl_world import World
 
 from aipaas.api.pool import NodePool
 from aipaas.autoscale.lending import balances, reclaim_problem, reclaim_seconds, terms_of
@@ -16,6 +15,7 @@ from aipaas.clock import VirtualClock
 from aipaas.controller.cycle import Controller
 from aipaas.controller.pools import PoolController
 from aipaas.metering.lending_report import lending_report
+from tests.support.ctl_world import World
 
 SETUP = """
 apiVersion: aipaas/v1

@@ -7,12 +7,11 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from ctl_world import World, cycle_until
-
 from aipaas.backends.base import Backend, Inventory, LaunchRequest, TaskStatus
 from aipaas.backends.local import LocalBackend
 from aipaas.controller.cycle import Controller
 from aipaas.store import TaskRepository
+from tests.support.ctl_world import World, cycle_until
 
 
 def local(world: World, **options: float) -> Controller:

@@ -8,11 +8,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ctl_world import World, cycle_until
-
 from aipaas.api.devices import ResourceSlice
 from aipaas.backends.local import LocalBackend
 from aipaas.controller.cycle import Controller
+from tests.support.ctl_world import World, cycle_until
 
 EXAMPLES = Path(__file__).parents[3] / "examples" / "dra"
 DRIVER = "gpu.nvidia.com"

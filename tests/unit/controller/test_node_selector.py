@@ -10,7 +10,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from ctl_world import World
 
 from aipaas.api.job import Job
 from aipaas.api.registry import load_objects
@@ -19,6 +18,7 @@ from aipaas.backends.sim import SimBackend, load_cluster
 from aipaas.clock import VirtualClock
 from aipaas.errors import InvalidObject
 from aipaas.settings import Settings
+from tests.support.ctl_world import World
 
 CLUSTER = """nodes:
   - {name: a, count: 1, cpu: 4, memory: 16Gi, labels: {pool: blue}}

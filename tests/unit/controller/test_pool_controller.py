@@ -5,7 +5,6 @@ drained and then removed, and the tasks that ran there all finished on their own
 from __future__ import annotations
 
 import yaml
-from ctl_world import World
 
 from aipaas.api.pool import NodePool
 from aipaas.backends.base import NodeInfo
@@ -13,6 +12,7 @@ from aipaas.backends.sim import SimBackend
 from aipaas.clock import VirtualClock
 from aipaas.controller.cycle import Controller
 from aipaas.controller.pools import PoolController
+from tests.support.ctl_world import World
 
 POOL = """
 apiVersion: aipaas/v1

@@ -3,11 +3,10 @@
 
 from __future__ import annotations
 
-from ctl_world import World
-
 from aipaas.backends.sim import SimBackend, load_cluster
 from aipaas.clock import VirtualClock
 from aipaas.controller.cycle import Controller
+from tests.support.ctl_world import World
 
 GPU_TASKS = """    - name: worker
       replicas: {replicas}

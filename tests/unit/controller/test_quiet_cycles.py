@@ -7,7 +7,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from ctl_world import ADMIN, World
 
 from aipaas.backends.sim import SimBackend, load_cluster
 from aipaas.clock import VirtualClock
@@ -16,6 +15,7 @@ from aipaas.controller.quiet import FRESH_SECONDS, Kept, QuietCycles
 from aipaas.controller.work import JobWork
 from aipaas.server.service import ObjectService
 from aipaas.store import Store
+from tests.support.ctl_world import ADMIN, World
 
 TASK = """    - name: w
       replicas: 1

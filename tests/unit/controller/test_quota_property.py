@@ -20,14 +20,13 @@ from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
 
-from ctl_world import World
-
 from aipaas.api.job import Job, JobPhase
 from aipaas.backends.base import Inventory, LaunchRequest, TaskState, TaskStatus
 from aipaas.backends.sim import SimBackend
 from aipaas.backends.sim.cluster import load_cluster_with_slices
 from aipaas.clock import VirtualClock
 from aipaas.controller.cycle import Controller
+from tests.support.ctl_world import World
 
 OPERATIONS = 10_000
 SEED = 20261123

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from ctl_world import World
-
 from aipaas.api.job import CANCEL_ANNOTATION, Job
 from aipaas.api.meta import ObjectMeta
 from aipaas.api.service import (
@@ -23,6 +21,7 @@ from aipaas.clock import VirtualClock
 from aipaas.controller.cycle import Controller
 from aipaas.controller.services import ServiceExtension, measured
 from aipaas.controller.services_replicas import replica_job
+from tests.support.ctl_world import World
 
 SERVICE = """
 apiVersion: aipaas/v1

@@ -10,8 +10,6 @@ import itertools
 from dataclasses import replace
 from datetime import UTC, datetime
 
-from ctl_world import World
-
 from aipaas.api.service import Service, ServiceStatus
 from aipaas.backends.base import LaunchRequest, NodeInfo
 from aipaas.backends.sim import SimBackend
@@ -19,6 +17,7 @@ from aipaas.backends.sim.backend import EXIT_CODE_ANNOTATION
 from aipaas.clock import VirtualClock
 from aipaas.controller.cycle import Controller
 from aipaas.controller.services import ServiceExtension
+from tests.support.ctl_world import World
 
 SERVICE = """
 apiVersion: aipaas/v1

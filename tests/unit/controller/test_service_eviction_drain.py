@@ -8,8 +8,6 @@ the drain of a replica whose service is deleted meanwhile runs to its end
 
 from __future__ import annotations
 
-from ctl_world import World
-
 from aipaas.api.job import Job
 from aipaas.api.service import SERVICE_LABEL, Service
 from aipaas.backends.base import NodeInfo, TaskState
@@ -19,6 +17,7 @@ from aipaas.controller.cycle import Controller
 from aipaas.controller.pools import PoolController
 from aipaas.controller.services import ServiceExtension
 from aipaas.store import TaskRepository
+from tests.support.ctl_world import World
 
 SETUP = """
 apiVersion: aipaas/v1

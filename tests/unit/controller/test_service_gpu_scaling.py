@@ -11,7 +11,6 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 
 import pytest
-from ctl_world import World
 
 from aipaas.api.job import Job
 from aipaas.api.registry import parse_object
@@ -24,6 +23,7 @@ from aipaas.clock import VirtualClock
 from aipaas.controller.cycle import Controller
 from aipaas.controller.services import ServiceExtension
 from aipaas.errors import InvalidObject
+from tests.support.ctl_world import World
 
 SERVICE = """
 apiVersion: aipaas/v1

@@ -10,11 +10,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ctl_world import World, cycle_until
-
 from aipaas.api.devices import ResourceSlice
 from aipaas.backends.local import LocalBackend
 from aipaas.controller.cycle import Controller
+from tests.support.ctl_world import World, cycle_until
 
 DRIVER = "gpu.nvidia.com"
 WATCHED = (

@@ -7,13 +7,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ctl_world import World
-
 from aipaas.api.dra import ResourceClaimObject
 from aipaas.backends.registry import make_backend
 from aipaas.clock import VirtualClock
 from aipaas.controller.cycle import Controller
 from aipaas.store import TaskRepository
+from tests.support.ctl_world import World
 
 EXAMPLES = Path(__file__).parents[3] / "examples" / "dra"
 GPU_TASK = """    - name: worker

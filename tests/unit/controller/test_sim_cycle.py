@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ctl_world import World
 from prometheus_client import generate_latest
 
 from aipaas.backends.base import Backend, Inventory, LaunchRequest, TaskState, TaskStatus
@@ -13,6 +12,7 @@ from aipaas.clock import VirtualClock
 from aipaas.controller.advance import Backoff
 from aipaas.controller.cycle import Controller
 from aipaas.store import TaskRepository
+from tests.support.ctl_world import World
 
 GPU_TASKS = """    - name: worker
       replicas: {replicas}

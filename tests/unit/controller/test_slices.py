@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from ctl_world import World
 
 from aipaas.api.devices import ResourceSlice
 from aipaas.api.dra import ResourceSliceObject
@@ -13,6 +12,7 @@ from aipaas.backends.registry import make_backend
 from aipaas.backends.sim import SimBackend
 from aipaas.backends.sim.cluster import load_cluster_with_slices
 from aipaas.clock import VirtualClock
+from tests.support.ctl_world import World
 
 
 def test_default_cluster_publishes_hgx_h100_slices() -> None:

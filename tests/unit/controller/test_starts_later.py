@@ -6,13 +6,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ctl_world import World
-
 from aipaas.backends.base import TaskStatus
 from aipaas.backends.sim import SimBackend
 from aipaas.backends.sim.cluster import load_cluster_with_slices
 from aipaas.clock import VirtualClock
 from aipaas.store import TaskRepository
+from tests.support.ctl_world import World
 
 TASK = "  - name: w\n    replicas: 1\n    command: [sleep, '10']\n    resources: {cpu: 1}\n"
 

@@ -6,10 +6,9 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 
-from ctl_world import World
-
 from aipaas.backends.sim import SimBackend, load_cluster
 from aipaas.clock import VirtualClock
+from tests.support.ctl_world import World
 
 TASKS = """    - name: worker
       replicas: 1

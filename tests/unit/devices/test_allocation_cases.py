@@ -11,7 +11,12 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from devices_builders import (
+
+from aipaas.api.devices import ResourceClaim, ResourceSlice
+from aipaas.devices.allocator import allocate_pod
+from aipaas.devices.inventory import Inventory
+from aipaas.devices.topology_files import GpuShape, gpu_node_slices
+from tests.unit.devices.devices_builders import (
     CLASSES,
     DRIVER,
     allocated,
@@ -23,11 +28,6 @@ from devices_builders import (
     node_slice,
     req,
 )
-
-from aipaas.api.devices import ResourceClaim, ResourceSlice
-from aipaas.devices.allocator import allocate_pod
-from aipaas.devices.inventory import Inventory
-from aipaas.devices.topology_files import GpuShape, gpu_node_slices
 
 A = "node-a"
 H100 = [node_slice(A, eight_h100())]

@@ -8,11 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from devices_builders import CLASSES, DRIVER, claim, gpu, node_slice, req
-
 from aipaas.api.devices import DeviceClass, ResourceClaim
 from aipaas.devices.allocator import allocate_pod, allocation_config
 from aipaas.devices.inventory import Inventory
+from tests.unit.devices.devices_builders import CLASSES, DRIVER, claim, gpu, node_slice, req
 
 
 def opaque(tag: str) -> dict[str, Any]:

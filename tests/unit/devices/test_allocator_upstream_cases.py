@@ -14,7 +14,6 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from devices_builders import CLASSES, DRIVER, allocated, claim, first, gpu, node_slice, req
 
 from aipaas.api.devices import (
     DeviceTaintRule,
@@ -25,6 +24,16 @@ from aipaas.api.devices import (
 from aipaas.devices.allocator import allocate_pod
 from aipaas.devices.inventory import Inventory
 from aipaas.errors import InvalidObject
+from tests.unit.devices.devices_builders import (
+    CLASSES,
+    DRIVER,
+    allocated,
+    claim,
+    first,
+    gpu,
+    node_slice,
+    req,
+)
 
 A = "node-a"
 B = "node-b"

@@ -5,11 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from devices_builders import gpu, node_slice
 
 from aipaas.devices import selection
 from aipaas.devices.cel import COST_LIMIT, CelError, CelEvalError, compile_selector
 from aipaas.devices.inventory import Inventory
+from tests.unit.devices.devices_builders import gpu, node_slice
 
 D = "gpu.example.com"
 

@@ -8,7 +8,6 @@ of name to quantity, device.allowMultipleAllocations bool.
 from __future__ import annotations
 
 import pytest
-from devices_builders import gpu, node_slice
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -16,6 +15,7 @@ from aipaas.devices import selection
 from aipaas.devices.cel import CelError, compile_selector
 from aipaas.devices.cel_types import MAX_NESTING
 from aipaas.devices.inventory import Inventory
+from tests.unit.devices.devices_builders import gpu, node_slice
 
 D = "gpu.nvidia.com"
 ATTR = f'device.attributes["{D}"]'

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
-from devices_builders import (
+from aipaas.api.devices import ResourceClaim
+from aipaas.devices.inventory import Inventory
+from aipaas.devices.ledger import DeviceLedger
+from aipaas.devices.listing import device_rows
+from aipaas.devices.topology_files import GpuShape, gpu_node_slices
+from tests.unit.devices.devices_builders import (
     CLASSES,
     DRIVER,
     allocated,
@@ -12,12 +17,6 @@ from devices_builders import (
     node_slice,
     req,
 )
-
-from aipaas.api.devices import ResourceClaim
-from aipaas.devices.inventory import Inventory
-from aipaas.devices.ledger import DeviceLedger
-from aipaas.devices.listing import device_rows
-from aipaas.devices.topology_files import GpuShape, gpu_node_slices
 
 MATCH = [{"matchAttribute": f"{DRIVER}/nvlinkDomain"}]
 

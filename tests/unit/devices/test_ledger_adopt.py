@@ -6,11 +6,18 @@ back (a discarded what-if, or a victim that keeps them until its stop is confirm
 from __future__ import annotations
 
 import pytest
-from devices_builders import CLASSES, allocated, claim, eight_h100, node_slice, req
 
 from aipaas.api.devices import AllocationResult, ResourceClaim
 from aipaas.devices.inventory import Inventory
 from aipaas.devices.ledger import DeviceLedger
+from tests.unit.devices.devices_builders import (
+    CLASSES,
+    allocated,
+    claim,
+    eight_h100,
+    node_slice,
+    req,
+)
 
 
 def stored(name: str, *devices: str) -> ResourceClaim:

@@ -12,7 +12,6 @@ from collections import Counter
 from decimal import Decimal
 from typing import Any
 
-from devices_builders import claim, device_class, req
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -21,6 +20,7 @@ from aipaas.api.quantity import parse_quantity
 from aipaas.devices.allocator import allocate_pod
 from aipaas.devices.inventory import Inventory
 from aipaas.devices.topology_files import GpuShape, gpu_node_slices
+from tests.unit.devices.devices_builders import claim, device_class, req
 
 NV = "gpu.nvidia.com"
 SLICES = (

@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
-from devices_builders import CLASSES, DRIVER, allocated, claim, eight_h100, node_slice, req
-
 from aipaas.devices.inventory import Inventory
 from aipaas.devices.ledger import DeviceLedger
 from aipaas.scheduler.framework.cluster import ClusterState, NodeSpec
 from aipaas.scheduler.framework.runtime import Scheduler
 from aipaas.scheduler.framework.types import Placement, PodRequest, Unschedulable
+from tests.unit.devices.devices_builders import (
+    CLASSES,
+    DRIVER,
+    allocated,
+    claim,
+    eight_h100,
+    node_slice,
+    req,
+)
 
 MATCH = [{"matchAttribute": f"{DRIVER}/nvlinkDomain"}]
 

@@ -6,12 +6,12 @@ from __future__ import annotations
 from itertools import combinations, product
 from typing import Any
 
-from devices_builders import CLASSES, DRIVER, claim, gpu, node_slice, req
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from aipaas.devices.allocator import allocate_pod
 from aipaas.devices.inventory import Inventory
+from tests.unit.devices.devices_builders import CLASSES, DRIVER, claim, gpu, node_slice, req
 
 MODEL = f'device.attributes["{DRIVER}"].model'
 

@@ -6,7 +6,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from devices_builders import CLASSES, DRIVER, claim, eight_h100, gpu, node_slice, req
 
 from aipaas.api.devices import DeviceClass, ResourceSlice, dump_device_object
 from aipaas.devices.allocator import allocate_pod
@@ -16,6 +15,15 @@ from aipaas.devices.topology_files import (
     builtin_topologies,
     load_topology,
     topology_slices,
+)
+from tests.unit.devices.devices_builders import (
+    CLASSES,
+    DRIVER,
+    claim,
+    eight_h100,
+    gpu,
+    node_slice,
+    req,
 )
 
 

@@ -10,7 +10,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from test_webhook_budgets import Receiver
 
 from aipaas.api.job import Job, JobPhase, JobStatus
 from aipaas.api.meta import ObjectMeta
@@ -25,6 +24,7 @@ from aipaas.metering.webhooks import verify
 from aipaas.server.service import ObjectService
 from aipaas.store import Store, TaskRecord, TaskRepository
 from aipaas.tenancy.principal import Principal
+from tests.unit.metering.test_webhook_budgets import Receiver
 
 KEY = b"operator-key"
 START = datetime(2026, 3, 10, tzinfo=UTC)

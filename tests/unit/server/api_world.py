@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -60,16 +58,6 @@ spec:
   queue: research
   tasks: [{name: w, command: ["true"]}]
 """
-
-
-def load_bad_cases() -> object:
-    path = Path(__file__).parents[1] / "api" / "bad_manifests.py"
-    spec = importlib.util.spec_from_file_location("bad_manifests_shared", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 class Api:

@@ -1,5 +1,5 @@
 """Fixtures of the server tests; the helpers live in api_world.py."""
 
-from api_world import api
+from tests.unit.server.api_world import api
 
 __all__ = ["api"]

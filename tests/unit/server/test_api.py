@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from api_world import Api, load_bad_cases
 
 from aipaas.api.job import JobPhase, JobStatus
+from tests.support import bad_manifests
+from tests.unit.server.api_world import Api
 
 JOB = """apiVersion: aipaas/v1
 kind: Job
@@ -162,7 +163,7 @@ class TestIsolation:
 
 
 class TestBadInput:
-    CASES = load_bad_cases().CASES  # type: ignore[attr-defined]
+    CASES = bad_manifests.CASES
 
     @pytest.mark.parametrize(
         ("text", "want_words"), [pytest.param(t, w, id=i) for i, t, w in CASES]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from api_world import Api
+from tests.unit.server.api_world import Api
 
 JOB = json.dumps(
     {

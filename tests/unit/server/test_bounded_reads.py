@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from api_world import Api
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from typer.testing import CliRunner
@@ -24,6 +23,7 @@ from aipaas.cli.control_objects import duration_seconds
 from aipaas.client import Client
 from aipaas.server import reads
 from aipaas.store import TaskRecord, TaskRepository
+from tests.unit.server.api_world import Api
 
 QUEUE = "apiVersion: aipaas/v1\nkind: Queue\nmetadata: {{name: {name}, tenant: acme}}\n"
 JOB = """apiVersion: aipaas/v1

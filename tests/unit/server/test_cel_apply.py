@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from api_world import Api
+
+from tests.unit.server.api_world import Api
 
 CLASS = """apiVersion: resource.k8s.io/v1
 kind: DeviceClass

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from api_world import Api
-
 from aipaas.api.dra import ClaimStatus
+from tests.unit.server.api_world import Api
 
 EXAMPLES = Path(__file__).parents[3] / "examples" / "dra"
 SLICE = """apiVersion: resource.k8s.io/v1

@@ -7,10 +7,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import pytest
-from api_world import Api
 from starlette.testclient import WebSocketDenialResponse
 
 from aipaas.server.exec_session import UNAVAILABLE, Session
+from tests.unit.server.api_world import Api
 
 ACME_JOB = """apiVersion: aipaas/v1
 kind: Job

@@ -6,11 +6,11 @@ from __future__ import annotations
 import json
 
 import pytest
-from api_world import Api
 from fastapi import FastAPI
 from starlette.types import Receive, Scope, Send
 
 from aipaas.server.routes import SMALL_BODY_BYTES
+from tests.unit.server.api_world import Api
 
 
 def _job(name: str, **spec: object) -> str:

@@ -8,10 +8,10 @@ import io
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from api_world import Api
 
 from aipaas.metering.attribution import attribution
 from aipaas.store.ledger import ATTEMPT, LedgerEntry, insert_entries
+from tests.unit.server.api_world import Api
 
 PRICES = """apiVersion: aipaas/v1
 kind: PriceList

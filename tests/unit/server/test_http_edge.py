@@ -11,13 +11,13 @@ from typing import Any
 
 import anyio
 import pytest
-from api_world import ADMIN
 from fastapi import HTTPException
 from fastapi.testclient import TestClient
 
 from aipaas.server.app import create_app
 from aipaas.server.bootstrap import ensure_admin_token
 from aipaas.store import Store
+from tests.unit.server.api_world import ADMIN
 
 LIMIT = 4096
 AUTH = {"Authorization": f"Bearer {ADMIN}"}

@@ -4,9 +4,9 @@ invitation expires; nobody invites into another tenant or above its own rank."""
 from __future__ import annotations
 
 import pytest
-from api_world import Api
 
 from aipaas.clock import VirtualClock
+from tests.unit.server.api_world import Api
 
 INVITE = {
     "apiVersion": "aipaas/v1",

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from api_world import Api
+
+from tests.unit.server.api_world import Api
 
 JOB = """apiVersion: aipaas/v1
 kind: Job

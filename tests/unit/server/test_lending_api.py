@@ -6,9 +6,9 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import pytest
-from api_world import Api
 
 from aipaas.store.ledger import ATTEMPT, LedgerEntry, insert_entries
+from tests.unit.server.api_world import Api
 
 POOL = """
 apiVersion: aipaas/v1

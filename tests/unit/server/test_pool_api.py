@@ -7,12 +7,12 @@ from typing import Any, cast
 
 import pytest
 import yaml
-from api_world import Api
 from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
 from aipaas.cli.app import app
 from aipaas.client import Client
+from tests.unit.server.api_world import Api
 
 POOL = """
 apiVersion: aipaas/v1

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import time
 
-from api_world import ADMIN, Api
 from fastapi.testclient import TestClient
 
 from aipaas.server.app import create_app
@@ -12,6 +11,7 @@ from aipaas.server.auth import PrincipalCache
 from aipaas.server.routes import SMALL_BODY_BYTES
 from aipaas.tenancy.principal import Principal
 from aipaas.tenancy.tokens import hash_token
+from tests.unit.server.api_world import ADMIN, Api
 
 ROLE_VIEWER = """
 apiVersion: aipaas/v1

@@ -5,9 +5,9 @@ write), and that no one writes into another tenant (404: its existence is not to
 from __future__ import annotations
 
 import pytest
-from api_world import Api
 
 from aipaas.api.registry import KINDS
+from tests.unit.server.api_world import Api
 
 QUEUE = "research"
 MANIFESTS = {

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from api_world import Api
+from tests.unit.server.api_world import Api
 
 
 def secret(value: str) -> str:

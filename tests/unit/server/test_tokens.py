@@ -8,7 +8,6 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from api_world import ADMIN, Api
 from fastapi.testclient import TestClient
 
 from aipaas.api.meta import ObjectMeta
@@ -16,6 +15,7 @@ from aipaas.api.tenancy import Role, User, UserSpec
 from aipaas.server.app import create_app
 from aipaas.server.auth import PrincipalCache
 from aipaas.tenancy.tokens import hash_token
+from tests.unit.server.api_world import ADMIN, Api
 
 TOKENS = "/api/v1/tokens"
 WHOAMI = "/api/v1/whoami"

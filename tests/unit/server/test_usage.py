@@ -9,7 +9,6 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from api_world import Api
 
 from aipaas.api.job import Job, JobPhase, JobStatus
 from aipaas.api.meta import ObjectMeta
@@ -17,6 +16,7 @@ from aipaas.api.node import Node, NodeGpus, NodeSpec
 from aipaas.clock import VirtualClock
 from aipaas.metering.usage import record_attempts
 from aipaas.store import Store, TaskRecord, TaskRepository, ledger
+from tests.unit.server.api_world import Api
 
 JOB = """apiVersion: aipaas/v1
 kind: Job

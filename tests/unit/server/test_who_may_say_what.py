@@ -5,12 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from api_world import Api
 
 from aipaas.api.job import Job
 from aipaas.api.meta import ObjectMeta
 from aipaas.api.queue import Queue, QueueSpec, effective_weights
 from aipaas.api.tenancy import Tenant
+from tests.unit.server.api_world import Api
 
 JOB = """apiVersion: aipaas/v1
 kind: Job

@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 import yaml
-from test_scenario_errors import OBJ, S, _set, base, edit, invoke, squeeze
+
+from tests.unit.sim.test_scenario_errors import OBJ, S, _set, base, edit, invoke, squeeze
 
 
 def _append(path: list[Any], value: Any) -> Any:

@@ -10,7 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from test_scenario_cases import CASES, check_case
+
+from tests.unit.sim.test_scenario_cases import CASES, check_case
 
 EXTERNAL = CASES / "external"
 

@@ -5,11 +5,10 @@ Expected decisions worked out by hand in each docstring."""
 
 from __future__ import annotations
 
-from batch_alloc_builders import job, node, queue, session, started, tree
-
 from aipaas.scheduler.batch.model import Decisions
 from aipaas.scheduler.batch.options import BatchOptions
 from aipaas.scheduler.batch.run import decide
+from tests.unit.scheduler.batch.batch_alloc_builders import job, node, queue, session, started, tree
 
 ALL = BatchOptions(actions=("enqueue", "allocate", "preempt", "reclaim", "backfill"))
 NO_BACKFILL = BatchOptions(actions=("enqueue", "allocate", "preempt", "reclaim"))

@@ -12,7 +12,6 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
-from batch_alloc_builders import job, node, queue, session, tree
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -25,6 +24,7 @@ from aipaas.scheduler.batch.session import Session, gang_entry, job_total
 from aipaas.sim.scenario import validate_document
 from aipaas.sim.scenario_build import build_scenario
 from aipaas.sim.scenario_run import ScenarioRun
+from tests.unit.scheduler.batch.batch_alloc_builders import job, node, queue, session, tree
 
 LEAVES = ("p0-a", "p0-b", "p1-a", "p1-b")
 

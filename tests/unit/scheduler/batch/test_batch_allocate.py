@@ -4,7 +4,6 @@ decision is worked out by hand in the test's docstring."""
 from __future__ import annotations
 
 import pytest
-from batch_alloc_builders import gpu_quota, job, node, queue, session, started, tree
 
 from aipaas.scheduler.batch.model import Job, Reservation, Resources
 from aipaas.scheduler.batch.options import BatchOptions
@@ -12,6 +11,15 @@ from aipaas.scheduler.batch.ordering import ordered
 from aipaas.scheduler.batch.reservations import Reservations
 from aipaas.scheduler.batch.run import decide
 from aipaas.scheduler.batch.session import Session
+from tests.unit.scheduler.batch.batch_alloc_builders import (
+    gpu_quota,
+    job,
+    node,
+    queue,
+    session,
+    started,
+    tree,
+)
 
 ONLY = BatchOptions(actions=("enqueue", "allocate"))
 ALLOCATE = BatchOptions(actions=("allocate",))

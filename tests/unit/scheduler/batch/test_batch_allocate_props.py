@@ -4,7 +4,6 @@ order gives every job exactly once."""
 
 from __future__ import annotations
 
-from batch_alloc_builders import gpu_quota, job, node, queue, session, tree
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -12,6 +11,14 @@ from aipaas.scheduler.batch.model import NO_LIMIT
 from aipaas.scheduler.batch.options import BatchOptions
 from aipaas.scheduler.batch.ordering import ordered
 from aipaas.scheduler.batch.run import decide
+from tests.unit.scheduler.batch.batch_alloc_builders import (
+    gpu_quota,
+    job,
+    node,
+    queue,
+    session,
+    tree,
+)
 
 QUEUES = ["t1/a", "t1/b", "t2/c"]
 

@@ -4,12 +4,19 @@ alike behind a refused one are refused with the same words (docs/scheduling.md, 
 
 from __future__ import annotations
 
-from batch_alloc_builders import gpu_quota, job, node, queue, session, started, tree
-
 from aipaas.scheduler.batch.cluster import SnapshotCluster
 from aipaas.scheduler.batch.model import UNBOUNDED, Job, Resources, Snapshot
 from aipaas.scheduler.batch.run import decide
 from aipaas.scheduler.batch.session import Session, gang_tasks, resources_of
+from tests.unit.scheduler.batch.batch_alloc_builders import (
+    gpu_quota,
+    job,
+    node,
+    queue,
+    session,
+    started,
+    tree,
+)
 
 
 def _fresh_gangs(jobs: dict[str, Job]) -> list[tuple[str, list[str], Resources]]:

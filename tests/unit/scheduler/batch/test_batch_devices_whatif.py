@@ -12,8 +12,6 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from test_batch_preempt_builders import NOW, World, consistent, evicted, node, run, started
-
 from aipaas.api.devices import ResourceClaim
 from aipaas.devices.inventory import DeviceInfo, Inventory
 from aipaas.devices.ledger import DeviceLedger, gpu_index
@@ -24,6 +22,15 @@ from aipaas.scheduler.batch.cluster import SnapshotCluster
 from aipaas.scheduler.batch.model import Eviction, Job, Resources, Snapshot, Task
 from aipaas.scheduler.batch.session import Session
 from aipaas.scheduler.framework.types import PodRequest
+from tests.unit.scheduler.batch.test_batch_preempt_builders import (
+    NOW,
+    World,
+    consistent,
+    evicted,
+    node,
+    run,
+    started,
+)
 
 GIB = 1024
 

@@ -4,11 +4,10 @@ out by hand in the test's docstring."""
 
 from __future__ import annotations
 
-from batch_alloc_builders import job, node, queue, session, started, tree
-
 from aipaas.scheduler.batch.model import Decisions, Job, Resources
 from aipaas.scheduler.batch.options import BatchOptions
 from aipaas.scheduler.batch.run import decide
+from tests.unit.scheduler.batch.batch_alloc_builders import job, node, queue, session, started, tree
 
 HOLD = BatchOptions(actions=("enqueue", "allocate", "preempt"))
 NO_HOLD = BatchOptions(actions=("enqueue", "allocate", "preempt"), holdForHead=False)

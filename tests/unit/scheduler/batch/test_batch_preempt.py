@@ -6,7 +6,12 @@ Every cycle runs at t=1000; jobs run since 0 unless told; nodes have 8 GPUs unle
 from __future__ import annotations
 
 import pytest
-from test_batch_preempt_builders import (
+
+from aipaas.scheduler.batch.actions.preempt import preempt
+from aipaas.scheduler.batch.model import Eviction
+from aipaas.scheduler.batch.run import decide
+from aipaas.scheduler.batch.session import Session
+from tests.unit.scheduler.batch.test_batch_preempt_builders import (
     NOW,
     World,
     consistent,
@@ -18,11 +23,6 @@ from test_batch_preempt_builders import (
     run,
     started,
 )
-
-from aipaas.scheduler.batch.actions.preempt import preempt
-from aipaas.scheduler.batch.model import Eviction
-from aipaas.scheduler.batch.run import decide
-from aipaas.scheduler.batch.session import Session
 
 
 def one_queue(*nodes: tuple[str, int], min_runtime: float = 0.0) -> World:

@@ -5,11 +5,18 @@ at t=1000, jobs run since 0 and ask whole GPUs."""
 
 from __future__ import annotations
 
-from test_batch_preempt_builders import World, evicted, gpu_quota, gpus, node, run, started
-
 from aipaas.scheduler.batch.actions.allocate import allocate
 from aipaas.scheduler.batch.actions.preempt import preempt
 from aipaas.scheduler.batch.session import Session
+from tests.unit.scheduler.batch.test_batch_preempt_builders import (
+    World,
+    evicted,
+    gpu_quota,
+    gpus,
+    node,
+    run,
+    started,
+)
 
 
 def both(session: Session) -> None:

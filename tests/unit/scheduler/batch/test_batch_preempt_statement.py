@@ -4,11 +4,11 @@ checks see them), committed whole as decisions or discarded without a trace."""
 from __future__ import annotations
 
 import pytest
-from test_batch_preempt_builders import World, consistent, node
 
 from aipaas.scheduler.batch.model import Eviction
 from aipaas.scheduler.batch.session import Session
 from aipaas.scheduler.batch.statement import Statement, evicted_jobs, touched_jobs
+from tests.unit.scheduler.batch.test_batch_preempt_builders import World, consistent, node
 
 
 def _world() -> Session:

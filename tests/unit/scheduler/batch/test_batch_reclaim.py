@@ -6,7 +6,12 @@ Fair shares are set by hand (GPUs) so each case reads on its own; the cycle runs
 
 from __future__ import annotations
 
-from test_batch_preempt_builders import (
+from aipaas.scheduler.batch.actions.preempt import preempt
+from aipaas.scheduler.batch.actions.reclaim import reclaim
+from aipaas.scheduler.batch.model import Resources, Snapshot
+from aipaas.scheduler.batch.run import decide
+from aipaas.scheduler.batch.session import Session
+from tests.unit.scheduler.batch.test_batch_preempt_builders import (
     NOW,
     World,
     consistent,
@@ -17,12 +22,6 @@ from test_batch_preempt_builders import (
     run,
     started,
 )
-
-from aipaas.scheduler.batch.actions.preempt import preempt
-from aipaas.scheduler.batch.actions.reclaim import reclaim
-from aipaas.scheduler.batch.model import Resources, Snapshot
-from aipaas.scheduler.batch.run import decide
-from aipaas.scheduler.batch.session import Session
 
 
 def shares(**gpu: float) -> dict[str, Resources]:

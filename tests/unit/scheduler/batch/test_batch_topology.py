@@ -3,12 +3,19 @@ preferred falls back to anywhere; refusals say how large the largest free domain
 
 from __future__ import annotations
 
-from batch_alloc_builders import job, node, nodes_of, queue, session, started, tree
-
 from aipaas.scheduler.batch.model import Node, Resources
 from aipaas.scheduler.batch.options import BatchOptions
 from aipaas.scheduler.batch.run import decide
 from aipaas.scheduler.batch.topology import domains, level_name
+from tests.unit.scheduler.batch.batch_alloc_builders import (
+    job,
+    node,
+    nodes_of,
+    queue,
+    session,
+    started,
+    tree,
+)
 
 ONLY = BatchOptions(actions=("enqueue", "allocate"))
 Q = tree(queue("t"), queue("t/a"))

@@ -10,7 +10,6 @@ from importlib import resources
 from pathlib import Path
 
 import pytest
-from batch_alloc_builders import job, node, queue, session, started, tree
 
 from aipaas.scheduler.batch.fairshare_tree import demand_shares
 from aipaas.scheduler.batch.model import Job, QueueNode, Resources
@@ -30,6 +29,7 @@ from aipaas.scheduler.batch.policy import (
 from aipaas.scheduler.batch.policy_registry import POLICIES
 from aipaas.scheduler.batch.run import decide
 from aipaas.scheduler.framework.profile import load_profile
+from tests.unit.scheduler.batch.batch_alloc_builders import job, node, queue, session, started, tree
 
 
 def test_every_registered_policy_satisfies_its_protocol() -> None:

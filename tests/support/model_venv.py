@@ -9,7 +9,7 @@ unprivileged users, who cannot enter a home of mode 0700). pip's cache lies besi
 second install is a copy. Cost of the first install: PyTorch from PyPI is about 3 GB (its CUDA
 libraries come along; it runs on the CPU), a few minutes at 100 MB/s.
 
-Run as a script (``python tests/integration/model_venv.py``) it makes the environment and
+Run as a script (``python tests/support/model_venv.py``) it makes the environment and
 prints its Python.
 """
 

@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from port_owner import serves_port
+
+from tests.support.port_owner import serves_port
 
 AIPAAS = str(Path(sys.executable).parent / "aipaas")
 # A tenant and its queue: what most tests apply first.

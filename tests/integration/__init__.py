@@ -1,0 +1,1 @@
+"""Tests against real server processes, clusters and browsers."""

@@ -1,0 +1,1 @@
+"""The Kubernetes backend's tests against a real kube-apiserver."""

@@ -1,0 +1,1 @@
+"""Builders, servers and fixtures that more than one test directory uses."""

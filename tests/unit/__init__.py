@@ -1,0 +1,1 @@
+"""Tests in one process: no server process, cluster or browser."""

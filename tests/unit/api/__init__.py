@@ -1,0 +1,1 @@
+"""Unit tests of aipaas.api: the manifests, their validation and wire forms."""

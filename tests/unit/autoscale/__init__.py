@@ -1,0 +1,1 @@
+"""Unit tests of aipaas.autoscale: the services' scaling decisions."""

@@ -1,0 +1,1 @@
+"""Unit tests of the backends (aipaas.backends) without their real clusters."""

@@ -1,0 +1,1 @@
+"""Unit tests of the CLI (aipaas.cli) against an in-process server."""

@@ -1,0 +1,1 @@
+"""Unit tests of devices and their allocation (aipaas.devices)."""

@@ -1,0 +1,1 @@
+"""Unit tests of metering, budgets and webhooks (aipaas.metering)."""

@@ -1,0 +1,1 @@
+"""Unit tests of the batch scheduler (aipaas.scheduler.batch)."""

@@ -1,0 +1,1 @@
+"""Unit tests of the simulator and its scenarios (aipaas.sim)."""

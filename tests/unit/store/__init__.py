@@ -1,0 +1,1 @@
+"""Unit tests of the store (aipaas.store) on SQLite and PostgreSQL."""

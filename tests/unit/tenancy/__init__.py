@@ -1,0 +1,1 @@
+"""Unit tests of tenants, roles and tokens (aipaas.tenancy)."""
