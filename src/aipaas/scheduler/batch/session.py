@@ -236,7 +236,8 @@ class Session:
         self.releases = 0
         #: jobs the enqueue action let into consideration (None: no enqueue ran, all may)
         self.enqueued: set[str] | None = None
-        #: jobs started beyond their queue's fair share (the borrowing pass): reclaim's prey
+        #: jobs started beyond their queue's fair share (the borrowing pass): reclaim does not
+        #: count what they hold above a share in this cycle (actions/reclaim_rules.py)
         self.borrowed: set[str] = set()
         #: what the actions remember within the cycle, and hand one another
         self.memos = CycleMemos()

@@ -16,6 +16,12 @@ its guarantee may also take from a branch that holds more than that branch's gua
 loop either: the reclaimer's side ends within its guarantee and its fair share, so neither
 rule lets the victim's side take the room back.
 
+What a branch borrowed in this cycle (allocate's last pass: idle capacity beyond its fair
+share) does not count above its share: those jobs cannot be taken in the cycle they started,
+and taking another of the branch's jobs for their excess would leave it below its share, from
+where it reclaims the room back in the next cycle (a loop Hypothesis found:
+tests/unit/scheduler/batch/test_reclaim_borrowed_loop.py).
+
 Last, where the queue order says so (DRF fair share), capacity stranded in the idle slivers of
 shared GPUs (where no queue is above its share and so nothing above is reclaimable):
 slivers.py.
@@ -26,7 +32,7 @@ jobs may be taken, by queue node: reclaim_index.py.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from aipaas.scheduler.batch.actions.reclaim_index import VictimIndex
@@ -157,7 +163,7 @@ def _reclaim_over_share(session: Session) -> None:
             _pass_alike(order, job, shape)
             continue
         before = len(session.decisions.evicted)
-        if _try(session, job, gang, need, tree, victims):
+        if _try(session, job, gang, need, tree, victims, index.borrowed):
             protected.add(job.key)
             protected.update(e.job for e in session.decisions.evicted[before:])
             index.refresh()
@@ -182,6 +188,7 @@ def _try(
     need: Resources,
     tree: Tree,
     victims: Sequence[Job],
+    borrowed: Mapping[str, Resources],
 ) -> bool:
     def may_evict(unit: Unit) -> bool:
         # The victim must hold some of what its branch is over in: evicting it lowers the
@@ -191,7 +198,7 @@ def _try(
         holds = holds_of(unit)
         if below_guarantee_after(session, unit.job.queue, branch, holds):
             return False  # a guarantee is always reachable: never taken below it by reclaim
-        if over_share(session, branch, need, holds) is not None:
+        if over_share(session, branch, need, holds, borrowed) is not None:
             return True
         # Reaching a guarantee: the reclaimer's side stays within its guarantee, the
         # victim's branch holds more than its own (in the resources guaranteed).
@@ -215,7 +222,7 @@ def _try(
         # Said once per victim, with the numbers as they stand before its first eviction.
         if id(unit) not in said:
             top, branch = tree.split(unit.job.queue)
-            over = over_share(session, branch, need, holds_of(unit))
+            over = over_share(session, branch, need, holds_of(unit), borrowed)
             if over is None:  # taken by the guarantee rule
                 mask = guaranteed_mask(session, tree.lineage[:top], need)
                 index = next((i for i, m in enumerate(mask) if m), 0)

@@ -5,7 +5,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from aipaas.scheduler.batch.actions.reclaim_rules import Tree, guaranteed_of, share_of
+from aipaas.scheduler.batch.actions.reclaim_rules import (
+    Tree,
+    borrowed_holdings,
+    guaranteed_of,
+    share_of,
+)
 from aipaas.scheduler.batch.model import Job, Resources
 from aipaas.scheduler.batch.victims import eligible
 
@@ -31,6 +36,9 @@ class VictimIndex:
             for key in session.lineage(leaf):
                 if key:
                     self.leaves_under.setdefault(key, []).append(leaf)
+        #: what each node's jobs borrowed in this cycle hold: not counted above its share
+        #: (reclaim_rules.over_share)
+        self.borrowed = borrowed_holdings(session)
         self.over: dict[str, tuple[bool, ...]] = {}
         #: nodes above their guarantee, not above their share: only a job within its own
         #: guarantee may take from these
@@ -41,12 +49,15 @@ class VictimIndex:
         self.over.clear()
         self.over_guarantee.clear()
         for key in self.leaves_under:
-            held = self.session.allocated[key].as_tuple()
+            allocated = self.session.allocated[key]
+            lent = self.borrowed.get(key)
+            held = (allocated if lent is None else allocated - lent).as_tuple()
             share = share_of(self.session, key).as_tuple()
             flags = tuple(h > f for h, f in zip(held, share, strict=True))
             if any(flags):
                 self.over[key] = flags
                 continue
+            held = allocated.as_tuple()
             guaranteed = guaranteed_of(self.session, key).as_tuple()
             flags = tuple(h > g for h, g in zip(held, guaranteed, strict=True))
             if any(flags):

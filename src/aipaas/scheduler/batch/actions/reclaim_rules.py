@@ -5,7 +5,7 @@ reclaimer's side within its fair share or its guarantee."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from aipaas.scheduler.batch.model import Job, Resources, Task
@@ -14,6 +14,8 @@ from aipaas.scheduler.batch.victims import Unit
 
 if TYPE_CHECKING:
     from aipaas.scheduler.batch.session import Session
+
+_NOTHING = Resources()
 
 
 class Tree:
@@ -46,12 +48,34 @@ def share_of(session: Session, key: str) -> Resources:
     return session.fair_share.get(key, Resources())
 
 
+def borrowed_holdings(session: Session) -> dict[str, Resources]:
+    """Per queue node: what the jobs started in this cycle by borrowing (allocate's last pass:
+    idle capacity beyond their fair share, ``session.borrowed``) hold under it."""
+    out: dict[str, Resources] = {}
+    for key in session.borrowed:
+        job = session.jobs[key]
+        held = job.allocated()
+        for node in session.lineage(job.queue):
+            out[node] = out.get(node, Resources()) + held
+    return out
+
+
 def over_share(
-    session: Session, key: str, need: Resources, holds: Resources | None = None
+    session: Session,
+    key: str,
+    need: Resources,
+    holds: Resources | None = None,
+    borrowed: Mapping[str, Resources] | None = None,
 ) -> int | None:
     """The first resource ``need`` asks for (and ``holds``, the victim's, has some of) of which
-    ``key`` holds more than its fair share."""
-    held = session.allocated[key].as_tuple()
+    ``key`` holds more than its fair share, not counting what it borrowed in this cycle
+    (``borrowed``, by ``borrowed_holdings``): those jobs cannot be taken in the cycle they
+    started, and taking another job of the branch for their excess would leave it below its
+    share, from where it takes the room back next cycle (a reclaim loop)."""
+    counted = session.allocated[key]
+    if borrowed:
+        counted = counted - borrowed.get(key, _NOTHING)
+    held = counted.as_tuple()
     share = share_of(session, key).as_tuple()
     victim = None if holds is None else holds.as_tuple()
     for i, want in enumerate(need.as_tuple()):
