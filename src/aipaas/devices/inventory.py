@@ -17,6 +17,7 @@ DeviceTaintRules add taints to the devices they select.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -76,6 +77,10 @@ class InUse:
     capacity: dict[DeviceId, dict[str, Decimal]] = field(default_factory=dict)
     shares: dict[DeviceId, int] = field(default_factory=dict)
     holders: dict[DeviceId, list[str]] = field(default_factory=dict)
+    #: node (or ALL_NODES, BY_SELECTOR, COUNTERS) -> a stamp, new with each hold or release
+    #: there: a node's ``stamp`` names the state of what it can allocate, so an answer
+    #: computed for it stands while the stamp is the same (devices/ledger.py caches on it)
+    versions: dict[str, int] = field(default_factory=dict)
 
     def copy(self) -> InUse:
         return InUse(
@@ -84,7 +89,14 @@ class InUse:
             {k: dict(v) for k, v in self.capacity.items()},
             dict(self.shares),
             {k: list(v) for k, v in self.holders.items()},
+            dict(self.versions),
         )
+
+    def stamp(self, node: str) -> tuple[int, int, int, int]:
+        """What ``node`` can allocate depends on: its own devices, those every node or a
+        selector reaches, and the shared counters."""
+        got = self.versions.get
+        return (got(node, 0), got(ALL_NODES, 0), got(BY_SELECTOR, 0), got(COUNTERS, 0))
 
     def is_free(self, device_id: DeviceId) -> bool:
         """Neither held whole nor shared by anyone."""
@@ -335,11 +347,26 @@ def rule_selects(rule: DeviceTaintRule, device_id: DeviceId) -> bool:
     )
 
 
+#: the ``InUse.versions`` key of any change of a shared counter set
+COUNTERS = "\0counters"
+# Stamps are unique across every InUse (a copy keeps its own): a stamp names one state of a
+# node, so a copy put back in use never meets an answer computed for a later state.
+_STAMPS = itertools.count(1)
+
+
+def _touch(state: InUse, record: DeviceInfo) -> None:
+    stamp = next(_STAMPS)
+    state.versions[record.node] = stamp
+    if record.consumes:
+        state.versions[COUNTERS] = stamp
+
+
 def hold(state: InUse, record: DeviceInfo, consumed: Mapping[str, Decimal] | None) -> None:
     """Mark a device as held: whole (consumed None) or a share of its capacity.
 
     A shared device consumes its counters once, with its first share.
     """
+    _touch(state, record)
     if consumed is None:
         state.devices.add(record.id)
     else:
@@ -357,6 +384,7 @@ def hold(state: InUse, record: DeviceInfo, consumed: Mapping[str, Decimal] | Non
 
 def release(state: InUse, record: DeviceInfo, consumed: Mapping[str, Decimal] | None) -> None:
     """Undo :func:`hold` (used by the allocator when it backtracks)."""
+    _touch(state, record)
     if consumed is None:
         state.devices.discard(record.id)
     else:

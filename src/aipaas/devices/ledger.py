@@ -42,7 +42,7 @@ from aipaas.devices.ledger_adopt import Adoption
 from aipaas.devices.ledger_gpus import CountGpus, gpu_index
 from aipaas.devices.ledger_units import Unit, reaches, shared_key, where
 from aipaas.devices.picks import Pick
-from aipaas.devices.requests import make_plan
+from aipaas.devices.requests import Plan, make_plan
 
 __all__ = ["DeviceLedger", "gpu_index"]
 
@@ -61,6 +61,10 @@ class DeviceLedger(Adoption, CountGpus):
     _gpus_of: dict[str, list[DeviceId]] = field(default_factory=dict)
     #: owner -> the units it gave back last (unit key, unit), for ``hold_again``
     _given_back: dict[str, list[tuple[str, Unit]]] = field(default_factory=dict)
+    #: (pod shape, node) -> (the node's stamp, where the shape fits there or None): ``_fit``
+    _fits: dict[tuple[str, str], tuple[tuple[int, int, int, int], NodeAllocation | None]] = field(
+        default_factory=dict
+    )
 
     @classmethod
     def from_claims(
@@ -78,16 +82,26 @@ class DeviceLedger(Adoption, CountGpus):
         """Filter: for each node (in order), can all the pod's claims be allocated there?"""
         fresh = self._fresh(claims)
         plan = make_plan(fresh, self.classes)
+        shape = _shape(fresh)
         return [
             self._pinned_reason(claims, node) is None
-            and (
-                not fresh
-                or not isinstance(
-                    allocate_on_node(plan, node, self.inventory, self.in_use, explain=False), str
-                )
-            )
+            and (not fresh or self._fit(shape, plan, node) is not None)
             for node in nodes
         ]
+
+    def _fit(self, shape: str, plan: Plan, node: str) -> NodeAllocation | None:
+        """Where the plan's claims would go on ``node`` now (None: they do not fit), answered
+        once per pod shape and state of the node: a pod is filtered and scored against every
+        node, and only the nodes something was held on or given back since change their
+        answer (``InUse.stamp``)."""
+        cached = self._fits.get((shape, node))
+        if cached is not None and cached[0] == self.in_use.stamp(node):
+            return cached[1]
+        outcome = allocate_on_node(plan, node, self.inventory, self.in_use, explain=False)
+        fit = None if isinstance(outcome, str) else outcome
+        # the stamp after the search, which holds and gives back as it goes
+        self._fits[(shape, node)] = (self.in_use.stamp(node), fit)
+        return fit
 
     def explain(self, claims: Sequence[ResourceClaim], nodes: Sequence[str]) -> dict[str, int]:
         """Why nodes cannot take the pod: reason -> number of nodes (fitting nodes left out)."""
@@ -107,6 +121,7 @@ class DeviceLedger(Adoption, CountGpus):
         100 where the pod only joins claims allocated already)."""
         fresh = self._fresh(claims)
         plan = make_plan(fresh, self.classes)
+        shape = _shape(fresh)
         scores = []
         for node in nodes:
             if self._pinned_reason(claims, node) is not None:
@@ -115,8 +130,8 @@ class DeviceLedger(Adoption, CountGpus):
             if not fresh:
                 scores.append(100)
                 continue
-            outcome = allocate_on_node(plan, node, self.inventory, self.in_use, explain=False)
-            scores.append(0 if isinstance(outcome, str) else int(outcome.score))
+            fit = self._fit(shape, plan, node)
+            scores.append(0 if fit is None else int(fit.score))
         return scores
 
     # -- reserve and unreserve --------------------------------------------------------------
@@ -243,3 +258,9 @@ class DeviceLedger(Adoption, CountGpus):
                     "which every task that shares it must run on"
                 )
         return None
+
+
+def _shape(claims: Sequence[ResourceClaim]) -> str:
+    """What the fit of a pod's fresh claims depends on of the claims: their specs (the ledger's
+    classes and inventory are fixed)."""
+    return "\n".join(claim.spec.model_dump_json() for claim in claims)
