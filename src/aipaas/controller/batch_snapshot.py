@@ -32,7 +32,7 @@ from aipaas.api.job import Job as ApiJob
 from aipaas.api.job import TaskPhase
 from aipaas.controller.claims import ClaimBook
 from aipaas.controller.placement import Pod, fit_request, pod_request
-from aipaas.controller.work import ACTIVE, FINISHED_TASK, JobWork
+from aipaas.controller.work import FINISHED_TASK, JobWork
 from aipaas.metering.usage import aware
 from aipaas.scheduler.batch.from_api import gpu_memory_mib, job_user, session_job
 from aipaas.scheduler.batch.model import Job, Resources, Snapshot, Task
@@ -287,7 +287,3 @@ def _job(
 
 def is_held(key: str) -> bool:
     return key.endswith(HELD_SUFFIX)
-
-
-def records_active(item: JobWork) -> list[TaskRecord]:
-    return [r for r in item.records if r.phase in ACTIVE]

@@ -9,11 +9,10 @@ queue's minRuntime, or that was started or evicted this cycle (``eligible``).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Final
 
 from aipaas.scheduler.batch.model import Eviction, Job, Task
-from aipaas.scheduler.batch.ordering import ordered
 from aipaas.scheduler.batch.victim_units import Unit as Unit
 from aipaas.scheduler.batch.victim_units import biggest_first as biggest_first
 from aipaas.scheduler.batch.victim_units import task_started as task_started
@@ -52,14 +51,6 @@ def domains_for(session: Session, job: Job) -> list[frozenset[str]] | None:
                 domains.setdefault(value, set()).add(node.name)
         memo[label] = [frozenset(d) for _, d in sorted(domains.items())]
     return memo[label]
-
-
-def preemptors(
-    session: Session, protected: Collection[str], may: Callable[[Job], bool] | None = None
-) -> Iterator[Job]:
-    """``preemptor_jobs`` in the session's order (re-keyed as starts change what queues
-    hold)."""
-    return iter(ordered(session, preemptor_jobs(session, protected, may)))
 
 
 _NOT_PREEMPTORS = frozenset({"WaitingForDependencies", "HeldForHead"})
