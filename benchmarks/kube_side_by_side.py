@@ -6,14 +6,17 @@ KWOK GPU nodes with the fake DRA driver (aipaas.backends.kubernetes.fake_dra: NV
 attribute names), and creates pods as any user would: each pod with a ResourceClaim of its own
 (DeviceClass gpu.nvidia.com). The pods name ``default-scheduler`` or ``aipaas`` as their
 scheduler; aipaas runs as a real ``aipaas server --backend kubernetes`` process that takes
-others' pods (the import step) and holds only deploy/kubernetes/rbac.yaml's role.
+others' pods (the import step) and holds only deploy/kubernetes/rbac.yaml's role. The
+``kueue`` rows (single and gangs only) are kube-scheduler with Kueue v0.17.0 in front of it as
+an admission layer: Kueue gates each pod until its queue admits it (a gang as a Kueue plain pod
+group of 8), kube-scheduler binds (benchmarks/_kube_kueue.py says how Kueue is run).
 
 Scenarios:
   single  N single-pod jobs, each claiming one GPU: pods bound per second (first pod created
           to last pod bound), creation-to-binding latency p50/p99 (both seen by one watch of
           this script, with the same clock for both schedulers), API requests per bound pod
-          (the audit log's requests by the scheduler's user), CPU seconds of the scheduler's
-          process.
+          (the audit log's requests by the scheduler's user, and Kueue's), CPU seconds of the
+          scheduler's process (and Kueue's).
   openb   the openb default trace (shared data) on its 1,213 GPU nodes, each GPU a shareable
           DRA device, its pods with claims for whole GPUs or a share (consumable capacity),
           created in the openb benchmarks' order until the first pod is refused: the GPU
@@ -24,7 +27,8 @@ Scenarios:
           binding stops, gangs bound whole, gangs left partly bound.
 
     .venv/bin/python benchmarks/kube_side_by_side.py [--nodes 500 --gpus 8 --pods 5000
-        --gangs 200 --gang-gpus 4 --scenarios single,openb,gangs]
+        --gangs 200 --gang-gpus 4 --scenarios single,openb,gangs
+        --schedulers kube-scheduler,aipaas,kueue]
         [--out docs/results/kubernetes.md]
 
 Writes the table to stdout and, with --out, the results document.
@@ -52,6 +56,8 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+from _kube_kueue import USER as KUEUE_USER
+from _kube_kueue import kueue, queue_pod
 from _kube_openb import OpenbTrace, load_trace, replay
 from _kube_report import Run, table, targets
 from aipaas.backends.kubernetes.api import KubeApi
@@ -72,8 +78,19 @@ apiVersion: aipaas/v1
 kind: Queue
 metadata: {name: default, tenant: bench}
 """
-USERS = {"kube-scheduler": "system:kube-scheduler", "aipaas": "aipaas"}
-SCHEDULER_NAMES = {"kube-scheduler": "default-scheduler", "aipaas": "aipaas"}
+#: whose requests count for a row: the scheduler's (Kueue's rows: kube-scheduler's and Kueue's)
+USERS = {
+    "kube-scheduler": ("system:kube-scheduler",),
+    "aipaas": ("aipaas",),
+    "kueue": ("system:kube-scheduler", KUEUE_USER),
+}
+SCHEDULER_NAMES = {
+    "kube-scheduler": "default-scheduler",
+    "aipaas": "aipaas",
+    "kueue": "default-scheduler",
+}
+#: the name of a row in the table
+ROW_NAMES = {"kueue": "kube-scheduler + Kueue"}
 
 
 def cpu_seconds(pid: int) -> float:
@@ -262,13 +279,13 @@ def create_all(api: KubeApi, documents: Sequence[tuple[str, dict[str, Any]]]) ->
     return created
 
 
-def count_requests(state: Path, user: str) -> int:
+def count_requests(state: Path, users: Sequence[str]) -> int:
     count = 0
     with (state / "audit.log").open() as audit:
         for line in audit:
             entry = json.loads(line)
             stage = entry.get("stage")
-            if entry.get("user", {}).get("username") != user:
+            if entry.get("user", {}).get("username") not in users:
                 continue
             if stage == "ResponseComplete" or (
                 stage == "ResponseStarted" and entry.get("verb") == "watch"
@@ -298,8 +315,8 @@ def run_openb(scheduler: str, trace: OpenbTrace, args: argparse.Namespace, workd
         publish(api, trace.nodes, kwok=True, workers=8)
         api.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
         profile = args.profile and args.profile.with_suffix(".openb.txt")
-        with _scheduler_process(scheduler, state, profile) as pid:
-            before = cpu_seconds(pid)
+        with _scheduler_process(scheduler, state, profile) as pids:
+            before = sum(cpu_seconds(pid) for pid in pids)
             requests_before = count_requests(state, USERS[scheduler])
             watcher = Watcher(api)
             outcome = replay(
@@ -312,7 +329,7 @@ def run_openb(scheduler: str, trace: OpenbTrace, args: argparse.Namespace, workd
                 limit=args.openb_limit,
             )
             watcher.stop.set()
-            result.cpu_seconds = cpu_seconds(pid) - before
+            result.cpu_seconds = sum(cpu_seconds(pid) for pid in pids) - before
             time.sleep(1.5)  # the audit log is written in batches
             result.requests = count_requests(state, USERS[scheduler]) - requests_before
         created = outcome.created_at
@@ -337,16 +354,17 @@ def run_openb(scheduler: str, trace: OpenbTrace, args: argparse.Namespace, workd
 
 def run_scenario(scheduler: str, scenario: str, args: argparse.Namespace, workdir: Path) -> Run:
     state = Path(tempfile.mkdtemp(prefix=f"{scheduler}-{scenario}-", dir=workdir))
-    result = Run(scheduler, scenario)
+    result = Run(ROW_NAMES.get(scheduler, scheduler), scenario)
     with cluster(state) as api:
         grant_aipaas(api)
         publish(api, uniform(args.nodes, args.gpus, prefix="kwok-node"), kwok=True, workers=8)
         api.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
         if scenario == "single":
-            documents = [
-                (f"p{i:05d}", {"gpus": 1, "pod": pod(f"p{i:05d}", scheduler)})
-                for i in range(args.pods)
-            ]
+            pods_by_name = {f"p{i:05d}": pod(f"p{i:05d}", scheduler) for i in range(args.pods)}
+            documents = [(name, {"gpus": 1, "pod": one}) for name, one in pods_by_name.items()]
+            if scheduler == "kueue":
+                for name, _ in documents:
+                    queue_pod(pods_by_name[name], None, 1)
         else:
             documents = []
             for g in range(args.gangs):
@@ -363,20 +381,25 @@ def run_scenario(scheduler: str, scenario: str, args: argparse.Namespace, workdi
                     )
                 for m in range(8):
                     name = f"{group}-{m}"
-                    documents.append(
-                        (name, {"gpus": args.gang_gpus, "pod": pod(name, scheduler, group)})
-                    )
+                    member = pod(name, scheduler, group)
+                    if scheduler == "kueue":
+                        queue_pod(member, group, 8)
+                    documents.append((name, {"gpus": args.gang_gpus, "pod": member}))
         result.pods = len(documents)
         profile = args.profile and args.profile.with_suffix(f".{scenario}.txt")
-        with _scheduler_process(scheduler, state, profile) as pid:
-            before = cpu_seconds(pid)
+        # Kueue's quota: as many pods at once as the cluster has GPUs for (Kueue 0.17 cannot
+        # count the GPUs of claims named by resourceClaimName; benchmarks/_kube_kueue.py)
+        per_pod = 1 if scenario == "single" else args.gang_gpus
+        admitted = args.nodes * args.gpus // per_pod
+        with _scheduler_process(scheduler, state, profile, admitted) as pids:
+            before = sum(cpu_seconds(pid) for pid in pids)
             requests_before = count_requests(state, USERS[scheduler])
             watcher = Watcher(api)
             started = time.monotonic()
             created = create_all(api, documents)
             wait_settled(watcher, len(documents), quiet=args.quiet, limit=args.limit)
             watcher.stop.set()
-            result.cpu_seconds = cpu_seconds(pid) - before
+            result.cpu_seconds = sum(cpu_seconds(pid) for pid in pids) - before
             time.sleep(1.5)  # the audit log is written in batches
             result.requests = count_requests(state, USERS[scheduler]) - requests_before
         bound = watcher.bound_at
@@ -397,12 +420,20 @@ def run_scenario(scheduler: str, scenario: str, args: argparse.Namespace, workdi
 
 
 @contextmanager
-def _scheduler_process(scheduler: str, state: Path, profile: Path | None = None) -> Iterator[int]:
+def _scheduler_process(
+    scheduler: str, state: Path, profile: Path | None = None, admitted: int = 0
+) -> Iterator[tuple[int, ...]]:
+    """The row's processes (their CPU is the row's): kube-scheduler's, aipaas's, or
+    kube-scheduler's and Kueue's (Kueue admitting ``admitted`` pods at once)."""
+    kube_scheduler = int((state / "run" / "kube-scheduler.pid").read_text())
     if scheduler == "kube-scheduler":
-        yield int((state / "run" / "kube-scheduler.pid").read_text())
+        yield (kube_scheduler,)
+    elif scheduler == "kueue":
+        with kueue(state, NAMESPACE, admitted) as pid:
+            yield (kube_scheduler, pid)
     else:
         with aipaas_server(state, profile) as pid:
-            yield pid
+            yield (pid,)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -423,7 +454,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--openb-limit", type=float, default=600.0, help="seconds of openb replay at most"
     )
-    parser.add_argument("--schedulers", default="kube-scheduler,aipaas")
+    parser.add_argument(
+        "--schedulers",
+        default="kube-scheduler,aipaas,kueue",
+        help="kueue: kube-scheduler with Kueue in front (single and gangs only)",
+    )
     parser.add_argument("--quiet", type=float, default=20.0, help="no binding this long: done")
     parser.add_argument("--limit", type=float, default=1800.0, help="seconds per run at most")
     parser.add_argument("--out", type=Path)
@@ -440,6 +475,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         trace = None
         for scenario in args.scenarios.split(","):
             for scheduler in args.schedulers.split(","):
+                if scenario == "openb" and scheduler == "kueue":
+                    continue  # the openb rows compare placement; Kueue does not place
                 if scenario == "openb":
                     trace = trace or load_trace(args.openb_data, most_nodes=args.openb_nodes)
                     run = run_openb(scheduler, trace, args, workdir)
