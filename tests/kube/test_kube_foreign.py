@@ -162,6 +162,32 @@ def test_a_group_still_growing_is_not_split(
     assert len(job.spec.tasks) == 3 and job.spec.min_available == 3
 
 
+def test_a_pod_of_no_group_is_taken_in_the_first_cycle_that_sees_it(
+    world: World, cluster: Cluster, backend: KubernetesBackend
+) -> None:
+    """A lone pod is a gang of one, complete at once: it does not wait out the settle time
+    that a group without a declared size waits (nothing more can join it)."""
+    from aipaas.clock import VirtualClock
+
+    world.setup()
+    controller = world.controller(
+        backend,
+        VirtualClock(),
+        inventory_seconds=0,
+        extensions=[KubeImport("research", 60.0, every_seconds=0)],
+    )
+    cluster.put(user_pod("lone"))
+    cluster.put(user_pod("grouped-0", group="later"))
+    controller.run_cycle()
+    [job] = imported_jobs(world)  # the lone pod only; the group waits its 60 s
+    import json
+
+    from aipaas.backends.foreign_pods import IMPORTED_ANNOTATION
+
+    pods = json.loads(job.metadata.annotations[IMPORTED_ANNOTATION])
+    assert [entry["name"] for entry in pods.values()] == ["lone"]
+
+
 def test_a_pod_waits_until_the_cluster_made_its_templates_claim(
     world: World, cluster: Cluster, backend: KubernetesBackend
 ) -> None:
@@ -224,7 +250,8 @@ def test_the_cluster_is_read_for_others_pods_at_most_once_a_second(
     controller = world.controller(
         backend, clock, inventory_seconds=0, extensions=[KubeImport("research", 0.0, 1.0)]
     )
-    cluster.put(user_pod("patient"))
+    # a group without a declared size is taken once seen the same in two reads
+    cluster.put(user_pod("patient", group="patient"))
     for _ in range(5):  # the same instant: read once, never twice, so never seen settled
         controller.run_cycle()
     assert imported_jobs(world) == []
