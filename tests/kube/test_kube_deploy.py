@@ -68,7 +68,8 @@ def used(requests: list[Request]) -> set[tuple[str, str, str]]:
 
 # granted though no request of this scenario names them: the API server checks
 # resourceclaims/binding when a claim's status.allocation or reservedFor changes (1.36+); the
-# coscheduling PodGroup is read for pods of that convention, which this scenario does not make;
+# coscheduling and KAI PodGroups are read for pods of those conventions, which this scenario
+# does not make;
 # a claim or a pod is read from the server only when the informer's copy is stale (a write
 # conflicts) or a start finds its pod made already; the fencing ConfigMap is written only by
 # a controller holding a lease (this world's has none: it reads the mark), as
@@ -79,6 +80,7 @@ IMPLIED = {
     ("", "pods", "get"),
     ("resource.k8s.io", "resourceclaims/binding", "update"),
     ("scheduling.x-k8s.io", "podgroups", "get"),
+    ("scheduling.run.ai", "podgroups", "get"),
     ("resource.k8s.io", "resourceclaims", "get"),
 }
 

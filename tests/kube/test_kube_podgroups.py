@@ -1,8 +1,9 @@
 """Pods that others create with ``schedulerName: aipaas`` and a PodGroup (Volcano's
-scheduling.volcano.sh/v1beta1, or the scheduler-plugins' scheduling.x-k8s.io/v1alpha1) of
-minMember 4, on the real API server with our own CRDs of those kinds: the group is bound all
-together or not at all (while fewer pods than minMember exist, and when the whole group does
-not fit), and a Volcano group's queue is the job's queue."""
+scheduling.volcano.sh/v1beta1, KAI-Scheduler's scheduling.run.ai/v2alpha2, or the
+scheduler-plugins' scheduling.x-k8s.io/v1alpha1) of minMember 4, on the real API server with
+our own CRDs of those kinds: the group is bound all together or not at all (while fewer pods
+than minMember exist, and when the whole group does not fit), and a Volcano or KAI group's
+queue is the job's queue."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import yaml
 
 from aipaas.api.job import Job
 from aipaas.backends.kubernetes.backend import KubernetesBackend
-from aipaas.backends.kubernetes.podgroups import COSCHEDULING, VOLCANO
+from aipaas.backends.kubernetes.podgroups import COSCHEDULING, KAI, VOLCANO
 from tests.kube.kube_cluster import Cluster
 from tests.kube.kube_objects import user_pod
 from tests.kube.kube_scenarios import controller_for, gpu_claim
@@ -27,7 +28,7 @@ CRDS = Path(__file__).parents[2] / "deploy" / "kube-build" / "podgroup-crds.yaml
 def crds(cluster: Cluster) -> Cluster:
     for document in yaml.safe_load_all(CRDS.read_text()):
         cluster.apply(document)
-    for kind in (VOLCANO, COSCHEDULING):  # served once the CRD is established
+    for kind in (VOLCANO, KAI, COSCHEDULING):  # served once the CRD is established
         for _ in range(100):
             try:
                 cluster.admin.list(kind, namespace="acme")
@@ -40,9 +41,11 @@ def crds(cluster: Cluster) -> Cluster:
 
 
 def pod_group(kind: str, name: str, min_member: int, queue: str | None = None) -> dict[str, Any]:
-    api_version = (
-        "scheduling.volcano.sh/v1beta1" if kind == VOLCANO else "scheduling.x-k8s.io/v1alpha1"
-    )
+    api_version = {
+        VOLCANO: "scheduling.volcano.sh/v1beta1",
+        KAI: "scheduling.run.ai/v2alpha2",
+        COSCHEDULING: "scheduling.x-k8s.io/v1alpha1",
+    }[kind]
     spec: dict[str, Any] = {"minMember": min_member}
     if queue:
         spec["queue"] = queue
@@ -60,6 +63,8 @@ def member(kind: str, group: str, index: int, gpus: int) -> dict[str, Any]:
     meta = pod["metadata"]
     if kind == VOLCANO:  # Volcano's pods name their group in an annotation
         meta["annotations"] = {"scheduling.k8s.io/group-name": group}
+    elif kind == KAI:  # KAI's pod grouper writes an annotation too
+        meta["annotations"] = {"pod-group-name": group}
     else:  # the coscheduling plugin's in a label
         meta["labels"]["scheduling.x-k8s.io/pod-group"] = group
     return pod
@@ -78,7 +83,9 @@ def bound(cluster: Cluster, group: str, count: int) -> list[bool]:
     ]
 
 
-@pytest.mark.parametrize("kind", [VOLCANO, COSCHEDULING], ids=["volcano", "coscheduling"])
+@pytest.mark.parametrize(
+    "kind", [VOLCANO, KAI, COSCHEDULING], ids=["volcano", "kai", "coscheduling"]
+)
 def test_a_group_of_min_member_4_waits_for_its_fourth_pod_then_binds_all(
     world: World, crds: Cluster, backend: KubernetesBackend, kind: str
 ) -> None:
@@ -96,7 +103,9 @@ def test_a_group_of_min_member_4_waits_for_its_fourth_pod_then_binds_all(
     assert [j.spec.min_available for j in jobs] == [4]
 
 
-@pytest.mark.parametrize("kind", [VOLCANO, COSCHEDULING], ids=["volcano", "coscheduling"])
+@pytest.mark.parametrize(
+    "kind", [VOLCANO, KAI, COSCHEDULING], ids=["volcano", "kai", "coscheduling"]
+)
 def test_a_group_that_does_not_fit_whole_binds_no_pod(
     world: World, crds: Cluster, backend: KubernetesBackend, kind: str
 ) -> None:
@@ -108,15 +117,16 @@ def test_a_group_that_does_not_fit_whole_binds_no_pod(
     assert bound(crds, "big", 4) == [False] * 4
 
 
-def test_a_volcano_group_names_the_queue_of_its_job(
-    world: World, crds: Cluster, backend: KubernetesBackend
+@pytest.mark.parametrize("kind", [VOLCANO, KAI], ids=["volcano", "kai"])
+def test_a_group_names_the_queue_of_its_job(
+    world: World, crds: Cluster, backend: KubernetesBackend, kind: str
 ) -> None:
     controller = controller_for(world, backend)
     world.service.apply_text(
         "apiVersion: aipaas/v1\nkind: Queue\nmetadata: {name: batch, tenant: acme}\n"
     )
-    crds.put(pod_group(VOLCANO, "queued", 2, queue="batch"), VOLCANO)
-    add_members(crds, VOLCANO, "queued", range(2), gpus=1)
+    crds.put(pod_group(kind, "queued", 2, queue="batch"), kind)
+    add_members(crds, kind, "queued", range(2), gpus=1)
     for _ in range(4):
         controller.run_cycle()
     [job] = [j for j in world.store.list_objects("Job", "acme") if isinstance(j, Job)]

@@ -57,8 +57,9 @@ KINDS: Final[dict[str, Kind]] = {
     "CustomResourceDefinition": Kind("apiextensions.k8s.io/v1", "customresourcedefinitions", False),
     "ClusterRole": Kind("rbac.authorization.k8s.io/v1", "clusterroles", False),
     "ClusterRoleBinding": Kind("rbac.authorization.k8s.io/v1", "clusterrolebindings", False),
-    # gangs: Volcano's and the scheduler-plugins' (coscheduling) PodGroups
+    # gangs: Volcano's, KAI-Scheduler's and the scheduler-plugins' (coscheduling) PodGroups
     "PodGroup.scheduling.volcano.sh": Kind("scheduling.volcano.sh/v1beta1", "podgroups", True),
+    "PodGroup.scheduling.run.ai": Kind("scheduling.run.ai/v2alpha2", "podgroups", True),
     "PodGroup.scheduling.x-k8s.io": Kind("scheduling.x-k8s.io/v1alpha1", "podgroups", True),
 }
 

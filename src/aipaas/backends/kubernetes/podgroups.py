@@ -1,10 +1,12 @@
 """PodGroups: the gang objects that other tools create beside their pods, read for the pods
 with ``schedulerName: aipaas`` so that a gang is bound all together or not at all.
 
-Two kinds are read: Volcano's (``scheduling.volcano.sh/v1beta1``, a pod names it in the
-annotation ``scheduling.k8s.io/group-name``; ``spec.minMember``, ``spec.queue``) and the
-scheduler-plugins' coscheduling one (``scheduling.x-k8s.io/v1alpha1``, named by the pod's label
-``scheduling.x-k8s.io/pod-group``; ``spec.minMember``). The import step (controller/
+Three kinds are read: Volcano's (``scheduling.volcano.sh/v1beta1``, a pod names it in the
+annotation ``scheduling.k8s.io/group-name``; ``spec.minMember``, ``spec.queue``), KAI-Scheduler's
+(``scheduling.run.ai/v2alpha2``, named by the pod's annotation, or label, ``pod-group-name``;
+``spec.minMember``, ``spec.queue``) and the scheduler-plugins' coscheduling one
+(``scheduling.x-k8s.io/v1alpha1``, named by the pod's label ``scheduling.x-k8s.io/pod-group``;
+``spec.minMember``). The import step (controller/
 kube_import.py) waits for ``minMember`` pods of a group before it takes them as one gang job.
 A group is read with one GET when first seen and again at most every ``ttl`` seconds; a kind
 whose CRD is not installed answers 404 and counts as no group. Used by backend.py.
@@ -20,8 +22,10 @@ from typing import Any, Final
 from aipaas.backends.kubernetes.api import ApiError, KubeApi
 
 VOLCANO: Final = "PodGroup.scheduling.volcano.sh"
+KAI: Final = "PodGroup.scheduling.run.ai"
 COSCHEDULING: Final = "PodGroup.scheduling.x-k8s.io"
 VOLCANO_KEY: Final = "scheduling.k8s.io/group-name"  # pod annotation
+KAI_KEY: Final = "pod-group-name"  # pod annotation (KAI's pod grouper) or label
 COSCHEDULING_KEY: Final = "scheduling.x-k8s.io/pod-group"  # pod label
 
 
@@ -40,6 +44,8 @@ def group_ref(pod: Mapping[str, Any]) -> tuple[str, str] | None:
     annotations, labels = meta.get("annotations") or {}, meta.get("labels") or {}
     if annotations.get(VOLCANO_KEY):
         return (VOLCANO, str(annotations[VOLCANO_KEY]))
+    if annotations.get(KAI_KEY) or labels.get(KAI_KEY):
+        return (KAI, str(annotations.get(KAI_KEY) or labels[KAI_KEY]))
     if labels.get(COSCHEDULING_KEY):
         return (COSCHEDULING, str(labels[COSCHEDULING_KEY]))
     return None
@@ -47,7 +53,7 @@ def group_ref(pod: Mapping[str, Any]) -> tuple[str, str] | None:
 
 def parse(kind: str, document: Mapping[str, Any]) -> PodGroup:
     meta, spec = document.get("metadata") or {}, document.get("spec") or {}
-    queue = spec.get("queue") if kind == VOLCANO else None
+    queue = spec.get("queue") if kind in (VOLCANO, KAI) else None
     return PodGroup(
         kind=kind,
         namespace=str(meta.get("namespace") or ""),
