@@ -7,7 +7,6 @@ tests/support/ctl_world.py. All tests of this folder run on one xdist worker (on
 from __future__ import annotations
 
 import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,8 +14,9 @@ import pytest
 
 from aipaas.backends.kubernetes.backend import KubernetesBackend
 from tests.kube.kube_backend import make_backend
-from tests.kube.kube_cluster import ROOT, Cluster, start
+from tests.kube.kube_cluster import Cluster, start
 from tests.support.ctl_world import World, world
+from tests.support.kube_seen import bin_dir, seen_file
 
 __all__ = ["World", "backend", "cluster", "world"]
 HERE = Path(__file__).parent
@@ -28,28 +28,13 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.xdist_group("kube"))
 
 
-def _bin_dir() -> Path:
-    found = subprocess.run(
-        ["bash", str(ROOT / "scripts" / "kube_build.sh"), "--print-dir"],
-        capture_output=True,
-        text=True,
-    ).stdout.strip()
-    return Path(found)
-
-
-#: where the session's cluster says which version it is (read back by the terminal summary,
-#: which runs in the main process while the cluster ran in a worker)
-SEEN = _bin_dir().parent / "last-test-server-version"
-STARTED = time.time()
-
-
-def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    if SEEN.exists() and SEEN.stat().st_mtime >= STARTED:
-        terminalreporter.write_line(f"kubernetes: the tests' API server was {SEEN.read_text()}")
+#: where the session's cluster says which version it is (read back at the end of the run by
+#: tests/conftest.py, in the main process, while the cluster ran in a worker)
+SEEN = seen_file()
 
 
 def pytest_report_header() -> str:
-    apiserver = _bin_dir() / "kube-apiserver"
+    apiserver = bin_dir() / "kube-apiserver"
     if not apiserver.exists():
         return f"kubernetes: {apiserver} is not built yet (the first kube test builds it)"
     version = subprocess.run([str(apiserver), "--version"], capture_output=True, text=True)
