@@ -137,7 +137,7 @@ def query(url: str, promql: str) -> dict[tuple[str, ...], float]:
     }
 
 
-def eventually(url: str, promql: str, want: Any, timeout: float = 120) -> None:
+def check_eventually(url: str, promql: str, want: Any, timeout: float = 120) -> None:
     deadline = time.monotonic() + timeout
     seen: Any = None
     while time.monotonic() < deadline:
@@ -152,17 +152,17 @@ def eventually(url: str, promql: str, want: Any, timeout: float = 120) -> None:
 
 
 def test_prometheus_sees_each_tenants_gpu_allocation(prometheus: str) -> None:
-    eventually(
+    check_eventually(
         prometheus,
         "sum by (tenant) (aipaas_tenant_gpus_allocated)",
         {("acme",): 4.0, ("globex",): 2.0},
     )
-    eventually(
+    check_eventually(
         prometheus,
         "sum by (tenant, queue) (aipaas_queue_gpus_allocated)",
         {("batch", "globex"): 2.0, ("research", "acme"): 4.0},
     )
-    eventually(
+    check_eventually(
         prometheus,
         'sum by (queue) (aipaas_queue_gpus_guaranteed{tenant="acme"})',
         {("research",): 4.0},
@@ -170,12 +170,12 @@ def test_prometheus_sees_each_tenants_gpu_allocation(prometheus: str) -> None:
 
 
 def test_prometheus_sees_the_cost_rate_and_the_scheduling_latency(prometheus: str) -> None:
-    eventually(
+    check_eventually(
         prometheus,
         "sum by (tenant) (aipaas_tenant_cost_per_hour)",
         {("acme",): 8.0, ("globex",): 4.0},
     )
-    eventually(
+    check_eventually(
         prometheus,
         "sum by (tenant) (aipaas_queue_scheduling_latency_seconds_count)",
         {("acme",): 2.0, ("globex",): 1.0},
