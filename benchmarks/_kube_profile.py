@@ -63,7 +63,7 @@ class Sampler:
         for thread, _ in self.samples.most_common():
             lines.append(f"\n{thread}: inclusive (function on the stack)")
             mine = Counter({w: c for (t, w), c in self.inclusive.items() if t == thread})
-            lines.extend(f"{count:8d} {where}" for where, count in mine.most_common(60))
+            lines.extend(f"{count:8d} {where}" for where, count in mine.most_common(150))
             lines.append(f"{thread}: exclusive (function at the top)")
             mine = Counter({w: c for (t, w), c in self.exclusive.items() if t == thread})
             lines.extend(f"{count:8d} {where}" for where, count in mine.most_common(25))

@@ -102,8 +102,9 @@ def serve(settings: Settings, *, log_level: str = "info", announce: bool = False
 
 
 #: loggers that say a line per HTTP request the server makes (a service replica's health
-#: check every second, a webhook, a dataset's pages): their warnings are kept, not the rest
-PER_REQUEST_LOGGERS = ("httpx", "httpcore")
+#: check every second, a webhook, a dataset's pages, the Kubernetes backend's httpx2 client):
+#: their warnings are kept, not the rest
+PER_REQUEST_LOGGERS = ("httpx", "httpcore", "httpx2", "httpcore2")
 
 
 def quiet_loggers(*, announce: bool) -> None:

@@ -15,7 +15,8 @@ it never calls a backend.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -64,7 +65,7 @@ from aipaas.devices.extended import GPU_RESOURCE, serving_class, unserved_messag
 from aipaas.devices.shortform import DEFAULT_CLASS, default_class
 from aipaas.devices.topology_files import DRIVER
 from aipaas.scheduler.batch.from_api import gpu_share, node_constraints
-from aipaas.store import Store, TaskRecord
+from aipaas.store import Connection, Store, TaskRecord
 
 log = logging.getLogger("aipaas.controller")
 
@@ -79,6 +80,10 @@ class NoExecuteHit:
     claim: str
     users: tuple[dict[str, Any], ...]
     reason: str
+
+
+#: placed replicas' pods kept at most (``ClaimBook.pod``): past it, all are built again
+_PODS_KEPT = 200_000
 
 
 class ClaimBook:
@@ -109,6 +114,35 @@ class ClaimBook:
         self._rules: dict[tuple[str, str | None], DeviceTaintRule] = {}
         #: the device conditions last copied into claims (``observe``)
         self._observed: object = None
+        #: the transaction ``record_allocated`` writes in (``writing``); None: its own
+        self._tx: Connection | None = None
+        #: inside ``writing``: the claims' statuses and events to write at its end
+        self._statuses: list[tuple[Object, ClaimStatus]] = []
+        self._events: list[tuple[Object, str, str, bool]] = []
+        #: (tenant, name) -> a claim as the transaction found it, and as it set it since
+        self._found_now: dict[tuple[str, str], Object] = {}
+        self._set_now: dict[tuple[str, str], Object] = {}
+        #: (job uid, task) -> what a placed replica's pod was built of, and the pod (``pod``)
+        self._pods: dict[tuple[str, str], tuple[tuple[object, ...], Pod]] = {}
+
+    @contextmanager
+    def writing(self, tx: Connection) -> Iterator[None]:
+        """``record_allocated`` writes in ``tx``: the starts' fenced transaction, so that a
+        claim's allocation is durable with its task's record or not at all, in one commit for
+        a cycle's starts rather than three per task. If the transaction fails, what this cycle
+        knows of the stored claims is forgotten (the next cycle reads them again)."""
+        self._tx = tx
+        self._statuses, self._events, self._found_now, self._set_now = [], [], {}, {}
+        try:
+            yield
+            self.store.write_statuses(self._statuses, conn=tx)
+            self.store.record_events(self._events, conn=tx)
+        except BaseException:
+            self._stored = {}
+            raise
+        finally:
+            self._tx = None
+            self._statuses, self._events, self._found_now, self._set_now = [], [], {}, {}
 
     def devices(self, work: list[JobWork]) -> Devices:
         """Slices, classes and allocated claims; claims whose tasks ended are freed first (a
@@ -215,7 +249,44 @@ class ClaimBook:
         return self._gpu_devices or self._gpu_class is not None
 
     def pod(self, job: Job, record: TaskRecord) -> Pod:
-        """What the scheduler is asked to place for one task replica, its claims included."""
+        """What the scheduler is asked to place for one task replica, its claims included.
+
+        A placed replica's pod is kept while its job, node and stored claims are the same
+        (every placed task is asked for twice each placing cycle: thousands of pods, most of
+        them unchanged since the last)."""
+        if record.node is None:
+            return self._pod(job, record)
+        key = self._pod_key(job, record)
+        if key is None:
+            return self._pod(job, record)
+        known = self._pods.get((job.metadata.uid or "", record.name))
+        if known is not None and known[0] == key:
+            return known[1]
+        made = self._pod(job, record)
+        if len(self._pods) >= _PODS_KEPT:
+            self._pods.clear()
+        self._pods[(job.metadata.uid or "", record.name)] = (key, made)
+        return made
+
+    def _pod_key(self, job: Job, record: TaskRecord) -> tuple[object, ...] | None:
+        """What a placed replica's pod depends on, when all its claims are stored (None: it
+        reads a template or a class, and is built each time)."""
+        versions = []
+        for name in task_claim_names(job, record):
+            stored = self._stored.get((job.tenant, name))
+            if stored is None:
+                return None
+            compiled = (job.tenant, name) in self._compiled_stored
+            versions.append((name, stored.metadata.resource_version, compiled))
+        return (
+            job.metadata.resource_version,
+            record.node,
+            self._gpu_devices,
+            self._gpu_class,
+            tuple(versions),
+        )
+
+    def _pod(self, job: Job, record: TaskRecord) -> Pod:
         spec = task_spec(job, record.group_name)
         gpu = spec.resources.gpu
         models = (gpu.model,) if gpu is not None and gpu.model else ()
@@ -274,7 +345,7 @@ class ClaimBook:
                         )
                     continue
                 name = ref.resource_claim_name
-                stored = self.store.find("ResourceClaim", job.tenant, name or "")
+                stored = self._find(job.tenant, name or "")  # listed this cycle, or read
                 if not isinstance(stored, ResourceClaimObject):
                     return f"task {task.name}: claim {name} does not exist in tenant {job.tenant}"
         return None
@@ -433,7 +504,7 @@ class ClaimBook:
         self, job: Job, task: str, allocations: Mapping[str, AllocationResult]
     ) -> None:
         """Persist status.allocation and reservedFor of the claims a placed task uses; a claim
-        from a template is stored first."""
+        from a template is stored first. Inside ``writing(tx)``, in that transaction."""
         if not allocations:
             return
         spec = task_spec(job, task.rsplit("-", 1)[0])
@@ -443,7 +514,10 @@ class ClaimBook:
         for name, result in allocations.items():
             ref = refs.get(name)
             self._stored.pop((job.tenant, name), None)  # written below
-            stored = self.store.find("ResourceClaim", job.tenant, name)
+            # a claim this transaction set already (shared by tasks started together)
+            stored = self._set_now.get((job.tenant, name)) or self.store.find(
+                "ResourceClaim", job.tenant, name, conn=self._tx
+            )
             if name in extended:
                 resource, count = extended[name]
                 if stored is None:
@@ -472,20 +546,21 @@ class ClaimBook:
                         "labels": {"aipaas.dev/job": job.name},
                     }
                 )
-                stored = self.store.create(stored.model_copy(update={"metadata": meta}))
+                stored = self.store.create(
+                    stored.model_copy(update={"metadata": meta}), conn=self._tx
+                )
             consumer = {"resource": "tasks", "name": f"{job.name}/{task}", "uid": job.metadata.uid}
             before = stored.status if isinstance(stored, ResourceClaimObject) else None
             if before is not None and before.allocation:
                 # A shared claim: allocated once; each consumer is added to reservedFor.
                 users = [r for r in before.reserved_for if r != consumer] + [consumer]
-                stored = self.store.update_status(
+                stored = self._set_status(
                     stored,
                     ClaimStatus(
                         allocation=before.allocation, reserved_for=users, devices=before.devices
                     ),
                 )
-                self._wrote(stored)
-                self.store.record_event(
+                self._event(
                     stored,
                     "Reserved",
                     f"shared with job {job.name} task {task} ({len(users)} tasks use it)",
@@ -498,13 +573,33 @@ class ClaimBook:
                 reserved_for=[consumer],
                 devices=device_statuses(result, now),
             )
-            stored = self.store.update_status(stored, status)
-            self._wrote(stored)
+            stored = self._set_status(stored, status)
             self._waiting.pop((job.tenant, name), None)
             devices = ", ".join(r.device for r in result.devices.results)
-            self.store.record_event(
-                stored, "Allocated", f"devices {devices} for job {job.name} task {task}"
-            )
+            self._event(stored, "Allocated", f"devices {devices} for job {job.name} task {task}")
+
+    def _set_status(self, stored: Object, status: ClaimStatus) -> Object:
+        """A claim's new status: written now, or inside ``writing`` with the others at its end
+        (one statement); what the cycle knows of the claim from now on either way."""
+        if self._tx is None:
+            written = self.store.update_status(stored, status)
+        else:
+            key = (stored.tenant, stored.name)
+            found = self._found_now.setdefault(key, stored)  # as the transaction found it
+            self._statuses = [(o, s) for o, s in self._statuses if o is not found]
+            self._statuses.append((found, status))
+            version = str(int(found.metadata.resource_version or 0) + 1)
+            meta = found.metadata.model_copy(update={"resource_version": version})
+            written = found.model_copy(update={"metadata": meta, "status": status})
+            self._set_now[key] = written
+        self._wrote(written)
+        return written
+
+    def _event(self, stored: Object, reason: str, message: str) -> None:
+        if self._tx is None:
+            self.store.record_event(stored, reason, message)
+        else:
+            self._events.append((stored, reason, message, False))
 
     def _store_compiled(self, job: Job, claim: ResourceClaim, source: str) -> Object:
         """Store a claim compiled from ``source`` (``resources.gpu``, ``resources[NAME]``)
@@ -516,7 +611,7 @@ class ClaimBook:
                 "labels": {"aipaas.dev/job": job.name},
             }
         )
-        return self.store.create(made.model_copy(update={"metadata": meta}))
+        return self.store.create(made.model_copy(update={"metadata": meta}), conn=self._tx)
 
     def _extended(self, job: Job, record: TaskRecord, resource: str, count: int) -> ResourceClaim:
         """The claim of extended resource ``resource: count`` for one replica. A placed

@@ -312,7 +312,7 @@ class Controller:
         )
         self.memory.published = generation
         if self.extensions:
-            run_extensions(self.extensions, self._context())
+            run_extensions(self.extensions, self._context(work))
         self.memory.quiet.keep(  # membership and extensions leave the items as they are
             Kept(
                 marks,
@@ -343,17 +343,19 @@ class Controller:
 
     def _carry_out(self, plan: Plan) -> None:
         """Step 4's act: the plan's failures and stops, then its starts: every started task's
-        record durable in one fenced transaction, and only then the backend asked."""
+        record, and its claims' allocations, durable in one fenced transaction, and only then
+        the backend asked."""
         for item, reason, message in plan.failures:
             self.finish(item, JobPhase.FAILED, reason, message)
         self._queue_stops(plan.stops)
         if not plan.starts:
             return
-        prepared = prepare_starts(
-            plan, self.log_dir, self.claims.record_allocated, self.clock.now()
-        )
-        inserted = {id(i) for i in prepared.fresh}
-        with self.fenced() as tx:
+        # the claims' allocations in the transaction of their tasks' records
+        with self.fenced() as tx, self.claims.writing(tx):
+            prepared = prepare_starts(
+                plan, self.log_dir, self.claims.record_allocated, self.clock.now()
+            )
+            inserted = {id(i) for i in prepared.fresh}
             self.tasks.insert_many([r for item in prepared.fresh for r in item.records], conn=tx)
             self.tasks.save_many(
                 [
@@ -376,7 +378,11 @@ class Controller:
         for stop in stops:
             self.ask_stop(stop.request_id, stop.drain_seconds)
 
-    def _context(self) -> CycleContext:
+    def _context(self, work: Sequence[JobWork]) -> CycleContext:
+        jobs = {(item.job.tenant, item.job.name): item.job for item in work}
+        placed = frozenset(
+            (item.job.tenant, item.job.name) for item in work if any(r.node for r in item.records)
+        )
         return CycleContext(
             store=self.store,
             backend=self.backend,
@@ -385,6 +391,8 @@ class Controller:
             nodes=tuple(self.nodes),
             transaction=self.fenced,
             cycle=self.cycles,
+            jobs=jobs,
+            placed=placed,
         )
 
     def _write_queue_status(self, tx: Connection) -> None:

@@ -11,11 +11,12 @@ Which extensions a server runs: controller/extension_set.py.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
+from aipaas.api.job import Job
 from aipaas.backends.base import Backend, NodeInfo
 from aipaas.clock import Clock
 from aipaas.metering.metrics import Metrics
@@ -38,6 +39,12 @@ class CycleContext:
     transaction: Callable[[], AbstractContextManager[Connection]]
     #: the controller's cycle count (0 on the first cycle of this process)
     cycle: int
+    #: (tenant, name) -> the unfinished jobs the cycle listed, as listed (their status as of
+    #: the last write-back): what an extension reads instead of one store query per job (a
+    #: job not here, say one created since: ask the store)
+    jobs: Mapping[tuple[str, str], Job] = field(default_factory=dict)
+    #: (tenant, name) of those with a task placed on a node in or before this cycle
+    placed: frozenset[tuple[str, str]] = frozenset()
 
 
 class CycleExtension(Protocol):

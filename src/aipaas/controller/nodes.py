@@ -56,6 +56,16 @@ class NodeInventory:
         self._node_status: dict[str, NodeStatus] = {}
         self._inventory_at: float | None = None
         self._published: tuple[object, object] | None = None  # the nodes and slices last written
+        #: each node and slice as this process last published it (by name): one that the
+        #: backend reports again unchanged is not read from the store again (hundreds of nodes
+        #: and slices, re-read every ``inventory_seconds``, when only a few change)
+        self._info_written: dict[str, NodeInfo] = {}
+        self._slice_written: dict[str, ResourceSlice] = {}
+        #: the names last published (and, for slices, whether that read was complete): stored
+        #: objects the backend no longer reports are looked for only when these change
+        self._names_written: frozenset[str] | None = None
+        self._slice_names_written: tuple[frozenset[str], bool] | None = None
+        self._stored_name: dict[str, str] = {}  # a slice's name -> its stored object's
         #: changes whenever what the last read left (nodes, slices, unknown, complete) changes:
         #: a placement kept from an earlier cycle is valid only while it holds (quiet.py)
         self.version = 0
@@ -92,6 +102,8 @@ class NodeInventory:
         self._published = published
         self._publish_slices()
         for info in self.nodes:
+            if self._info_written.get(info.name) == info and info.name in self._node_objects:
+                continue
             wanted = Node(
                 metadata=ObjectMeta(
                     name=info.name,
@@ -123,7 +135,11 @@ class NodeInventory:
             ):
                 current = self.store.update(wanted)
             self._node_objects[info.name] = current
-        reported = {info.name for info in self.nodes}
+            self._info_written[info.name] = info
+        reported = frozenset(info.name for info in self.nodes)
+        if reported == self._names_written:
+            return
+        self._names_written = reported
         for node in self.store.list_objects("Node", ""):
             if node.name not in reported:
                 self._node_objects[node.name] = node  # gone from the backend: not ready
@@ -167,6 +183,10 @@ class NodeInventory:
         backend no longer reports them); slices applied by an admin are left alone."""
         reported = set()
         for item in self.slices:
+            known = self._slice_written.get(item.metadata.name or "")
+            if known == item:
+                reported.add(self._stored_name[item.metadata.name or ""])
+                continue
             wanted = wrap_device(item)
             meta = wanted.metadata.model_copy(
                 update={"labels": {**wanted.metadata.labels, PUBLISHED_LABEL: "backend"}}
@@ -178,6 +198,12 @@ class NodeInventory:
                 self.store.create(wanted)
             elif current.to_wire().get("spec") != wanted.to_wire().get("spec"):
                 self.store.update(wanted)
+            self._slice_written[item.metadata.name or ""] = item
+            self._stored_name[item.metadata.name or ""] = wanted.name
+        names = (frozenset(reported), self.complete)
+        if names == self._slice_names_written:
+            return
+        self._slice_names_written = names
         for stored in self.store.list_objects("ResourceSlice", ""):
             # Only a complete inventory tells a slice is gone (not a member that failed).
             if (

@@ -81,6 +81,10 @@ class InUse:
     #: there: a node's ``stamp`` names the state of what it can allocate, so an answer
     #: computed for it stands while the stamp is the same (devices/ledger.py caches on it)
     versions: dict[str, int] = field(default_factory=dict)
+    #: the ``versions`` keys in the order their stamps changed: what changed since a moment
+    #: is what was appended since (devices/ledger.py brings its per-shape answers up to date
+    #: from it, node by node, instead of asking every node again)
+    touched: list[str] = field(default_factory=list)
 
     def copy(self) -> InUse:
         return InUse(
@@ -90,6 +94,7 @@ class InUse:
             dict(self.shares),
             {k: list(v) for k, v in self.holders.items()},
             dict(self.versions),
+            list(self.touched),
         )
 
     def stamp(self, node: str) -> tuple[int, int, int, int]:
@@ -357,8 +362,10 @@ _STAMPS = itertools.count(1)
 def _touch(state: InUse, record: DeviceInfo) -> None:
     stamp = next(_STAMPS)
     state.versions[record.node] = stamp
+    state.touched.append(record.node)
     if record.consumes:
         state.versions[COUNTERS] = stamp
+        state.touched.append(COUNTERS)
 
 
 def hold(state: InUse, record: DeviceInfo, consumed: Mapping[str, Decimal] | None) -> None:

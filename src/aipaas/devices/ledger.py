@@ -36,15 +36,37 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from aipaas.api.devices import AllocationResult, DeviceClass, ResourceClaim
-from aipaas.devices.allocator import NodeAllocation, allocate_on_node, allocate_pod
-from aipaas.devices.inventory import DeviceId, InUse, Inventory, hold, node_matches, release
+from aipaas.devices.allocator import NodeAllocation, allocate_on_node
+from aipaas.devices.inventory import (
+    COUNTERS,
+    DeviceId,
+    InUse,
+    Inventory,
+    hold,
+    node_matches,
+    release,
+)
 from aipaas.devices.ledger_adopt import Adoption
 from aipaas.devices.ledger_gpus import CountGpus, gpu_index
 from aipaas.devices.ledger_units import Unit, reaches, shared_key, where
 from aipaas.devices.picks import Pick
+from aipaas.devices.records import ALL_NODES, BY_SELECTOR
 from aipaas.devices.requests import Plan, make_plan
 
 __all__ = ["DeviceLedger", "gpu_index"]
+
+
+#: ``InUse.touched`` keys whose change any node may see
+_EVERY_NODE = frozenset({ALL_NODES, BY_SELECTOR, COUNTERS})
+
+
+@dataclass
+class _ShapeView:
+    """One pod shape's fits by node (``DeviceLedger._fits_on``), and how much of
+    ``InUse.touched`` they have seen."""
+
+    fits: dict[str, NodeAllocation | None]
+    seen: int = 0
 
 
 @dataclass
@@ -65,6 +87,15 @@ class DeviceLedger(Adoption, CountGpus):
     _fits: dict[tuple[str, str], tuple[tuple[int, int, int, int], NodeAllocation | None]] = field(
         default_factory=dict
     )
+    #: (pod shape, node) -> (the node's stamp, why the shape does not fit there or None):
+    #: ``_reason``, the same memo for explanations (a backlog of pods that fit nowhere is
+    #: explained once per shape and state of each node, not once per pod and session)
+    _reasons: dict[tuple[str, str], tuple[tuple[int, int, int, int], str | None]] = field(
+        default_factory=dict
+    )
+    #: pod shape -> ``_fit`` on every node of the last call, and how much of
+    #: ``in_use.touched`` it had seen (``_fits_on``)
+    _views: dict[str, _ShapeView] = field(default_factory=dict)
 
     @classmethod
     def from_claims(
@@ -81,13 +112,52 @@ class DeviceLedger(Adoption, CountGpus):
     def feasible(self, claims: Sequence[ResourceClaim], nodes: Sequence[str]) -> list[bool]:
         """Filter: for each node (in order), can all the pod's claims be allocated there?"""
         fresh = self._fresh(claims)
-        plan = make_plan(fresh, self.classes)
-        shape = _shape(fresh)
+        pinned = self._pinned(claims, fresh)
+        if not fresh:
+            return [not pinned or self._pinned_reason(claims, node) is None for node in nodes]
+        fits = self._fits_on(_shape(fresh), make_plan(fresh, self.classes), nodes)
+        if not pinned:
+            return [fit is not None for fit in fits]
         return [
-            self._pinned_reason(claims, node) is None
-            and (not fresh or self._fit(shape, plan, node) is not None)
-            for node in nodes
+            fit is not None and self._pinned_reason(claims, node) is None
+            for node, fit in zip(nodes, fits, strict=True)
         ]
+
+    def _fits_on(self, shape: str, plan: Plan, nodes: Sequence[str]) -> list[NodeAllocation | None]:
+        """``_fit`` on each of ``nodes``, kept per shape and node and forgotten for the nodes
+        whose holdings changed since (``InUse.touched``): a pod is filtered and scored against
+        every node, one after another, and between two pods only the node the first took
+        changes. A change that every node may see (devices any node reaches, shared counters)
+        forgets every node's answer."""
+        touched = self.in_use.touched
+        view = self._views.get(shape)
+        if view is None:
+            view = self._views[shape] = _ShapeView({})
+        elif view.seen < len(touched):
+            changed = set(touched[view.seen :])
+            if changed & _EVERY_NODE:
+                view.fits.clear()
+            else:
+                for node in changed:
+                    view.fits.pop(node, None)
+        fits = view.fits
+        out = []
+        for node in nodes:
+            if node in fits:
+                out.append(fits[node])
+            else:
+                fit = fits[node] = self._fit(shape, plan, node)
+                out.append(fit)
+        # what the searches just made touched is as it was before them (each gives back what
+        # it held): the answers stand
+        view.seen = len(touched)
+        return out
+
+    @staticmethod
+    def _pinned(claims: Sequence[ResourceClaim], fresh: Sequence[ResourceClaim]) -> bool:
+        """Whether some claim of the pod is allocated already, or joined in this snapshot (only
+        then does ``_pinned_reason`` refuse a node: asked once per pod, not once per node)."""
+        return len(fresh) != len(claims)
 
     def _fit(self, shape: str, plan: Plan, node: str) -> NodeAllocation | None:
         """Where the plan's claims would go on ``node`` now (None: they do not fit), answered
@@ -103,16 +173,29 @@ class DeviceLedger(Adoption, CountGpus):
         self._fits[(shape, node)] = (self.in_use.stamp(node), fit)
         return fit
 
+    def _reason(self, shape: str, plan: Plan, node: str) -> str | None:
+        """Why the plan's claims do not fit on ``node`` now (None: they fit), answered once per
+        pod shape and state of the node, as ``_fit`` is."""
+        cached = self._reasons.get((shape, node))
+        if cached is not None and cached[0] == self.in_use.stamp(node):
+            return cached[1]
+        outcome = allocate_on_node(plan, node, self.inventory, self.in_use)
+        reason = outcome if isinstance(outcome, str) else None
+        self._reasons[(shape, node)] = (self.in_use.stamp(node), reason)
+        return reason
+
     def explain(self, claims: Sequence[ResourceClaim], nodes: Sequence[str]) -> dict[str, int]:
         """Why nodes cannot take the pod: reason -> number of nodes (fitting nodes left out)."""
         fresh = self._fresh(claims)
         plan = make_plan(fresh, self.classes)
+        shape = _shape(fresh)
+        pinned = self._pinned(claims, fresh)
         reasons: dict[str, int] = {}
         for node in nodes:
-            outcome: NodeAllocation | str | None = self._pinned_reason(claims, node)
+            outcome = self._pinned_reason(claims, node) if pinned else None
             if outcome is None and fresh:
-                outcome = allocate_on_node(plan, node, self.inventory, self.in_use)
-            if isinstance(outcome, str):
+                outcome = self._reason(shape, plan, node)
+            if outcome is not None:
                 reasons[outcome] = reasons.get(outcome, 0) + 1
         return reasons
 
@@ -121,18 +204,19 @@ class DeviceLedger(Adoption, CountGpus):
         100 where the pod only joins claims allocated already)."""
         fresh = self._fresh(claims)
         plan = make_plan(fresh, self.classes)
-        shape = _shape(fresh)
-        scores = []
-        for node in nodes:
-            if self._pinned_reason(claims, node) is not None:
-                scores.append(0)
-                continue
-            if not fresh:
-                scores.append(100)
-                continue
-            fit = self._fit(shape, plan, node)
-            scores.append(0 if fit is None else int(fit.score))
-        return scores
+        pinned = self._pinned(claims, fresh)
+        if not fresh:
+            return [
+                0 if pinned and self._pinned_reason(claims, node) is not None else 100
+                for node in nodes
+            ]
+        fits = self._fits_on(_shape(fresh), plan, nodes)
+        return [
+            0
+            if fit is None or (pinned and self._pinned_reason(claims, node) is not None)
+            else int(fit.score)
+            for node, fit in zip(nodes, fits, strict=True)
+        ]
 
     # -- reserve and unreserve --------------------------------------------------------------
 
@@ -152,10 +236,14 @@ class DeviceLedger(Adoption, CountGpus):
         fresh = self._fresh(claims)
         allocation = NodeAllocation(node, (), 100.0)
         if fresh:
-            result = allocate_pod(fresh, self.inventory, self.classes, self.in_use, nodes=[node])
-            if result.allocation is None:
-                return result.node_reasons.get(node, "; ".join(result.reasons))
-            allocation = result.allocation
+            # One node: its search alone (it leaves the holdings as found), not allocate_pod's,
+            # which copies every holding of the snapshot first and counts each node's.
+            outcome = allocate_on_node(
+                make_plan(fresh, self.classes), node, self.inventory, self.in_use
+            )
+            if isinstance(outcome, str):
+                return outcome
+            allocation = outcome
         keys = []
         fresh_ids = {id(c) for c in fresh}
         for claim in claims:

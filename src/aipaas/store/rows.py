@@ -7,6 +7,7 @@ version, so a cached object is never stale.
 
 from __future__ import annotations
 
+import itertools
 import json
 from typing import Any
 
@@ -75,16 +76,29 @@ def to_object(row: Any) -> Object:
     if cached is not None:
         return cached
     parsed = parse(row)
-    if len(PARSED) >= PARSED_MAX:
-        PARSED.clear()
+    _make_room()
     PARSED[key] = parsed
     return parsed
 
 
 def remember(obj: Object) -> None:
-    if len(PARSED) >= PARSED_MAX:
-        PARSED.clear()
+    _make_room()
     PARSED[(obj.metadata.uid or "", int(obj.metadata.resource_version or 0))] = obj
+
+
+def _make_room() -> None:
+    """At ``PARSED_MAX``, the oldest tenth goes (a dict keeps insertion order): mostly
+    versions written over since. Clearing it all made the next listing parse every job again
+    (thousands of bodies in one cycle) each time a busy cluster filled it."""
+    if len(PARSED) < PARSED_MAX:
+        return
+    try:
+        oldest = list(itertools.islice(PARSED, PARSED_MAX // 10))
+    except RuntimeError:  # another thread added one meanwhile: the old way, all at once
+        PARSED.clear()
+        return
+    for key in oldest:
+        PARSED.pop(key, None)
 
 
 def remember_written(obj: Object, status: Any) -> None:

@@ -1,6 +1,7 @@
 """The ledger answers a pod shape's fit once per state of a node (``DeviceLedger._fit`` keyed
-on ``InUse.stamp``): every answer must be what a ledger with no cache would give, whatever was
-held and given back in between."""
+on ``InUse.stamp``, its reasons in ``_reason``), and keeps each shape's answers for every node
+up to date from the nodes that changed (``_fits_on``): every answer must be what a ledger with
+no cache would give, whatever was held and given back in between."""
 
 from __future__ import annotations
 
@@ -18,10 +19,12 @@ def _ledger() -> DeviceLedger:
     return DeviceLedger(Inventory([node_slice(n, eight_h100()) for n in NODES]), CLASSES)
 
 
-def _uncached(book: DeviceLedger, pod: list[ResourceClaim]) -> tuple[list[bool], list[int]]:
+def _uncached(
+    book: DeviceLedger, pod: list[ResourceClaim]
+) -> tuple[list[bool], list[int], dict[str, int]]:
     """The same questions to a ledger of the same holdings that never answered before."""
     fresh = DeviceLedger(book.inventory, CLASSES, book.in_use.copy())
-    return fresh.feasible(pod, NODES), fresh.score(pod, NODES)
+    return fresh.feasible(pod, NODES), fresh.score(pod, NODES), fresh.explain(pod, NODES)
 
 
 def test_a_node_whose_devices_were_taken_is_asked_again() -> None:
@@ -47,4 +50,14 @@ def test_answers_match_a_ledger_without_the_cache_through_random_holds() -> None
             node = rng.choice(NODES)
             if not isinstance(book.reserve(f"owner-{step}", pod, node), str):
                 owners.append(f"owner-{step}")
-        assert (book.feasible(pod, NODES), book.score(pod, NODES)) == _uncached(book, pod)
+        answers = (book.feasible(pod, NODES), book.score(pod, NODES), book.explain(pod, NODES))
+        assert answers == _uncached(book, pod)
+
+
+def test_a_node_list_of_another_order_is_answered_for_that_order() -> None:
+    book = _ledger()
+    pod = [claim("c", req("g", count=8))]
+    assert not isinstance(book.reserve("first", pod, "b"), str)
+    assert book.feasible(pod, NODES) == [True, False, True]
+    assert book.feasible(pod, ["b", "c", "a"]) == [False, True, True]
+    assert book.feasible(pod, NODES) == [True, False, True]

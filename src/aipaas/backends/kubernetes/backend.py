@@ -60,8 +60,13 @@ log = logging.getLogger("aipaas.backends.kubernetes")
 
 WATCHED = ("Node", "Pod", "ResourceSlice", "ResourceClaim")
 #: a pod taken as a job and not started this long is marked by a patch of its own (a pod
-#: started sooner gets the mark with the start's patch: one request fewer per pod)
-MARK_AFTER_SECONDS = 3.0
+#: started sooner gets the mark with the start's patch: one request fewer per pod). The mark
+#: tells people which job took a pod that waits; no restart needs it (the import finds the
+#: job it stored by name), so it waits long enough that a backlog being bound costs none
+MARK_AFTER_SECONDS = 60.0
+#: ended starts are dropped from the table of starts once it holds this many (or twice what
+#: was left after the last drop)
+PRUNE_STARTS = 256
 
 
 class KubernetesBackend:
@@ -77,6 +82,7 @@ class KubernetesBackend:
             else None
         )
         self._starting: dict[str, Future[None]] = {}
+        self._prune_at = PRUNE_STARTS  # ``_starting`` size at which ended starts are dropped
         self._worker_clients: list[KubeApi] = []
         #: others' pods taken as jobs by this process (their mark may still be on its way)
         self._imported: set[str] = set()
@@ -167,8 +173,11 @@ class KubernetesBackend:
         if rid in self._started and self._made(request):
             return  # made and bound by a start of this process (asked again while it bound)
         self._starting[rid] = self._pool.submit(self._start_logged, request)
-        for done in [k for k, f in self._starting.items() if f.done() and k != rid]:
-            del self._starting[done]
+        if len(self._starting) > self._prune_at:  # the ended ones go, now and then: not a
+            # walk over every start at each start (a done future reads as no start at all)
+            for done in [k for k, f in self._starting.items() if f.done() and k != rid]:
+                del self._starting[done]
+            self._prune_at = max(PRUNE_STARTS, 2 * len(self._starting))
 
     def _made(self, request: LaunchRequest) -> bool:
         """The cache holds the request's pod (by its name, not a walk over every pod: a start
@@ -356,11 +365,15 @@ class KubernetesBackend:
 
     def _ours(self, request_ids: Sequence[str] = ()) -> dict[str, dict[str, Any]]:
         """aipaas's pods by request id, from the cache; an id the cache does not know yet is
-        looked up on the server (a pod a start made before the watch brought it)."""
+        looked up on the server (a pod a start made before the watch brought it).
+
+        The starts under way are read before the cache: a start that ends between the two
+        has put its pod in the cache already (``remember``), and one read as under way is
+        not looked up, so a start ending while the cache is read costs no list."""
+        under_way = {rid for rid, started in list(self._starting.items()) if not started.done()}
         pods = tasks_by_request(self.cached("Pod"))
         for rid in request_ids:
-            under_way = self._starting.get(rid)
-            if rid in pods or (under_way is not None and not under_way.done()):
+            if rid in pods or rid in under_way:
                 continue  # known, or its start has not made it yet
             found = self.api.list("Pod", labels={m.REQUEST_LABEL: m.request_hash(rid)})
             pods.update(tasks_by_request(found))

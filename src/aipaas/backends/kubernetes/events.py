@@ -6,7 +6,10 @@ that ``kubectl describe pod`` and ``kubectl events`` say why.
 Writing is done off the scheduling path by one thread (as client-go's event broadcaster does):
 a bind never waits for its event, and an event that cannot be written is dropped with a log
 line, never retried into the cycle. A repeated FailedScheduling with the same note for the
-same pod is written once. Used by backends/kubernetes/backend.py.
+same pod is written once, and a pod's changed note at most every ``REPEAT_SECONDS`` (while
+many pods wait, the counts in their notes change with every binding: kube-scheduler, too,
+retries a pod that failed no sooner than its backoff, at most 10 s by default, so it writes
+no more often). Used by backends/kubernetes/backend.py.
 """
 
 from __future__ import annotations
@@ -27,6 +30,9 @@ log = logging.getLogger("aipaas.backends.kubernetes")
 
 REPORTING_CONTROLLER: Final = "aipaas"
 _NOTE_LIMIT: Final = 1024  # the API refuses a note over 1 kB
+#: a pod's FailedScheduling with a new note waits this long after its last one (the callers
+#: tell a waiting pod its reason again every few seconds: the newest is written then)
+REPEAT_SECONDS: Final = 10.0
 
 
 def _micro_time() -> str:
@@ -83,7 +89,8 @@ class EventSink:
         self._own_client = self.api is not api
         self.instance = instance or f"aipaas-{socket.gethostname()}-{os.getpid()}"
         self._queue: queue.Queue[dict[str, Any] | None] = queue.Queue(maxsize=10000)
-        self._last_note: dict[str, str] = {}  # pod uid -> the last FailedScheduling note
+        #: pod uid -> the last FailedScheduling note written, and when (monotonic seconds)
+        self._last_note: dict[str, tuple[str, float]] = {}
         self._thread = threading.Thread(target=self._run, name="kube-events", daemon=True)
         self._thread.start()
         self.written = 0
@@ -103,9 +110,11 @@ class EventSink:
 
     def failed_scheduling(self, pod: Mapping[str, Any], note: str) -> None:
         uid = str(pod["metadata"].get("uid"))
-        if self._last_note.get(uid) == note:
+        now = time.monotonic()
+        last = self._last_note.get(uid)
+        if last is not None and (last[0] == note or now - last[1] < REPEAT_SECONDS):
             return
-        self._last_note[uid] = note
+        self._last_note[uid] = (note, now)
         self._put(
             pod_event(
                 pod,

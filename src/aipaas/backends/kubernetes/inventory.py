@@ -187,7 +187,10 @@ def inventory(
         for s in (_slice(d, held, consumed) for d in slices)
         if s is not None and (s.spec.node_name is None or s.spec.node_name in names)
     ]
-    infos = tuple(_with_dra_gpus(n, kept) for n in infos)
+    on_node: dict[str | None, list[ResourceSlice]] = {}
+    for published in kept:  # each node's own slices: not every slice for every node
+        on_node.setdefault(published.spec.node_name, []).append(published)
+    infos = tuple(_with_dra_gpus(n, on_node.get(n.name, [])) for n in infos)
     features = frozenset({"containers"} | ({"gpu"} if any(n.gpu_count for n in infos) else set()))
     return Inventory(infos, features, tuple(kept), unknown, device_conditions=_conditions(claims))
 
@@ -209,7 +212,8 @@ def _with_dra_gpus(node: NodeInfo, slices: list[ResourceSlice]) -> NodeInfo:
     """A node whose GPUs a DRA driver publishes (and no device plugin counts): its GPU count,
     model and memory from the slices' GPU devices, as the scheduler counts GPUs, and their
     UUIDs and health (a device tainted NoSchedule or NoExecute takes nothing new) in the
-    node's annotations (devices/gpu_health.py)."""
+    node's annotations (devices/gpu_health.py). ``slices``: the node's own (any other is
+    left out, but a caller with hundreds of nodes passes each only its own)."""
     facts = slice_gpus(slices, node.name, DRIVER)
     if facts and not node.gpu_count:
         node = replace(node, annotations={**node.annotations, **gpu_annotations(facts)})
