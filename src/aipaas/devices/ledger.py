@@ -96,6 +96,10 @@ class DeviceLedger(Adoption, CountGpus):
     #: pod shape -> ``_fit`` on every node of the last call, and how much of
     #: ``in_use.touched`` it had seen (``_fits_on``)
     _views: dict[str, _ShapeView] = field(default_factory=dict)
+    #: pod shape -> ``explain``'s last answer for pods of no pinned claim: how much of
+    #: ``in_use.touched`` it had seen, the nodes, the reasons (a backlog of pods of one shape
+    #: that fit nowhere is explained once while nothing changes)
+    _explained: dict[str, tuple[int, list[str], dict[str, int]]] = field(default_factory=dict)
 
     @classmethod
     def from_claims(
@@ -190,6 +194,10 @@ class DeviceLedger(Adoption, CountGpus):
         plan = make_plan(fresh, self.classes)
         shape = _shape(fresh)
         pinned = self._pinned(claims, fresh)
+        touched = self.in_use.touched
+        known = self._explained.get(shape)
+        if not pinned and known is not None and known[0] == len(touched) and known[1] == nodes:
+            return dict(known[2])  # nothing was held or given back since: the same answer
         reasons: dict[str, int] = {}
         for node in nodes:
             outcome = self._pinned_reason(claims, node) if pinned else None
@@ -197,6 +205,8 @@ class DeviceLedger(Adoption, CountGpus):
                 outcome = self._reason(shape, plan, node)
             if outcome is not None:
                 reasons[outcome] = reasons.get(outcome, 0) + 1
+        if not pinned:  # (the searches above each gave back what they held)
+            self._explained[shape] = (len(touched), list(nodes), dict(reasons))
         return reasons
 
     def score(self, claims: Sequence[ResourceClaim], nodes: Sequence[str]) -> list[int]:
