@@ -92,3 +92,25 @@ def test_aipaas_s_own_partitions_are_counted_by_aipaas_itself() -> None:
 
 def test_nothing_held_leaves_the_counters_as_published() -> None:
     assert published([]) == ({"memory": "80Gi", "compute": "7"}, ["mig-0", "mig-1", "mig-2"])
+
+
+def versioned(version: str) -> list[dict[str, Any]]:
+    documents = slices()
+    for document in documents:
+        document["metadata"]["resourceVersion"] = version
+    return documents
+
+
+def test_slices_read_before_are_reused_until_their_version_or_others_holdings_change() -> None:
+    parsed: dict[tuple[str, str], Any] = {}
+    first = inventory([node()], [], versioned("7"), [], frozenset(), parsed)
+    again = inventory([node()], [], versioned("7"), [], frozenset(), parsed)
+    assert [id(s) for s in again.slices] == [id(s) for s in first.slices]  # not read again
+    newer = inventory([node()], [], versioned("8"), [], frozenset(), parsed)
+    assert all(id(s) not in {id(o) for o in first.slices} for s in newer.slices)
+    assert set(parsed) == {("counters", "8"), ("partitions", "8")}  # the old versions went
+    # another scheduler took a partition: the pool's slices are read with it left out, not
+    # taken from what was read before
+    held = inventory([node()], [], versioned("8"), [claim("mig-0", "theirs")], frozenset(), parsed)
+    by_name = {s.metadata.name: s for s in held.slices}
+    assert [d.name for d in by_name["partitions"].spec.devices] == ["mig-1", "mig-2"]

@@ -37,6 +37,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any
 
+from aipaas.api.devices import ResourceSlice
 from aipaas.backends.base import Inventory, LaunchRequest, TaskState, TaskStatus
 from aipaas.backends.foreign_pods import IMPORTED_ANNOTATION, ForeignPod
 from aipaas.backends.kubernetes import manifests as m
@@ -83,6 +84,8 @@ class KubernetesBackend:
         )
         self._starting: dict[str, Future[None]] = {}
         self._prune_at = PRUNE_STARTS  # ``_starting`` size at which ended starts are dropped
+        #: the slices read by ``inventory``, by (name, resourceVersion) (inventory.py)
+        self._slices_read: dict[tuple[str, str], ResourceSlice | None] = {}
         self._worker_clients: list[KubeApi] = []
         #: others' pods taken as jobs by this process (their mark may still be on its way)
         self._imported: set[str] = set()
@@ -153,6 +156,7 @@ class KubernetesBackend:
             self.cached("ResourceSlice"),
             self.cached("ResourceClaim"),
             tasks,
+            self._slices_read,
         )
 
     def _node_names(self) -> set[str]:

@@ -142,6 +142,30 @@ def _left(
     return {**counter_set, "counters": counters}
 
 
+def _version_key(document: Mapping[str, Any]) -> tuple[str, str]:
+    meta = document.get("metadata") or {}
+    return (str(meta.get("name") or ""), str(meta.get("resourceVersion") or ""))
+
+
+def _slice_read(
+    document: Mapping[str, Any],
+    held: set[tuple[str, str, str]],
+    used: HeldCounters,
+    touched: Set[tuple[str, str]],
+    parsed: dict[tuple[str, str], ResourceSlice | None] | None,
+) -> ResourceSlice | None:
+    """``_slice``, or the object read before when nothing of the slice's pool is held by
+    others (then it depends on the document alone) and its version is the same."""
+    spec = document.get("spec") or {}
+    pool = (str(spec.get("driver", "")), str((spec.get("pool") or {}).get("name", "")))
+    key = _version_key(document)
+    if parsed is None or pool in touched or not key[1]:
+        return _slice(document, held, used)
+    if key not in parsed:
+        parsed[key] = _slice(document, held, used)
+    return parsed[key]
+
+
 def _slice(
     document: Mapping[str, Any],
     held: set[tuple[str, str, str]],
@@ -170,8 +194,12 @@ def inventory(
     slices: list[dict[str, Any]],
     claims: list[dict[str, Any]],
     tasks: Set[str],
+    parsed: dict[tuple[str, str], ResourceSlice | None] | None = None,
 ) -> Inventory:
-    """``others``: the pods that are not aipaas's tasks; ``tasks``: the uids of those that are."""
+    """``others``: the pods that are not aipaas's tasks; ``tasks``: the uids of those that are.
+    ``parsed``: the slices read before, by (name, resourceVersion), kept by the caller and
+    brought up to date here (a slice of a pool of which nothing is held by others is the same
+    object while its version is: hundreds of slices are not validated again each read)."""
     used = _others_requests(others)
     infos = tuple(node_info(n, used.get(n["metadata"]["name"], (0, 0))) for n in nodes)
     unknown = frozenset(
@@ -182,10 +210,14 @@ def inventory(
     names = {n.name for n in infos}
     held = held_by_others(claims, tasks)
     consumed = held_counters(slices, held)
+    touched = {(driver, pool) for driver, pool, _ in held}
+    read = [_slice_read(d, held, consumed, touched, parsed) for d in slices]
+    if parsed is not None:  # only what is published now stays
+        current = {_version_key(d) for d in slices}
+        for gone in [k for k in parsed if k not in current]:
+            del parsed[gone]
     kept = [
-        s
-        for s in (_slice(d, held, consumed) for d in slices)
-        if s is not None and (s.spec.node_name is None or s.spec.node_name in names)
+        s for s in read if s is not None and (s.spec.node_name is None or s.spec.node_name in names)
     ]
     on_node: dict[str | None, list[ResourceSlice]] = {}
     for published in kept:  # each node's own slices: not every slice for every node
