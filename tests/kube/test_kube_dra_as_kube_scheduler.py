@@ -422,3 +422,25 @@ def test_admin_access_takes_a_device_in_use(
         assert devices(allocated["holder"]) == ["gpu-0"]
         [result] = (allocated["monitor"] or {})["devices"]["results"]
         assert result["device"] == "gpu-0" and result["adminAccess"] is True
+
+
+def test_admin_access_takes_a_device_kube_scheduler_holds(
+    world: World, cluster: Cluster, backend: KubernetesBackend
+) -> None:
+    """The one GPU allocated by kube-scheduler to one claim; a claim with adminAccess that
+    aipaas schedules gets it too, as kube-scheduler's own second claim does in the case above,
+    and an ordinary claim that aipaas schedules does not."""
+    publish(cluster, resource_slice(f"{NODE}-gpus", [device("gpu-0")]))
+    namespace = cluster.admin.get("Namespace", "acme") or {}
+    labels = {**(namespace["metadata"].get("labels") or {}), ADMIN_LABEL: "true"}
+    cluster.admin.patch("Namespace", "acme", {"metadata": {"labels": labels}})
+    by_kube = Round(cluster, "default-scheduler", None)
+    by_kube.submit(claim("holder", [exactly("gpu", count=1)]))
+    assert devices(by_kube.allocation("holder")) == ["gpu-0"]
+    by_aipaas = Round(cluster, "aipaas", controller_for(world, backend))
+    by_aipaas.submit(claim("ordinary", [exactly("gpu", count=1)]), bound=False)
+    assert by_aipaas.node("ordinary") is None and by_aipaas.allocation("ordinary") is None
+    by_aipaas.submit(claim("monitor", [exactly("gpu", count=1, adminAccess=True)]))
+    assert by_aipaas.node("monitor") == NODE
+    [result] = (by_aipaas.allocation("monitor") or {})["devices"]["results"]
+    assert result["device"] == "gpu-0" and result["adminAccess"] is True

@@ -7,6 +7,8 @@ from __future__ import annotations
 from typing import Any
 
 from aipaas.backends.kubernetes.backend import KubernetesBackend
+from aipaas.devices.inventory import Inventory as DeviceInventory
+from aipaas.devices.ledger import DeviceLedger
 from tests.kube.kube_cluster import Cluster
 from tests.kube.kube_objects import gpu_node, gpu_slice
 
@@ -48,9 +50,12 @@ def test_nodes_carry_their_labels_and_what_others_leave(
     assert found.unknown == frozenset()
 
 
-def test_devices_allocated_by_another_scheduler_are_left_out(
+def test_devices_allocated_by_another_scheduler_are_held_for_it(
     cluster: Cluster, backend: KubernetesBackend
 ) -> None:
+    """Published whole, with the other scheduler's allocation handed over for the device
+    ledger to hold (an adminAccess request may still select the device); the node's GPU count
+    leaves it out."""
     claim: dict[str, Any] = {
         "apiVersion": "resource.k8s.io/v1",
         "kind": "ResourceClaim",
@@ -85,9 +90,18 @@ def test_devices_allocated_by_another_scheduler_are_left_out(
     )
     found = backend.inventory()
     slices = {s.spec.node_name: s for s in found.slices}
-    assert [d.name for d in slices["gpu-a"].spec.devices] == ["gpu-0", "gpu-2", "gpu-3"]
+    assert [d.name for d in slices["gpu-a"].spec.devices] == ["gpu-0", "gpu-1", "gpu-2", "gpu-3"]
     assert {n.name: n.gpu_count for n in found.nodes} == {"gpu-a": 3, "gpu-b": 4}
     assert len(slices["gpu-b"].spec.devices) == 4
+    [held] = found.held_elsewhere
+    assert (held.metadata.namespace, held.metadata.name) == ("acme", "theirs")
+    assert held.status is not None and held.status.allocation is not None
+    results = held.status.allocation.devices.results
+    assert [(r.pool, r.device) for r in results] == [("gpu-a", "gpu-1")]
+    ledger = DeviceLedger.from_claims(
+        DeviceInventory(list(found.slices)), {}, list(found.held_elsewhere)
+    )
+    assert ledger.in_use.devices == {("gpu.nvidia.com", "gpu-a", "gpu-1")}
 
 
 def test_a_node_not_ready_or_cordoned_is_unknown(

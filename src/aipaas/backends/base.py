@@ -21,7 +21,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any, Protocol, cast
 
-from aipaas.api.devices import ResourceSlice
+from aipaas.api.devices import ResourceClaim, ResourceSlice
 from aipaas.backends.datasets import DatasetMount, OutputUpload
 
 #: where a job's MASTER_PORT is chosen: below the service replicas' ports (30000-32767) and
@@ -62,6 +62,9 @@ class Inventory:
     device_conditions: Mapping[tuple[str, str, str], tuple[Mapping[str, Any], ...]] = field(
         default_factory=dict
     )
+    #: allocations made by others (another scheduler sharing a Kubernetes cluster): the
+    #: device ledger holds what they hold, as it holds what aipaas's own claims hold
+    held_elsewhere: tuple[ResourceClaim, ...] = ()
 
 
 class FencingRefused(Exception):

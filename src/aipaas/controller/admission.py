@@ -64,7 +64,7 @@ def place(inputs: AdmitInputs, work: list[JobWork]) -> tuple[Placer, Plan]:
     placer = Placer(
         inventory.ready,
         inputs.policy,
-        claims.devices(work),
+        claims.devices(work, inventory.held_elsewhere),
         workload=inputs.workload.pods(),
         pool_policies=inputs.pool_profiles or None,
         data=data_view_for(inputs.store, (item.job for item in work if item.facts.datasets)),

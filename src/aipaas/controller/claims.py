@@ -144,9 +144,11 @@ class ClaimBook:
             self._tx = None
             self._statuses, self._events, self._found_now, self._set_now = [], [], {}, {}
 
-    def devices(self, work: list[JobWork]) -> Devices:
+    def devices(self, work: list[JobWork], elsewhere: Sequence[ResourceClaim] = ()) -> Devices:
         """Slices, classes and allocated claims; claims whose tasks ended are freed first (a
-        claim made from a template is deleted, as Kubernetes deletes a pod's claim)."""
+        claim made from a template is deleted, as Kubernetes deletes a pod's claim).
+        ``elsewhere``: allocations others made on the backend's devices (``Inventory
+        .held_elsewhere``): held in the ledger as aipaas's own are."""
         active = {
             (item.job.metadata.uid or "", f"{item.job.name}/{record.name}")
             for item in work
@@ -240,7 +242,7 @@ class ClaimBook:
             kept.append(default_class())  # the short form's class, built in
         if not any(c.metadata.name == UNSERVED_CLASS for c in kept):
             kept.append(UNSERVED)  # its claims' own selector says which resource no class serves
-        return Devices(published, kept, allocated, inventory)
+        return Devices(published, kept, [*allocated, *elsewhere], inventory)
 
     @property
     def gpu_devices(self) -> bool:

@@ -18,7 +18,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from aipaas.api.devices import ResourceSlice
+from aipaas.api.devices import ResourceClaim, ResourceSlice
 from aipaas.api.dra import wrap_device
 from aipaas.api.meta import Object, ObjectMeta
 from aipaas.api.node import Node, NodeGpus, NodeSpec, NodeStatus
@@ -50,6 +50,8 @@ class NodeInventory:
         self.complete = False
         self._names: set[str] = set()
         self.slices: list[ResourceSlice] = []
+        #: allocations others made on these devices, as last reported (``Inventory``)
+        self.held_elsewhere: tuple[ResourceClaim, ...] = ()
         #: the conditions device drivers set (binding conditions), as last reported
         self.device_conditions: Mapping[tuple[str, str, str], tuple[Mapping[str, Any], ...]] = {}
         self._node_objects: dict[str, Object] = {}
@@ -88,8 +90,10 @@ class NodeInventory:
             set(inventory.unknown) != self.unknown
             or inventory.complete != self.complete
             or (inventory.nodes, inventory.slices) != (tuple(self.nodes), tuple(self.slices))
+            or inventory.held_elsewhere != self.held_elsewhere
         ):
             self.version += 1
+        self.held_elsewhere = inventory.held_elsewhere
         self.unknown = set(inventory.unknown)
         self.complete = inventory.complete
         self.device_conditions = inventory.device_conditions

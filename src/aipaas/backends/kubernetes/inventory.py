@@ -1,9 +1,13 @@
 """A cluster's inventory from its Nodes, Pods, ResourceSlices and ResourceClaims (pure).
 
 What aipaas may place on a node is its allocatable CPU and memory less what the pods that are
-not its tasks request there (other schedulers share the cluster); the devices it may allocate
-are the ResourceSlices' devices less those that claims allocated by others hold, and their
-pools' shared counters less what those devices consume. The node's labels are its topology
+not its tasks request there (other schedulers share the cluster). The ResourceSlices are
+published whole; what claims allocated by others hold is handed over as those allocations
+(``Inventory.held_elsewhere``), which the device ledger holds as it holds aipaas's own: their
+devices, shares and counters are taken for ordinary requests, and an adminAccess request may
+still select them, as kube-scheduler's DRA plugin allows. (A claim whose allocation cannot be
+read has its devices left out of their slices, and its counters taken off its pools' shared
+counters, instead.) The node's labels are its topology
 (``topology.kubernetes.io/zone``, a rack label...), as the scheduler reads them.
 A node that is not Ready, or is cordoned, is reported as ``unknown``: nothing new goes there and
 its tasks are not given up.
@@ -19,7 +23,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from aipaas.api.devices import ResourceSlice
+from aipaas.api.devices import ResourceClaim, ResourceSlice
 from aipaas.api.quantity import format_quantity, parse_quantity
 from aipaas.backends.base import Inventory, NodeInfo
 from aipaas.devices.binding import DeviceKey
@@ -69,20 +73,41 @@ def _others_requests(pods: Iterable[Mapping[str, Any]]) -> dict[str, tuple[int, 
 
 def held_by_others(
     claims: Iterable[Mapping[str, Any]], tasks: Set[str]
-) -> set[tuple[str, str, str]]:
-    """(driver, pool, device) of the devices that allocated claims hold for anything but
-    aipaas's task pods (``tasks``: their uids); a claim reserved for aipaas's tasks alone is
-    aipaas's own allocation, which it counts itself."""
-    held: set[tuple[str, str, str]] = set()
+) -> tuple[list[ResourceClaim], set[tuple[str, str, str]]]:
+    """The claims allocated for anything but aipaas's task pods (``tasks``: their uids), as
+    allocated claims for the device ledger; and (driver, pool, device) of the devices of those
+    whose allocation cannot be read. A claim reserved for aipaas's tasks alone is aipaas's own
+    allocation, which it counts itself."""
+    found: list[ResourceClaim] = []
+    unread: set[tuple[str, str, str]] = set()
     for claim in claims:
         status = claim.get("status") or {}
         users = {r.get("uid") for r in status.get("reservedFor") or []}
         if users and users <= tasks:
             continue
         allocation = status.get("allocation") or {}
-        for result in (allocation.get("devices") or {}).get("results") or []:
-            held.add((result.get("driver", ""), result.get("pool", ""), result.get("device", "")))
-    return held
+        results = (allocation.get("devices") or {}).get("results") or []
+        if not results:
+            continue
+        meta = claim.get("metadata") or {}
+        body = {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaim",
+            "metadata": {"name": meta.get("name"), "namespace": meta.get("namespace")},
+            "spec": {},  # the ledger reads only what the allocation holds
+            "status": {"allocation": allocation},
+        }
+        try:
+            found.append(ResourceClaim.model_validate(body))
+        except ValidationError as err:
+            log.warning(
+                "ResourceClaim %s: its allocation is not readable: %s", meta.get("name"), err
+            )
+            for result in results:
+                unread.add(
+                    (result.get("driver", ""), result.get("pool", ""), result.get("device", ""))
+                )
+    return found, unread
 
 
 def node_info(node: Mapping[str, Any], used: tuple[int, int]) -> NodeInfo:
@@ -108,10 +133,10 @@ HeldCounters = dict[tuple[str, str, str], dict[str, Decimal]]
 def held_counters(
     slices: Iterable[Mapping[str, Any]], held: set[tuple[str, str, str]]
 ) -> HeldCounters:
-    """What the devices others hold consume of their pools' shared counters (partitionable
-    devices, KEP-4815). A held device is left out of its slice, and its counters would
-    otherwise look free: kube-scheduler's partitions of a GPU would leave aipaas room for
-    partitions the GPU no longer has."""
+    """What the devices ``held`` consume of their pools' shared counters (partitionable
+    devices, KEP-4815): devices others hold whose allocation cannot be read are left out of
+    their slices, and their counters would otherwise look free (kube-scheduler's partitions
+    of a GPU would leave aipaas room for partitions the GPU no longer has)."""
     used: HeldCounters = {}
     for document in slices:
         spec = document.get("spec") or {}
@@ -208,7 +233,7 @@ def inventory(
         if not _ready(n) or (n.get("spec") or {}).get("unschedulable")
     )
     names = {n.name for n in infos}
-    held = held_by_others(claims, tasks)
+    elsewhere, held = held_by_others(claims, tasks)
     consumed = held_counters(slices, held)
     touched = {(driver, pool) for driver, pool, _ in held}
     read = [_slice_read(d, held, consumed, touched, parsed) for d in slices]
@@ -222,9 +247,22 @@ def inventory(
     on_node: dict[str | None, list[ResourceSlice]] = {}
     for published in kept:  # each node's own slices: not every slice for every node
         on_node.setdefault(published.spec.node_name, []).append(published)
-    infos = tuple(_with_dra_gpus(n, on_node.get(n.name, [])) for n in infos)
+    taken = {
+        (r.driver, r.pool, r.device)
+        for c in elsewhere
+        if c.status is not None and c.status.allocation is not None
+        for r in c.status.allocation.devices.results
+    }
+    infos = tuple(_with_dra_gpus(n, on_node.get(n.name, []), taken) for n in infos)
     features = frozenset({"containers"} | ({"gpu"} if any(n.gpu_count for n in infos) else set()))
-    return Inventory(infos, features, tuple(kept), unknown, device_conditions=_conditions(claims))
+    return Inventory(
+        infos,
+        features,
+        tuple(kept),
+        unknown,
+        device_conditions=_conditions(claims),
+        held_elsewhere=tuple(elsewhere),
+    )
 
 
 def _conditions(claims: Iterable[Mapping[str, Any]]) -> dict[DeviceKey, tuple[dict[str, Any], ...]]:
@@ -240,12 +278,15 @@ def _conditions(claims: Iterable[Mapping[str, Any]]) -> dict[DeviceKey, tuple[di
     return found
 
 
-def _with_dra_gpus(node: NodeInfo, slices: list[ResourceSlice]) -> NodeInfo:
+def _with_dra_gpus(
+    node: NodeInfo, slices: list[ResourceSlice], taken: Set[tuple[str, str, str]] = frozenset()
+) -> NodeInfo:
     """A node whose GPUs a DRA driver publishes (and no device plugin counts): its GPU count,
     model and memory from the slices' GPU devices, as the scheduler counts GPUs, and their
     UUIDs and health (a device tainted NoSchedule or NoExecute takes nothing new) in the
     node's annotations (devices/gpu_health.py). ``slices``: the node's own (any other is
-    left out, but a caller with hundreds of nodes passes each only its own)."""
+    left out, but a caller with hundreds of nodes passes each only its own). ``taken``: the
+    devices others' claims hold, not counted (the node's GPUs are what aipaas may use)."""
     facts = slice_gpus(slices, node.name, DRIVER)
     if facts and not node.gpu_count:
         node = replace(node, annotations={**node.annotations, **gpu_annotations(facts)})
@@ -255,6 +296,7 @@ def _with_dra_gpus(node: NodeInfo, slices: list[ResourceSlice]) -> NodeInfo:
         if s.spec.node_name == node.name and s.spec.driver == DRIVER
         for d in s.spec.devices
         if (d.attributes.get("type") and d.attributes["type"].string == "gpu")
+        and (s.spec.driver, s.spec.pool.name, d.name) not in taken
     ]
     if node.gpu_count or not gpus:
         return node
