@@ -180,10 +180,14 @@ def test_a_viewer_may_not_exec(world: World) -> None:
 
 
 def test_exec_into_a_task_that_is_not_running_says_so(world: World) -> None:
+    # a job of its own: under xdist another test's job may live in another worker's server
     with world.server.http() as client:
-        client.post("/jobs/host/cancel", params={"tenant": "acme"}).raise_for_status()
-    world.server.wait_phase("host", "Cancelled", timeout=60)
+        client.post("/apply", content=sleeper("ended")).raise_for_status()
+    world.running("ended")
+    with world.server.http() as client:
+        client.post("/jobs/ended/cancel", params={"tenant": "acme"}).raise_for_status()
+    world.server.wait_phase("ended", "Cancelled", timeout=60)
     with world.server.http(world.tokens["mia"]) as client:
-        answer = client.post("/jobs/host/exec", json={"command": ["hostname"], "task": "w-0"})
+        answer = client.post("/jobs/ended/exec", json={"command": ["hostname"], "task": "w-0"})
     assert answer.status_code == 409, answer.text
     assert "not running" in answer.json()["message"]
