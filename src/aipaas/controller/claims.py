@@ -116,11 +116,10 @@ class ClaimBook:
         self._observed: object = None
         #: the transaction ``record_allocated`` writes in (``writing``); None: its own
         self._tx: Connection | None = None
-        #: inside ``writing``: the claims' statuses and events to write at its end
-        self._statuses: list[tuple[Object, ClaimStatus]] = []
+        #: inside ``writing``: (tenant, name) -> each claim as the transaction found it and
+        #: its last status, written at its end with the events; and the claim as set since
+        self._statuses: dict[tuple[str, str], tuple[Object, ClaimStatus]] = {}
         self._events: list[tuple[Object, str, str, bool]] = []
-        #: (tenant, name) -> a claim as the transaction found it, and as it set it since
-        self._found_now: dict[tuple[str, str], Object] = {}
         self._set_now: dict[tuple[str, str], Object] = {}
         #: (job uid, task) -> what a placed replica's pod was built of, and the pod (``pod``)
         self._pods: dict[tuple[str, str], tuple[tuple[object, ...], Pod]] = {}
@@ -132,17 +131,17 @@ class ClaimBook:
         a cycle's starts rather than three per task. If the transaction fails, what this cycle
         knows of the stored claims is forgotten (the next cycle reads them again)."""
         self._tx = tx
-        self._statuses, self._events, self._found_now, self._set_now = [], [], {}, {}
+        self._statuses, self._events, self._set_now = {}, [], {}
         try:
             yield
-            self.store.write_statuses(self._statuses, conn=tx)
+            self.store.write_statuses(list(self._statuses.values()), conn=tx)
             self.store.record_events(self._events, conn=tx)
         except BaseException:
             self._stored = {}
             raise
         finally:
             self._tx = None
-            self._statuses, self._events, self._found_now, self._set_now = [], [], {}, {}
+            self._statuses, self._events, self._set_now = {}, [], {}
 
     def devices(self, work: list[JobWork], elsewhere: Sequence[ResourceClaim] = ()) -> Devices:
         """Slices, classes and allocated claims; claims whose tasks ended are freed first (a
@@ -587,9 +586,8 @@ class ClaimBook:
             written = self.store.update_status(stored, status)
         else:
             key = (stored.tenant, stored.name)
-            found = self._found_now.setdefault(key, stored)  # as the transaction found it
-            self._statuses = [(o, s) for o, s in self._statuses if o is not found]
-            self._statuses.append((found, status))
+            found = self._statuses[key][0] if key in self._statuses else stored
+            self._statuses[key] = (found, status)  # as the transaction found it, set last
             version = str(int(found.metadata.resource_version or 0) + 1)
             meta = found.metadata.model_copy(update={"resource_version": version})
             written = found.model_copy(update={"metadata": meta, "status": status})
