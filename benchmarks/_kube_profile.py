@@ -11,6 +11,7 @@ Who calls it: benchmarks/kube_side_by_side.py with ``--profile FILE`` runs the s
 from __future__ import annotations
 
 import atexit
+import os
 import signal
 import sys
 import threading
@@ -29,15 +30,28 @@ class Sampler:
         self.inclusive: Counter[tuple[str, str]] = Counter()
         self.exclusive: Counter[tuple[str, str]] = Counter()
         self.samples: Counter[str] = Counter()
+        #: (thread, "function <- its caller") at the top of the stack
+        self.callers: Counter[tuple[str, str]] = Counter()
+        #: thread name -> its OS thread id, and its CPU seconds when last read (every second:
+        #: a thread that ended before the end is still counted)
+        self.native: dict[str, int] = {}
+        self.cpu: dict[str, float] = {}
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._run, daemon=True, name="sampler")
 
     def _run(self) -> None:
         names = {}
+        rounds = 0
         while not self.stop.wait(INTERVAL):
+            rounds += 1
+            if rounds % 200 == 0:
+                for name, native_id in self.native.items():
+                    self.cpu[name] = max(self.cpu.get(name, 0.0), _thread_cpu(native_id))
             for thread in threading.enumerate():
                 if thread.ident is not None:
                     names[thread.ident] = thread.name
+                    if thread.native_id is not None:
+                        self.native[thread.name] = thread.native_id
             for ident, frame in sys._current_frames().items():
                 if ident == self.thread.ident:
                     continue
@@ -46,6 +60,9 @@ class Sampler:
                     continue
                 self.samples[name] += 1
                 self.exclusive[(name, _where(frame))] += 1
+                back = frame.f_back  # read once: the thread runs on while it is sampled
+                if back is not None:
+                    self.callers[(name, f"{_where(frame)} <- {_where(back)}")] += 1
                 seen = set()
                 current: FrameType | None = frame
                 while current is not None:
@@ -59,7 +76,10 @@ class Sampler:
         self.stop.set()
         lines = [f"samples every {INTERVAL * 1000:.0f} ms of busy threads"]
         for thread, count in self.samples.most_common():
-            lines.append(f"thread {thread}: {count} samples ({count * INTERVAL:.1f} s)")
+            cpu = max(self.cpu.get(thread, 0.0), _thread_cpu(self.native.get(thread)))
+            lines.append(
+                f"thread {thread}: {count} samples ({count * INTERVAL:.1f} s), CPU {cpu:.1f} s"
+            )
         for thread, _ in self.samples.most_common():
             lines.append(f"\n{thread}: inclusive (function on the stack)")
             mine = Counter({w: c for (t, w), c in self.inclusive.items() if t == thread})
@@ -67,7 +87,20 @@ class Sampler:
             lines.append(f"{thread}: exclusive (function at the top)")
             mine = Counter({w: c for (t, w), c in self.exclusive.items() if t == thread})
             lines.extend(f"{count:8d} {where}" for where, count in mine.most_common(25))
+            lines.append(f"{thread}: exclusive, by caller")
+            mine = Counter({w: c for (t, w), c in self.callers.items() if t == thread})
+            lines.extend(f"{count:8d} {where}" for where, count in mine.most_common(40))
         self.out.write_text("\n".join(lines) + "\n")
+
+
+def _thread_cpu(native_id: int | None) -> float:
+    """User and system CPU seconds of one of this process's threads (0 if it has ended)."""
+    try:
+        stat = Path(f"/proc/self/task/{native_id}/stat").read_text()
+    except (OSError, TypeError):
+        return 0.0
+    fields = stat.rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _where(frame: FrameType) -> str:

@@ -207,6 +207,12 @@ def aipaas_server(state: Path, profile: Path | None = None) -> Iterator[int]:
         time.sleep(3)  # the backend's informers list the cluster once
         yield process.pid
     finally:
+        try:  # the server's own counters (cycles and their durations), kept with the run
+            bearer = {"Authorization": f"Bearer {TOKEN}"}
+            got = httpx.get(f"{url}/metrics", headers=bearer, timeout=10)
+            (data / "metrics.txt").write_text(got.text)
+        except httpx.HTTPError:
+            pass
         process.terminate()
         try:
             process.wait(30)
@@ -403,6 +409,7 @@ def run_scenario(scheduler: str, scenario: str, args: argparse.Namespace, workdi
             time.sleep(1.5)  # the audit log is written in batches
             result.requests = count_requests(state, USERS[scheduler]) - requests_before
         bound = watcher.bound_at
+        _write_timeline(state / "timeline.csv", started, created, bound)
         result.bound = len(bound)
         if bound:
             result.seconds = max(bound.values()) - started
@@ -417,6 +424,19 @@ def run_scenario(scheduler: str, scenario: str, args: argparse.Namespace, workdi
                 else:
                     result.gangs_none += 1
     return result
+
+
+def _write_timeline(
+    path: Path, started: float, created: dict[str, float], bound: dict[str, float]
+) -> None:
+    """Each pod's creation and binding, seconds after the first creation (kept with the run's
+    cluster state, for reading where the latency went)."""
+    with path.open("w") as out:
+        out.write("pod,created_s,bound_s\n")
+        for name in sorted(created, key=created.__getitem__):
+            when = bound.get(name)
+            bound_s = f"{when - started:.3f}" if when is not None else ""
+            out.write(f"{name},{created[name] - started:.3f},{bound_s}\n")
 
 
 @contextmanager

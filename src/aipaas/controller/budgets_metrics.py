@@ -21,7 +21,7 @@ from aipaas.metering.attribution import parse
 from aipaas.metering.cost_ledger import price_book
 from aipaas.metering.metrics import QUEUE_AMOUNTS
 from aipaas.metering.prices import Rates, hourly
-from aipaas.metering.usage import running_entries
+from aipaas.metering.usage import entries_of_running
 from aipaas.settings import Settings
 
 
@@ -60,7 +60,10 @@ class FinOpsMetrics:
         moment = context.clock.now()
         by_queue: dict[tuple[str, ...], float] = defaultdict(float)
         by_tenant: dict[tuple[str, ...], float] = defaultdict(float)
-        for entry in running_entries(store, None):
+        # the cycle's running tasks and jobs (their spec is what a cost rate reads), not read
+        # again: thousands of them, every few seconds
+        jobs = {job.metadata.uid or "": job for job in context.jobs.values()}
+        for entry in entries_of_running(store, context.running, jobs):
             prices = book.at(entry.tenant, moment)
             if prices is None:
                 continue

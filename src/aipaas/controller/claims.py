@@ -123,6 +123,8 @@ class ClaimBook:
         self._set_now: dict[tuple[str, str], Object] = {}
         #: (job uid, task) -> what a placed replica's pod was built of, and the pod (``pod``)
         self._pods: dict[tuple[str, str], tuple[tuple[object, ...], Pod]] = {}
+        #: (job uid, job version, task, group) -> the stored names of its claims (``_names``)
+        self._claim_names: dict[tuple[str, str, str, str], tuple[str, ...]] = {}
 
     @contextmanager
     def writing(self, tx: Connection) -> Iterator[None]:
@@ -269,11 +271,25 @@ class ClaimBook:
         self._pods[(job.metadata.uid or "", record.name)] = (key, made)
         return made
 
+    def _names(self, job: Job, record: TaskRecord) -> tuple[str, ...]:
+        """``task_claim_names``, kept while the job's version is the same (every placed task
+        asks several times each placing cycle: the names are made of its job's spec)."""
+        uid, version = job.metadata.uid, job.metadata.resource_version
+        if not uid or not version:  # a job not stored (a simulation's): nothing to key by
+            return tuple(task_claim_names(job, record))
+        key = (uid, version, record.name, record.group_name)
+        names = self._claim_names.get(key)
+        if names is None:
+            if len(self._claim_names) >= _PODS_KEPT:
+                self._claim_names.clear()
+            names = self._claim_names[key] = tuple(task_claim_names(job, record))
+        return names
+
     def _pod_key(self, job: Job, record: TaskRecord) -> tuple[object, ...] | None:
         """What a placed replica's pod depends on, when all its claims are stored (None: it
         reads a template or a class, and is built each time)."""
         versions = []
-        for name in task_claim_names(job, record):
+        for name in self._names(job, record):
             stored = self._stored.get((job.tenant, name))
             if stored is None:
                 return None
@@ -378,7 +394,7 @@ class ClaimBook:
         """The stored allocations of the claims a task uses (its own, shared ones, and its
         compiled ``gpu:`` claim): what the backend pins it to."""
         out = []
-        for name in task_claim_names(job, record):
+        for name in self._names(job, record):
             stored = self._find(job.tenant, name)
             status = stored.status if isinstance(stored, ResourceClaimObject) else None
             if status is not None and status.allocation:
@@ -437,7 +453,7 @@ class ClaimBook:
         of its claims published with binding conditions that are not all True in the claim's
         status.devices (devices/binding.py); None: it may start."""
         now = self.store.clock.now()
-        for name in task_claim_names(job, record):
+        for name in self._names(job, record):
             stored = self._find(job.tenant, name)
             status = stored.status if isinstance(stored, ResourceClaimObject) else None
             if status is None or not status.allocation:
@@ -459,7 +475,7 @@ class ClaimBook:
         ``devices`` read them (no store reads): what the Placer gives the task to own, so that
         evicting it frees its devices (controller/placement.py ``hold_placement``)."""
         out = {}
-        for name in task_claim_names(job, record):
+        for name in self._names(job, record):
             allocation = self._allocated.get((job.tenant, name))
             if allocation is not None:
                 out[name] = allocation
@@ -469,7 +485,7 @@ class ClaimBook:
         """The task's allocated claims as resource.k8s.io/v1 documents (name, spec and
         status.allocation): what a backend with DRA of its own (Kubernetes) writes there."""
         out = []
-        for name in task_claim_names(job, record):
+        for name in self._names(job, record):
             stored = self._find(job.tenant, name)
             if (
                 isinstance(stored, ResourceClaimObject)

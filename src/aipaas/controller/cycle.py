@@ -393,6 +393,7 @@ class Controller:
             cycle=self.cycles,
             jobs=jobs,
             placed=placed,
+            running=tuple(r for item in work for r in item.records if r.phase == "Running"),
         )
 
     def _write_queue_status(self, tx: Connection) -> None:
@@ -577,7 +578,7 @@ class Controller:
         if waits is not None:
             self.wait_for_binding(item, record, waits)
             return
-        backends = {n.name: n.backend for n in self.nodes}
+        backends = self.inventory.backends
         allocations = self.claims.allocations(item.job, record)
         devices = claim_devices(allocations)
         membership.sync(
@@ -629,7 +630,7 @@ class Controller:
     ) -> LaunchRequest:
         """A GPU share's limits in the task's environment where its node enforces them (MPS,
         HAMi-core); the task's status says which, or that nothing does (task_devices.py)."""
-        node = next((n for n in self.nodes if n.name == record.node), None)
+        node = self.inventory.by_name.get(record.node or "")
         gpu = task_spec(item.job, record.group_name).resources.gpu
         request, found = with_share_enforcement(request, gpu, node)
         if found is not None:

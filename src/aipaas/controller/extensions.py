@@ -20,7 +20,7 @@ from aipaas.api.job import Job
 from aipaas.backends.base import Backend, NodeInfo
 from aipaas.clock import Clock
 from aipaas.metering.metrics import Metrics
-from aipaas.store import Connection, Store
+from aipaas.store import Connection, Store, TaskRecord
 
 log = logging.getLogger("aipaas.controller")
 
@@ -45,6 +45,8 @@ class CycleContext:
     jobs: Mapping[tuple[str, str], Job] = field(default_factory=dict)
     #: (tenant, name) of those with a task placed on a node in or before this cycle
     placed: frozenset[tuple[str, str]] = frozenset()
+    #: the task records of those jobs that are Running, as the cycle left them (written)
+    running: Sequence[TaskRecord] = ()
 
 
 class CycleExtension(Protocol):

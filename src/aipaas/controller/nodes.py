@@ -72,6 +72,24 @@ class NodeInventory:
         #: a placement kept from an earlier cycle is valid only while it holds (quiet.py)
         self.version = 0
         self._status_of: tuple[Placer, int] | None = None  # the placement statuses were written of
+        self._by_name: tuple[list[NodeInfo], dict[str, NodeInfo], dict[str, str]] = ([], {}, {})
+
+    @property
+    def by_name(self) -> Mapping[str, NodeInfo]:
+        """The last known nodes by name (made again only when the list is another: each
+        start looks its nodes up, hundreds of times a cycle)."""
+        return self._indexed()[1]
+
+    @property
+    def backends(self) -> Mapping[str, str]:
+        """Each last known node's backend, by node name."""
+        return self._indexed()[2]
+
+    def _indexed(self) -> tuple[list[NodeInfo], dict[str, NodeInfo], dict[str, str]]:
+        if self._by_name[0] is not self.nodes:
+            nodes = self.nodes
+            self._by_name = (nodes, {n.name: n for n in nodes}, {n.name: n.backend for n in nodes})
+        return self._by_name
 
     def refresh(self) -> None:
         now = self.clock.monotonic()

@@ -148,6 +148,37 @@ class SliceIndex:
 NO_NODE = "no node takes this job (simulated nodes take only jobs that ask for them)"
 
 
+#: id(NodeInfo) -> that NodeInfo and its NodeSpec: a cycle's Placer is made of the nodes the
+#: inventory last reported, the same objects cycle after cycle (their annotations are parsed
+#: once, not every cycle for every node); the NodeInfo held keeps its id from being reused
+_SPECS: dict[int, tuple[NodeInfo, NodeSpec]] = {}
+_SPECS_KEPT = 100_000
+
+
+def node_spec(info: NodeInfo) -> NodeSpec:
+    """A backend's node as the scheduler sees it (both are frozen: one spec serves every
+    cycle that places on this very NodeInfo)."""
+    cached = _SPECS.get(id(info))
+    if cached is not None and cached[0] is info:
+        return cached[1]
+    spec = NodeSpec(
+        name=info.name,
+        cpu_milli=info.cpu_milli,
+        memory_mib=info.memory_mib,
+        gpu_count=info.gpu_count,
+        gpu_model=info.gpu_model,
+        labels=dict(info.labels),
+        taints=parse_taints(info.annotations.get(TAINTS_ANNOTATION, "")),
+        gpu_memory_mib=info.gpu_memory_mib,
+        unhealthy_gpus=parse_indices(info.annotations.get(UNHEALTHY_GPUS_ANNOTATION, "")),
+        gpu_uuids=parse_uuids(info.annotations.get(GPU_UUIDS_ANNOTATION, "")),
+    )
+    if len(_SPECS) >= _SPECS_KEPT:
+        _SPECS.clear()
+    _SPECS[id(info)] = (info, spec)
+    return spec
+
+
 class _Pool:
     """Nodes placed together: one ClusterState and its scheduler."""
 
@@ -160,24 +191,7 @@ class _Pool:
         data: DataView | None = None,
     ) -> None:
         self.nodes = list(nodes)
-        self.state = ClusterState(
-            [
-                NodeSpec(
-                    name=n.name,
-                    cpu_milli=n.cpu_milli,
-                    memory_mib=n.memory_mib,
-                    gpu_count=n.gpu_count,
-                    gpu_model=n.gpu_model,
-                    labels=dict(n.labels),
-                    taints=parse_taints(n.annotations.get(TAINTS_ANNOTATION, "")),
-                    gpu_memory_mib=n.gpu_memory_mib,
-                    unhealthy_gpus=parse_indices(n.annotations.get(UNHEALTHY_GPUS_ANNOTATION, "")),
-                    gpu_uuids=parse_uuids(n.annotations.get(GPU_UUIDS_ANNOTATION, "")),
-                )
-                for n in self.nodes
-            ],
-            devices=ledger,
-        )
+        self.state = ClusterState([node_spec(n) for n in self.nodes], devices=ledger)
         profile: str | SchedulerProfile = policy if data is None else with_data_affinity(policy)
         # Ties go to the node listed first, as in ``aipaas simulate`` (batch/cluster.py): the
         # live cycle and the simulator decide the same from the same state.

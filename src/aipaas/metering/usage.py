@@ -147,14 +147,28 @@ def report(store: Store, tenant: str | None) -> list[UsageRow]:
     return usage(running_entries(store, tenant), totals(store, tenant))
 
 
-def running_entries(store: Store, tenant: str | None) -> list[LedgerEntry]:
-    """What the attempts of ``tenant`` (None: all) running now have used so far."""
+def running_entries(
+    store: Store, tenant: str | None, known_jobs: Mapping[str, Job] | None = None
+) -> list[LedgerEntry]:
+    """What the attempts of ``tenant`` (None: all) running now have used so far.
+    ``known_jobs``: jobs by uid the caller has read already (a controller cycle's): only the
+    others are read from the store."""
     running = [
         r
         for r in TaskRepository(store).active()
         if (tenant is None or r.tenant == tenant) and r.phase == "Running"
     ]
-    jobs = running_jobs(store, running)
+    return entries_of_running(store, running, known_jobs)
+
+
+def entries_of_running(
+    store: Store, running: Sequence[TaskRecord], known_jobs: Mapping[str, Job] | None = None
+) -> list[LedgerEntry]:
+    """What the running attempts ``running`` have used so far (``running_entries`` for
+    records the caller holds: a controller cycle's)."""
+    known = known_jobs or {}
+    jobs = {r.job_uid: known[r.job_uid] for r in running if r.job_uid in known}
+    jobs.update(running_jobs(store, [r for r in running if r.job_uid not in jobs]))
     models = node_models(store, None, {r.node for r in running if r.node and r.gpus})
     pools = node_pools(store, None, {r.node for r in running if r.node})
     return live_entries(running, jobs, models, store.clock.now(), pools)

@@ -50,6 +50,7 @@ class Informer:
         watch_seconds: int = 60,
         on_change: Callable[[], None] | None = None,
         version: str = "",
+        index: Callable[[Mapping[str, Any]], str | None] | None = None,
     ) -> None:
         self.api = api.fork()
         #: the client is this informer's own (closed by its thread when it ends)
@@ -61,6 +62,10 @@ class Informer:
         self.watch_seconds = watch_seconds
         self.on_change = on_change
         self._objects: dict[Key, dict[str, Any]] = {}
+        #: an index, as client-go's indexers: ``index(obj)`` -> the objects with that value
+        #: (kept with every change, so a lookup by it is not a walk over every object)
+        self._index_of = index
+        self._indexed: dict[str, dict[Key, dict[str, Any]]] = {}
         self._lock = threading.Lock()
         self._synced = threading.Event()
         self._stopped = threading.Event()
@@ -85,6 +90,42 @@ class Informer:
         with self._lock:
             return self._objects.get((namespace, name))
 
+    def indexed(self, value: str) -> list[dict[str, Any]]:
+        """The objects whose index value is ``value`` (none without an index)."""
+        with self._lock:
+            return list((self._indexed.get(value) or {}).values())
+
+    def indexed_all(self) -> list[dict[str, Any]]:
+        """Every object that has an index value."""
+        with self._lock:
+            return [obj for group in self._indexed.values() for obj in group.values()]
+
+    # -- keeping objects and the index together (under the lock) --------------------------------
+
+    def _put(self, key: Key, obj: dict[str, Any]) -> None:
+        if self._index_of is not None:
+            self._unindex(key)
+            value = self._index_of(obj)
+            if value is not None:
+                self._indexed.setdefault(value, {})[key] = obj
+        self._objects[key] = obj
+
+    def _drop(self, key: Key) -> None:
+        if self._index_of is not None:
+            self._unindex(key)
+        self._objects.pop(key, None)
+
+    def _unindex(self, key: Key) -> None:
+        held = self._objects.get(key)
+        if held is None or self._index_of is None:
+            return
+        value = self._index_of(held)
+        group = self._indexed.get(value) if value is not None else None
+        if group is not None:
+            group.pop(key, None)
+            if not group:
+                del self._indexed[value]  # type: ignore[arg-type]
+
     # -- writing through -----------------------------------------------------------------------
 
     def remember(self, obj: Mapping[str, Any]) -> None:
@@ -94,11 +135,11 @@ class Informer:
         with self._lock:
             held = self._objects.get(key)
             if held is None or _version(obj) >= _version(held):
-                self._objects[key] = dict(obj)
+                self._put(key, dict(obj))
 
     def forget(self, namespace: str, name: str) -> None:
         with self._lock:
-            self._objects.pop((namespace, name), None)
+            self._drop((namespace, name))
 
     # -- the loop ------------------------------------------------------------------------------
 
@@ -132,7 +173,9 @@ class Informer:
             self.kind, labels=self.labels, fields=self.fields
         )
         with self._lock:
-            self._objects = {key_of(o): o for o in items}
+            self._objects, self._indexed = {}, {}
+            for obj in items:
+                self._put(key_of(obj), obj)
             self.version = version
         self.lists += 1
         self._synced.set()
@@ -154,12 +197,12 @@ class Informer:
         key = key_of(obj)
         with self._lock:
             if kind == "DELETED":
-                self._objects.pop(key, None)
+                self._drop(key)
             else:
                 held = self._objects.get(key)
                 # a copy this process wrote may be newer than an event still on its way
                 if held is None or _version(held) <= _version(obj):
-                    self._objects[key] = obj
+                    self._put(key, obj)
         self._changed()
 
     def _run(self) -> None:

@@ -14,6 +14,15 @@ def _age_order(pod: Mapping[str, Any]) -> tuple[str, str]:
     return (str(meta.get("creationTimestamp") or ""), str(meta.get("name") or ""))
 
 
+def request_of(pod: Mapping[str, Any]) -> str | None:
+    """The request id of an aipaas task pod (the Pod informer's index), None for others'."""
+    meta = pod.get("metadata") or {}
+    rid = (meta.get("annotations") or {}).get(REQUEST_ANNOTATION)
+    if rid and (meta.get("labels") or {}).get(MANAGED_LABEL) == "true":
+        return str(rid)
+    return None
+
+
 def tasks_by_request(pods: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
     """aipaas's task pods by request id. Where several pods claim one id, the oldest is the
     task's: a copy can only be made by someone who saw the id, after aipaas's pod existed (so
@@ -21,9 +30,8 @@ def tasks_by_request(pods: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, A
     own)."""
     out: dict[str, dict[str, Any]] = {}
     for pod in sorted(pods, key=_age_order, reverse=True):
-        meta = pod.get("metadata") or {}
-        rid = (meta.get("annotations") or {}).get(REQUEST_ANNOTATION)
-        if rid and (meta.get("labels") or {}).get(MANAGED_LABEL) == "true":
+        rid = request_of(pod)
+        if rid is not None:
             out[rid] = dict(pod)  # the oldest is written last
     return out
 
