@@ -94,10 +94,25 @@ ROW_NAMES = {"kueue": "kube-scheduler + Kueue"}
 
 
 def cpu_seconds(pid: int) -> float:
-    """User and system CPU of a process (and its reaped children), from /proc."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    """User and system CPU of a process, its reaped children and its live descendants (a
+    server's worker processes), from /proc."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0  # ended meanwhile
     ticks = os.sysconf("SC_CLK_TCK")
-    return sum(int(f) for f in fields[11:15]) / ticks
+    own = sum(int(f) for f in fields[11:15]) / ticks
+    return own + sum(cpu_seconds(child) for child in _children(pid))
+
+
+def _children(pid: int) -> list[int]:
+    out: list[int] = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            out.extend(int(c) for c in (task / "children").read_text().split())
+        except OSError:
+            continue
+    return out
 
 
 class Watcher:

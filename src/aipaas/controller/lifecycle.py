@@ -400,6 +400,13 @@ def row_for(record: TaskRecord, event: Event) -> Row:
     return found
 
 
+def leaves_as_is(record: TaskRecord, event: Event) -> bool:
+    """``event`` changes nothing of ``record`` and has no effect (a running task said to
+    run): the observe step skips it without building its facts."""
+    row = _INDEX.get((state_of(record), record.stopping, event))
+    return row is not None and row.change is _same and not row.effects
+
+
 def apply(record: TaskRecord, event: Event, facts: Facts) -> Transition:
     """The record after ``event``, with the effects to carry out. ``ASK_STOP`` is given only
     for an attempt that was started (has a request id)."""

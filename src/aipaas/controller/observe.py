@@ -23,7 +23,7 @@ from datetime import datetime
 
 from aipaas.api.job import TaskPhase
 from aipaas.backends.base import TaskState, TaskStatus
-from aipaas.controller.lifecycle import Event, Facts, Transition, apply
+from aipaas.controller.lifecycle import Event, Facts, Transition, apply, leaves_as_is
 from aipaas.controller.work import ACTIVE, JobWork
 from aipaas.store import TaskRecord
 
@@ -75,6 +75,8 @@ def observe(
         answer = answers.get(rid) or TaskStatus(rid, TaskState.UNREACHABLE)
         if answer.state is TaskState.UNREACHABLE:
             continue  # nothing is known: nothing is concluded
+        if not record.stopping and leaves_as_is(record, EVENTS[answer.state]):
+            continue  # thousands of running tasks still run: nothing to build for them
         if record.stopping:
             if not stop_confirmed(answer, record, unknown_once):
                 if answer.state is TaskState.RUNNING and not asked_to_stop(rid):

@@ -148,18 +148,18 @@ class SliceIndex:
 NO_NODE = "no node takes this job (simulated nodes take only jobs that ask for them)"
 
 
-#: id(NodeInfo) -> that NodeInfo and its NodeSpec: a cycle's Placer is made of the nodes the
-#: inventory last reported, the same objects cycle after cycle (their annotations are parsed
-#: once, not every cycle for every node); the NodeInfo held keeps its id from being reused
-_SPECS: dict[int, tuple[NodeInfo, NodeSpec]] = {}
+#: node name -> the NodeInfo last turned into a NodeSpec, and that spec: a cycle's Placer is
+#: made of the nodes the inventory reported, the same nodes cycle after cycle (their
+#: annotations are parsed once, not every cycle for every node)
+_SPECS: dict[str, tuple[NodeInfo, NodeSpec]] = {}
 _SPECS_KEPT = 100_000
 
 
 def node_spec(info: NodeInfo) -> NodeSpec:
     """A backend's node as the scheduler sees it (both are frozen: one spec serves every
-    cycle that places on this very NodeInfo)."""
-    cached = _SPECS.get(id(info))
-    if cached is not None and cached[0] is info:
+    cycle that places on a node reported the same)."""
+    cached = _SPECS.get(info.name)
+    if cached is not None and (cached[0] is info or cached[0] == info):
         return cached[1]
     spec = NodeSpec(
         name=info.name,
@@ -175,7 +175,7 @@ def node_spec(info: NodeInfo) -> NodeSpec:
     )
     if len(_SPECS) >= _SPECS_KEPT:
         _SPECS.clear()
-    _SPECS[id(info)] = (info, spec)
+    _SPECS[info.name] = (info, spec)
     return spec
 
 
