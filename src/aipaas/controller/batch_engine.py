@@ -22,7 +22,6 @@ from aipaas.api.devices import ResourceClaim
 from aipaas.controller.placement import NO_NODE, Placer
 from aipaas.scheduler.batch.cluster import fit_counts, held_again
 from aipaas.scheduler.batch.model import Node, Resources
-from aipaas.scheduler.framework.constraints import TAINTS_ANNOTATION, parse_taints
 from aipaas.scheduler.framework.types import Placement, PodRequest, Unschedulable
 
 #: a gang limited to nodes of which none is in its pools (every node it could use is held by
@@ -44,6 +43,7 @@ class PlacerEngine:
         self.placer = placer
         self.on_request = set(on_request)
         self.claims = claims or {}
+        # the pools' scheduler specs (placement.py ``node_spec``): their taints parsed once
         self.nodes: Sequence[Node] = [
             Node(
                 name=n.name,
@@ -52,10 +52,10 @@ class PlacerEngine:
                 memory_mib=n.memory_mib,
                 gpu_model=n.gpu_model,
                 labels=dict(n.labels),
-                taints=parse_taints(n.annotations.get(TAINTS_ANNOTATION, "")),
+                taints=n.taints,
             )
             for pool in placer.pools
-            for n in pool.nodes
+            for n in pool.state.nodes
         ]
 
     def constraint(self, pods: Sequence[PodRequest]) -> Hashable:
