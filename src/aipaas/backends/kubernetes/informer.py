@@ -103,28 +103,26 @@ class Informer:
     # -- keeping objects and the index together (under the lock) --------------------------------
 
     def _put(self, key: Key, obj: dict[str, Any]) -> None:
-        if self._index_of is not None:
-            self._unindex(key)
-            value = self._index_of(obj)
-            if value is not None:
-                self._indexed.setdefault(value, {})[key] = obj
+        self._unindex(key)
+        value = self._index_of(obj) if self._index_of is not None else None
+        if value is not None:
+            self._indexed.setdefault(value, {})[key] = obj
         self._objects[key] = obj
 
     def _drop(self, key: Key) -> None:
-        if self._index_of is not None:
-            self._unindex(key)
+        self._unindex(key)
         self._objects.pop(key, None)
 
     def _unindex(self, key: Key) -> None:
+        """The object now kept under ``key`` leaves the index (it is replaced or dropped)."""
         held = self._objects.get(key)
-        if held is None or self._index_of is None:
-            return
-        value = self._index_of(held)
+        value = self._index_of(held) if held is not None and self._index_of is not None else None
         group = self._indexed.get(value) if value is not None else None
-        if group is not None:
-            group.pop(key, None)
-            if not group:
-                del self._indexed[value]  # type: ignore[arg-type]
+        if group is None or value is None:
+            return
+        group.pop(key, None)
+        if not group:
+            del self._indexed[value]
 
     # -- writing through -----------------------------------------------------------------------
 
