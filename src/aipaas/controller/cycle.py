@@ -1,5 +1,7 @@
 """One controller cycle, in numbered steps (see ``Controller.run_cycle``).
 
+0. intakes: work from outside the store (a Kubernetes cluster's own pods) stored as jobs before
+   the cycle lists them, so this cycle places them (controller/extensions.py ``CycleIntake``);
 1. nodes: refresh the inventory from the backend and publish Node objects (controller/nodes.py);
    an inventory that cannot be read leaves the last known nodes, not ready (unknown);
 2. observe: ask the backend what became of every started task, and whether the attempts asked
@@ -15,8 +17,8 @@
 5. write back job status and events (only what changed), queue status, and metrics
    (controller/write_back.py, queue_status.py); elastic jobs' membership files
    (controller/membership.py);
-6. extensions: the later domains' reconcilers (datasets, services, node pools, budgets, a
-   Kubernetes cluster's own pods), each handed the cycle's facts (controller/extensions.py).
+6. extensions: the later domains' reconcilers (datasets, services, node pools, budgets), each
+   handed the cycle's facts (controller/extensions.py).
 
 At most once: an attempt the controller gives up on (lost, failed start, cancelled, its job
 ended) is asked to stop and marked ``stopping``; it keeps its resources, no replacement starts
@@ -53,6 +55,7 @@ import gc
 import logging
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 
 from aipaas.api.devices import ResourceSlice
@@ -75,7 +78,14 @@ from aipaas.controller.batch_cycle import BatchState
 from aipaas.controller.claims import ClaimBook
 from aipaas.controller.datasets_launch import with_datasets
 from aipaas.controller.device_taint_eviction import evict_for_device_taints
-from aipaas.controller.extensions import CycleContext, CycleExtension, run_extensions
+from aipaas.controller.extensions import (
+    CycleContext,
+    CycleExtension,
+    CycleIntake,
+    run_extensions,
+    run_intakes,
+    split_extensions,
+)
 from aipaas.controller.launch import make_request, task_spec
 from aipaas.controller.lifecycle import Effect, Event, Facts, Stop, Transition, apply
 from aipaas.controller.memory import ControllerMemory
@@ -128,7 +138,7 @@ class Controller:
         on_written: OnWritten | None = None,
         pool_profiles: Mapping[str, str] | None = None,
         workload_size: int = DEFAULT_SIZE,
-        extensions: Sequence[CycleExtension] = (),
+        extensions: Sequence[CycleExtension | CycleIntake] = (),
     ) -> None:
         self.store = store
         self.tasks = TaskRepository(store)
@@ -154,8 +164,8 @@ class Controller:
         self.on_written = on_written
         #: everything kept between cycles, with why each piece may be lost (memory.py)
         self.memory = ControllerMemory()
-        #: step 6's reconcilers, in order
-        self.extensions = list(extensions)
+        #: step 0's intakes and step 6's reconcilers, each in order
+        self.intakes, self.extensions = split_extensions(extensions)
 
     @property
     def batch(self) -> BatchState:
@@ -233,6 +243,8 @@ class Controller:
     def _run_cycle(self) -> None:
         started = self.clock.monotonic()
         self.memory.stops = []  # a cycle ended by LeaseLost sends none of its stops
+        if self.intakes:  # before the listing: what they store, this cycle places
+            run_intakes(self.intakes, self._intake_context())
         self.inventory.refresh()
         self.claims.observe(self.inventory.device_conditions)  # drivers' binding conditions
         # Read before the jobs are listed: a write after it changes the next cycle's marks.
@@ -311,8 +323,10 @@ class Controller:
             self.metrics, self.store, work, placer, pending=generation != self.memory.published
         )
         self.memory.published = generation
-        if self.extensions:
-            run_extensions(self.extensions, self._context(work))
+        if self.extensions or self.intakes:
+            context = self._context(work)
+            run_extensions(self.extensions, context)
+            self.memory.last_context = context
         self.memory.quiet.keep(  # membership and extensions leave the items as they are
             Kept(
                 marks,
@@ -395,6 +409,13 @@ class Controller:
             placed=placed,
             running=tuple(r for item in work for r in item.records if r.phase == "Running"),
         )
+
+    def _intake_context(self) -> CycleContext:
+        """The last cycle's context with this cycle's count (none yet: no jobs known)."""
+        last = self.memory.last_context
+        if last is None:
+            return self._context([])
+        return replace(last, cycle=self.cycles)
 
     def _write_queue_status(self, tx: Connection) -> None:
         """Each Queue's and Tenant's status from this cycle's session (none ran: unchanged)."""

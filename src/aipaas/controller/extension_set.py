@@ -12,14 +12,14 @@ from aipaas.controller.budgets import budgets_extension
 from aipaas.controller.budgets_alerts import alerts_extension
 from aipaas.controller.budgets_metrics import metrics_extension
 from aipaas.controller.datasets import datasets_extension
-from aipaas.controller.extensions import CycleExtension
+from aipaas.controller.extensions import CycleExtension, CycleIntake
 from aipaas.controller.kube_import import kube_import_extension
 from aipaas.controller.pools import pools_extension
 from aipaas.controller.services import build as services_extension
 from aipaas.settings import Settings
 
 #: a domain's factory: the server's settings -> its extension, or None (nothing to do)
-Factory = Callable[[Settings], CycleExtension | None]
+Factory = Callable[[Settings], CycleExtension | CycleIntake | None]
 
 
 def factories() -> list[Factory]:
@@ -35,6 +35,6 @@ def factories() -> list[Factory]:
     ]
 
 
-def build_extensions(settings: Settings) -> list[CycleExtension]:
+def build_extensions(settings: Settings) -> list[CycleExtension | CycleIntake]:
     built = (factory(settings) for factory in factories())
     return [extension for extension in built if extension is not None]

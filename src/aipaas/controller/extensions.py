@@ -1,5 +1,7 @@
 """Step 6 of the controller cycle: the later domains' reconcilers (datasets and caches,
-services, node pools, budgets, a Kubernetes cluster's own pods), each a ``CycleExtension``.
+services, node pools, budgets), each a ``CycleExtension``; and step 0, the intakes: work that
+arrives from outside the store (a Kubernetes cluster's own pods), each a ``CycleIntake``,
+taken in before the cycle lists its jobs so that the same cycle places what it stored.
 
 An extension gets the cycle's facts in a ``CycleContext`` and works through the store and the
 backend it is handed; it never reaches into the ``Controller``. Its writes that precede a start
@@ -11,10 +13,10 @@ Which extensions a server runs: controller/extension_set.py.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping, Sequence
-from contextlib import AbstractContextManager
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from aipaas.api.job import Job
 from aipaas.backends.base import Backend, NodeInfo
@@ -57,17 +59,50 @@ class CycleExtension(Protocol):
     def run(self, context: CycleContext) -> None: ...
 
 
+@runtime_checkable
+class CycleIntake(Protocol):
+    """Work from outside the store, taken in at the start of a cycle (step 0), before the
+    cycle lists its jobs: a job stored here is placed by this cycle, not the next. Its
+    context is the one the last cycle handed its extensions (its jobs and placed tasks as
+    that cycle left them), with this cycle's count."""
+
+    name: str
+
+    def take_in(self, context: CycleContext) -> None: ...
+
+
+def split_extensions(
+    given: Sequence[CycleExtension | CycleIntake],
+) -> tuple[list[CycleIntake], list[CycleExtension]]:
+    """The intakes and the step-6 extensions among ``given``, each in the order given."""
+    intakes = [e for e in given if isinstance(e, CycleIntake)]
+    later = [e for e in given if not isinstance(e, CycleIntake)]
+    return intakes, later
+
+
 def run_extensions(extensions: Sequence[CycleExtension], context: CycleContext) -> None:
     """Each extension in order; a failing one is logged and skipped (``LeaseLost`` is not a
     failure: it ends the cycle, as in every other step)."""
+    for extension in extensions:
+        with _guarded(extension.name, context.cycle):
+            extension.run(context)
+
+
+def run_intakes(intakes: Sequence[CycleIntake], context: CycleContext) -> None:
+    """Each intake in order, failures handled as ``run_extensions`` handles them."""
+    for intake in intakes:
+        with _guarded(intake.name, context.cycle):
+            intake.take_in(context)
+
+
+@contextmanager
+def _guarded(name: str, cycle: int) -> Iterator[None]:
+    """One extension's run: a failure is logged and swallowed, ``LeaseLost`` raised."""
     from aipaas.store.lease import LeaseLost
 
-    for extension in extensions:
-        try:
-            extension.run(context)
-        except LeaseLost:
-            raise
-        except Exception:
-            log.exception(
-                "controller extension %s failed in cycle %d", extension.name, context.cycle
-            )
+    try:
+        yield
+    except LeaseLost:
+        raise
+    except Exception:
+        log.exception("controller extension %s failed in cycle %d", name, cycle)

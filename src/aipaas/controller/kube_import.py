@@ -1,10 +1,12 @@
-"""Controller step 6: pods that others submitted for aipaas (``schedulerName: aipaas`` from
-kubectl, Helm charts, Kubeflow, JobSet) become Jobs that aipaas queues and places like any.
+"""Controller step 0 (an intake): pods that others submitted for aipaas (``schedulerName:
+aipaas`` from kubectl, Helm charts, Kubeflow, JobSet) become Jobs that aipaas queues and places
+like any.
 
-Each cycle the backend's pending foreign pods (backends/foreign_pods.py) are grouped into gangs
-by their pod-group label or annotation (a pod without one is a gang of its own, complete at
-once). A gang is taken once it is complete: as many pods as its
-``kubernetes.aipaas.dev/group-size`` says, or, without it, the same pods for
+At the start of each cycle, before the cycle lists its jobs (so that cycle places the jobs
+taken; taken at its end, they waited a whole cycle more), the backend's pending foreign pods
+(backends/foreign_pods.py) are grouped into gangs by their pod-group label or annotation (a pod
+without one is a gang of its own, complete at once). A gang is taken once it is complete: as
+many pods as its ``kubernetes.aipaas.dev/group-size`` says, or, without it, the same pods for
 ``kube_settle_seconds`` (a controller creating them one by one has finished; seen in two
 cycles at least).
 Its namespace names the tenant (configurable mapping), its pods name the queue (KAI, Volcano,
@@ -31,7 +33,7 @@ from aipaas.api.job import Job
 from aipaas.api.priority import DEFAULT_CLASS, PriorityClass
 from aipaas.api.tenancy import Tenant
 from aipaas.backends.foreign_pods import ForeignPod, ForeignPods, foreign_pods
-from aipaas.controller.extensions import CycleContext, CycleExtension
+from aipaas.controller.extensions import CycleContext, CycleIntake
 from aipaas.controller.kube_import_jobs import gang_job, gang_name
 from aipaas.errors import InvalidObject
 from aipaas.settings import Settings
@@ -77,7 +79,7 @@ class KubeImport:
         #: the jobs this cycle stored (not listed by it: their status is the one just written)
         self._taken_now: set[tuple[str, str]] = set()
 
-    def run(self, context: CycleContext) -> None:
+    def take_in(self, context: CycleContext) -> None:
         source = foreign_pods(context.backend)
         now = context.clock.monotonic()
         if source is None or (
@@ -283,7 +285,7 @@ def mirror_claims(
         store.create(parse_device_kind(body), conn=tx)
 
 
-def kube_import_extension(settings: Settings) -> CycleExtension | None:
+def kube_import_extension(settings: Settings) -> CycleIntake | None:
     """Runs where the backend has foreign pods (it checks each cycle, at no cost otherwise)."""
     if not settings.kube_import:
         return None

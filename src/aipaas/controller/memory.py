@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from aipaas.controller.batch_cycle import BatchState
+from aipaas.controller.extensions import CycleContext
 from aipaas.controller.quiet import QuietCycles
 from aipaas.controller.stop_drain import HeldStops
 from aipaas.controller.work import FactsCache
@@ -49,3 +50,6 @@ class ControllerMemory:
     batch: BatchState = field(default_factory=BatchState)
     #: a cycle's jobs and placement, used again by a next cycle with nothing new (quiet.py)
     quiet: QuietCycles = field(default_factory=QuietCycles)
+    #: what the last cycle handed its extensions: the next cycle's intakes read it (lost:
+    #: the first cycle's intakes see no jobs, as on a fresh start)
+    last_context: CycleContext | None = None

@@ -26,7 +26,7 @@ class KubeOptions:
     #: threads that carry out starts (create, allocate, bind) while the controller goes on,
     #: as kube-scheduler binds in goroutines of their own; 0: each start in the caller's
     #: thread, done when ``start`` returns
-    start_workers: int = 8
+    start_workers: int = 32
     #: the cluster's DNS domain: a multi-pod job's ranks are ``rank-N.<job>.<namespace>.svc.``
     #: followed by it (backends/kubernetes/job_services.py)
     cluster_domain: str = "cluster.local"
