@@ -147,18 +147,14 @@ def report(store: Store, tenant: str | None) -> list[UsageRow]:
     return usage(running_entries(store, tenant), totals(store, tenant))
 
 
-def running_entries(
-    store: Store, tenant: str | None, known_jobs: Mapping[str, Job] | None = None
-) -> list[LedgerEntry]:
-    """What the attempts of ``tenant`` (None: all) running now have used so far.
-    ``known_jobs``: jobs by uid the caller has read already (a controller cycle's): only the
-    others are read from the store."""
+def running_entries(store: Store, tenant: str | None) -> list[LedgerEntry]:
+    """What the attempts of ``tenant`` (None: all) running now have used so far."""
     running = [
         r
         for r in TaskRepository(store).active()
         if (tenant is None or r.tenant == tenant) and r.phase == "Running"
     ]
-    return entries_of_running(store, running, known_jobs)
+    return entries_of_running(store, running)
 
 
 def entries_of_running(
